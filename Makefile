@@ -1,0 +1,43 @@
+# The two commands: `make run` and `make test`. Both install what they need (deploy/install-deps.sh), configure and
+# build first, so they work on a fresh Debian 12 machine.
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= $(shell nproc)
+CTEST_ARGS ?=
+
+.PHONY: all deps configure build test run walkthrough bench sanitize clean
+
+all: build
+
+deps:
+	@bash deploy/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The whole suite (labels: unit, sim, integration, conformance, fuzz). One label: make test CTEST_ARGS="-L unit"
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# A 3-node cluster on 127.0.0.1 in the foreground (Ctrl-C stops it); prints endpoints and a tour.
+run: build
+	bash deploy/local-cluster.sh --build-dir $(BUILD_DIR)
+
+# The single-node walkthrough of the state machine (no cluster).
+walkthrough: build
+	$(BUILD_DIR)/bench/mayfly-walkthrough --data $(BUILD_DIR)/walkthrough-data
+
+bench: build
+	$(BUILD_DIR)/bench/mayfly-storage-bench
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build and test run, in its own build directory.
+sanitize: deps
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMAYFLY_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+clean:
+	rm -rf $(BUILD_DIR) build-asan

@@ -1,0 +1,650 @@
+// Cluster benchmark: a load generator for a running Mayfly cluster, from the client's point of view.
+//   Workloads: upserts of 256 B and 1 KB items, each with its own `ttl`, into a container it creates (partition key
+//   /pk, a few hundred partitions); point reads, at `strong` and at `session` consistency, of items it wrote.
+//   Concurrency: 1, 50 and 1000 clients. "N clients" are simulated as N requests kept in flight with
+//   Client::execute_async from one thread (one event loop), spread over a few Client instances (connections).
+//   Every run stops by itself after --seconds or --max-requests requests, whichever comes first.
+// Prints the command and a markdown table: throughput is the median of --runs runs, latency percentiles are over
+// every sample of every run, errors are final (after the client's own retries) and counted by status.
+//
+//   build/bench/mayfly-bench [--start-cluster] [--endpoints H:P,...] [--seconds S] [--runs R] [--max-requests N]
+//                            [--clients 1,50,1000] [--workloads upsert256,upsert1k,strong,session] ...
+// With --start-cluster it launches 3 mayflyd from its own build directory on 127.0.0.1 (--base-port, fresh data in
+// a temporary directory; fsync is always on), waits for a leader, runs, and stops them (SIGTERM to its own PIDs).
+#include <fcntl.h>
+#include <csignal>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+
+namespace mayfly::bench {
+namespace {
+
+using client::Client;
+using client::ClientOptions;
+using client::Consistency;
+using client::Op;
+using client::Request;
+using client::Response;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kUsage =
+    "usage: mayfly-bench [--start-cluster] [--endpoints H:P,H:P,H:P] [--base-port P] [--mayflyd PATH]\n"
+    "                    [--keep-data] [--seconds S] [--runs R] [--max-requests N] [--clients 1,50,1000]\n"
+    "                    [--connections K] [--workloads upsert256,upsert1k,strong,session] [--database NAME]\n"
+    "                    [--container NAME] [--partitions P] [--ttl SECONDS] [--timeout-ms MS]\n";
+
+[[noreturn]] void die(const std::string& what);
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
+}
+
+// ---- the cluster this benchmark starts (only with --start-cluster) ----------------------------------------------
+
+// PIDs of the mayflyd processes this benchmark started; never any other process. Read by the signal handler.
+pid_t g_node_pids[16];
+volatile sig_atomic_t g_node_count = 0;
+
+void on_signal(int signal) {
+  for (sig_atomic_t i = 0; i < g_node_count; ++i) {
+    if (g_node_pids[i] > 0) kill(g_node_pids[i], SIGTERM);
+  }
+  _exit(128 + signal);
+}
+
+class LocalCluster {
+ public:
+  // Starts `nodes` mayflyd on 127.0.0.1:base_port.. with fresh data under a new temporary directory.
+  LocalCluster(const std::string& mayflyd, int base_port, int nodes, bool keep_data) : keep_data_(keep_data) {
+    if (access(mayflyd.c_str(), X_OK) != 0) die(mayflyd + " is not built (cmake --build ... --target mayflyd)");
+    char pattern[] = "/tmp/mayfly-bench-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) die("mkdtemp failed");
+    dir_ = pattern;
+    std::string peers;
+    for (int i = 1; i <= nodes; ++i) {
+      peers += (i > 1 ? "," : "") + std::to_string(i) + "=" + address(base_port, i);
+      endpoints_.push_back(address(base_port, i));
+    }
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    for (int i = 1; i <= nodes; ++i) {
+      const std::string id = std::to_string(i), listen = address(base_port, i), data = dir_ + "/node" + id;
+      const std::string log = dir_ + "/node" + id + ".log";
+      const pid_t pid = fork();
+      if (pid < 0) die("fork failed");
+      if (pid == 0) {
+        const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+          dup2(fd, STDOUT_FILENO);
+          dup2(fd, STDERR_FILENO);
+          close(fd);
+        }
+        execl(mayflyd.c_str(), mayflyd.c_str(), "--id", id.c_str(), "--listen", listen.c_str(), "--peers",
+              peers.c_str(), "--data", data.c_str(), static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      pids_.push_back(pid);
+      g_node_pids[g_node_count] = pid;
+      g_node_count = g_node_count + 1;
+    }
+  }
+
+  ~LocalCluster() { stop(); }
+
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+  const std::vector<pid_t>& pids() const { return pids_; }
+  const std::string& dir() const { return dir_; }
+
+  // Empty if every node this benchmark started is still running; else which one exited.
+  std::string exited() {
+    for (size_t i = 0; i < pids_.size(); ++i) {
+      int status = 0;
+      if (pids_[i] > 0 && waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
+        pids_[i] = -1;
+        return "node " + std::to_string(i + 1) + " exited; see " + dir_ + "/node" + std::to_string(i + 1) + ".log";
+      }
+    }
+    return "";
+  }
+
+  // SIGTERM to our own PIDs, a bounded wait for each (a leader hands over first), SIGKILL to any still running.
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    for (pid_t pid : pids_) {
+      if (pid > 0) kill(pid, SIGTERM);
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(15);
+    for (pid_t& pid : pids_) {
+      while (pid > 0) {
+        int status = 0;
+        const pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid || done < 0) {
+          pid = -1;
+        } else if (Clock::now() >= deadline) {
+          std::fprintf(stderr, "mayfly-bench: node pid %d did not stop after SIGTERM; sending SIGKILL\n", pid);
+          kill(pid, SIGKILL);
+          waitpid(pid, &status, 0);
+          pid = -1;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      }
+    }
+    g_node_count = 0;
+    if (keep_data_) {
+      std::fprintf(stderr, "mayfly-bench: cluster data and logs kept in %s\n", dir_.c_str());
+    } else {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+    }
+  }
+
+ private:
+  static std::string address(int base_port, int i) { return "127.0.0.1:" + std::to_string(base_port + i - 1); }
+
+  std::string dir_;
+  std::vector<std::string> endpoints_;
+  std::vector<pid_t> pids_;
+  bool keep_data_;
+  bool stopped_ = false;
+};
+
+LocalCluster* g_cluster = nullptr;
+
+void die(const std::string& what) {
+  std::fprintf(stderr, "mayfly-bench: %s\n", what.c_str());
+  if (g_cluster != nullptr) g_cluster->stop();
+  std::exit(1);
+}
+
+// CPU seconds (user + system) used so far by process `pid`, or by its thread `tid` when given.
+double process_cpu_seconds(pid_t pid, pid_t tid = 0) {
+  const std::string path = tid == 0 ? "/proc/" + std::to_string(pid) + "/stat"
+                                    : "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat";
+  std::ifstream file(path);
+  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(text.substr(paren + 2));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state; 14 utime, 15 stime
+    if (i == 14) utime = std::atof(field.c_str());
+    if (i == 15) stime = std::atof(field.c_str());
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double own_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// Waits (bounded) until some endpoint reports a leader; returns its node id.
+uint64_t wait_for_leader(const std::vector<std::string>& endpoints, double max_seconds, LocalCluster* cluster) {
+  ClientOptions options;
+  options.endpoints = endpoints;
+  options.request_timeout_ms = 1000;
+  options.max_retries_unavailable = 0;
+  const auto start = Clock::now();
+  std::string last;
+  for (int attempt = 0; attempt < 100000 && seconds_since(start) < max_seconds; ++attempt) {
+    if (cluster != nullptr) {
+      const std::string exited = cluster->exited();
+      if (!exited.empty()) die(exited);
+    }
+    Client status_client(options);
+    Request request;
+    request.op = Op::kClusterStatus;
+    request.endpoint = static_cast<size_t>(attempt) % endpoints.size() + 1;
+    const Response response = status_client.execute(request);
+    last = std::to_string(response.status) + " " + (response.ok() ? response.body : response.message);
+    const size_t at = response.body.find("\"leader\":");
+    if (response.ok() && at != std::string::npos) {
+      const uint64_t leader = std::strtoull(response.body.c_str() + at + 9, nullptr, 10);
+      if (leader != 0) return leader;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  die("no leader after " + std::to_string(max_seconds) + " s; last answer: " + last);
+}
+
+// ---- the load ----------------------------------------------------------------------------------------------------
+
+enum class Workload { kUpsert256, kUpsert1K, kReadStrong, kReadSession };
+
+struct WorkloadInfo {
+  Workload workload;
+  const char* flag;
+  const char* label;
+};
+
+constexpr WorkloadInfo kWorkloads[] = {
+    {Workload::kUpsert256, "upsert256", "upsert 256 B item, own ttl"},
+    {Workload::kUpsert1K, "upsert1k", "upsert 1 KB item, own ttl"},
+    {Workload::kReadStrong, "strong", "point read, strong"},
+    {Workload::kReadSession, "session", "point read, session"},
+};
+
+bool is_write(Workload workload) { return workload == Workload::kUpsert256 || workload == Workload::kUpsert1K; }
+
+struct Key {
+  std::string pk_json;  // "\"p17\""
+  std::string id;
+};
+
+struct Settings {
+  std::string database = "bench";
+  std::string container = "items";
+  int partitions = 256;
+  int ttl = 3600;
+  double seconds = 5;
+  int runs = 3;
+  uint64_t max_requests = 200000;
+  size_t connections = 4;
+};
+
+// What one run measured.
+struct RunResult {
+  double ops_per_second = 0;  // successful operations per second of the run's wall time
+  uint64_t issued = 0;
+  std::map<int, uint64_t> errors;       // status (0: exception) -> count
+  std::map<int, std::string> messages;  // status -> first message seen
+  std::vector<double> latencies_ms;     // successful and failed requests alike
+  double wall_seconds = 0;
+};
+
+// Keeps `concurrency` requests in flight on one event loop until the time or the request budget runs out.
+class Run {
+ public:
+  Run(std::vector<std::unique_ptr<Client>>& clients, const Settings& settings, Workload workload, size_t concurrency,
+      std::vector<Key>& keys, uint64_t& next_item, std::mt19937_64& rng)
+      : clients_(clients),
+        settings_(settings),
+        workload_(workload),
+        concurrency_(concurrency),
+        keys_(keys),
+        next_item_(next_item),
+        rng_(rng),
+        used_clients_(std::min(concurrency, clients.size())),
+        tasks_(errors_) {
+    if (is_write(workload)) {
+      const size_t target = workload == Workload::kUpsert256 ? 256 : 1024;
+      // {"id":"<id>","pk":"<pk>","ttl":<ttl>,"v":"<pad>"}: the padding makes the body exactly `target` bytes for
+      // the longest ids this run can produce; shorter ids give bodies a few bytes shorter.
+      const std::string sample = body("w1k-99999999", "p" + std::to_string(settings.partitions - 1), "");
+      padding_.assign(target > sample.size() ? target - sample.size() : 0, 'x');
+    }
+  }
+
+  RunResult execute() {
+    auto done = kj::newPromiseAndFulfiller<void>();
+    done_ = kj::mv(done.fulfiller);
+    start_ = Clock::now();
+    deadline_ = start_ + std::chrono::microseconds(static_cast<int64_t>(settings_.seconds * 1e6));
+    active_ = concurrency_;
+    for (size_t slot = 0; slot < concurrency_; ++slot) issue(slot);
+    // Bounded: no new request after the deadline or the budget, and each one in flight ends within the client's
+    // request timeout (a 408 at worst).
+    done.promise.wait(clients_.front()->wait_scope());
+    result_.wall_seconds = std::chrono::duration<double>(last_done_ - start_).count();
+    uint64_t errors = 0;
+    for (const auto& [status, count] : result_.errors) errors += count;
+    result_.ops_per_second =
+        static_cast<double>(result_.issued - errors) / std::max(result_.wall_seconds, 1e-9);
+    return std::move(result_);
+  }
+
+ private:
+  class Errors final : public kj::TaskSet::ErrorHandler {
+   public:
+    void taskFailed(kj::Exception&& exception) override {
+      std::fprintf(stderr, "mayfly-bench: unexpected task failure: %s\n", exception.getDescription().cStr());
+    }
+  };
+
+  std::string body(const std::string& id, const std::string& pk, const std::string& padding) const {
+    return "{\"id\":\"" + id + "\",\"pk\":\"" + pk + "\",\"ttl\":" + std::to_string(settings_.ttl) + ",\"v\":\"" +
+           padding + "\"}";
+  }
+
+  Request next_request(Key& key) {
+    Request request;
+    request.database = settings_.database;
+    request.container = settings_.container;
+    if (is_write(workload_)) {
+      const uint64_t n = next_item_++;
+      const std::string pk = "p" + std::to_string(n % static_cast<uint64_t>(settings_.partitions));
+      key.id = (workload_ == Workload::kUpsert256 ? "w256-" : "w1k-") + std::to_string(n);
+      key.pk_json = "\"" + pk + "\"";
+      request.op = Op::kUpsertItem;
+      request.body = body(key.id, pk, padding_);
+    } else {
+      key = keys_[std::uniform_int_distribution<size_t>(0, keys_.size() - 1)(rng_)];
+      request.op = Op::kReadItem;
+      request.id = key.id;
+      request.options.consistency =
+          workload_ == Workload::kReadStrong ? Consistency::kStrong : Consistency::kSession;
+    }
+    request.partition_key = key.pk_json;
+    return request;
+  }
+
+  void issue(size_t slot) {
+    Key key;
+    const Request request = next_request(key);
+    ++result_.issued;
+    const auto started = Clock::now();
+    tasks_.add(clients_[slot % used_clients_]
+                   ->execute_async(request)
+                   .then(
+                       [this, slot, started, key = std::move(key)](Response response) mutable {
+                         finish(slot, started, response.status, response.message, std::move(key));
+                       },
+                       [this, slot, started](kj::Exception&& exception) {
+                         finish(slot, started, 0, exception.getDescription().cStr(), Key{});
+                       }));
+  }
+
+  void finish(size_t slot, Clock::time_point started, int status, const std::string& message, Key key) {
+    last_done_ = Clock::now();
+    result_.latencies_ms.push_back(std::chrono::duration<double, std::milli>(last_done_ - started).count());
+    const bool ok = status > 0 && status < 400;
+    if (!ok) {
+      ++result_.errors[status];
+      result_.messages.emplace(status, message);
+    } else if (is_write(workload_)) {
+      keys_.push_back(std::move(key));
+    }
+    if (last_done_ < deadline_ && result_.issued < settings_.max_requests) {
+      issue(slot);
+    } else if (--active_ == 0) {
+      done_->fulfill();
+    }
+  }
+
+  std::vector<std::unique_ptr<Client>>& clients_;
+  const Settings& settings_;
+  Workload workload_;
+  size_t concurrency_;
+  std::vector<Key>& keys_;
+  uint64_t& next_item_;
+  std::mt19937_64& rng_;
+  size_t used_clients_;
+  std::string padding_;
+  Errors errors_;
+  kj::TaskSet tasks_;
+  kj::Own<kj::PromiseFulfiller<void>> done_;
+  size_t active_ = 0;
+  Clock::time_point start_, deadline_, last_done_;
+  RunResult result_;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+double percentile(std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+void check_setup(const Response& response, const std::string& what) {
+  if (!response.ok() && response.status != 409) {
+    die(what + " failed: " + std::to_string(response.status) + " " + response.message);
+  }
+}
+
+}  // namespace
+}  // namespace mayfly::bench
+
+int main(int argc, char** argv) {
+  using namespace mayfly::bench;
+  Settings settings;
+  bool start_cluster = false, keep_data = false;
+  int base_port = 7101;
+  uint32_t timeout_ms = 10000;
+  std::string endpoints_flag = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103";
+  std::string clients_flag = "1,50,1000";
+  std::string workloads_flag = "upsert256,upsert1k,strong,session";
+  std::string mayflyd;
+  std::string command = argv[0];
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--start-cluster" || flag == "--keep-data") {
+      (flag == "--start-cluster" ? start_cluster : keep_data) = true;
+      command += " " + flag;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fputs(kUsage, stderr);
+      return 2;
+    }
+    const std::string value = argv[++i];
+    command += " " + flag + " " + value;
+    if (flag == "--endpoints") endpoints_flag = value;
+    else if (flag == "--base-port") base_port = std::atoi(value.c_str());
+    else if (flag == "--mayflyd") mayflyd = value;
+    else if (flag == "--seconds") settings.seconds = std::atof(value.c_str());
+    else if (flag == "--runs") settings.runs = std::atoi(value.c_str());
+    else if (flag == "--max-requests") settings.max_requests = std::strtoull(value.c_str(), nullptr, 10);
+    else if (flag == "--clients") clients_flag = value;
+    else if (flag == "--connections") settings.connections = std::strtoull(value.c_str(), nullptr, 10);
+    else if (flag == "--workloads") workloads_flag = value;
+    else if (flag == "--database") settings.database = value;
+    else if (flag == "--container") settings.container = value;
+    else if (flag == "--partitions") settings.partitions = std::atoi(value.c_str());
+    else if (flag == "--ttl") settings.ttl = std::atoi(value.c_str());
+    else if (flag == "--timeout-ms") timeout_ms = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
+    else {
+      std::fputs(kUsage, stderr);
+      return 2;
+    }
+  }
+  std::vector<size_t> concurrencies;
+  for (const std::string& text : split(clients_flag)) concurrencies.push_back(std::strtoull(text.c_str(), nullptr, 10));
+  std::vector<WorkloadInfo> workloads;
+  for (const std::string& name : split(workloads_flag)) {
+    const auto* found = std::find_if(std::begin(kWorkloads), std::end(kWorkloads),
+                                     [&](const WorkloadInfo& info) { return name == info.flag; });
+    if (found == std::end(kWorkloads)) {
+      std::fprintf(stderr, "mayfly-bench: unknown workload %s\n%s", name.c_str(), kUsage);
+      return 2;
+    }
+    workloads.push_back(*found);
+  }
+  if (settings.seconds <= 0 || settings.runs < 1 || settings.max_requests < 1 || settings.connections < 1 ||
+      settings.partitions < 1 || settings.ttl < 1 || timeout_ms < 1 || concurrencies.empty() || workloads.empty() ||
+      std::count(concurrencies.begin(), concurrencies.end(), size_t{0}) > 0 || base_port < 1 || base_port > 65533) {
+    std::fprintf(stderr, "mayfly-bench: every number must be positive\n%s", kUsage);
+    return 2;
+  }
+
+  std::unique_ptr<LocalCluster> cluster;
+  std::vector<std::string> endpoints = split(endpoints_flag);
+  if (start_cluster) {
+    if (mayflyd.empty()) {  // this binary is <build>/bench/mayfly-bench; mayflyd is <build>/node/mayflyd
+      std::error_code error;
+      const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+      mayflyd = (self.parent_path().parent_path() / "node" / "mayflyd").string();
+    }
+    cluster = std::make_unique<LocalCluster>(mayflyd, base_port, 3, keep_data);
+    g_cluster = cluster.get();
+    endpoints = cluster->endpoints();
+  }
+  const uint64_t leader = wait_for_leader(endpoints, 30, cluster.get());
+
+  ClientOptions options;
+  options.endpoints = endpoints;
+  options.request_timeout_ms = timeout_ms;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (size_t i = 0; i < settings.connections; ++i) {
+    options.jitter_seed = 0x6d617966 + i;
+    clients.push_back(std::make_unique<Client>(options));
+  }
+  {
+    Request request;
+    request.op = Op::kCreateDatabase;
+    request.database = settings.database;
+    check_setup(clients.front()->execute(request), "createDatabase " + settings.database);
+    request.op = Op::kCreateContainer;
+    request.container = settings.container;
+    request.settings.partition_key_path = "/pk";
+    // TTL on without a default (defaultTtl -1): every item's own `ttl` counts, as in Cosmos DB.
+    request.settings.default_ttl = mayfly::client::ContainerSettings::DefaultTtl::kSet;
+    request.settings.default_ttl_json = "-1";
+    check_setup(clients.front()->execute(request), "createContainer " + settings.container);
+  }
+
+  std::printf("command: %s\n", command.c_str());
+  std::printf("cluster: %s (%s; leader at start: node %llu; fsync on)\n", endpoints_flag.c_str(),
+              start_cluster ? "3 mayflyd started by this benchmark, fresh data" : "already running",
+              static_cast<unsigned long long>(leader));
+  std::printf("clients: N concurrent clients = N requests kept in flight with execute_async from one thread (one "
+              "event loop), spread over min(N, %zu) Client instances; each run stops after %.1f s or %llu "
+              "requests; ops/s = median of %d runs, latency percentiles over all samples; items: partition key "
+              "/pk over %d partitions, ttl %d, container defaultTtl -1\n\n",
+              settings.connections, settings.seconds, static_cast<unsigned long long>(settings.max_requests),
+              settings.runs, settings.partitions, settings.ttl);
+  std::printf("| workload | clients | ops/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n");
+  std::fflush(stdout);
+
+  struct Extra {
+    std::string label;
+    size_t clients;
+    uint64_t requests;
+    double client_cpu, leader_cpu, leader_driver_cpu, followers_cpu;
+  };
+  std::vector<Extra> extras;
+  std::vector<mayfly::bench::Key> keys;
+  uint64_t next_item = 0;
+  std::mt19937_64 rng(42);
+  for (const WorkloadInfo& info : workloads) {
+    if (!is_write(info.workload) && keys.empty()) {  // reads alone: write something to read first
+      Settings preload = settings;
+      preload.seconds = 60;
+      preload.max_requests = 2000;
+      Run(clients, preload, Workload::kUpsert1K, 50, keys, next_item, rng).execute();
+      if (keys.empty()) die("could not write any item to read back");
+    }
+    for (size_t concurrency : concurrencies) {
+      std::vector<double> rates, latencies;
+      std::map<int, uint64_t> errors;
+      std::map<int, std::string> messages;
+      uint64_t requests = 0;
+      double wall = 0, client_cpu = 0, leader_cpu = 0, driver_cpu = 0, followers_cpu = 0;
+      for (int r = 0; r < settings.runs; ++r) {
+        if (cluster) {
+          const std::string exited = cluster->exited();
+          if (!exited.empty()) die(exited);
+        }
+        // Node CPU, by PID, when this benchmark started the nodes: the leader's process and its main (driver) thread.
+        const uint64_t leader_id = clients.front()->leader().value_or(0);
+        std::vector<double> node_before;
+        double driver_before = 0;
+        if (cluster) {
+          for (pid_t pid : cluster->pids()) node_before.push_back(process_cpu_seconds(pid));
+          if (leader_id >= 1 && leader_id <= cluster->pids().size()) {
+            const pid_t pid = cluster->pids()[leader_id - 1];
+            driver_before = process_cpu_seconds(pid, pid);
+          }
+        }
+        const double cpu_before = own_cpu_seconds();
+        RunResult result = Run(clients, settings, info.workload, concurrency, keys, next_item, rng).execute();
+        client_cpu += own_cpu_seconds() - cpu_before;
+        if (cluster) {
+          for (size_t n = 0; n < cluster->pids().size(); ++n) {
+            const double used = process_cpu_seconds(cluster->pids()[n]) - node_before[n];
+            (n + 1 == leader_id ? leader_cpu : followers_cpu) += used;
+          }
+          if (leader_id >= 1 && leader_id <= cluster->pids().size()) {
+            const pid_t pid = cluster->pids()[leader_id - 1];
+            driver_cpu += process_cpu_seconds(pid, pid) - driver_before;
+          }
+        }
+        const uint64_t leader_after = clients.front()->leader().value_or(0);
+        if (leader_after != leader_id) {
+          std::fprintf(stderr, "mayfly-bench: %s, %zu clients, run %d: the leader changed from node %llu to node %llu\n",
+                       info.label, concurrency, r + 1, static_cast<unsigned long long>(leader_id),
+                       static_cast<unsigned long long>(leader_after));
+        }
+        rates.push_back(result.ops_per_second);
+        latencies.insert(latencies.end(), result.latencies_ms.begin(), result.latencies_ms.end());
+        for (const auto& [status, count] : result.errors) errors[status] += count;
+        for (const auto& [status, message] : result.messages) messages.emplace(status, message);
+        requests += result.issued;
+        wall += result.wall_seconds;
+      }
+      std::sort(latencies.begin(), latencies.end());
+      std::string error_text;
+      for (const auto& [status, count] : errors) {
+        error_text += (error_text.empty() ? "" : ", ") + std::to_string(count) + " × " +
+                      (status == 0 ? std::string("exception") : std::to_string(status));
+      }
+      std::printf("| %s | %zu | %.0f | %.2f | %.2f | %s |\n", info.label, concurrency, median(rates),
+                  percentile(latencies, 50), percentile(latencies, 99), error_text.empty() ? "0" : error_text.c_str());
+      std::fflush(stdout);
+      for (const auto& [status, message] : messages) {
+        std::fprintf(stderr, "mayfly-bench: %s, %zu clients: first %d: %s\n", info.label, concurrency, status,
+                     message.c_str());
+      }
+      const double per_core = 100.0 / std::max(wall, 1e-9);
+      extras.push_back({info.label, concurrency, requests, client_cpu * per_core, leader_cpu * per_core,
+                        driver_cpu * per_core, followers_cpu * per_core});
+    }
+  }
+
+  std::printf("\nCPU during the runs, in %% of one core (this machine has %u); node figures only with "
+              "--start-cluster:\n\n| workload | clients | requests | bench (client) | leader process | leader "
+              "driver thread | followers (2 processes) |\n|---|---|---|---|---|---|---|\n",
+              std::thread::hardware_concurrency());
+  for (const Extra& extra : extras) {
+    if (cluster) {
+      std::printf("| %s | %zu | %llu | %.0f | %.0f | %.0f | %.0f |\n", extra.label.c_str(), extra.clients,
+                  static_cast<unsigned long long>(extra.requests), extra.client_cpu, extra.leader_cpu,
+                  extra.leader_driver_cpu, extra.followers_cpu);
+    } else {
+      std::printf("| %s | %zu | %llu | %.0f | — | — | — |\n", extra.label.c_str(), extra.clients,
+                  static_cast<unsigned long long>(extra.requests), extra.client_cpu);
+    }
+  }
+  std::printf("\nleader at the end: node %llu\n", static_cast<unsigned long long>(clients.front()->leader().value_or(0)));
+  std::fflush(stdout);
+  clients.clear();
+  if (cluster) cluster->stop();
+  g_cluster = nullptr;
+  return 0;
+}

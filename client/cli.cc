@@ -1,0 +1,405 @@
+#include "client/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <boost/json.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "client/policy.h"
+
+namespace mayfly::client {
+
+namespace {
+
+// Everything the command line can set; each leaf command reads the fields it declared.
+struct Arguments {
+  std::string endpoints;
+  std::string consistency;
+  std::string session_token;
+  uint32_t timeout_ms = 10000;
+
+  std::string database;
+  std::string container;
+  std::string document;  // item JSON or patch operations: inline, @file or -
+  std::string partition_key_path;
+  std::string default_ttl;
+  std::string indexing;
+  uint32_t throughput = 0;
+  bool serverless = false;
+  std::string if_match;
+  std::optional<std::string> partition_key;
+  std::string id;
+  uint32_t max_items = 0;
+  std::string continuation;
+  uint64_t member_id = 0;
+  std::string member_address;
+};
+
+// A usage error found after CLI11 was done (file not readable, bad endpoint list, ...).
+struct UsageError {
+  std::string message;
+};
+
+const std::map<std::string, Consistency>& consistency_names() {
+  static const std::map<std::string, Consistency> names = {{"session", Consistency::kSession},
+                                                           {"strong", Consistency::kStrong},
+                                                           {"bounded", Consistency::kBounded},
+                                                           {"eventual", Consistency::kEventual}};
+  return names;
+}
+
+std::string quote(std::string_view text) { return boost::json::serialize(boost::json::value(boost::json::string(text))); }
+
+// JSON as the server wrote it, minus whitespace outside strings, so the response stays on one line without
+// re-printing numbers (Boost.JSON would turn 1.5 into 1.5E0).
+std::string compact_json(std::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  bool in_string = false;
+  bool escaped = false;
+  for (const char c : json) {
+    if (in_string) {
+      out.push_back(c);
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string format_double(double value) {
+  if (!std::isfinite(value)) {
+    return "null";
+  }
+  char buffer[64];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);  // shortest round-trip form
+  return error == std::errc() ? std::string(buffer, end) : "null";
+}
+
+// A JSON argument: inline text, @path (the file's contents) or - (standard input).
+std::string load_document(const std::string& argument, const CliEnvironment& environment) {
+  if (argument == "-") {
+    if (environment.standard_input == nullptr) {
+      throw UsageError{"'-' reads JSON from standard input, which is not available"};
+    }
+    return std::string(std::istreambuf_iterator<char>(*environment.standard_input), std::istreambuf_iterator<char>());
+  }
+  if (!argument.empty() && argument.front() == '@') {
+    const std::string path = argument.substr(1);
+    std::ifstream file(path, std::ios::binary);
+    if (!file) {
+      throw UsageError{"cannot read JSON file '" + path + "' (from " + argument + ")"};
+    }
+    return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
+  return argument;
+}
+
+std::vector<std::string> resolve_endpoints(const Arguments& arguments, const CliEnvironment& environment) {
+  std::string text = std::string(kDefaultEndpoints);
+  std::string source = "the default";
+  if (!arguments.endpoints.empty()) {
+    text = arguments.endpoints;
+    source = "--endpoints";
+  } else if (environment.endpoints.has_value() && !environment.endpoints->empty()) {
+    text = *environment.endpoints;
+    source = "MAYFLY_ENDPOINTS";
+  }
+  auto parsed = parse_endpoint_list(text);
+  if (!parsed.is_ok()) {
+    throw UsageError{source + ": " + parsed.status().message()};
+  }
+  return std::move(parsed).value();
+}
+
+ContainerSettings::Indexing indexing_of(const std::string& text) {
+  if (text.empty()) {
+    return ContainerSettings::Indexing::kUnchanged;
+  }
+  return text == "none" ? ContainerSettings::Indexing::kNone : ContainerSettings::Indexing::kConsistent;
+}
+
+// The leaf commands, each with the arguments it takes. Returns a map from leaf to op.
+class Grammar {
+ public:
+  explicit Grammar(Arguments& arguments) : arguments_(arguments), app_("Command line client for a Mayfly cluster", "mayfly") {
+    app_.require_subcommand(1);
+    app_.fallthrough();  // global options may also follow the command
+    app_.footer("Prints one JSON object per request. Exit status: 0 for status < 400, 1 otherwise, 2 for usage errors.");
+    app_.add_option("--endpoints", arguments_.endpoints,
+                    "host:port,host:port of the nodes, node 1 first (default " + std::string(kDefaultEndpoints) +
+                        ", or $MAYFLY_ENDPOINTS)");
+    app_.add_option("--consistency", arguments_.consistency, "read consistency (default session)")
+        ->check(CLI::IsMember({"strong", "bounded", "session", "eventual"}));
+    app_.add_option("--session-token", arguments_.session_token, "session token of an earlier response");
+    app_.add_option("--timeout-ms", arguments_.timeout_ms, "whole request timeout, retries included (default 10000)")
+        ->check(CLI::Range(1u, 3600u * 1000u));
+    add_cluster();
+    add_db();
+    add_container();
+    add_item();
+  }
+
+  CLI::App& app() { return app_; }
+
+  // The op of the leaf that was parsed.
+  Op parsed_op() const {
+    for (const auto& [leaf, op] : leaves_) {
+      if (leaf->parsed()) {
+        return op;
+      }
+    }
+    throw UsageError{"no command given"};
+  }
+
+ private:
+  CLI::App* group(const std::string& name, const std::string& description) {
+    CLI::App* sub = app_.add_subcommand(name, description);
+    sub->require_subcommand(1);
+    return sub;
+  }
+
+  CLI::App* leaf(CLI::App* parent, const std::string& name, const std::string& description, Op op) {
+    CLI::App* sub = parent->add_subcommand(name, description);
+    leaves_.emplace_back(sub, op);
+    return sub;
+  }
+
+  void database_and_container(CLI::App* sub) {
+    sub->add_option("DB", arguments_.database, "database")->required();
+    sub->add_option("C", arguments_.container, "container")->required();
+  }
+
+  void add_cluster() {
+    CLI::App* cluster = group("cluster", "cluster status and membership");
+    leaf(cluster, "status", "leader and nodes", Op::kClusterStatus);
+    CLI::App* add = leaf(cluster, "add-member", "add node ID listening at H:P", Op::kAddMember);
+    add->add_option("ID", arguments_.member_id, "node id")->required()->check(CLI::PositiveNumber);
+    add->add_option("ADDRESS", arguments_.member_address, "host:port of its RPC listener")
+        ->required()
+        ->check([](const std::string& text) {
+          const Status valid = validate_endpoint(text);
+          return valid.is_ok() ? std::string() : valid.message();
+        });
+    CLI::App* remove = leaf(cluster, "remove-member", "remove node ID", Op::kRemoveMember);
+    remove->add_option("ID", arguments_.member_id, "node id")->required()->check(CLI::PositiveNumber);
+    CLI::App* transfer = leaf(cluster, "transfer-leader", "hand leadership to node ID", Op::kTransferLeader);
+    transfer->add_option("ID", arguments_.member_id, "node id")->required()->check(CLI::PositiveNumber);
+  }
+
+  void add_db() {
+    CLI::App* db = group("db", "databases");
+    leaf(db, "create", "create database DB", Op::kCreateDatabase)
+        ->add_option("DB", arguments_.database, "database")
+        ->required();
+    leaf(db, "delete", "delete database DB", Op::kDeleteDatabase)
+        ->add_option("DB", arguments_.database, "database")
+        ->required();
+    leaf(db, "list", "list databases", Op::kListDatabases);
+  }
+
+  void add_indexing(CLI::App* sub) {
+    sub->add_option("--indexing", arguments_.indexing, "indexing mode")->check(CLI::IsMember({"consistent", "none"}));
+  }
+
+  void add_container() {
+    CLI::App* container = group("container", "containers");
+    CLI::App* create = leaf(container, "create", "create container C in DB", Op::kCreateContainer);
+    database_and_container(create);
+    create->add_option("--pk", arguments_.partition_key_path, "partition key path, e.g. /tenant")->required();
+    create->add_option("--default-ttl", arguments_.default_ttl, "default TTL in seconds, or -1 (on, no default)");
+    add_indexing(create);
+    CLI::Option* throughput = create->add_option("--throughput", arguments_.throughput, "provisioned RU/s");
+    CLI::Option* serverless = create->add_flag("--serverless", arguments_.serverless, "serverless (never throttled)");
+    throughput->excludes(serverless);
+    serverless->excludes(throughput);
+
+    database_and_container(leaf(container, "get", "show container C", Op::kGetContainer));
+    CLI::App* set = leaf(container, "set", "change container C's settings", Op::kUpdateContainer);
+    database_and_container(set);
+    set->add_option("--default-ttl", arguments_.default_ttl, "default TTL in seconds, -1, or off (TTL off)");
+    add_indexing(set);
+    set->add_option("--throughput", arguments_.throughput, "provisioned RU/s");
+    database_and_container(leaf(container, "delete", "delete container C", Op::kDeleteContainer));
+    leaf(container, "list", "list the containers of DB", Op::kListContainers)
+        ->add_option("DB", arguments_.database, "database")
+        ->required();
+  }
+
+  void add_key(CLI::App* sub) {
+    sub->add_option("--pk", arguments_.partition_key, "partition key value (JSON, else a string)")->required();
+    sub->add_option("--id", arguments_.id, "item id")->required();
+  }
+
+  void add_if_match(CLI::App* sub) {
+    sub->add_option("--if-match", arguments_.if_match, "apply only to this version (an _etag, with its quotes)");
+  }
+
+  void add_item() {
+    CLI::App* item = group("item", "items");
+    const std::pair<const char*, Op> writes[] = {
+        {"create", Op::kCreateItem}, {"upsert", Op::kUpsertItem}, {"replace", Op::kReplaceItem}};
+    for (const auto& [name, op] : writes) {
+      CLI::App* sub = leaf(item, name, std::string(name) + " an item", op);
+      database_and_container(sub);
+      sub->add_option("JSON", arguments_.document, "the item: inline JSON, @file, or - for stdin")->required();
+      add_if_match(sub);
+    }
+    CLI::App* read = leaf(item, "read", "read an item", Op::kReadItem);
+    database_and_container(read);
+    add_key(read);
+    CLI::App* remove = leaf(item, "delete", "delete an item", Op::kDeleteItem);
+    database_and_container(remove);
+    add_key(remove);
+    add_if_match(remove);
+    CLI::App* patch = leaf(item, "patch", "patch an item", Op::kPatchItem);
+    database_and_container(patch);
+    add_key(patch);
+    patch->add_option("OPS_JSON", arguments_.document, "JSON array of patch operations: inline, @file, or -")
+        ->required();
+    add_if_match(patch);
+    CLI::App* list = leaf(item, "list", "list items, a page at a time", Op::kListItems);
+    database_and_container(list);
+    list->add_option("--pk", arguments_.partition_key, "only this partition key value");
+    list->add_option("--max-items", arguments_.max_items, "page size")->check(CLI::PositiveNumber);
+    list->add_option("--continuation", arguments_.continuation, "continue from a previous page");
+  }
+
+  Arguments& arguments_;
+  CLI::App app_;
+  std::vector<std::pair<CLI::App*, Op>> leaves_;
+};
+
+Request build_request(Op op, const Arguments& arguments, const CliEnvironment& environment) {
+  Request request;
+  request.op = op;
+  request.database = arguments.database;
+  request.container = arguments.container;
+  request.options.session_token = arguments.session_token;
+  request.options.if_match = arguments.if_match;
+  request.options.max_items = arguments.max_items;
+  request.options.continuation = arguments.continuation;
+  if (!arguments.consistency.empty()) {
+    request.options.consistency = consistency_names().at(arguments.consistency);
+  }
+  if (arguments.partition_key.has_value()) {
+    request.partition_key = partition_key_json(*arguments.partition_key);
+  }
+  request.id = arguments.id;
+  request.member_id = arguments.member_id;
+  request.member_address = arguments.member_address;
+  switch (op) {
+    case Op::kCreateItem:
+    case Op::kUpsertItem:
+    case Op::kReplaceItem:
+    case Op::kPatchItem:
+      request.body = load_document(arguments.document, environment);
+      break;
+    case Op::kCreateContainer:
+    case Op::kUpdateContainer: {
+      ContainerSettings& settings = request.settings;
+      settings.partition_key_path = arguments.partition_key_path;
+      if (arguments.default_ttl == "off") {
+        // On create an absent defaultTtl already means "off"; on update it must be said.
+        settings.default_ttl = op == Op::kUpdateContainer ? ContainerSettings::DefaultTtl::kRemove
+                                                          : ContainerSettings::DefaultTtl::kUnchanged;
+      } else if (!arguments.default_ttl.empty()) {
+        settings.default_ttl = ContainerSettings::DefaultTtl::kSet;
+        settings.default_ttl_json = arguments.default_ttl;  // as written: the server validates (1.5 → 400)
+      }
+      settings.indexing = indexing_of(arguments.indexing);
+      if (arguments.serverless) {
+        settings.throughput = ContainerSettings::Throughput::kServerless;
+      } else if (arguments.throughput != 0) {
+        settings.throughput = ContainerSettings::Throughput::kProvisioned;
+        settings.provisioned_ru_per_second = arguments.throughput;
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return request;
+}
+
+}  // namespace
+
+std::string partition_key_json(std::string_view value) {
+  boost::system::error_code error;
+  boost::json::parse(value, error);
+  if (!error) {
+    return std::string(value);
+  }
+  return quote(value);
+}
+
+CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& environment) {
+  Arguments arguments;
+  Grammar grammar(arguments);
+  CliParse result;
+  try {
+    grammar.app().parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 wants them reversed
+    CliCommand command;
+    command.options.endpoints = resolve_endpoints(arguments, environment);
+    command.options.request_timeout_ms = arguments.timeout_ms;
+    command.request = build_request(grammar.parsed_op(), arguments, environment);
+    result.command = std::move(command);
+  } catch (const CLI::ParseError& error) {
+    std::ostringstream out;
+    std::ostringstream err;
+    const int code = grammar.app().exit(error, out, err);
+    result.output = out.str();
+    result.error = "mayfly: " + err.str();
+    result.exit_code = code == 0 ? kExitOk : kExitUsage;
+  } catch (const UsageError& error) {
+    result.error = "mayfly: " + error.message + "\nRun with --help for more information.\n";
+    result.exit_code = kExitUsage;
+  }
+  return result;
+}
+
+std::string format_response(const Response& response) {
+  std::string out = "{\"status\":" + std::to_string(response.status);
+  out += ",\"substatus\":" + std::to_string(response.substatus);
+  out += ",\"message\":" + quote(response.message);
+  out += ",\"requestCharge\":" + format_double(response.request_charge);
+  out += ",\"sessionToken\":" + quote(response.session_token);
+  out += ",\"etag\":" + quote(response.etag);
+  out += ",\"servedBy\":" + std::to_string(response.served_by);
+  out += ",\"body\":";
+  if (response.body.empty()) {
+    out += "null";
+  } else {
+    boost::system::error_code error;
+    boost::json::parse(response.body, error);
+    out += error ? quote(response.body) : compact_json(response.body);
+  }
+  if (!response.continuation.empty()) {
+    out += ",\"continuation\":" + quote(response.continuation);
+  }
+  out += "}";
+  return out;
+}
+
+int exit_code_for(const Response& response) { return response.ok() ? kExitOk : kExitRequestFailed; }
+
+}  // namespace mayfly::client

@@ -1,0 +1,68 @@
+// The `mayfly` command line: parsing arguments into a ClientOptions + Request, and printing a Response as one JSON
+// object. Kept apart from main() (mayfly_cli.cc) so tests can drive it without a process or a server.
+//
+// Grammar (global options first; they are also accepted after the command):
+//   mayfly [--endpoints H:P,H:P] [--consistency strong|bounded|session|eventual] [--session-token T]
+//          [--timeout-ms N] <command>
+//   cluster status | cluster add-member ID H:P | cluster remove-member ID | cluster transfer-leader ID
+//   db create DB | db delete DB | db list
+//   container create DB C --pk /path [--default-ttl N|-1] [--indexing consistent|none] [--throughput RU | --serverless]
+//   container get DB C | container set DB C [--default-ttl N|-1|off] [--indexing ...] [--throughput RU]
+//   container delete DB C | container list DB
+//   item create|upsert|replace DB C JSON [--if-match ETAG]        JSON: inline, @file, or - for stdin
+//   item read|delete DB C --pk VALUE --id ID [--if-match ETAG (delete)]
+//   item patch DB C --pk VALUE --id ID OPS_JSON [--if-match ETAG]
+//   item list DB C [--pk VALUE] [--max-items N] [--continuation TOKEN]
+#pragma once
+
+#include <istream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/client.h"
+
+namespace mayfly::client {
+
+inline constexpr std::string_view kDefaultEndpoints = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103";
+inline constexpr int kExitOk = 0;         // status < 400 (or --help)
+inline constexpr int kExitRequestFailed = 1;  // status >= 400, including the client's own 408/503
+inline constexpr int kExitUsage = 2;      // bad arguments: nothing was sent
+
+// What the CLI reads besides its arguments. Thread-safety: a value (the stream is used from one thread).
+struct CliEnvironment {
+  std::optional<std::string> endpoints;   // $MAYFLY_ENDPOINTS; --endpoints wins over it
+  std::istream* standard_input = nullptr;  // read for a "-" JSON argument; null: "-" is a usage error
+};
+
+// A parsed command line ready to run. Thread-safety: a value.
+struct CliCommand {
+  ClientOptions options;
+  Request request;
+};
+
+// The outcome of parsing: a command to run, or text to print and an exit code (help: 0, usage error: 2).
+// Thread-safety: a value.
+struct CliParse {
+  std::optional<CliCommand> command;
+  int exit_code = kExitOk;
+  std::string output;  // for stdout (help)
+  std::string error;   // for stderr (what was wrong and how to get help)
+};
+
+// Parses the arguments after the program name.
+CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& environment);
+
+// --pk VALUE: the JSON value when VALUE parses as JSON (42, true, "x", null), else VALUE as a JSON string.
+std::string partition_key_json(std::string_view value);
+
+// The response as one line of JSON:
+// {"status":..,"substatus":..,"message":..,"requestCharge":..,"sessionToken":..,"etag":..,"servedBy":..,
+//  "body":<the body as JSON, null when empty>[,"continuation":..]}
+// A body that is not JSON is printed as a JSON string rather than dropped.
+std::string format_response(const Response& response);
+
+int exit_code_for(const Response& response);
+
+}  // namespace mayfly::client

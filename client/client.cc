@@ -1,0 +1,336 @@
+#include "client/client.h"
+
+#include <capnp/ez-rpc.h>
+#include <kj/async-io.h>
+#include <kj/debug.h>
+#include <kj/timer.h>
+
+#include <memory>
+#include <utility>
+
+#include "client/policy.h"
+#include "client/wire.h"
+#include "proto/mayfly.capnp.h"
+
+namespace mayfly::client {
+
+bool is_write(Op op) {
+  switch (op) {
+    case Op::kListDatabases:
+    case Op::kGetContainer:
+    case Op::kListContainers:
+    case Op::kReadItem:
+    case Op::kListItems:
+    case Op::kClusterStatus:
+      return false;
+    default:
+      return true;
+  }
+}
+
+std::string_view op_name(Op op) {
+  switch (op) {
+    case Op::kCreateDatabase: return "createDatabase";
+    case Op::kDeleteDatabase: return "deleteDatabase";
+    case Op::kListDatabases: return "listDatabases";
+    case Op::kCreateContainer: return "createContainer";
+    case Op::kUpdateContainer: return "updateContainer";
+    case Op::kGetContainer: return "getContainer";
+    case Op::kDeleteContainer: return "deleteContainer";
+    case Op::kListContainers: return "listContainers";
+    case Op::kCreateItem: return "createItem";
+    case Op::kUpsertItem: return "upsertItem";
+    case Op::kReplaceItem: return "replaceItem";
+    case Op::kReadItem: return "readItem";
+    case Op::kDeleteItem: return "deleteItem";
+    case Op::kPatchItem: return "patchItem";
+    case Op::kListItems: return "listItems";
+    case Op::kClusterStatus: return "clusterStatus";
+    case Op::kAddMember: return "addMember";
+    case Op::kRemoveMember: return "removeMember";
+    case Op::kTransferLeader: return "transferLeader";
+  }
+  return "unknown";
+}
+
+std::string_view consistency_name(Consistency consistency) {
+  switch (consistency) {
+    case Consistency::kSession: return "session";
+    case Consistency::kStrong: return "strong";
+    case Consistency::kBounded: return "bounded";
+    case Consistency::kEventual: return "eventual";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// One endpoint's RPC connection and the session opened on it. Shared by the Client's endpoint table and the attempts
+// in flight on it, so replacing a broken connection never pulls it from under a call that is still using it.
+struct Connection {
+  Connection(const std::string& address, kj::TimePoint opened_at)
+      : rpc(kj::heap<capnp::EzRpcClient>(address)), session(open_session(*rpc)), last_answer_at(opened_at) {}
+
+  static kj::ForkedPromise<proto::Session::Client> open_session(capnp::EzRpcClient& client) {
+    return client.getMain<proto::Mayfly>()
+        .openSessionRequest()
+        .send()
+        .then([](capnp::Response<proto::Mayfly::OpenSessionResults> results) { return results.getSession(); })
+        .fork();
+  }
+
+  kj::Own<capnp::EzRpcClient> rpc;
+  kj::ForkedPromise<proto::Session::Client> session;
+  bool broken = false;            // a call saw it fail: the next use opens a new one
+  kj::TimePoint last_answer_at;   // when an execute call last got its answer on it (or when it was opened)
+};
+
+std::string describe(const kj::Exception& exception) {
+  const kj::StringPtr description = exception.getDescription();
+  return std::string(description.cStr(), description.size());
+}
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions options)
+      : options_(std::move(options)), routing_(options_.endpoints), prng_(options_.jitter_seed) {
+    connections_.resize(routing_.endpoint_count());
+  }
+
+  kj::Promise<Response> execute_async(const Request& request) {
+    auto call = std::make_shared<Call>();
+    call->request = request;
+    call->write = is_write(request.op);
+    call->consistency = request.options.consistency.value_or(options_.default_consistency);
+    if (request.endpoint.has_value() && (*request.endpoint == 0 || *request.endpoint > routing_.endpoint_count())) {
+      Response response;
+      response.status = 400;
+      response.message = "request endpoint " + std::to_string(*request.endpoint) + " is not in 1.." +
+                         std::to_string(routing_.endpoint_count());
+      return response;
+    }
+    const auto to_index = [](std::optional<size_t> number) -> std::optional<size_t> {
+      return number.has_value() ? std::optional<size_t>(*number - 1) : std::nullopt;
+    };
+    call->endpoint = routing_.first_endpoint(request.op, call->consistency, to_index(request.endpoint),
+                                             to_index(options_.preferred_endpoint));
+    kj::Timer& clock = timer(call->endpoint);
+    call->deadline = clock.now() + options_.request_timeout_ms * kj::MILLISECONDS;
+    auto timeout = clock.atTime(call->deadline).then([this, call]() { return on_timeout(*call); });
+    return run(call).exclusiveJoin(kj::mv(timeout));
+  }
+
+  kj::WaitScope& wait_scope() { return any_connection().rpc->getWaitScope(); }
+
+  const Routing& routing() const { return routing_; }
+  void set_node_address(uint64_t id, const std::string& address) {
+    routing_.set_node_address(id, address);
+    connections_.resize(routing_.endpoint_count());
+  }
+  const SessionTokens& tokens() const { return tokens_; }
+
+ private:
+  // One execute call across its attempts. Shared between the retry chain and the timeout branch.
+  struct Call {
+    Request request;
+    bool write = false;
+    Consistency consistency = Consistency::kSession;
+    RetryState retries;
+    size_t endpoint = 0;
+    kj::TimePoint deadline = kj::origin<kj::TimePoint>();
+    kj::TimePoint attempt_started_at = kj::origin<kj::TimePoint>();
+    std::weak_ptr<Connection> connection;  // of the attempt in flight, for the timeout's diagnosis
+  };
+
+  // The connection for `endpoint`, opened now if there is none or the last one broke. The new one is made before the
+  // old one is released, so the thread's shared EzRpc event loop never goes away under a running Client.
+  std::shared_ptr<Connection> connection(size_t endpoint) {
+    std::shared_ptr<Connection>& slot = connections_.at(endpoint);
+    if (slot == nullptr || slot->broken) {
+      const kj::TimePoint now = timer_ != nullptr ? timer_->now() : kj::origin<kj::TimePoint>();
+      auto fresh = std::make_shared<Connection>(routing_.address(endpoint), now);
+      if (timer_ == nullptr) {
+        timer_ = &fresh->rpc->getIoProvider().getTimer();
+        fresh->last_answer_at = timer_->now();
+      }
+      slot = std::move(fresh);
+    }
+    return slot;
+  }
+
+  Connection& any_connection() {
+    for (const auto& existing : connections_) {
+      if (existing != nullptr) {
+        return *existing;
+      }
+    }
+    return *connection(0);
+  }
+
+  kj::Timer& timer(size_t endpoint) {
+    if (timer_ == nullptr) {
+      connection(endpoint);  // lazily: the connection the call is about to use starts the event loop
+    }
+    return *timer_;
+  }
+
+  kj::Promise<Response> run(std::shared_ptr<Call> call) {
+    std::shared_ptr<Connection> conn = connection(call->endpoint);
+    call->connection = conn;
+    call->attempt_started_at = timer_->now();
+    return attempt(conn, *call).then([this, call](Attempt outcome) { return after_attempt(call, kj::mv(outcome)); });
+  }
+
+  // Sends the call once on `conn`. Waiting for the session first (instead of pipelining on it) is what lets a failed
+  // connect be told apart from a failure after the request left.
+  kj::Promise<Attempt> attempt(std::shared_ptr<Connection> conn, const Call& call) {
+    Connection* raw = conn.get();
+    kj::Promise<proto::Session::Client> session = raw->session.addBranch();
+    if (call.write && timer_->now() - raw->last_answer_at >= options_.write_probe_idle_ms * kj::MILLISECONDS) {
+      raw->session = Connection::open_session(*raw->rpc);
+      session = raw->session.addBranch();
+    }
+    Request request = call.request;
+    const Consistency consistency = call.consistency;
+    return session
+        .then(
+            [this, raw, request = kj::mv(request), consistency](proto::Session::Client opened) -> kj::Promise<Attempt> {
+              auto rpc = opened.executeRequest();
+              // The token is chosen at send time, so a retry carries whatever newer token arrived meanwhile.
+              encode_request(request, consistency, tokens_.token_for(request.options, consistency),
+                             rpc.initRequest());
+              return rpc.send().then(
+                  [this, raw](capnp::Response<proto::Session::ExecuteResults> results) {
+                    raw->last_answer_at = timer_->now();
+                    return Attempt{.kind = Attempt::Kind::kAnswered,
+                                   .response = decode_response(results.getResponse())};
+                  },
+                  [raw](kj::Exception&& exception) {
+                    if (exception.getType() == kj::Exception::Type::DISCONNECTED) {
+                      raw->broken = true;
+                    }
+                    return Attempt{.kind = Attempt::Kind::kConnectionLost, .error = describe(exception)};
+                  });
+            },
+            [raw](kj::Exception&& exception) {
+              raw->broken = true;
+              return Attempt{.kind = Attempt::Kind::kNotSent, .error = describe(exception)};
+            })
+        .attach(kj::mv(conn));  // released after the RPC's own promise nodes are gone
+  }
+
+  kj::Promise<Response> after_attempt(std::shared_ptr<Call> call, Attempt outcome) {
+    if (outcome.kind == Attempt::Kind::kAnswered) {
+      learn(call->request, outcome.response, call->write);
+    } else if (outcome.kind == Attempt::Kind::kNotSent) {
+      routing_.forget_leader_at(call->endpoint);
+    }
+    const RetryDecision decision = decide_retry(options_, call->retries, outcome, call->write, prng_);
+    if (!decision.retry || timer_->now() + decision.delay_ms * kj::MILLISECONDS >= call->deadline) {
+      // Out of retries, or the wait would outlast the deadline: the last answer says more than a 408 would.
+      if (outcome.kind == Attempt::Kind::kAnswered) {
+        return kj::mv(outcome.response);
+      }
+      return unanswered_response(outcome, call->write, routing_.address(call->endpoint));
+    }
+    call->endpoint = next_endpoint(*call, decision);
+    return timer_->afterDelay(decision.delay_ms * kj::MILLISECONDS).then([this, call]() { return run(call); });
+  }
+
+  size_t next_endpoint(const Call& call, const RetryDecision& decision) const {
+    switch (decision.target) {
+      case RetryDecision::Target::kSameEndpoint:
+        return call.endpoint;
+      case RetryDecision::Target::kLeaderNode:
+        if (const auto endpoint = routing_.endpoint_of_node(decision.node)) {
+          return *endpoint;
+        }
+        break;
+      case RetryDecision::Target::kNextEndpoint:
+        if (call.write && routing_.leader().has_value()) {
+          const auto leader_endpoint = routing_.endpoint_of_node(*routing_.leader());
+          if (leader_endpoint.has_value() && *leader_endpoint != call.endpoint) {
+            return *leader_endpoint;  // another call has meanwhile learned where the leader is
+          }
+        }
+        break;
+    }
+    return routing_.next_endpoint(call.endpoint);
+  }
+
+  void learn(const Request& request, const Response& response, bool write) {
+    routing_.observe(response, write);
+    tokens_.observe(response.session_token);
+    if (!response.ok()) {
+      return;
+    }
+    if (request.op == Op::kAddMember && !request.member_address.empty()) {
+      routing_.set_node_address(request.member_id, request.member_address);
+    } else if (request.op == Op::kClusterStatus) {
+      for (const auto& [id, address] : parse_cluster_nodes(response.body)) {
+        routing_.set_node_address(id, address);
+      }
+    }
+    connections_.resize(routing_.endpoint_count());
+  }
+
+  Response on_timeout(const Call& call) {
+    // A connection on which nothing at all came back while we waited may be dead without a reset (peer host gone):
+    // open a new one next time. A merely slow peer keeps answering other calls and keeps its connection.
+    if (auto conn = call.connection.lock(); conn != nullptr && conn->last_answer_at <= call.attempt_started_at) {
+      conn->broken = true;
+    }
+    return timeout_response(options_.request_timeout_ms, call.write, routing_.address(call.endpoint));
+  }
+
+  ClientOptions options_;
+  Routing routing_;
+  SessionTokens tokens_;
+  Prng prng_;
+  std::vector<std::shared_ptr<Connection>> connections_;  // by endpoint; null until first used
+  kj::Timer* timer_ = nullptr;  // the shared event loop's timer; set with the first connection
+};
+
+Client::Client(ClientOptions options) {
+  KJ_REQUIRE(!options.endpoints.empty(), "a Mayfly client needs at least one endpoint");
+  for (const auto& endpoint : options.endpoints) {
+    const Status valid = validate_endpoint(endpoint);
+    KJ_REQUIRE(valid.is_ok(), valid.message());
+  }
+  if (options.preferred_endpoint.has_value()) {
+    KJ_REQUIRE(*options.preferred_endpoint >= 1 && *options.preferred_endpoint <= options.endpoints.size(),
+               "preferred_endpoint must be an endpoint number 1..N", *options.preferred_endpoint);
+  }
+  impl_ = std::make_unique<Impl>(std::move(options));
+}
+
+Client::~Client() = default;
+
+Response Client::execute(const Request& request) { return impl_->execute_async(request).wait(impl_->wait_scope()); }
+
+kj::Promise<Response> Client::execute_async(const Request& request) { return impl_->execute_async(request); }
+
+std::vector<Response> Client::execute_all(const std::vector<Request>& requests) {
+  auto promises = kj::heapArrayBuilder<kj::Promise<Response>>(requests.size());
+  for (const auto& request : requests) {
+    promises.add(impl_->execute_async(request));
+  }
+  kj::Array<Response> responses = kj::joinPromises(promises.finish()).wait(impl_->wait_scope());
+  return std::vector<Response>(std::make_move_iterator(responses.begin()), std::make_move_iterator(responses.end()));
+}
+
+kj::WaitScope& Client::wait_scope() { return impl_->wait_scope(); }
+
+std::optional<uint64_t> Client::leader() const { return impl_->routing().leader(); }
+
+std::string Client::session_token() const { return impl_->tokens().highest(); }
+
+void Client::set_node_address(uint64_t id, const std::string& address) {
+  const Status valid = validate_endpoint(address);
+  KJ_REQUIRE(valid.is_ok(), valid.message());
+  impl_->set_node_address(id, address);
+}
+
+}  // namespace mayfly::client

@@ -1,0 +1,188 @@
+// The Mayfly C++ client library: plain request/response types and a Client that talks Cap'n Proto RPC to a cluster.
+//
+// A Client knows the cluster's endpoints, finds the leader from the responses it gets (`leaderHint`, `servedBy`) and
+// sends writes straight to it, spreads reads over the endpoints (or pins them to one), carries session tokens so
+// session reads see the client's own writes, and retries what is safe to retry — 503 (no leader / leadership
+// changing), 429 (throttled, after retryAfterMs), and connection failures before a request was sent — a bounded number
+// of times with backoff. Business outcomes (404, 409, 412, ...) are values in Response, never exceptions; so are the
+// client's own failures (408 timeout, 503 with a client substatus when no endpoint answers).
+//
+// Only this header is needed to use the library; the wire types (proto/mayfly.capnp.h) stay inside client.cc.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <kj/async.h>
+
+namespace mayfly::client {
+
+// How fresh a read must be (DESIGN.md §3, proto Consistency).
+enum class Consistency { kSession, kStrong, kBounded, kEventual };
+
+// The operations of the client API, one per member of proto Request's union.
+enum class Op {
+  kCreateDatabase,
+  kDeleteDatabase,
+  kListDatabases,
+  kCreateContainer,
+  kUpdateContainer,
+  kGetContainer,
+  kDeleteContainer,
+  kListContainers,
+  kCreateItem,
+  kUpsertItem,
+  kReplaceItem,
+  kReadItem,
+  kDeleteItem,
+  kPatchItem,
+  kListItems,
+  kClusterStatus,
+  kAddMember,
+  kRemoveMember,
+  kTransferLeader,
+};
+
+// True for operations that change state: they go to the leader and are never blindly re-sent after a lost connection.
+bool is_write(Op op);
+std::string_view op_name(Op op);            // "createItem", as in the schema
+std::string_view consistency_name(Consistency consistency);  // "session", "strong", ...
+
+// A container's settings as sent on create and update (proto ContainerSettings). On create, `kUnchanged` means "absent"
+// (TTL off, consistent indexing, serverless throughput); on update it leaves the setting as it is.
+// Thread-safety: a value.
+struct ContainerSettings {
+  enum class DefaultTtl { kUnchanged, kSet, kRemove };
+  enum class Indexing { kUnchanged, kConsistent, kNone };
+  enum class Throughput { kUnchanged, kProvisioned, kServerless };
+
+  std::string partition_key_path;  // "/tenant"; required on create, empty on update
+  DefaultTtl default_ttl = DefaultTtl::kUnchanged;
+  std::string default_ttl_json;  // with kSet: the JSON value as the user wrote it ("10", "-1", "1.5"); the server validates
+  Indexing indexing = Indexing::kUnchanged;
+  Throughput throughput = Throughput::kUnchanged;
+  uint32_t provisioned_ru_per_second = 0;  // with kProvisioned
+
+  bool operator==(const ContainerSettings&) const = default;
+};
+
+// Per-request options (proto Options). Thread-safety: a value.
+struct RequestOptions {
+  std::optional<Consistency> consistency;  // unset: ClientOptions::default_consistency
+  std::string session_token;               // unset (empty): the Client's highest token, for session reads and writes
+  std::string if_match;                    // an etag with its quotes; writes apply only to that version
+  uint32_t max_items = 0;                  // listItems page size; 0: the server's default
+  std::string continuation;                // listItems: from the previous page's Response::continuation
+
+  bool operator==(const RequestOptions&) const = default;
+};
+
+// One request, mirroring proto Request. Only the fields `op` uses are sent; the others are ignored.
+// Thread-safety: a value.
+struct Request {
+  Op op = Op::kClusterStatus;
+  std::string database;   // every op but listDatabases and the cluster ops
+  std::string container;  // container and item ops
+  std::string body;       // create/upsert/replace: the item JSON; patch: the JSON array of operations
+  // Item ops: the partition key value as JSON ("\"tenant-1\"", "42"). listItems: unset lists the whole container.
+  std::optional<std::string> partition_key;
+  std::string id;              // read/delete/patch: the item id
+  ContainerSettings settings;  // createContainer / updateContainer
+  uint64_t member_id = 0;      // addMember, removeMember, transferLeader
+  std::string member_address;  // addMember: host:port of the new member's RPC listener
+  RequestOptions options;
+  // Where to send the first attempt: an endpoint number (1..N, as in ClientOptions::endpoints), overriding leader
+  // routing for writes and preferred_endpoint/round-robin for reads. Retries follow the normal rules. Tests use it to
+  // read from one particular replica.
+  std::optional<size_t> endpoint;
+
+  bool operator==(const Request&) const = default;
+};
+
+// Client-made substatuses (the server's own are < 20000), for statuses the client produces without a server answer.
+inline constexpr uint32_t kSubstatusNoEndpointReachable = 20001;  // 503: every attempt failed to connect
+inline constexpr uint32_t kSubstatusWriteOutcomeUnknown = 20002;  // 503: connection lost after a write was sent
+inline constexpr uint32_t kSubstatusReadConnectionLost = 20003;   // 503: connection lost on every read attempt
+inline constexpr uint32_t kSubstatusTimeout = 20004;              // 408: ClientOptions::request_timeout_ms ran out
+
+// One response: every field of proto Response. Thread-safety: a value.
+struct Response {
+  uint16_t status = 0;  // HTTP-style: 200, 201, 204, 400, 404, 408, 409, 412, 413, 429, 503, ...
+  uint32_t substatus = 0;
+  std::string message;  // for errors: what went wrong and what to do
+  std::string body;     // JSON text; empty when there is none
+  std::string etag;
+  int64_t ts = 0;  // `_ts` of the item or container (Unix seconds); 0 otherwise
+  double request_charge = 0;
+  std::string session_token;
+  uint32_t retry_after_ms = 0;
+  uint64_t served_by = 0;    // node id that executed the request; 0 when the client made the response itself
+  uint64_t leader_hint = 0;  // the leader as the serving node knew it; 0: unknown
+  std::string continuation;  // listItems: non-empty when there are more pages
+
+  bool ok() const { return status < 400; }
+  bool operator==(const Response&) const = default;
+};
+
+// How a Client behaves. Every retry loop is bounded by these numbers and by request_timeout_ms.
+// Thread-safety: a value.
+struct ClientOptions {
+  std::vector<std::string> endpoints = {"127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"};  // node i+1 is [i]
+  Consistency default_consistency = Consistency::kSession;
+  uint32_t request_timeout_ms = 10000;  // whole call, retries and backoff included; then 408
+  uint32_t max_retries_unavailable = 8;  // 503 answers and failures to connect
+  uint32_t max_retries_throttled = 8;    // 429 answers
+  bool retry_throttled = true;           // false: hand a 429 straight back to the caller
+  uint32_t backoff_initial_ms = 20;      // 503/connection backoff: initial * 2^retry, capped, jittered
+  uint32_t backoff_max_ms = 1000;
+  std::optional<size_t> preferred_endpoint;  // reads go to this endpoint (1..N) first; unset: round-robin
+  // A write about to go out on a connection that has been quiet this long first re-opens its session (one round
+  // trip): a connection whose peer restarted meanwhile then fails *before* the write is sent, so the write can safely
+  // go elsewhere instead of ending as "outcome unknown".
+  uint32_t write_probe_idle_ms = 1000;
+  uint64_t jitter_seed = 0x6d617966;          // seeds the backoff jitter (reproducible runs)
+};
+
+// A connection to a Mayfly cluster that runs its Cap'n Proto event loop on the calling thread (via capnp::EzRpcClient:
+// several Clients, and EzRpcClients/EzRpcServers, in one thread share one event loop). It opens one connection per
+// endpoint lazily and reopens it after a disconnect.
+//
+// Thread-safety: one thread. Create, use and destroy a Client on the same thread; promises from execute_async must be
+// waited on (or dropped) on that thread and must not outlive the Client.
+class Client {
+ public:
+  // Fails (kj::Exception) only on an empty or malformed endpoint list; connections are opened on first use.
+  explicit Client(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Sends `request` and waits for the outcome, running the event loop meanwhile. Never throws for server or network
+  // trouble: those come back as Responses (503, 408, ...).
+  Response execute(const Request& request);
+  // The same without waiting: many of these can be in flight at once on one connection per endpoint. Wait on the
+  // promise with wait_scope(), or combine them (kj::joinPromises).
+  kj::Promise<Response> execute_async(const Request& request);
+  // Issues every request concurrently and waits for all; responses are in request order.
+  std::vector<Response> execute_all(const std::vector<Request>& requests);
+
+  // The event loop's wait scope, for waiting on execute_async promises. The loop lives with the client's connections,
+  // so this opens the first endpoint's connection if none is open yet.
+  kj::WaitScope& wait_scope();
+
+  // What the client has learned, for tools and tests.
+  std::optional<uint64_t> leader() const;         // the leader's node id, if known
+  std::string session_token() const;              // the highest session token seen so far; empty: none
+  // Tells the client where node `id` listens (e.g. after adding a member), so a leader hint naming it can be followed.
+  void set_node_address(uint64_t id, const std::string& address);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mayfly::client

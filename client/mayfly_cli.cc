@@ -1,0 +1,39 @@
+// mayfly: the command line client. Parses its arguments (client/cli.h), sends one request through the client library
+// and prints the response as one JSON object. Exit status: 0 for status < 400, 1 otherwise, 2 for usage errors.
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <kj/exception.h>
+
+#include "client/cli.h"
+#include "client/client.h"
+
+int main(int argc, char** argv) {
+  using namespace mayfly::client;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  CliEnvironment environment;
+  if (const char* endpoints = std::getenv("MAYFLY_ENDPOINTS"); endpoints != nullptr) {
+    environment.endpoints = endpoints;
+  }
+  environment.standard_input = &std::cin;
+
+  CliParse parsed = parse_cli(args, environment);
+  if (!parsed.command.has_value()) {
+    std::cout << parsed.output;
+    std::cerr << parsed.error;
+    return parsed.exit_code;
+  }
+  Response response;
+  try {
+    Client client(parsed.command->options);
+    response = client.execute(parsed.command->request);
+  } catch (const kj::Exception& exception) {
+    // The library reports network trouble as responses; this is for what it could not (event loop set-up, a bug).
+    response.status = 503;
+    response.message = std::string("client failure: ") + exception.getDescription().cStr();
+  }
+  std::cout << format_response(response) << std::endl;
+  return exit_code_for(response);
+}

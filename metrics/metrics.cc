@@ -1,0 +1,218 @@
+#include "metrics/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+
+namespace mayfly::metrics {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+// Latencies from 100 µs to ~13 s.
+Histogram::BucketBoundaries latency_buckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 13};
+}
+
+// Deletion lag from 10 ms to a day.
+Histogram::BucketBoundaries lag_buckets() {
+  return {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400};
+}
+
+constexpr const char* kRoles[] = {"follower", "pre-candidate", "candidate", "leader"};
+
+}  // namespace
+
+Metrics::Metrics(uint64_t node_id)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      node_(std::to_string(node_id)),
+      raft_term_(BuildGauge().Name("mayfly_raft_term").Help("Current Raft term").Register(*registry_)),
+      raft_role_(BuildGauge()
+                     .Name("mayfly_raft_role")
+                     .Help("1 for this node's current Raft role, 0 for the others")
+                     .Register(*registry_)),
+      raft_leader_(BuildGauge().Name("mayfly_raft_leader").Help("Id of the leader this node knows (0: none)").Register(*registry_)),
+      raft_commit_index_(BuildGauge().Name("mayfly_raft_commit_index").Help("Highest log index known committed").Register(*registry_)),
+      raft_applied_index_(BuildGauge().Name("mayfly_raft_applied_index").Help("Highest log index applied to the state machine").Register(*registry_)),
+      applied_time_lag_(BuildGauge()
+                            .Name("mayfly_applied_time_lag_seconds")
+                            .Help("This node's wall clock minus its applied replicated time")
+                            .Register(*registry_)),
+      leader_changes_(BuildCounter()
+                          .Name("mayfly_raft_leader_changes_total")
+                          .Help("Times this node saw the leader change")
+                          .Register(*registry_)),
+      fsync_latency_(BuildHistogram()
+                         .Name("mayfly_raft_fsync_latency_seconds")
+                         .Help("Time to persist one Ready (one fsync'd LevelDB write batch)")
+                         .Register(*registry_)),
+      proposal_latency_(BuildHistogram()
+                            .Name("mayfly_raft_proposal_latency_seconds")
+                            .Help("From proposal to applied, on the leader")
+                            .Register(*registry_)),
+      requests_(BuildCounter()
+                    .Name("mayfly_requests_total")
+                    .Help("Client requests answered by this node, by operation and status")
+                    .Register(*registry_)),
+      request_latency_(BuildHistogram()
+                           .Name("mayfly_request_latency_seconds")
+                           .Help("Client request latency on this node, by operation")
+                           .Register(*registry_)),
+      expired_skipped_(BuildCounter()
+                           .Name("mayfly_ttl_reads_skipped_expired_total")
+                           .Help("Items reads passed over because they had expired")
+                           .Register(*registry_)),
+      live_items_(BuildGauge().Name("mayfly_storage_live_items").Help("Items users can see (expired items excluded)").Register(*registry_)),
+      billable_bytes_(BuildGauge()
+                          .Name("mayfly_storage_billable_bytes")
+                          .Help("Bytes of the items users can see (expired items excluded)")
+                          .Register(*registry_)),
+      backlog_items_(BuildGauge()
+                         .Name("mayfly_ttl_gc_backlog_items")
+                         .Help("Items expired at the applied time but not yet deleted on this node")
+                         .Register(*registry_)),
+      backlog_bytes_(BuildGauge()
+                         .Name("mayfly_ttl_gc_backlog_bytes")
+                         .Help("Bytes of items expired but not yet deleted on this node")
+                         .Register(*registry_)),
+      oldest_expired_age_(BuildGauge()
+                              .Name("mayfly_ttl_gc_oldest_expired_age_seconds")
+                              .Help("Age of the oldest expired, not yet deleted item (0: none)")
+                              .Register(*registry_)),
+      deleted_items_(BuildCounter()
+                         .Name("mayfly_ttl_gc_deleted_items_total")
+                         .Help("Expired items the garbage collector deleted on this node")
+                         .Register(*registry_)),
+      deleted_bytes_(BuildCounter()
+                         .Name("mayfly_ttl_gc_deleted_bytes_total")
+                         .Help("Bytes of expired items the garbage collector deleted on this node")
+                         .Register(*registry_)),
+      deletion_lag_(BuildHistogram()
+                        .Name("mayfly_ttl_gc_deletion_lag_seconds")
+                        .Help("Physical delete time minus expiry instant")
+                        .Register(*registry_)),
+      request_units_(BuildCounter()
+                         .Name("mayfly_ru_consumed_total")
+                         .Help("Request units consumed on this node, by container and operation (ttl_delete: "
+                               "serverless TTL deletes)")
+                         .Register(*registry_)),
+      throttled_(BuildCounter()
+                     .Name("mayfly_requests_throttled_total")
+                     .Help("Requests answered 429 because the container's provisioned RU/s were used up")
+                     .Register(*registry_)),
+      collector_request_units_(BuildCounter()
+                                   .Name("mayfly_ttl_gc_ru_spent_total")
+                                   .Help("Request units the garbage collector spent deleting on this node")
+                                   .Register(*registry_)),
+      spare_request_units_(BuildGauge()
+                               .Name("mayfly_ttl_gc_spare_ru")
+                               .Help("Request units left for the collector in the current second (provisioned "
+                                     "minus consumed minus already spent)")
+                               .Register(*registry_)) {
+  raft_term_.Add({{"node", node_}}).Set(0);
+  for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
+  leader_changes_.Add({{"node", node_}});
+  expired_skipped_.Add({{"node", node_}});
+  fsync_latency_.Add({{"node", node_}}, latency_buckets());
+  proposal_latency_.Add({{"node", node_}}, latency_buckets());
+}
+
+void Metrics::set_raft(const RaftFigures& figures) {
+  const prometheus::Labels node{{"node", node_}};
+  raft_term_.Add(node).Set(static_cast<double>(figures.term));
+  for (const char* role : kRoles) {
+    raft_role_.Add({{"node", node_}, {"role", role}}).Set(figures.role == role ? 1 : 0);
+  }
+  raft_leader_.Add(node).Set(static_cast<double>(figures.leader));
+  raft_commit_index_.Add(node).Set(static_cast<double>(figures.commit_index));
+  raft_applied_index_.Add(node).Set(static_cast<double>(figures.applied_index));
+  applied_time_lag_.Add(node).Set(figures.applied_time_lag_seconds);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (figures.leader != 0 && figures.leader != last_leader_) {
+    if (last_leader_ != 0) leader_changes_.Add(node).Increment();
+    last_leader_ = figures.leader;
+  }
+}
+
+void Metrics::observe_fsync(double seconds) { fsync_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds); }
+
+void Metrics::observe_proposal(double seconds) {
+  proposal_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds);
+}
+
+void Metrics::observe_request(const std::string& op, int status, double seconds) {
+  requests_.Add({{"node", node_}, {"op", op}, {"status", std::to_string(status)}}).Increment();
+  request_latency_.Add({{"node", node_}, {"op", op}}, latency_buckets()).Observe(seconds);
+}
+
+void Metrics::add_expired_skipped(int64_t items) {
+  if (items > 0) expired_skipped_.Add({{"node", node_}}).Increment(static_cast<double>(items));
+}
+
+void Metrics::set_containers(const std::vector<ContainerFigures>& containers) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> now;
+  for (const ContainerFigures& figures : containers) {
+    const prometheus::Labels labels{{"node", node_}, {"container", figures.container}};
+    live_items_.Add(labels).Set(static_cast<double>(figures.live_items));
+    billable_bytes_.Add(labels).Set(static_cast<double>(figures.live_bytes));
+    backlog_items_.Add(labels).Set(static_cast<double>(figures.backlog_items));
+    backlog_bytes_.Add(labels).Set(static_cast<double>(figures.backlog_bytes));
+    oldest_expired_age_.Add(labels).Set(figures.oldest_expired_age_seconds);
+    now.push_back(figures.container);
+  }
+  for (const std::string& gone : known_containers_) {
+    if (std::find(now.begin(), now.end(), gone) != now.end()) continue;
+    const prometheus::Labels labels{{"node", node_}, {"container", gone}};
+    for (auto* family : {&live_items_, &billable_bytes_, &backlog_items_, &backlog_bytes_, &oldest_expired_age_}) {
+      family->Remove(&family->Add(labels));
+    }
+  }
+  known_containers_ = std::move(now);
+}
+
+void Metrics::observe_collected(const std::string& container, int64_t items, int64_t bytes,
+                                const std::vector<double>& lag_seconds) {
+  const prometheus::Labels labels{{"node", node_}, {"container", container}};
+  deleted_items_.Add(labels).Increment(static_cast<double>(items));
+  deleted_bytes_.Add(labels).Increment(static_cast<double>(bytes));
+  Histogram& lag = deletion_lag_.Add(labels, lag_buckets());
+  for (double seconds : lag_seconds) lag.Observe(seconds);
+}
+
+void Metrics::add_request_units(const std::string& container, const std::string& op, double request_units) {
+  request_units_.Add({{"node", node_}, {"container", container}, {"op", op}}).Increment(request_units);
+}
+
+void Metrics::add_throttled(const std::string& container) {
+  throttled_.Add({{"node", node_}, {"container", container}}).Increment();
+}
+
+void Metrics::add_collector_request_units(const std::string& container, double request_units) {
+  collector_request_units_.Add({{"node", node_}, {"container", container}}).Increment(request_units);
+}
+
+void Metrics::set_spare_request_units(const std::string& container, double request_units) {
+  spare_request_units_.Add({{"node", node_}, {"container", container}}).Set(request_units);
+}
+
+std::string Metrics::scrape_text() const {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(registry_->Collect());
+}
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address,
+                                                            std::shared_ptr<prometheus::Registry> registry) {
+  try {
+    auto exposer = std::make_unique<prometheus::Exposer>(address, 1);
+    exposer->RegisterCollectable(registry);
+    return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(exposer)));
+  } catch (const std::exception& error) {
+    return Status::unavailable("cannot serve metrics on " + address + ": " + error.what());
+  }
+}
+
+}  // namespace mayfly::metrics

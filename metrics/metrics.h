@@ -1,0 +1,101 @@
+// Metrics: every Prometheus family of a node, defined in one place (metrics.cc holds all names), and the HTTP
+// exposer. Names use the prefix mayfly_, base units (seconds, bytes), and counters end in _total. Labels are
+// bounded: node, op, status, container ("database/container") — never item ids or partition key values.
+//
+// Thread-safety: every method may be called from any thread (prometheus-cpp metrics are thread-safe; the per-label
+// caches below are locked).
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "metrics/stats.h"
+
+namespace mayfly::metrics {
+
+class Metrics {
+ public:
+  explicit Metrics(uint64_t node_id);
+
+  // Raft and replicated time, after each driver flush.
+  void set_raft(const RaftFigures& figures);
+  void observe_fsync(double seconds);
+  void observe_proposal(double seconds);  // propose -> applied on the leader
+  // Requests, where they are answered.
+  void observe_request(const std::string& op, int status, double seconds);
+  void add_expired_skipped(int64_t items);
+  // Containers, refreshed periodically by the driver; containers no longer listed are dropped.
+  void set_containers(const std::vector<ContainerFigures>& containers);
+  // The garbage collector deleted `items`/`bytes` from `container`, with these deletion lags (delete - expiry).
+  void observe_collected(const std::string& container, int64_t items, int64_t bytes,
+                         const std::vector<double>& lag_seconds);
+
+  // Request units.
+  void add_request_units(const std::string& container, const std::string& op, double request_units);
+  void add_throttled(const std::string& container);
+  void add_collector_request_units(const std::string& container, double request_units);
+  void set_spare_request_units(const std::string& container, double request_units);
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // The text exposition, as a scrape would return it (for tests and `mayflyd --print-metrics`).
+  std::string scrape_text() const;
+
+ private:
+  prometheus::Gauge& container_gauge(prometheus::Family<prometheus::Gauge>& family, const std::string& container);
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::string node_;
+  prometheus::Family<prometheus::Gauge>& raft_term_;
+  prometheus::Family<prometheus::Gauge>& raft_role_;
+  prometheus::Family<prometheus::Gauge>& raft_leader_;
+  prometheus::Family<prometheus::Gauge>& raft_commit_index_;
+  prometheus::Family<prometheus::Gauge>& raft_applied_index_;
+  prometheus::Family<prometheus::Gauge>& applied_time_lag_;
+  prometheus::Family<prometheus::Counter>& leader_changes_;
+  prometheus::Family<prometheus::Histogram>& fsync_latency_;
+  prometheus::Family<prometheus::Histogram>& proposal_latency_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& request_latency_;
+  prometheus::Family<prometheus::Counter>& expired_skipped_;
+  prometheus::Family<prometheus::Gauge>& live_items_;
+  prometheus::Family<prometheus::Gauge>& billable_bytes_;
+  prometheus::Family<prometheus::Gauge>& backlog_items_;
+  prometheus::Family<prometheus::Gauge>& backlog_bytes_;
+  prometheus::Family<prometheus::Gauge>& oldest_expired_age_;
+  prometheus::Family<prometheus::Counter>& deleted_items_;
+  prometheus::Family<prometheus::Counter>& deleted_bytes_;
+  prometheus::Family<prometheus::Histogram>& deletion_lag_;
+  prometheus::Family<prometheus::Counter>& request_units_;
+  prometheus::Family<prometheus::Counter>& throttled_;
+  prometheus::Family<prometheus::Counter>& collector_request_units_;
+  prometheus::Family<prometheus::Gauge>& spare_request_units_;
+
+  std::mutex mutex_;
+  std::string last_role_;
+  uint64_t last_leader_ = 0;
+  std::vector<std::string> known_containers_;
+};
+
+// Serves a registry on http://HOST:PORT/metrics (civetweb inside prometheus-cpp).
+class MetricsServer {
+ public:
+  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address,
+                                                      std::shared_ptr<prometheus::Registry> registry);
+
+ private:
+  explicit MetricsServer(std::unique_ptr<prometheus::Exposer> exposer) : exposer_(std::move(exposer)) {}
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace mayfly::metrics

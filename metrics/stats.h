@@ -1,0 +1,30 @@
+// Plain figures the node hands to metrics/ — no Prometheus types, so the modules that produce them need not link
+// prometheus-cpp. Thread-safety: values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mayfly::metrics {
+
+struct RaftFigures {
+  uint64_t term = 0;
+  std::string role;  // "follower", "pre-candidate", "candidate", "leader"
+  uint64_t leader = 0;
+  uint64_t commit_index = 0;
+  uint64_t applied_index = 0;
+  double applied_time_lag_seconds = 0;  // this node's wall clock minus its applied replicated time
+};
+
+// One container as seen on this node.
+struct ContainerFigures {
+  std::string container;  // "database/container"
+  int64_t live_items = 0;
+  int64_t live_bytes = 0;
+  int64_t backlog_items = 0;  // expired, not yet deleted
+  int64_t backlog_bytes = 0;
+  double oldest_expired_age_seconds = 0;  // 0 when the backlog is empty
+};
+
+}  // namespace mayfly::metrics

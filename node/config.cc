@@ -1,0 +1,110 @@
+#include "node/config.h"
+
+#include <CLI/CLI.hpp>
+
+namespace mayfly::node {
+
+Result<std::map<NodeId, std::string>> parse_peers(const std::string& text) {
+  std::map<NodeId, std::string> peers;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) {
+      const size_t equals = item.find('=');
+      if (equals == std::string::npos || equals == 0 || equals + 1 == item.size()) {
+        return Status::invalid_argument("peer '" + item + "' is not ID=HOST:PORT");
+      }
+      uint64_t id = 0;
+      try {
+        size_t used = 0;
+        id = std::stoull(item.substr(0, equals), &used);
+        if (used != equals) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        return Status::invalid_argument("peer id in '" + item + "' is not a number");
+      }
+      if (id == 0) return Status::invalid_argument("peer ids start at 1 ('" + item + "')");
+      if (!peers.emplace(NodeId(id), item.substr(equals + 1)).second) {
+        return Status::invalid_argument("peer id " + std::to_string(id) + " appears twice");
+      }
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return peers;
+}
+
+Status NodeConfig::validate() const {
+  auto invalid = [](const std::string& why) { return Status::invalid_argument(why); };
+  if (id == NodeId(0)) return invalid("--id must be a positive number");
+  if (listen.find(':') == std::string::npos) return invalid("--listen must be HOST:PORT");
+  if (data_dir.empty()) return invalid("--data must name a directory");
+  if (!join && !peers.contains(id)) {
+    return invalid("--peers must list this node (" + std::to_string(id.value()) + ") with the other voters");
+  }
+  if (tick_interval_ms < 1 || tick_interval_ms > 1000) return invalid("tick interval must be 1..1000 ms");
+  if (heartbeat_interval_ticks < 1 || election_timeout_ticks <= heartbeat_interval_ticks) {
+    return invalid("election timeout must be longer than the heartbeat interval");
+  }
+  if (time_entry_interval_ms < 1) return invalid("time entry interval must be >= 1 ms");
+  if (request_timeout_ms < 100) return invalid("request timeout must be >= 100 ms");
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  for (const char* level : kLevels) {
+    if (log_level == level) return Status::ok();
+  }
+  return invalid("--log-level must be one of trace, debug, info, warn, error");
+}
+
+ParsedFlags parse_flags(int argc, char** argv) {
+  ParsedFlags parsed;
+  NodeConfig& config = parsed.config;
+  CLI::App app{"mayflyd: one node of a Mayfly cluster (replicated document store with exact TTL)"};
+  app.set_config("--config", "", "read these settings from a file (key = value lines)");
+  uint64_t id = 0;
+  std::string peers;
+  app.add_option("--id", id, "this node's id (1, 2, ...)")->required();
+  app.add_option("--listen", config.listen, "HOST:PORT for clients and peers")->required();
+  app.add_option("--peers", peers, "the voters of a new cluster: 1=HOST:PORT,2=HOST:PORT,... (this node included)");
+  app.add_option("--data", config.data_dir, "data directory (created if missing)")->required();
+  app.add_option("--metrics", config.metrics, "HOST:PORT for Prometheus metrics");
+  app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_option("--cluster", config.cluster, "cluster name; peers of another cluster are refused")
+      ->capture_default_str();
+  app.add_flag("--join", config.join, "start empty and wait to be added with `mayfly cluster add-member`");
+  app.add_option("--tick-ms", config.tick_interval_ms, "Raft tick")->capture_default_str();
+  app.add_option("--election-timeout-ticks", config.election_timeout_ticks)->capture_default_str();
+  app.add_option("--heartbeat-ticks", config.heartbeat_interval_ticks)->capture_default_str();
+  app.add_option("--time-entry-ms", config.time_entry_interval_ms, "idle time entry interval")->capture_default_str();
+  app.add_option("--request-timeout-ms", config.request_timeout_ms)->capture_default_str();
+  app.add_option("--bounded-staleness-entries", config.bounded_staleness_entries)->capture_default_str();
+  app.add_option("--bounded-staleness-ms", config.bounded_staleness_ms)->capture_default_str();
+  app.add_option("--session-wait-ms", config.session_wait_ms)->capture_default_str();
+  app.add_option("--snapshot-interval-entries", config.snapshot_interval_entries)->capture_default_str();
+  app.add_option("--gc-interval-ms", config.gc_interval_ms)->capture_default_str();
+  app.add_option("--gc-batch-items-max", config.gc_batch_items_max)->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    std::ostringstream out, err;
+    parsed.exit_code = app.exit(error, out, err);
+    parsed.output = out.str() + err.str();
+    return parsed;
+  }
+  config.id = NodeId(id);
+  if (!peers.empty()) {
+    Result<std::map<NodeId, std::string>> parsed_peers = parse_peers(peers);
+    if (!parsed_peers.is_ok()) {
+      parsed.exit_code = 2;
+      parsed.output = "mayflyd: " + parsed_peers.status().message() + "\n";
+      return parsed;
+    }
+    config.peers = std::move(parsed_peers).value();
+  }
+  if (Status status = config.validate(); !status.is_ok()) {
+    parsed.exit_code = 2;
+    parsed.output = "mayflyd: " + status.message() + "\n";
+  }
+  return parsed;
+}
+
+}  // namespace mayfly::node

@@ -1,0 +1,54 @@
+// NodeConfig: everything one mayflyd needs to know, from flags or a config file with the same keys
+// (`--config FILE`, INI/TOML-style `key = value`). Validated before anything starts.
+// Thread-safety: a value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+
+namespace mayfly::node {
+
+struct NodeConfig {
+  NodeId id;
+  std::string listen;                       // host:port for clients and peers
+  std::map<NodeId, std::string> peers;      // every voter of a new cluster, this node included: id -> host:port
+  std::string data_dir;
+  std::string metrics;                      // host:port for Prometheus (empty: off)
+  std::string log_level = "info";           // trace, debug, info, warn, error
+  std::string cluster = "mayfly";           // peers refuse nodes of another cluster
+  bool join = false;                        // start empty and wait to be added (cluster add-member)
+
+  int64_t tick_interval_ms = 10;            // one Raft tick
+  int64_t election_timeout_ticks = 30;      // 300-600 ms with the default tick
+  int64_t heartbeat_interval_ticks = 5;
+  int64_t time_entry_interval_ms = 100;     // the leader appends a time entry when the log was idle this long
+  int64_t request_timeout_ms = 10000;       // a request not answered by then gets 503 (outcome unknown for writes)
+  int64_t bounded_staleness_entries = 1000; // `bounded` reads: at most this many entries behind the leader
+  int64_t bounded_staleness_ms = 5000;      //   and at most this much replicated time behind
+  int64_t session_wait_ms = 2000;           // a session read waits this long for the replica to catch up
+  uint64_t snapshot_interval_entries = 20000;  // exported on a background thread
+  uint64_t log_entries_kept_after_snapshot = 2000;
+  int64_t gc_interval_ms = 200;             // the local garbage collector's pace
+  uint64_t gc_batch_items_max = 1000;
+
+  Status validate() const;
+};
+
+// Parses argv (mayflyd --id 1 --listen 127.0.0.1:7101 --peers 1=...,2=... --data DIR ...). On --help, or a usage
+// error, `exit_code` is set and the message to print is in the Status (or in `help`).
+struct ParsedFlags {
+  NodeConfig config;
+  int exit_code = -1;  // >= 0: exit now with this code
+  std::string output;  // what to print before exiting (help or the error)
+};
+ParsedFlags parse_flags(int argc, char** argv);
+
+// "1=127.0.0.1:7101,2=127.0.0.1:7102" -> {1: "127.0.0.1:7101", 2: ...}
+Result<std::map<NodeId, std::string>> parse_peers(const std::string& text);
+
+}  // namespace mayfly::node

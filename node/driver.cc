@@ -1,0 +1,540 @@
+#include "node/driver.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "replication/codec.h"
+#include "storage/document.h"
+#include "ttl/request_units.h"
+
+namespace mayfly::node {
+
+using replication::Role;
+
+Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> replica, Clock& clock,
+               metrics::Metrics& metrics, RequestUnitAccount& request_units)
+    : config_(config),
+      replica_(std::move(replica)),
+      clock_(clock),
+      metrics_(metrics),
+      request_units_(request_units),
+      work_(boost::asio::make_work_guard(io_)),
+      tick_timer_(io_),
+      deadline_timer_(io_) {}
+
+Driver::~Driver() {
+  if (snapshot_thread_.joinable()) snapshot_thread_.join();
+}
+
+int64_t Driver::steady_ms() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Driver::start(DriverOutput& output) {
+  output_ = &output;
+  last_proposal_ms_ = steady_ms();
+  last_gc_ms_ = steady_ms();
+  boost::asio::post(io_, [this] { on_tick(); });
+}
+
+void Driver::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  tick_timer_.cancel();
+  deadline_timer_.cancel();
+  if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
+  for (auto& [index, write] : pending_writes_) {
+    reply(write.request_id, Reply::error(503, "the node is shutting down; the write's outcome is unknown"));
+  }
+  for (auto& [context, read] : pending_strong_) reply(read.request_id, Reply::error(503, "the node is shutting down"));
+  for (auto& [index, read] : waiting_reads_) reply(read.request_id, Reply::error(503, "the node is shutting down"));
+  for (auto& [index, request] : pending_config_) reply(request, Reply::error(503, "the node is shutting down"));
+  pending_writes_.clear();
+  pending_strong_.clear();
+  waiting_reads_.clear();
+  pending_config_.clear();
+  if (output_ != nullptr) output_->deliver(std::move(batch_));
+  batch_ = DriverBatch{};
+  work_.reset();
+}
+
+void Driver::stop_gracefully() {
+  if (stopped_ || stop_deadline_ms_) return;
+  const replication::RaftStatus status = replica_->core().status();
+  NodeId best;
+  LogIndex best_match;
+  for (const auto& [peer, progress] : status.progress) {
+    if (peer != config_.id && status.membership.is_voter(peer) && (best == NodeId(0) || progress.match > best_match)) {
+      best = peer;
+      best_match = progress.match;
+    }
+  }
+  if (status.role != Role::kLeader || best == NodeId(0) || !replica_->transfer_leadership(best).is_ok()) {
+    stop();
+    return;
+  }
+  spdlog::info("handing leadership to node {} before stopping", best.value());
+  stop_deadline_ms_ = steady_ms() + 2 * config_.election_timeout_ticks * config_.tick_interval_ms;
+  schedule_flush();
+}
+
+void Driver::fatal(const Status& status) {
+  // The disk failed (or data is corrupt): the log's state is unknown. Stop serving rather than risk divergence.
+  spdlog::critical("storage failure, stopping this node: {}", status.to_string());
+  failed_ = true;
+  stop();
+  io_.stop();
+}
+
+NodeView Driver::view() const {
+  const replication::RaftStatus status = replica_->core().status();
+  NodeView view;
+  view.self = config_.id;
+  view.leader = status.leader;
+  view.role = status.role;
+  view.term = status.term.value();
+  view.commit = status.commit.value();
+  view.applied = replica_->state().applied().index.value();
+  view.last_index = status.last_index.value();
+  view.applied_ts_micros = replica_->state().applied().ts_micros;
+  view.last_ts_micros = status.last_ts_micros;
+  view.voters = status.membership.voters;
+  view.learners = status.membership.learners;
+  return view;
+}
+
+Reply Driver::not_leader(std::string what) const {
+  Reply result = Reply::error(503, std::move(what));
+  result.result.substatus = kSubstatusNoLeader;
+  result.retry_after_ms = 100;
+  return result;
+}
+
+void Driver::reply(uint64_t request_id, Reply reply) {
+  reply.served_by = config_.id;
+  reply.leader_hint = replica_->core().leader();
+  batch_.replies.emplace_back(request_id, std::move(reply));
+}
+
+void Driver::schedule_flush() {
+  if (flush_scheduled_ || stopped_) return;
+  flush_scheduled_ = true;
+  boost::asio::post(io_, [this] { flush(); });
+}
+
+// ---- inputs -----------------------------------------------------------------------------------------------------
+
+void Driver::on_messages(std::vector<replication::Message> messages) {
+  if (stopped_) return;
+  for (const replication::Message& message : messages) {
+    Status status = replica_->step(message);
+    if (!status.is_ok()) spdlog::debug("dropped message {}: {}", message.describe(), status.to_string());
+  }
+  schedule_flush();
+}
+
+void Driver::on_request(uint64_t request_id, Operation operation) {
+  if (stopped_) {
+    reply(request_id, Reply::error(503, "the node is shutting down"));
+    return;
+  }
+  switch (operation.kind) {
+    case Operation::Kind::kWrite: handle_write(request_id, operation); break;
+    case Operation::Kind::kRead: handle_read(request_id, operation); break;
+    default: handle_admin(request_id, operation); break;
+  }
+  schedule_flush();
+}
+
+void Driver::handle_write(uint64_t request_id, const Operation& operation) {
+  if (replica_->core().role() != Role::kLeader) {
+    reply(request_id, not_leader("this node is not the leader and could not forward the write; retry"));
+    return;
+  }
+  const storage::Command& command = operation.command;
+  if (storage::is_item_write(command.type)) {
+    // One container lookup serves both checks before anything reaches the log.
+    std::optional<storage::ContainerRecord> container =
+        replica_->state().container_record(command.database, command.container);
+    if (!container) {
+      reply(request_id, Reply{replica_->state().read_container(command.database, command.container)});  // the 404
+      return;
+    }
+    // Over the container's RU/s: 429 and nothing is proposed (spec §8).
+    const int64_t wait_ms = request_units_.throttle_ms(command.database + "/" + command.container,
+                                                       container->throughput, ttl::write_charge(command.body.size()));
+    if (wait_ms > 0) {
+      reply(request_id, throttled_reply(wait_ms));
+      return;
+    }
+    // Reject bad item bodies here (apply would reject them too, on every replica, after a costly trip through the log).
+    if (command.type != storage::CommandType::kDeleteItem && command.type != storage::CommandType::kPatchItem) {
+      storage::Outcome<storage::PreparedItem> prepared =
+          storage::prepare_item(command.body, container->partition_key_path);
+      if (!prepared.ok()) {
+        reply(request_id, Reply{prepared.error()});
+        return;
+      }
+    }
+  }
+  Result<replication::Proposal> proposal = replica_->propose(command, clock_.now_micros());
+  if (!proposal.is_ok()) {
+    if (proposal.status().code() == StatusCode::kInvalidArgument) {
+      reply(request_id, Reply::error(413, "request too large for one log entry: " + proposal.status().message()));
+    } else {
+      reply(request_id, not_leader("cannot propose now: " + proposal.status().message()));
+    }
+    return;
+  }
+  last_proposal_ms_ = steady_ms();
+  pending_writes_[proposal->index.value()] = PendingWrite{request_id, proposal->term.value(),
+                                                          steady_ms() + config_.request_timeout_ms, steady_ms() * 1000};
+}
+
+void Driver::handle_read(uint64_t request_id, const Operation& operation) {
+  const int64_t deadline = steady_ms() + config_.session_wait_ms;
+  switch (operation.consistency) {
+    case Consistency::kStrong: {
+      const std::string context = "r" + std::to_string(next_read_context_++);
+      Status status = replica_->read_index(context);
+      if (!status.is_ok()) {
+        reply(request_id, not_leader("no leader to confirm a strong read: " + status.message()));
+        return;
+      }
+      pending_strong_[context] = PendingStrongRead{request_id, operation.read, steady_ms() + config_.request_timeout_ms};
+      return;
+    }
+    case Consistency::kBounded: {
+      const uint64_t commit = replica_->core().status().commit.value();
+      const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
+      waiting_reads_.emplace(commit > slack ? commit - slack : 0,
+                             WaitingRead{request_id, operation.read, false, deadline});
+      return;
+    }
+    case Consistency::kSession:
+    case Consistency::kEventual:
+      waiting_reads_.emplace(operation.session_token, WaitingRead{request_id, operation.read, false, deadline});
+      return;
+  }
+}
+
+void Driver::handle_admin(uint64_t request_id, const Operation& operation) {
+  replication::RaftCore& core = replica_->core();
+  if (core.role() != Role::kLeader) {
+    reply(request_id, not_leader("membership and leadership changes go to the leader; retry there"));
+    return;
+  }
+  Result<replication::Proposal> proposal = Status::internal("no proposal");
+  switch (operation.kind) {
+    case Operation::Kind::kTransferLeader: {
+      Status status = core.transfer_leadership(operation.member);
+      Reply result;
+      if (!status.is_ok()) {
+        result = Reply::error(status.code() == StatusCode::kInvalidArgument ? 400 : 503, status.message());
+      } else {
+        result.result.body = "{\"transferringTo\":" + std::to_string(operation.member.value()) + "}";
+      }
+      reply(request_id, std::move(result));
+      return;
+    }
+    case Operation::Kind::kAddMember: {
+      // The address first (a normal entry), then the learner; the leader promotes it once it has caught up.
+      storage::Command address;
+      address.type = storage::CommandType::kSetMemberAddress;
+      address.id = std::to_string(operation.member.value());
+      address.body = operation.member_address;
+      Result<replication::Proposal> recorded = replica_->propose(address, clock_.now_micros());
+      if (!recorded.is_ok()) {
+        reply(request_id, not_leader(recorded.status().message()));
+        return;
+      }
+      proposal = core.propose_config_change({replication::ConfigChangeType::kAddLearner, operation.member});
+      break;
+    }
+    case Operation::Kind::kRemoveMember:
+      proposal = core.propose_config_change({replication::ConfigChangeType::kRemoveNode, operation.member});
+      break;
+    default:
+      reply(request_id, Reply::error(400, "unsupported operation"));
+      return;
+  }
+  if (!proposal.is_ok()) {
+    const int status = proposal.status().code() == StatusCode::kInvalidArgument ? 400 : 503;
+    reply(request_id, Reply::error(status, proposal.status().message()));
+    return;
+  }
+  last_proposal_ms_ = steady_ms();
+  pending_config_[proposal->index.value()] = request_id;
+}
+
+// ---- the cycle ----------------------------------------------------------------------------------------------------
+
+void Driver::flush() {
+  flush_scheduled_ = false;
+  if (stopped_) return;
+  // A leader's appends go out before its own fsync, so the followers' fsyncs overlap it.
+  Result<storage::ReplicaOutput> output = replica_->process_ready([this](std::vector<replication::Message>&& early) {
+    DriverBatch appends;
+    for (const replication::Message& message : early) {
+      appends.messages[message.to].push_back(replication::encode_message(message));
+    }
+    output_->deliver(std::move(appends));
+  });
+  if (!output.is_ok()) return fatal(output.status());
+  for (double seconds : output->persist_seconds) metrics_.observe_fsync(seconds);
+  for (const replication::Message& message : output->messages) {
+    batch_.messages[message.to].push_back(replication::encode_message(message));
+  }
+  for (const storage::AppliedEntry& applied : output->applied) {
+    auto write = pending_writes_.find(applied.index.value());
+    if (write != pending_writes_.end() && write->second.term == applied.term.value()) {
+      metrics_.observe_proposal(static_cast<double>(steady_ms() * 1000 - write->second.proposed_at_micros) / 1e6);
+      Reply result{applied.result};
+      result.session_token = applied.index.value();
+      charge_applied(applied, &result);
+      reply(write->second.request_id, std::move(result));
+      pending_writes_.erase(write);
+    } else {
+      charge_applied(applied, nullptr);  // every node counts the writes it applies (DESIGN.md §6)
+      if (write != pending_writes_.end()) {
+        reply(write->second.request_id, not_leader("the write was not applied (lost in a leader change); retry"));
+        pending_writes_.erase(write);
+      }
+    }
+    auto change = pending_config_.find(applied.index.value());
+    if (change != pending_config_.end()) {
+      Reply result;
+      result.result.body = "{\"membership\":\"" + replica_->core().membership().to_string() + "\"}";
+      result.session_token = applied.index.value();
+      reply(change->second, std::move(result));
+      pending_config_.erase(change);
+    }
+  }
+  for (const replication::ReadState& read : output->read_states) {
+    auto pending = pending_strong_.find(read.context);
+    if (pending == pending_strong_.end()) continue;
+    waiting_reads_.emplace(read.index.value(), WaitingRead{pending->second.request_id, pending->second.query, true,
+                                                           pending->second.deadline_ms});
+    pending_strong_.erase(pending);
+  }
+  serve_waiting_reads();
+  maybe_start_snapshot();
+  if (replica_->core().role() == Role::kLeader) {
+    auto_promote_learners();
+    schedule_expiry_entry();
+    if (replica_->has_ready()) schedule_flush();  // proposals made just now
+  }
+  batch_.view = view();
+  output_->deliver(std::move(batch_));
+  batch_ = DriverBatch{};
+}
+
+void Driver::serve_waiting_reads() {
+  const storage::AppliedState applied = replica_->state().applied();
+  while (!waiting_reads_.empty() && waiting_reads_.begin()->first <= applied.index.value()) {
+    WaitingRead read = std::move(waiting_reads_.begin()->second);
+    waiting_reads_.erase(waiting_reads_.begin());
+    Reply result{execute_read(replica_->state(), read.query, applied.ts_micros)};
+    result.session_token = applied.index.value();
+    result.request_charge = result.result.ok() ? ttl::read_charge(result.result.body.size(), read.strong)
+                                               : ttl::kFailedRequestCharge;
+    if (!read.query.container.empty()) {
+      request_units_.charge(read.query.database + "/" + read.query.container, read.strong ? "read_strong" : "read",
+                            result.request_charge);
+    }
+    reply(read.request_id, std::move(result));
+  }
+}
+
+void Driver::expire_requests() {
+  const int64_t now = steady_ms();
+  for (auto it = pending_writes_.begin(); it != pending_writes_.end();) {
+    if (it->second.deadline_ms > now) {
+      ++it;
+      continue;
+    }
+    Reply result = Reply::error(503, "the write was not confirmed in time; its outcome is unknown (it may still "
+                                     "apply): read it back before retrying");
+    result.result.substatus = kSubstatusOutcomeUnknown;
+    reply(it->second.request_id, std::move(result));
+    it = pending_writes_.erase(it);
+  }
+  for (auto it = pending_strong_.begin(); it != pending_strong_.end();) {
+    if (it->second.deadline_ms > now) {
+      ++it;
+      continue;
+    }
+    reply(it->second.request_id, not_leader("leadership could not be confirmed for a strong read in time; retry"));
+    it = pending_strong_.erase(it);
+  }
+  for (auto it = waiting_reads_.begin(); it != waiting_reads_.end();) {
+    if (it->second.deadline_ms > now) {
+      ++it;
+      continue;
+    }
+    Reply result = Reply::error(503, "this replica has not caught up to the requested session/staleness yet; retry "
+                                     "or read from another node");
+    result.result.substatus = kSubstatusReplicaBehind;
+    result.retry_after_ms = 50;
+    reply(it->second.request_id, std::move(result));
+    it = waiting_reads_.erase(it);
+  }
+}
+
+void Driver::on_tick() {
+  if (stopped_) return;
+  if (stop_deadline_ms_ && (replica_->core().role() != Role::kLeader || steady_ms() >= *stop_deadline_ms_)) {
+    stop();
+    return;
+  }
+  replica_->tick(clock_.now_micros());
+  const int64_t now = steady_ms();
+  if (replica_->core().role() == Role::kLeader && now - last_proposal_ms_ >= config_.time_entry_interval_ms) {
+    if (replica_->propose_time_entry(clock_.now_micros()).is_ok()) last_proposal_ms_ = now;
+  }
+  if (now - last_gc_ms_ >= config_.gc_interval_ms) {
+    last_gc_ms_ = now;
+    collect_garbage();
+  }
+  expire_requests();
+  publish_metrics();
+  schedule_flush();
+  tick_timer_.expires_after(std::chrono::milliseconds(config_.tick_interval_ms));
+  tick_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) on_tick();
+  });
+}
+
+// Until request-unit budgets land, the collector takes a bounded slice per container every gc_interval_ms.
+void Driver::collect_garbage() {
+  storage::StateMachine& state = replica_->state();
+  Result<std::vector<storage::ContainerInfo>> containers = state.containers();
+  if (!containers.is_ok()) return fatal(containers.status());
+  const int64_t now = clock_.now_micros();
+  for (const storage::ContainerInfo& info : *containers) {
+    const std::string key = info.database + "/" + info.container;
+    // Only spare request units (spec §7): provisioned minus what users consumed here minus what was already spent.
+    Result<storage::Backlog> backlog = state.backlog(info.database, info.container);
+    if (!backlog.is_ok()) return fatal(backlog.status());
+    const double budget = request_units_.collector_budget(key, info.record.throughput);
+    if (backlog->items == 0) continue;
+    const uint64_t average_bytes = static_cast<uint64_t>(backlog->bytes / backlog->items);
+    const uint64_t affordable = ttl::affordable_deletes(budget, average_bytes, config_.gc_batch_items_max);
+    if (affordable == 0) continue;  // user work wins; the backlog waits
+    Result<storage::CollectResult> collected =
+        state.collect_expired(info.database, info.container, state.applied().ts_micros, affordable);
+    if (!collected.is_ok()) return fatal(collected.status());
+    if (collected->items == 0) continue;
+    request_units_.collector_spent(
+        key, info.record.throughput,
+        static_cast<double>(collected->items) *
+            ttl::ttl_delete_charge(static_cast<uint64_t>(collected->bytes / collected->items)));
+    std::vector<double> lags;
+    lags.reserve(collected->expiry_instants_micros.size());
+    for (int64_t expiry : collected->expiry_instants_micros) lags.push_back(static_cast<double>(now - expiry) / 1e6);
+    metrics_.observe_collected(info.database + "/" + info.container, collected->items, collected->bytes, lags);
+  }
+  Result<int64_t> reclaimed = state.reclaim_dropped(config_.gc_batch_items_max);
+  if (!reclaimed.is_ok()) return fatal(reclaimed.status());
+}
+
+void Driver::charge_applied(const storage::AppliedEntry& applied, Reply* reply) {
+  if (!storage::is_item_write(applied.command_type)) return;
+  const double charge = applied.result.ok()
+                            ? ttl::write_charge(std::max<uint64_t>(applied.command_bytes, applied.result.body.size()))
+                            : ttl::kFailedRequestCharge;
+  request_units_.charge(applied.database + "/" + applied.container,
+                        std::string(storage::command_type_name(applied.command_type)), charge);
+  if (reply != nullptr) reply->request_charge = charge;
+}
+
+void Driver::maybe_start_snapshot() {
+  if (snapshot_thread_.joinable()) return;
+  std::shared_ptr<storage::Replica::SnapshotJob> job = replica_->begin_snapshot();
+  if (!job) return;
+  spdlog::info("taking a snapshot at index {} in the background", job->index.value());
+  const storage::LevelDbLogStorage& log = replica_->log();
+  snapshot_thread_ = std::thread([this, job, &log] {
+    job->run(log);
+    boost::asio::post(io_, [this, job] { finish_snapshot(*job); });
+  });
+}
+
+void Driver::finish_snapshot(storage::Replica::SnapshotJob& job) {
+  if (snapshot_thread_.joinable()) snapshot_thread_.join();
+  if (stopped_) return;
+  Status status = replica_->finish_snapshot(job);
+  if (!replica_->log().failure().is_ok()) return fatal(replica_->log().failure());
+  if (!status.is_ok()) {
+    spdlog::error("snapshot at index {} failed (the log stays uncompacted): {}", job.index.value(), status.to_string());
+    return;
+  }
+  spdlog::info("snapshot at index {} recorded ({} bytes)", job.index.value(), job.size_bytes);
+}
+
+void Driver::publish_metrics() {
+  const NodeView current = view();
+  const int64_t now = clock_.now_micros();
+  metrics_.set_raft(metrics::RaftFigures{current.term, std::string(replication::role_name(current.role)),
+                                         current.leader.value(), current.commit, current.applied,
+                                         static_cast<double>(now - current.applied_ts_micros) / 1e6});
+  if (steady_ms() - last_container_metrics_ms_ < 1000) return;
+  last_container_metrics_ms_ = steady_ms();
+  storage::StateMachine& state = replica_->state();
+  Result<std::vector<storage::ContainerInfo>> containers = state.containers();
+  if (!containers.is_ok()) return fatal(containers.status());
+  std::vector<metrics::ContainerFigures> figures;
+  for (const storage::ContainerInfo& info : *containers) {
+    Result<storage::ContainerStats> stats = state.container_stats(info.database, info.container);
+    if (!stats.is_ok()) continue;  // dropped between the two calls
+    metrics::ContainerFigures container{info.database + "/" + info.container, stats->live_items, stats->live_bytes,
+                                        stats->backlog.items, stats->backlog.bytes, 0};
+    if (stats->backlog.oldest_expiry_micros) {
+      container.oldest_expired_age_seconds =
+          std::max<double>(0, static_cast<double>(now - *stats->backlog.oldest_expiry_micros) / 1e6);
+    }
+    figures.push_back(std::move(container));
+  }
+  metrics_.set_containers(figures);
+}
+
+void Driver::auto_promote_learners() {
+  const replication::RaftStatus status = replica_->core().status();
+  for (NodeId learner : status.membership.learners) {
+    auto progress = status.progress.find(learner);
+    if (progress == status.progress.end() || progress->second.match < status.commit) continue;
+    Result<replication::Proposal> promoted =
+        replica_->core().propose_config_change({replication::ConfigChangeType::kPromoteLearner, learner});
+    if (promoted.is_ok()) spdlog::info("promoting learner {} (caught up at {})", learner.value(), status.commit.value());
+    return;  // one change at a time
+  }
+}
+
+void Driver::schedule_expiry_entry() {
+  const storage::AppliedState applied = replica_->state().applied();
+  if (applied.index.value() == expiry_checked_at_applied_ && scheduled_expiry_micros_) return;
+  expiry_checked_at_applied_ = applied.index.value();
+  Result<std::optional<int64_t>> next = replica_->state().next_expiry_after(applied.ts_micros);
+  if (!next.is_ok()) return fatal(next.status());
+  if (!*next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == **next)) return;
+  scheduled_expiry_micros_ = **next;
+  const int64_t wait_micros = std::max<int64_t>(0, **next - clock_.now_micros());
+  deadline_timer_.expires_after(std::chrono::microseconds(wait_micros));
+  deadline_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (!error) on_deadline_timer();
+  });
+}
+
+void Driver::on_deadline_timer() {
+  if (stopped_) return;
+  scheduled_expiry_micros_.reset();
+  expiry_checked_at_applied_ = 0;
+  if (replica_->core().role() == Role::kLeader) {
+    if (replica_->propose_time_entry(clock_.now_micros()).is_ok()) last_proposal_ms_ = steady_ms();
+  }
+  schedule_flush();
+}
+
+}  // namespace mayfly::node

@@ -1,0 +1,156 @@
+// Driver: the node's one Boost.Asio thread. It owns the Replica (Raft core + log + state machine) and everything that
+// changes it: ticks, peer messages, client writes and strong reads, leader time entries, and local garbage
+// collection. Each batch of inputs ends in one flush(): persist → send → apply → advance (storage::Replica), then
+// completions and outgoing messages go to the RPC side in one hop (DriverOutput).
+//
+// Replicated time: the leader stamps every entry with its clock (never below the previous entry). While the log is
+// idle it appends a time entry every time_entry_interval_ms, and it schedules one exactly at the next expiry deadline
+// the state machine knows of, so an item disappears within one commit round trip of its deadline.
+//
+// Thread-safety: every method except io() runs on the driver thread; other threads post() to io().
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "metrics/metrics.h"
+#include "node/config.h"
+#include "node/request.h"
+#include "node/request_units.h"
+#include "replication/message.h"
+#include "storage/replica.h"
+
+namespace mayfly::node {
+
+// What the RPC side needs to know about this node, refreshed after every flush.
+struct NodeView {
+  NodeId self;
+  NodeId leader;
+  replication::Role role = replication::Role::kFollower;
+  uint64_t term = 0;
+  uint64_t commit = 0;
+  uint64_t applied = 0;
+  uint64_t last_index = 0;
+  int64_t applied_ts_micros = 0;
+  int64_t last_ts_micros = 0;
+  std::set<NodeId> voters;
+  std::set<NodeId> learners;
+};
+
+// One flush's worth of output.
+struct DriverBatch {
+  std::map<NodeId, std::vector<std::string>> messages;  // encoded Raft messages, per destination, in order
+  std::vector<std::pair<uint64_t, Reply>> replies;      // request id -> reply
+  std::optional<NodeView> view;                         // absent in the early hand-off of a leader's appends
+};
+
+// Implemented by the RPC side. deliver() is called on the driver thread.
+class DriverOutput {
+ public:
+  virtual ~DriverOutput() = default;
+  virtual void deliver(DriverBatch batch) = 0;
+};
+
+class Driver {
+ public:
+  Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> replica, Clock& clock,
+         metrics::Metrics& metrics, RequestUnitAccount& request_units);
+  ~Driver();
+
+  boost::asio::io_context& io() { return io_; }
+  // Starts the timers; output receives every flush. Then run io() on the driver thread.
+  void start(DriverOutput& output);
+  // Stops timers and answers every pending request with 503, then lets io().run() return.
+  void stop();
+  // SIGTERM: a leader first hands leadership to its most caught-up voter (TimeoutNow), so a planned restart costs
+  // no election timeout; then (or after at most two election timeouts) stop().
+  void stop_gracefully();
+
+  // Inputs (driver thread).
+  void on_messages(std::vector<replication::Message> messages);
+  void on_request(uint64_t request_id, Operation operation);
+
+  const storage::StateMachine& state() const { return replica_->state(); }
+  // True after a storage failure stopped the node (the process should exit non-zero).
+  bool failed() const { return failed_; }
+  NodeView view() const;
+
+ private:
+  struct PendingWrite {
+    uint64_t request_id;
+    uint64_t term;
+    int64_t deadline_ms;
+    int64_t proposed_at_micros;  // steady clock, for the proposal latency histogram
+  };
+  struct WaitingRead {
+    uint64_t request_id;
+    ReadQuery query;
+    bool strong;
+    int64_t deadline_ms;
+  };
+  struct PendingStrongRead {
+    uint64_t request_id;
+    ReadQuery query;
+    int64_t deadline_ms;
+  };
+
+  void schedule_flush();
+  void flush();
+  void on_tick();
+  void on_deadline_timer();
+  void handle_write(uint64_t request_id, const Operation& operation);
+  void handle_read(uint64_t request_id, const Operation& operation);
+  void handle_admin(uint64_t request_id, const Operation& operation);
+  void reply(uint64_t request_id, Reply reply);
+  void serve_waiting_reads();
+  void expire_requests();
+  void collect_garbage();
+  void auto_promote_learners();
+  void schedule_expiry_entry();
+  void publish_metrics();
+  void maybe_start_snapshot();
+  void finish_snapshot(storage::Replica::SnapshotJob& job);
+  void charge_applied(const storage::AppliedEntry& applied, Reply* reply);
+  int64_t steady_ms() const;
+  Reply not_leader(std::string what) const;
+  void fatal(const Status& status);
+
+  NodeConfig config_;
+  std::unique_ptr<storage::Replica> replica_;
+  Clock& clock_;
+  metrics::Metrics& metrics_;
+  RequestUnitAccount& request_units_;
+  DriverOutput* output_ = nullptr;
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  boost::asio::steady_timer tick_timer_;
+  boost::asio::steady_timer deadline_timer_;
+  bool flush_scheduled_ = false;
+  bool stopped_ = false;
+  bool failed_ = false;
+  std::optional<int64_t> stop_deadline_ms_;  // set while handing leadership over before stopping
+
+  DriverBatch batch_;  // being filled until the next flush delivers it
+  std::map<uint64_t, PendingWrite> pending_writes_;            // log index -> write
+  std::map<std::string, PendingStrongRead> pending_strong_;    // ReadIndex context -> read
+  std::multimap<uint64_t, WaitingRead> waiting_reads_;         // required applied index -> read
+  std::map<uint64_t, uint64_t> pending_config_;                // log index -> request id (admin changes)
+  uint64_t next_read_context_ = 1;
+  int64_t last_proposal_ms_ = 0;
+  int64_t last_gc_ms_ = 0;
+  int64_t last_container_metrics_ms_ = 0;
+  std::optional<int64_t> scheduled_expiry_micros_;
+  uint64_t expiry_checked_at_applied_ = 0;
+  std::thread snapshot_thread_;  // exports a snapshot off the driver thread; at most one at a time
+};
+
+}  // namespace mayfly::node

@@ -1,0 +1,89 @@
+// mayflyd: one node of a Mayfly cluster. main() builds every object and hands each its dependencies.
+//
+//   mayflyd --id 1 --listen 127.0.0.1:7101 --peers 1=127.0.0.1:7101,2=127.0.0.1:7102,3=127.0.0.1:7103 --data DIR
+//
+// SIGTERM / SIGINT: stop taking requests, answer the pending ones, close the store cleanly.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+
+#include "common/clock.h"
+#include "metrics/metrics.h"
+#include "node/config.h"
+#include "node/driver.h"
+#include "node/rpc.h"
+#include "storage/replica.h"
+
+int main(int argc, char** argv) {
+  using namespace mayfly;
+  node::ParsedFlags parsed = node::parse_flags(argc, argv);
+  if (parsed.exit_code >= 0) {
+    std::fputs(parsed.output.c_str(), parsed.exit_code == 0 ? stdout : stderr);
+    return parsed.exit_code;
+  }
+  const node::NodeConfig& config = parsed.config;
+  auto logger = spdlog::stderr_color_mt("mayflyd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%l%$ node" + std::to_string(config.id.value()) + " %v",
+                      spdlog::pattern_time_type::utc);
+
+  storage::ReplicaOptions options;
+  options.data_dir = config.data_dir;
+  options.raft.self = config.id;
+  options.raft.election_timeout_ticks = config.election_timeout_ticks;
+  options.raft.heartbeat_interval_ticks = config.heartbeat_interval_ticks;
+  options.seed = static_cast<uint64_t>(SystemClock().now_micros()) ^ (config.id.value() << 48);
+  options.snapshot_interval_entries = config.snapshot_interval_entries;
+  options.log_entries_kept_after_snapshot = config.log_entries_kept_after_snapshot;
+  options.background_snapshots = true;
+  if (!config.join) {
+    for (const auto& [id, address] : config.peers) options.bootstrap.voters.insert(id);
+  }
+  Result<std::unique_ptr<storage::Replica>> replica = storage::Replica::open(options);
+  if (!replica.is_ok()) {
+    spdlog::critical("cannot open the data directory {}: {}", config.data_dir, replica.status().to_string());
+    return 1;
+  }
+  const storage::AppliedState applied = (*replica)->state().applied();
+  spdlog::info("opened {} at applied index {} (replicated time {} µs)", config.data_dir, applied.index.value(),
+               applied.ts_micros);
+
+  metrics::Metrics metrics(config.id.value());
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (!config.metrics.empty()) {
+    Result<std::unique_ptr<metrics::MetricsServer>> started =
+        metrics::MetricsServer::start(config.metrics, metrics.registry());
+    if (!started.is_ok()) {
+      spdlog::critical("{}", started.status().to_string());
+      return 1;
+    }
+    metrics_server = std::move(started).value();
+    spdlog::info("metrics on http://{}/metrics", config.metrics);
+  }
+  SystemClock clock;
+  node::RequestUnitAccount request_units(clock, metrics);
+  node::Driver driver(config, std::move(replica).value(), clock, metrics, request_units);
+  node::RpcHost rpc(config, driver, metrics, request_units);
+  if (Status status = rpc.start(); !status.is_ok()) {
+    spdlog::critical("{}", status.to_string());
+    return 1;
+  }
+  boost::asio::signal_set signals(driver.io(), SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& error, int signal) {
+    if (error) return;
+    spdlog::info("signal {}: shutting down", signal);
+    driver.stop_gracefully();
+  });
+  driver.start(rpc);
+  driver.io().run();
+  rpc.stop();
+  if (driver.failed()) {
+    spdlog::critical("stopped after a storage failure; the data directory needs attention before a restart");
+    return 1;
+  }
+  spdlog::info("stopped cleanly");
+  return 0;
+}

@@ -1,0 +1,220 @@
+#include "node/request.h"
+
+#include <charconv>
+
+namespace mayfly::node {
+namespace {
+
+storage::Outcome<uint64_t> parse_session_token(kj::StringPtr text) {
+  if (text.size() == 0) return uint64_t{0};
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.begin(), text.end(), value);
+  if (error != std::errc() || end != text.end()) {
+    return storage::OpResult::error(400, "session token '" + std::string(text.cStr()) +
+                                             "' is not one this cluster issued (expected a log index)");
+  }
+  return value;
+}
+
+Consistency consistency_of(proto::Consistency consistency) {
+  switch (consistency) {
+    case proto::Consistency::STRONG: return Consistency::kStrong;
+    case proto::Consistency::BOUNDED: return Consistency::kBounded;
+    case proto::Consistency::EVENTUAL: return Consistency::kEventual;
+    case proto::Consistency::SESSION: break;
+  }
+  return Consistency::kSession;
+}
+
+void apply_settings(proto::ContainerSettings::Reader settings, storage::Command& command) {
+  command.partition_key_path = settings.getPartitionKeyPath();
+  auto ttl = settings.getDefaultTtl();
+  if (ttl.isSet()) {
+    command.default_ttl_change = storage::DefaultTtlChange::kSet;
+    command.default_ttl_json = ttl.getSet();
+  } else if (ttl.isRemove()) {
+    command.default_ttl_change = storage::DefaultTtlChange::kRemove;
+  }
+  auto indexing = settings.getIndexing();
+  if (indexing.isConsistent()) command.indexing = ttl::IndexingMode::kConsistent;
+  if (indexing.isNone()) command.indexing = ttl::IndexingMode::kNone;
+  auto throughput = settings.getThroughput();
+  if (throughput.isProvisioned()) {
+    command.throughput = storage::Throughput{storage::Throughput::Mode::kProvisioned,
+                                             static_cast<int64_t>(throughput.getProvisioned())};
+  }
+  if (throughput.isServerless()) command.throughput = storage::Throughput{storage::Throughput::Mode::kServerless, 0};
+}
+
+}  // namespace
+
+Reply throttled_reply(int64_t wait_ms) {
+  Reply reply = Reply::error(429, "request rate is large: the container's provisioned throughput is used up for this "
+                                  "second; retry after " + std::to_string(wait_ms) + " ms");
+  reply.retry_after_ms = static_cast<uint32_t>(wait_ms);
+  return reply;
+}
+
+storage::Outcome<Operation> decode_request(proto::Request::Reader request) {
+  Operation op;
+  auto options = request.getOptions();
+  op.consistency = consistency_of(options.getConsistency());
+  storage::Outcome<uint64_t> token = parse_session_token(options.getSessionToken());
+  if (!token.ok()) return token.error();
+  op.session_token = token.value();
+  storage::Command& command = op.command;
+  command.database = request.getDatabase();
+  command.container = request.getContainer();
+  if (options.getIfMatch().size() > 0) command.if_match = std::string(options.getIfMatch().cStr());
+  ReadQuery& read = op.read;
+  read.database = command.database;
+  read.container = command.container;
+  auto read_kind = [&](ReadQuery::Kind kind) {
+    op.kind = Operation::Kind::kRead;
+    read.kind = kind;
+  };
+  switch (request.which()) {
+    case proto::Request::CREATE_DATABASE: command.type = storage::CommandType::kCreateDatabase; break;
+    case proto::Request::DELETE_DATABASE: command.type = storage::CommandType::kDeleteDatabase; break;
+    case proto::Request::LIST_DATABASES: read_kind(ReadQuery::Kind::kDatabases); break;
+    case proto::Request::CREATE_CONTAINER:
+      command.type = storage::CommandType::kCreateContainer;
+      apply_settings(request.getCreateContainer(), command);
+      break;
+    case proto::Request::UPDATE_CONTAINER:
+      command.type = storage::CommandType::kUpdateContainer;
+      apply_settings(request.getUpdateContainer(), command);
+      break;
+    case proto::Request::GET_CONTAINER: read_kind(ReadQuery::Kind::kContainer); break;
+    case proto::Request::DELETE_CONTAINER: command.type = storage::CommandType::kDeleteContainer; break;
+    case proto::Request::LIST_CONTAINERS: read_kind(ReadQuery::Kind::kContainers); break;
+    case proto::Request::CREATE_ITEM:
+      command.type = storage::CommandType::kCreateItem;
+      command.body = request.getCreateItem();
+      break;
+    case proto::Request::UPSERT_ITEM:
+      command.type = storage::CommandType::kUpsertItem;
+      command.body = request.getUpsertItem();
+      break;
+    case proto::Request::REPLACE_ITEM:
+      command.type = storage::CommandType::kReplaceItem;
+      command.body = request.getReplaceItem();
+      break;
+    case proto::Request::READ_ITEM:
+      read_kind(ReadQuery::Kind::kItem);
+      read.partition_key_json = request.getReadItem().getPartitionKey();
+      read.id = request.getReadItem().getId();
+      break;
+    case proto::Request::DELETE_ITEM:
+      command.type = storage::CommandType::kDeleteItem;
+      command.partition_key_json = request.getDeleteItem().getPartitionKey();
+      command.id = request.getDeleteItem().getId();
+      break;
+    case proto::Request::PATCH_ITEM:
+      command.type = storage::CommandType::kPatchItem;
+      command.partition_key_json = request.getPatchItem().getKey().getPartitionKey();
+      command.id = request.getPatchItem().getKey().getId();
+      command.body = request.getPatchItem().getOperations();
+      break;
+    case proto::Request::LIST_ITEMS: {
+      read_kind(ReadQuery::Kind::kItems);
+      read.list.database = command.database;
+      read.list.container = command.container;
+      if (request.getListItems().isPartitionKey()) {
+        read.list.partition_key_json = std::string(request.getListItems().getPartitionKey().cStr());
+      }
+      read.list.max_items = options.getMaxItems() == 0 ? 100 : options.getMaxItems();
+      read.list.continuation = options.getContinuation();
+      break;
+    }
+    case proto::Request::CLUSTER_STATUS: op.kind = Operation::Kind::kClusterStatus; break;
+    case proto::Request::ADD_MEMBER:
+      op.kind = Operation::Kind::kAddMember;
+      op.member = NodeId(request.getAddMember().getId());
+      op.member_address = request.getAddMember().getAddress();
+      if (op.member == NodeId(0) || op.member_address.find(':') == std::string::npos) {
+        return storage::OpResult::error(400, "add-member needs a node id >= 1 and its HOST:PORT");
+      }
+      break;
+    case proto::Request::REMOVE_MEMBER:
+      op.kind = Operation::Kind::kRemoveMember;
+      op.member = NodeId(request.getRemoveMember());
+      break;
+    case proto::Request::TRANSFER_LEADER:
+      op.kind = Operation::Kind::kTransferLeader;
+      op.member = NodeId(request.getTransferLeader());
+      break;
+    default:
+      return storage::OpResult::error(400, "unknown request type (is the client newer than this server?)");
+  }
+  return op;
+}
+
+void encode_reply(const Reply& reply, proto::Response::Builder response) {
+  const storage::OpResult& result = reply.result;
+  response.setStatus(static_cast<uint16_t>(result.status));
+  response.setSubstatus(static_cast<uint32_t>(result.substatus));
+  response.setMessage(result.message);
+  response.setBody(result.body);
+  response.setEtag(result.etag);
+  response.setTs(result.ts_micros / kMicrosPerSecond);
+  response.setRequestCharge(reply.request_charge);
+  response.setSessionToken(reply.session_token == 0 ? std::string() : std::to_string(reply.session_token));
+  response.setRetryAfterMs(reply.retry_after_ms);
+  response.setServedBy(reply.served_by.value());
+  response.setLeaderHint(reply.leader_hint.value());
+  response.setContinuation(result.continuation);
+}
+
+Reply decode_reply(proto::Response::Reader response) {
+  Reply reply;
+  reply.result.status = response.getStatus();
+  reply.result.substatus = static_cast<int>(response.getSubstatus());
+  reply.result.message = response.getMessage();
+  reply.result.body = response.getBody();
+  reply.result.etag = response.getEtag();
+  reply.result.ts_micros = response.getTs() * kMicrosPerSecond;
+  reply.result.continuation = response.getContinuation();
+  reply.request_charge = response.getRequestCharge();
+  const kj::StringPtr token = response.getSessionToken();
+  uint64_t value = 0;
+  std::from_chars(token.begin(), token.end(), value);
+  reply.session_token = value;
+  reply.retry_after_ms = response.getRetryAfterMs();
+  reply.served_by = NodeId(response.getServedBy());
+  reply.leader_hint = NodeId(response.getLeaderHint());
+  return reply;
+}
+
+std::string op_name(const Operation& operation) {
+  switch (operation.kind) {
+    case Operation::Kind::kWrite: return std::string(storage::command_type_name(operation.command.type));
+    case Operation::Kind::kClusterStatus: return "cluster_status";
+    case Operation::Kind::kAddMember: return "add_member";
+    case Operation::Kind::kRemoveMember: return "remove_member";
+    case Operation::Kind::kTransferLeader: return "transfer_leader";
+    case Operation::Kind::kRead: break;
+  }
+  switch (operation.read.kind) {
+    case ReadQuery::Kind::kItem: return "read";
+    case ReadQuery::Kind::kItems: return "list";
+    case ReadQuery::Kind::kContainer: return "get_container";
+    case ReadQuery::Kind::kContainers: return "list_containers";
+    case ReadQuery::Kind::kDatabases: return "list_databases";
+  }
+  return "unknown";
+}
+
+storage::OpResult execute_read(const storage::StateMachine& state, const ReadQuery& query, int64_t now_micros) {
+  switch (query.kind) {
+    case ReadQuery::Kind::kItem:
+      return state.read_item(query.database, query.container, query.partition_key_json, query.id, now_micros);
+    case ReadQuery::Kind::kItems: return state.list_items(query.list, now_micros);
+    case ReadQuery::Kind::kContainer: return state.read_container(query.database, query.container);
+    case ReadQuery::Kind::kContainers: return state.list_containers(query.database);
+    case ReadQuery::Kind::kDatabases: return state.list_databases();
+  }
+  return storage::OpResult::error(400, "unknown read");
+}
+
+}  // namespace mayfly::node

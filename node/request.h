@@ -1,0 +1,76 @@
+// Requests and replies between the wire (proto/mayfly.capnp) and the node: decoding a client Request into an
+// Operation (a state-machine Command for writes, a ReadQuery for reads, or an admin action), executing reads against
+// the state machine, and encoding a Reply back into a Response. Thin adapters: no business logic lives here.
+// Thread-safety: pure functions and values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/ids.h"
+#include "proto/mayfly.capnp.h"
+#include "storage/command.h"
+#include "storage/state_machine.h"
+
+namespace mayfly::node {
+
+enum class Consistency { kSession, kStrong, kBounded, kEventual };
+
+struct ReadQuery {
+  enum class Kind { kItem, kItems, kContainer, kContainers, kDatabases };
+  Kind kind = Kind::kItem;
+  std::string database;
+  std::string container;
+  std::string partition_key_json;  // kItem
+  std::string id;                  // kItem
+  storage::ListRequest list;       // kItems
+};
+
+struct Operation {
+  enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader };
+  Kind kind = Kind::kWrite;
+  storage::Command command;  // kWrite
+  ReadQuery read;            // kRead
+  Consistency consistency = Consistency::kSession;
+  uint64_t session_token = 0;  // the log index the client has seen; 0: none
+  NodeId member;               // admin
+  std::string member_address;  // kAddMember
+};
+
+// What goes back to the client.
+struct Reply {
+  storage::OpResult result;
+  uint64_t session_token = 0;
+  NodeId served_by;
+  NodeId leader_hint;
+  uint32_t retry_after_ms = 0;
+  double request_charge = 0;
+
+  static Reply error(int status, std::string message) {
+    Reply reply;
+    reply.result = storage::OpResult::error(status, std::move(message));
+    return reply;
+  }
+};
+
+// 429 with retry-after: the container's provisioned RU/s are used up for this second (spec §8).
+Reply throttled_reply(int64_t wait_ms);
+
+// Decodes a wire request; malformed ones (bad session token, missing fields) become a 400 Reply.
+storage::Outcome<Operation> decode_request(proto::Request::Reader request);
+// Builds the wire form of an Operation that must be forwarded (the inverse of decode_request, for writes).
+void encode_reply(const Reply& reply, proto::Response::Builder response);
+Reply decode_reply(proto::Response::Reader response);
+
+// A short, bounded name for metrics labels: "create", "read", "list", "cluster_status", ...
+std::string op_name(const Operation& operation);
+
+// Runs a read at replicated time `now_micros`.
+storage::OpResult execute_read(const storage::StateMachine& state, const ReadQuery& query, int64_t now_micros);
+
+// Substatus values Mayfly adds to 503s, so clients can tell "retry anywhere" from "outcome unknown".
+inline constexpr uint32_t kSubstatusNoLeader = 1;         // not applied; retry (the leader hint may help)
+inline constexpr uint32_t kSubstatusOutcomeUnknown = 2;   // a write whose fate is unknown (leader lost mid-commit)
+inline constexpr uint32_t kSubstatusReplicaBehind = 3;    // a read this replica cannot serve fresh enough yet
+
+}  // namespace mayfly::node

@@ -1,0 +1,59 @@
+#include "node/request_units.h"
+
+#include <limits>
+
+namespace mayfly::node {
+
+void RequestUnitAccount::charge(const std::string& container, const std::string& op, double request_units) {
+  if (request_units <= 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    meters_[container].users.add(clock_.now_micros(), request_units);
+  }
+  metrics_.add_request_units(container, op, request_units);
+}
+
+int64_t RequestUnitAccount::throttle_ms(const std::string& container, const storage::Throughput& throughput,
+                                        double request_units) {
+  if (throughput.mode != storage::Throughput::Mode::kProvisioned) return 0;
+  const double limit = static_cast<double>(throughput.request_units_per_second);
+  int64_t wait_micros = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ttl::RequestUnitMeter& users = meters_[container].users;
+    const int64_t now = clock_.now_micros();
+    // A request larger than the whole budget is let through when nothing else ran this second; otherwise it could
+    // never succeed.
+    const double consumed = users.consumed(now);
+    if (consumed + request_units <= limit || consumed == 0) return 0;
+    wait_micros = users.micros_until_fits(now, std::min(request_units, limit), limit);
+  }
+  metrics_.add_throttled(container);
+  return std::max<int64_t>(1, wait_micros / 1000);
+}
+
+double RequestUnitAccount::collector_budget(const std::string& container, const storage::Throughput& throughput) {
+  if (throughput.mode != storage::Throughput::Mode::kProvisioned) return std::numeric_limits<double>::infinity();
+  std::lock_guard<std::mutex> lock(mutex_);
+  Meters& meters = meters_[container];
+  const int64_t now = clock_.now_micros();
+  const double spare = ttl::spare_request_units(static_cast<double>(throughput.request_units_per_second),
+                                                meters.users.consumed(now), meters.collector.consumed(now));
+  metrics_.set_spare_request_units(container, spare);
+  return spare;
+}
+
+void RequestUnitAccount::collector_spent(const std::string& container, const storage::Throughput& throughput,
+                                         double request_units) {
+  if (request_units <= 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    meters_[container].collector.add(clock_.now_micros(), request_units);
+  }
+  metrics_.add_collector_request_units(container, request_units);
+  if (throughput.mode == storage::Throughput::Mode::kServerless) {
+    metrics_.add_request_units(container, "ttl_delete", request_units);
+  }
+}
+
+}  // namespace mayfly::node

@@ -1,0 +1,46 @@
+// RequestUnitAccount: this node's per-container request-unit meters (DESIGN.md §6): what users consumed here in the
+// last second (requests served on this node and writes applied on it), what the local garbage collector spent, the
+// 429 decision for provisioned containers, and the collector's spare budget. Figures go to the metrics as they come.
+//
+// Thread-safety: all methods lock; used by the driver thread and the RPC thread.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/clock.h"
+#include "metrics/metrics.h"
+#include "storage/layout.h"
+#include "ttl/request_units.h"
+
+namespace mayfly::node {
+
+class RequestUnitAccount {
+ public:
+  RequestUnitAccount(Clock& clock, metrics::Metrics& metrics) : clock_(clock), metrics_(metrics) {}
+
+  // Users consumed `request_units` on `container` ("database/container") with operation `op`.
+  void charge(const std::string& container, const std::string& op, double request_units);
+  // 0 when `request_units` more fit within the container's provisioned RU/s in the current second; otherwise how
+  // many milliseconds to wait (and the throttle is counted). Serverless containers are never throttled.
+  int64_t throttle_ms(const std::string& container, const storage::Throughput& throughput, double request_units);
+  // What the collector may still spend on this container in the current second (spec §7): provisioned minus what
+  // users consumed minus what it already spent. Serverless: unlimited (the caller's batch ceiling applies).
+  double collector_budget(const std::string& container, const storage::Throughput& throughput);
+  // The collector spent `request_units` deleting on `container`: free for provisioned containers, consumed RU (kind
+  // ttl_delete) for serverless ones.
+  void collector_spent(const std::string& container, const storage::Throughput& throughput, double request_units);
+
+ private:
+  struct Meters {
+    ttl::RequestUnitMeter users;
+    ttl::RequestUnitMeter collector;
+  };
+  Clock& clock_;
+  metrics::Metrics& metrics_;
+  std::mutex mutex_;
+  std::map<std::string, Meters> meters_;
+};
+
+}  // namespace mayfly::node

@@ -1,0 +1,125 @@
+# Mayfly's wire contract: the client API and the peer (Raft) API, served on one port by every mayflyd.
+#
+# Business outcomes — 404, 409, 412, 429, "not leader" — are values in Response, never RPC exceptions. An exception
+# means the connection or the peer failed (the client library reconnects and retries where that is safe).
+@0xb47b7fe77235879e;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("mayfly::proto");
+
+# How fresh a read must be (DESIGN.md §3). Every level decides expiry at the serving replica's applied time.
+enum Consistency {
+  session @0;   # default: any replica that has applied the request's session token
+  strong @1;    # the leader confirms leadership with a quorum (ReadIndex); linearizable
+  bounded @2;   # any replica within the configured staleness (entries and seconds) of the leader
+  eventual @3;  # any replica, as it is
+}
+
+struct Options {
+  consistency @0 :Consistency = session;
+  sessionToken @1 :Text;   # the sessionToken of the client's previous response; empty: none
+  ifMatch @2 :Text;        # an etag (as returned, with its quotes): the write applies only to that version
+  maxItems @3 :UInt32;     # listItems page size; 0: the default (100)
+  continuation @4 :Text;   # listItems: where to go on, from the previous page's Response.continuation
+}
+
+# A container's settings. On create, `partitionKeyPath` is required and `unchanged` means "absent" (TTL off,
+# consistent indexing, serverless throughput). On update, empty path and `unchanged` leave a setting as it is.
+struct ContainerSettings {
+  partitionKeyPath @0 :Text;
+  defaultTtl :union {
+    unchanged @1 :Void;
+    set @2 :Text;        # the JSON value as the user wrote it ("10", "-1", ...); validated by the server
+    remove @3 :Void;     # TTL off (not the same as -1)
+  }
+  indexing :union {
+    unchanged @4 :Void;
+    consistent @5 :Void;
+    none @6 :Void;
+  }
+  throughput :union {
+    unchanged @7 :Void;
+    provisioned @8 :UInt32;   # RU/s
+    serverless @9 :Void;
+  }
+}
+
+struct ItemKey {
+  partitionKey @0 :Text;  # the partition key value as JSON: "\"tenant-1\"", "42", "true", "null"
+  id @1 :Text;
+}
+
+struct Member {
+  id @0 :UInt64;
+  address @1 :Text;  # host:port of its RPC listener
+}
+
+struct Request {
+  database @0 :Text;
+  container @1 :Text;
+  options @2 :Options;
+  union {
+    createDatabase @3 :Void;
+    deleteDatabase @4 :Void;
+    listDatabases @5 :Void;
+    createContainer @6 :ContainerSettings;
+    updateContainer @7 :ContainerSettings;
+    getContainer @8 :Void;
+    deleteContainer @9 :Void;
+    listContainers @10 :Void;
+    createItem @11 :Text;    # the item JSON
+    upsertItem @12 :Text;
+    replaceItem @13 :Text;
+    readItem @14 :ItemKey;
+    deleteItem @15 :ItemKey;
+    patchItem :group {
+      key @16 :ItemKey;
+      operations @17 :Text;  # JSON array of patch operations
+    }
+    listItems :union {       # the read feed: one partition or the whole container, a page at a time
+      wholeContainer @18 :Void;
+      partitionKey @19 :Text;
+    }
+    clusterStatus @20 :Void;
+    addMember @21 :Member;
+    removeMember @22 :UInt64;
+    transferLeader @23 :UInt64;
+  }
+}
+
+struct Response {
+  status @0 :UInt16;        # HTTP-style: 200, 201, 204, 400, 404, 409, 412, 413, 429, 503, ...
+  substatus @1 :UInt32;
+  message @2 :Text;         # for errors: what went wrong and what to do
+  body @3 :Text;            # JSON: an item with its system properties, a container, an array for lists, a status
+  etag @4 :Text;
+  ts @5 :Int64;             # `_ts` of the item or container written or read (Unix seconds); 0 otherwise
+  requestCharge @6 :Float64;
+  sessionToken @7 :Text;    # pass it back in Options.sessionToken to read your own writes anywhere
+  retryAfterMs @8 :UInt32;  # with 429 (and 503 when a leader election is under way)
+  servedBy @9 :UInt64;      # the node that executed the request
+  leaderHint @10 :UInt64;   # the leader as this node knows it (0: unknown), for client-side leader discovery
+  continuation @11 :Text;   # listItems: non-empty when there are more pages
+}
+
+# The bootstrap capability every mayflyd offers.
+interface Mayfly {
+  # Opens a client session. `credentials` is reserved for authentication by key (empty today).
+  openSession @0 (credentials :Text) -> (session :Session);
+  # Opens the peer API for the node `from` of cluster `cluster` (the cluster name must match).
+  openPeer @1 (from :UInt64, cluster :Text) -> (peer :Peer);
+}
+
+interface Session {
+  execute @0 (request :Request) -> (response :Response);
+}
+
+interface Peer {
+  # Raft messages from the calling node, in order, each encoded by replication/codec.h (encode_message). Snapshots
+  # travel as chunked kSnapshot messages among them.
+  deliver @0 (messages :List(Data)) -> ();
+  # A follower hands a client write (or strong read) to the leader, which executes it as if the client had called.
+  forward @1 (request :Request) -> (response :Response);
+  # This node's own view, as JSON: {"id","address","role","term","commit","applied","appliedTime","leader"}.
+  nodeStatus @2 () -> (status :Text);
+}

@@ -1,0 +1,27 @@
+#include "replication/config.h"
+
+#include <string>
+
+namespace mayfly::replication {
+
+Status RaftConfig::validate() const {
+  auto invalid = [](const std::string& why) { return Status::invalid_argument("raft config: " + why); };
+  if (self == NodeId(0)) return invalid("self must not be 0");
+  if (heartbeat_interval_ticks < 1) return invalid("heartbeat_interval_ticks must be >= 1");
+  if (election_timeout_ticks <= heartbeat_interval_ticks) {
+    return invalid("election_timeout_ticks must be > heartbeat_interval_ticks");
+  }
+  // The randomized timeout doubles it; keep far away from overflow in tick arithmetic.
+  if (election_timeout_ticks > (int64_t{1} << 40)) return invalid("election_timeout_ticks is absurdly large");
+  if (max_inflight_messages < 1) return invalid("max_inflight_messages must be >= 1");
+  if (max_message_bytes < 1) return invalid("max_message_bytes must be >= 1");
+  if (max_entry_bytes < 1) return invalid("max_entry_bytes must be >= 1");
+  if (max_uncommitted_bytes < 1) return invalid("max_uncommitted_bytes must be >= 1");
+  if (max_committed_bytes_per_ready < 1) return invalid("max_committed_bytes_per_ready must be >= 1");
+  if (snapshot_chunk_bytes < 1) return invalid("snapshot_chunk_bytes must be >= 1");
+  if (max_snapshot_bytes < 1) return invalid("max_snapshot_bytes must be >= 1");
+  if (max_pending_read_requests < 1) return invalid("max_pending_read_requests must be >= 1");
+  return Status::ok();
+}
+
+}  // namespace mayfly::replication

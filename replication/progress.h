@@ -1,0 +1,86 @@
+// Progress: what a leader knows about one follower's log, and the flow control that follows from it.
+// Internal to the Raft core (exposed in RaftStatus for observability).
+//
+//   kProbe      the follower's log position is unknown: send one append at a time and wait for the answer
+//   kReplicate  the follower matches up to `match`: stream appends optimistically, at most
+//               max_inflight_messages unacknowledged
+//   kSnapshot   the follower needs entries the leader has compacted: send the snapshot in chunks, no appends
+//
+// Thread-safety: a value, owned by one RaftCore.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string_view>
+
+#include "common/assert.h"
+#include "common/ids.h"
+#include "replication/types.h"
+
+namespace mayfly::replication {
+
+enum class ProgressState : uint8_t { kProbe, kReplicate, kSnapshot };
+std::string_view progress_state_name(ProgressState state);
+
+// The appends in flight to one follower, by the last index each carried. Bounded by `capacity`.
+class Inflights {
+ public:
+  explicit Inflights(int64_t capacity) : capacity_(capacity) {}
+
+  bool full() const { return static_cast<int64_t>(last_indexes_.size()) >= capacity_; }
+  int64_t count() const { return static_cast<int64_t>(last_indexes_.size()); }
+  void add(LogIndex last_index) {
+    MAYFLY_ASSERT(!full());
+    MAYFLY_ASSERT(last_indexes_.empty() || last_indexes_.back() < last_index);
+    last_indexes_.push_back(last_index);
+  }
+  // The follower acknowledged up to `index`: every append that ended at or before it is done.
+  void free_up_to(LogIndex index) {
+    while (!last_indexes_.empty() && last_indexes_.front() <= index) last_indexes_.pop_front();
+  }
+  // A heartbeat answer proves the follower is alive: let one more append through even when full.
+  void free_first_one() {
+    if (!last_indexes_.empty()) last_indexes_.pop_front();
+  }
+  void reset() { last_indexes_.clear(); }
+
+ private:
+  int64_t capacity_;
+  std::deque<LogIndex> last_indexes_;
+};
+
+struct Progress {
+  explicit Progress(int64_t max_inflight_messages) : inflights(max_inflight_messages) {}
+
+  LogIndex match;  // highest index known to be replicated on the follower
+  LogIndex next;   // next index to send
+  ProgressState state = ProgressState::kProbe;
+  bool probe_sent = false;     // kProbe: an append is outstanding; wait for its answer or a heartbeat answer
+  bool recent_active = false;  // heard from within the current election timeout (check-quorum)
+  bool is_learner = false;
+  Inflights inflights;
+
+  // kSnapshot: the snapshot being sent, how far it was sent and acknowledged.
+  SnapshotMetadata snapshot;
+  uint64_t snapshot_sent_offset = 0;
+  uint64_t snapshot_acked_offset = 0;
+  bool snapshot_done_sent = false;
+  int64_t snapshot_chunks_in_flight = 0;
+  int64_t snapshot_stalled_heartbeats = 0;
+
+  uint64_t read_round_acked = 0;  // highest ReadIndex round this follower acknowledged
+
+  void become_probe();
+  void become_replicate();
+  void become_snapshot(const SnapshotMetadata& metadata);
+  // Rewinds a snapshot transfer to `offset` (the follower asked for it, or acks stopped coming).
+  void rewind_snapshot(uint64_t offset);
+  // The follower accepted up to `index`. Returns false for a stale answer (nothing new).
+  bool maybe_update(LogIndex index);
+  // The follower rejected the append after `rejected`; `match_hint` is the highest index that may match.
+  // Returns false for a stale rejection.
+  bool maybe_decrease_to(LogIndex rejected, LogIndex match_hint);
+  bool is_paused() const;
+};
+
+}  // namespace mayfly::replication

@@ -1,0 +1,303 @@
+// RaftCore: the whole Raft algorithm as a deterministic state machine with no I/O, threads or clock reads, in the
+// spirit of etcd's RawNode. Inputs: step (a message from a peer), tick (time passes; the driver passes its wall
+// clock), propose / read_index / transfer_leadership / propose_config_change (requests). Output: Ready — what to
+// persist, send and apply — which the driver handles in order and then acknowledges with advance.
+//
+// Driver loop (one thread):
+//   every tick interval:      core.tick(wall_clock_micros)
+//   on a peer message:        core.step(message)
+//   on a client request:      core.propose(data, wall_clock_micros) / core.read_index(context)
+//   while core.has_ready():   Ready ready = core.ready();
+//                             send ready.messages                      (may go before the fsync)
+//                             persist ready.snapshot, ready.entries, ready.hard_state in one synced write
+//                             send ready.messages_after_persist
+//                             install ready.snapshot, apply ready.committed_entries in order, serve read_states
+//                             core.advance(ready)
+// Between ready() and advance() the core must not be called (except status/has_ready/check_invariants): queue
+// incoming messages and requests, they form the next batch (group commit).
+//
+// Design choices:
+// - Membership changes take effect when the config-change entry is *appended* to a log (Raft thesis §4.1), on every
+//   node, and are undone if that entry is truncated. Safety needs one change at a time, so a leader refuses a new
+//   change while the latest config entry is uncommitted, and until it has committed an entry of its own term (the
+//   fix for the single-server-change bug, thesis erratum 2015). A leader removed from the voters keeps leading until
+//   that change commits (without counting itself), then steps down.
+// - The leader counts itself toward a commit quorum only for entries the driver has persisted (advance), so a
+//   leader crash can never lose an entry its followers were told is committed.
+// - Replicated time: every entry carries ts_micros = max(driver's now, previous entry's ts + 1), stamped by the
+//   leader. Because each entry is stamped after its predecessor in the leader's log, ts increases strictly along
+//   every log, across leader changes too.
+// - Errors from LogStorage reads are fatal (asserts): the node's state is then unknown.
+//
+// Thread-safety: not thread-safe. One RaftCore belongs to one thread (the driver's).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/prng.h"
+#include "common/status.h"
+#include "replication/config.h"
+#include "replication/log_storage.h"
+#include "replication/message.h"
+#include "replication/progress.h"
+#include "replication/raft_log.h"
+#include "replication/types.h"
+
+namespace mayfly::replication {
+
+enum class Role : uint8_t { kFollower, kPreCandidate, kCandidate, kLeader };
+std::string_view role_name(Role role);
+
+// Everything the driver must do after one batch of inputs, in this order (see the driver loop above).
+// A value; the driver may hand its parts to other threads (e.g. messages to the transport).
+struct Ready {
+  // (1) Persist, in one synced write, before sending messages_after_persist or applying:
+  //   - snapshot: if set, it replaces the whole log (drop every entry, record the snapshot) and must be installed
+  //     into the state machine (in step 3) before applying committed_entries.
+  //   - entries: append them; every persisted entry at index >= entries.front().index must be deleted first (a
+  //     follower's conflicting suffix is truncated this way). Contiguous, ascending.
+  //   - hard_state: if set, the new term/vote/commit.
+  std::optional<Snapshot> snapshot;
+  std::vector<Entry> entries;
+  std::optional<HardState> hard_state;
+  // Whether (1) must be fsynced before (2) and (3): true when it writes entries, a snapshot, or a new term or vote.
+  // A Ready that only moves the commit index may skip the fsync (commit is recomputed after a crash).
+  bool must_sync = false;
+
+  // (0) Messages that may be sent at once, even while (1) is still being written: a leader's appends,
+  // heartbeats and snapshot chunks (the thesis §10.2.1 parallel write).
+  std::vector<Message> messages;
+  // (2) Messages that may only be sent after (1) is durable: acks of entries, votes, and anything sent in a term or
+  // vote this Ready is persisting.
+  std::vector<Message> messages_after_persist;
+
+  // (3) Apply, in order, after (1): these entries are committed. Config-change entries already took effect inside
+  // the core; the state machine may still record them.
+  std::vector<Entry> committed_entries;
+  // (3) ReadIndex answers: serve the read with this context once the state machine has applied `index`.
+  std::vector<ReadState> read_states;
+
+  bool empty() const {
+    return !snapshot && entries.empty() && !hard_state && messages.empty() && messages_after_persist.empty() &&
+           committed_entries.empty() && read_states.empty();
+  }
+};
+
+// What propose returns (a value): where the entry went. The entry is committed once the driver sees it in
+// Ready::committed_entries with the same index *and term*; a different term there means it was lost.
+struct Proposal {
+  LogIndex index;
+  Term term;
+  int64_t ts_micros = 0;
+};
+
+// A copy of the core's state for metrics, logs and tests (a value; safe to hand to another thread).
+struct RaftStatus {
+  NodeId id;
+  Role role = Role::kFollower;
+  Term term;
+  NodeId vote;
+  NodeId leader;  // 0: unknown
+  LogIndex first_index;
+  LogIndex last_index;
+  Term last_term;
+  LogIndex commit;
+  LogIndex applied;
+  int64_t last_ts_micros = 0;
+  Membership membership;
+  NodeId transfer_target;  // leader only: 0 unless a transfer is in progress
+  struct FollowerProgress {
+    LogIndex match;
+    LogIndex next;
+    ProgressState state = ProgressState::kProbe;
+    bool recent_active = false;
+  };
+  std::map<NodeId, FollowerProgress> progress;  // leader only
+};
+
+class RaftCore {
+ public:
+  // Builds a core from what `storage` holds (which outlives the core). `applied` is the index the state machine has
+  // already applied (0: the storage's snapshot index), so a restart does not re-apply entries.
+  static Result<std::unique_ptr<RaftCore>> create(const RaftConfig& config, const LogStorage& storage, Prng prng,
+                                                  LogIndex applied = LogIndex(0));
+
+  RaftCore(const RaftCore&) = delete;
+  RaftCore& operator=(const RaftCore&) = delete;
+
+  // --- Inputs ---
+  // One message from a peer. InvalidArgument for a message not meant for this node or malformed (drop it).
+  Status step(const Message& message);
+  // Time passes by one tick; `now_micros` is the driver's wall clock, remembered for stamping entries.
+  void tick(int64_t now_micros);
+  // Appends a command to the log (leader only). Unavailable when not leader, during a leadership transfer, or over
+  // max_uncommitted_bytes (retry later); InvalidArgument over max_entry_bytes. The first form stamps with the
+  // `now` of the last tick; the second with `now_micros` (and remembers it).
+  Result<Proposal> propose(std::string data);
+  Result<Proposal> propose(std::string data, int64_t now_micros);
+  // Appends an empty entry that only advances replicated time.
+  Result<Proposal> propose_time_entry();
+  Result<Proposal> propose_time_entry(int64_t now_micros);
+  // One membership change (leader only); Unavailable while another change is uncommitted, before this leader
+  // committed an entry of its term, or when promoting a learner that has not replicated up to the commit index;
+  // InvalidArgument when the change does not apply to the current membership (or is kAddVoter: add a learner,
+  // then promote it).
+  Result<Proposal> propose_config_change(const ConfigChange& change);
+  // Asks for a linearizable read point; the answer arrives as a ReadState with `context` in a later Ready (leader:
+  // after a quorum confirmed leadership; follower: forwarded to the leader). No answer if leadership changes
+  // meanwhile: retry after a timeout with a new context. Unavailable without a known leader or when too many reads
+  // are pending.
+  Status read_index(std::string context);
+  // Hands leadership to `target` (a voter): once it has the whole log it is told to campaign at once. Proposals are
+  // refused meanwhile; abandoned after an election timeout. Leader only.
+  Status transfer_leadership(NodeId target);
+
+  // --- Outputs ---
+  bool has_ready() const;
+  Ready ready();
+  void advance(const Ready& ready);
+
+  // --- Observing ---
+  RaftStatus status() const;
+  const Membership& membership() const;
+  // Membership in effect at `index` (applied index <= index <= last index), for the snapshot metadata.
+  Membership membership_at(LogIndex index) const;
+  NodeId id() const { return config_.self; }
+  Role role() const { return role_; }
+  Term term() const { return term_; }
+  NodeId leader() const { return leader_; }
+  // Always-on checks of the core's invariants; aborts the process when one does not hold.
+  void check_invariants() const;
+
+ private:
+  enum class CampaignKind : uint8_t { kPreElection, kElection };
+  struct PendingRead {
+    uint64_t round;
+    LogIndex index;
+    NodeId from;
+    std::string context;
+  };
+  struct UncommittedEntry {
+    LogIndex index;
+    uint64_t bytes;
+  };
+  struct ReadyInFlight {
+    std::optional<HardState> hard_state;
+    std::optional<LogIndex> snapshot_index;
+    std::optional<std::pair<LogIndex, Term>> last_entry;
+    std::optional<LogIndex> last_committed;
+  };
+
+  RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prng, LogIndex committed, LogIndex applied);
+  void load_membership();
+
+  // Roles.
+  void reset(Term term);
+  void become_follower(Term term, NodeId leader);
+  void become_pre_candidate();
+  void become_candidate();
+  void become_leader();
+  bool promotable() const;
+  void campaign(CampaignKind kind, bool leadership_transfer);
+  // Counts (pre-)votes; returns +1 won, -1 lost, 0 pending.
+  int tally_votes() const;
+
+  // Ticks.
+  void tick_election();
+  void tick_heartbeat();
+  bool quorum_active() const;
+
+  // Step by role.
+  void step_leader(const Message& message);
+  void step_candidate(const Message& message);
+  void step_follower(const Message& message);
+  void handle_vote_request(const Message& message);
+  void handle_append(const Message& message);
+  void handle_heartbeat(const Message& message);
+  void handle_snapshot(const Message& message);
+  void handle_append_response(const Message& message, Progress& progress);
+  void handle_heartbeat_response(const Message& message, Progress& progress);
+  void handle_snapshot_response(const Message& message, Progress& progress);
+  Status validate_append(const Message& message) const;
+
+  // Leader replication.
+  Result<Proposal> propose_entry(EntryType type, std::string data, int64_t now_micros);
+  void append_as_leader(Entry entry);
+  bool send_append(NodeId to, bool send_if_empty);
+  bool start_snapshot(NodeId to, Progress& progress);
+  void send_snapshot_chunks(NodeId to, Progress& progress);
+  void broadcast_append(bool send_if_empty);
+  void broadcast_heartbeat();
+  void send_timeout_now(NodeId to);
+  bool maybe_commit();
+  void on_leader_commit_advanced();
+  bool committed_in_current_term() const;
+
+  // Membership.
+  void note_appended_entries(const std::vector<Entry>& entries);
+  void note_truncation(LogIndex from);
+  void sync_progress_with_membership();
+  // The leader's own entry in progress_ follows what its disk holds.
+  void update_self_progress();
+  bool config_change_pending() const;
+
+  // ReadIndex.
+  Status handle_read_request(NodeId from, std::string context);
+  void start_reads(std::vector<std::pair<NodeId, std::string>> requests);
+  void advance_reads();
+  void release_read(PendingRead read);
+
+  void send(Message message);
+  HardState hard_state() const { return HardState{term_, vote_, log_.committed()}; }
+  void reset_randomized_election_timeout();
+  void assert_no_ready_in_flight() const;
+
+  const RaftConfig config_;
+  const LogStorage& storage_;
+  Prng prng_;
+  RaftLog log_;
+
+  Role role_ = Role::kFollower;
+  Term term_;
+  NodeId vote_;
+  NodeId leader_;
+  HardState persisted_hard_state_;
+
+  int64_t election_elapsed_ticks_ = 0;
+  int64_t heartbeat_elapsed_ticks_ = 0;
+  int64_t randomized_election_timeout_ticks_ = 0;
+  int64_t now_micros_ = 0;
+
+  std::map<NodeId, bool> votes_;         // candidate: who granted (true) or refused (false)
+  std::map<NodeId, Progress> progress_;  // leader: every member, self included
+
+  // Membership: `base_membership_` is in effect at `base_membership_index_` (a snapshot or the bootstrap); each
+  // config entry after it adds a step, in log order.
+  Membership base_membership_;
+  LogIndex base_membership_index_;
+  std::vector<std::pair<LogIndex, Membership>> membership_changes_;
+
+  NodeId transfer_target_;
+  std::deque<UncommittedEntry> uncommitted_entries_;  // leader: own-term entries above commit
+  uint64_t uncommitted_bytes_ = 0;
+
+  uint64_t read_round_ = 0;
+  std::deque<PendingRead> pending_reads_;                            // leader: waiting for a quorum
+  std::vector<std::pair<NodeId, std::string>> reads_before_commit_;  // leader: waiting for a commit in its term
+  std::vector<ReadState> read_states_;
+
+  std::optional<Snapshot> incoming_snapshot_;  // follower: chunks received so far
+
+  std::vector<Message> messages_;
+  std::optional<ReadyInFlight> ready_in_flight_;
+};
+
+}  // namespace mayfly::replication

@@ -1,0 +1,102 @@
+#include "storage/command.h"
+
+#include "common/codec.h"
+
+namespace mayfly::storage {
+namespace {
+
+constexpr uint8_t kCommandVersion = 1;
+constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kSetMemberAddress);
+
+enum Presence : uint8_t { kAbsent = 0, kPresent = 1 };
+
+}  // namespace
+
+std::string_view command_type_name(CommandType type) {
+  switch (type) {
+    case CommandType::kTime: return "time";
+    case CommandType::kCreateDatabase: return "create_database";
+    case CommandType::kDeleteDatabase: return "delete_database";
+    case CommandType::kCreateContainer: return "create_container";
+    case CommandType::kUpdateContainer: return "update_container";
+    case CommandType::kDeleteContainer: return "delete_container";
+    case CommandType::kCreateItem: return "create";
+    case CommandType::kReplaceItem: return "replace";
+    case CommandType::kUpsertItem: return "upsert";
+    case CommandType::kDeleteItem: return "delete";
+    case CommandType::kPatchItem: return "patch";
+    case CommandType::kSetMemberAddress: return "set_member_address";
+  }
+  return "unknown";
+}
+
+bool is_item_write(CommandType type) {
+  return type >= CommandType::kCreateItem && type <= CommandType::kPatchItem;
+}
+
+std::string encode_command(const Command& command) {
+  std::string out;
+  out.reserve(command.body.size() + command.database.size() + command.container.size() + 32);
+  codec::put_u8(out, kCommandVersion);
+  codec::put_u8(out, static_cast<uint8_t>(command.type));
+  codec::put_bytes(out, command.database);
+  codec::put_bytes(out, command.container);
+  codec::put_bytes(out, command.partition_key_path);
+  codec::put_u8(out, static_cast<uint8_t>(command.default_ttl_change));
+  codec::put_bytes(out, command.default_ttl_json);
+  codec::put_u8(out, command.indexing ? kPresent : kAbsent);
+  if (command.indexing) codec::put_u8(out, static_cast<uint8_t>(*command.indexing));
+  codec::put_u8(out, command.throughput ? kPresent : kAbsent);
+  if (command.throughput) {
+    codec::put_u8(out, static_cast<uint8_t>(command.throughput->mode));
+    codec::put_varint_signed(out, command.throughput->request_units_per_second);
+  }
+  codec::put_bytes(out, command.partition_key_json);
+  codec::put_bytes(out, command.id);
+  codec::put_u8(out, command.if_match ? kPresent : kAbsent);
+  if (command.if_match) codec::put_bytes(out, *command.if_match);
+  codec::put_bytes(out, command.body);
+  return out;
+}
+
+Result<Command> decode_command(std::string_view bytes) {
+  codec::Reader reader(bytes);
+  Command command;
+  uint8_t version = 0, type = 0, change = 0, presence = 0, value = 0;
+  std::string_view database, container, path, ttl_json, pk, id, body;
+  bool ok = reader.get_u8(version) && version == kCommandVersion && reader.get_u8(type) &&
+            type <= kMaxCommandType && reader.get_bytes(database) && reader.get_bytes(container) &&
+            reader.get_bytes(path) && reader.get_u8(change) && change <= 2 && reader.get_bytes(ttl_json) &&
+            reader.get_u8(presence) && presence <= 1;
+  if (ok && presence == kPresent) {
+    ok = reader.get_u8(value) && value <= 1;
+    command.indexing = static_cast<ttl::IndexingMode>(value);
+  }
+  ok = ok && reader.get_u8(presence) && presence <= 1;
+  if (ok && presence == kPresent) {
+    Throughput throughput;
+    ok = reader.get_u8(value) && value <= 1 && reader.get_varint_signed(throughput.request_units_per_second);
+    throughput.mode = static_cast<Throughput::Mode>(value);
+    command.throughput = throughput;
+  }
+  ok = ok && reader.get_bytes(pk) && reader.get_bytes(id) && reader.get_u8(presence) && presence <= 1;
+  if (ok && presence == kPresent) {
+    std::string_view if_match;
+    ok = reader.get_bytes(if_match);
+    command.if_match = std::string(if_match);
+  }
+  ok = ok && reader.get_bytes(body) && reader.done();
+  if (!ok) return Status::corruption("undecodable command (" + std::to_string(bytes.size()) + " bytes)");
+  command.type = static_cast<CommandType>(type);
+  command.database = std::string(database);
+  command.container = std::string(container);
+  command.partition_key_path = std::string(path);
+  command.default_ttl_change = static_cast<DefaultTtlChange>(change);
+  command.default_ttl_json = std::string(ttl_json);
+  command.partition_key_json = std::string(pk);
+  command.id = std::string(id);
+  command.body = std::string(body);
+  return command;
+}
+
+}  // namespace mayfly::storage

@@ -1,0 +1,102 @@
+// Commands: what the log carries and the state machine applies, and the results it gives back.
+//
+// A command holds the request as the client sent it (raw JSON for item bodies, patch operations and TTL values), so
+// that validation happens inside the deterministic apply and every replica reaches the same verdict; the leader
+// also validates before proposing (storage/validate) so bad requests rarely reach the log. Encoded with
+// common/codec; decoding rejects malformed bytes with a Status.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "common/status.h"
+#include "storage/layout.h"
+#include "ttl/ttl.h"
+
+namespace mayfly::storage {
+
+enum class CommandType : uint8_t {
+  kTime = 0,  // no change: only advances replicated time (leader time entries)
+  kCreateDatabase,
+  kDeleteDatabase,
+  kCreateContainer,
+  kUpdateContainer,
+  kDeleteContainer,
+  kCreateItem,
+  kReplaceItem,
+  kUpsertItem,
+  kDeleteItem,
+  kPatchItem,
+  kSetMemberAddress,  // id: the node id (decimal), body: its HOST:PORT — the replicated address book
+};
+std::string_view command_type_name(CommandType type);
+bool is_item_write(CommandType type);
+
+// For kUpdateContainer: what to do with defaultTtl.
+enum class DefaultTtlChange : uint8_t { kKeep, kSet, kRemove };
+
+struct Command {
+  CommandType type = CommandType::kTime;
+  std::string database;
+  std::string container;
+
+  // kCreateContainer / kUpdateContainer. default_ttl_json is the JSON text of the value as sent ("10", "-1",
+  // "null", "1.5", ...); for create, DefaultTtlChange::kKeep means "absent" (TTL off).
+  std::string partition_key_path;
+  DefaultTtlChange default_ttl_change = DefaultTtlChange::kKeep;
+  std::string default_ttl_json;
+  std::optional<ttl::IndexingMode> indexing;
+  std::optional<Throughput> throughput;
+
+  // Items. body: the item JSON (create/replace/upsert) or the patch operations array (patch).
+  // partition_key_json / id: the target of delete and patch (the JSON text of the key value, e.g. "\"a\"" or "42").
+  std::string body;
+  std::string partition_key_json;
+  std::string id;
+  std::optional<std::string> if_match;  // etag, as returned in _etag
+};
+
+std::string encode_command(const Command& command);
+Result<Command> decode_command(std::string_view bytes);
+
+// The outcome of a command or a read, with spec §9's status codes. Errors (>= 400) carry a message a user can act
+// on; successes carry the JSON body (item with system properties, container, database, or an array for lists).
+struct OpResult {
+  int status = 200;
+  int substatus = 0;
+  std::string message;
+  std::string body;
+  std::string etag;
+  int64_t ts_micros = 0;         // the item's or container's last-modified replicated time
+  std::string continuation;      // lists: where the next page starts ("" when there is none)
+  int64_t expired_skipped = 0;   // reads: items passed over because they had expired (metrics)
+
+  bool ok() const { return status < 400; }
+  static OpResult error(int status, std::string message) {
+    OpResult result;
+    result.status = status;
+    result.message = std::move(message);
+    return result;
+  }
+};
+
+// Either a value or the error result a request gets (status + message).
+template <typename T>
+class Outcome {
+ public:
+  Outcome(T value) : state_(std::move(value)) {}           // NOLINT(google-explicit-constructor)
+  Outcome(OpResult error) : state_(std::move(error)) {}    // NOLINT(google-explicit-constructor)
+  bool ok() const { return std::holds_alternative<T>(state_); }
+  T& value() { return std::get<T>(state_); }
+  const T& value() const { return std::get<T>(state_); }
+  OpResult& error() { return std::get<OpResult>(state_); }
+
+ private:
+  std::variant<T, OpResult> state_;
+};
+
+}  // namespace mayfly::storage

@@ -1,0 +1,43 @@
+// Item documents: turning a request body into what is stored (validated id, partition key, ttl; system
+// properties stripped) and a stored record back into what users read (system properties merged in).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <boost/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "storage/command.h"
+#include "storage/layout.h"
+#include "ttl/ttl.h"
+
+namespace mayfly::storage {
+
+inline constexpr size_t kMaxItemBytes = 2 * 1024 * 1024;  // spec §9: larger items are 413
+inline constexpr size_t kMaxIdCharacters = 255;
+
+struct PreparedItem {
+  std::string id;
+  std::string partition_key;  // canonical JSON of the key value
+  ttl::ItemTtl ttl;
+  std::string json;           // compact user JSON without system properties
+};
+
+// Validates an item body (spec §1–§2, §9): a JSON object ≤ 2 MB with a valid string `id`, a partition key value at
+// `partition_key_path` (string, number, bool or null), and a valid `ttl` if present. 400/413 on failure.
+Outcome<PreparedItem> prepare_item(std::string_view body, std::string_view partition_key_path);
+// The same for a document already parsed (after a patch); `id` and the key are re-checked, size is measured.
+Outcome<PreparedItem> prepare_item_object(boost::json::object document, std::string_view partition_key_path);
+
+// Resource ids (items, containers, databases): 1..255 characters, none of / \ ? #.
+Status validate_resource_id(std::string_view kind, std::string_view id);
+
+// Parses a partition key given as JSON text ("\"a\"", "42", "true", "null") into its canonical form. 400 if it is not
+// JSON or is an array/object.
+Outcome<std::string> canonical_partition_key_text(std::string_view partition_key_json);
+
+// The item as users read it: the stored JSON with `_rid`, `_etag` and `_ts` (seconds) merged in.
+std::string render_item(const ItemRecord& record, uint64_t crid);
+std::string format_item_rid(uint64_t crid, uint64_t item_rid);
+
+}  // namespace mayfly::storage

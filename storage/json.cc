@@ -1,0 +1,207 @@
+#include "storage/json.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+namespace mayfly::json {
+
+Result<boost::json::value> parse(std::string_view text) {
+  boost::json::parse_options options;
+  options.max_depth = kMaxDepth;
+  boost::json::stream_parser parser({}, options);
+  boost::json::error_code ec;
+  size_t consumed = parser.write_some(text.data(), text.size(), ec);
+  if (!ec) parser.finish(ec);
+  if (ec) {
+    return Status::invalid_argument("malformed JSON at byte " + std::to_string(consumed) + ": " + ec.message());
+  }
+  return parser.release();
+}
+
+namespace {
+
+void write_double(double value, std::string& out) {
+  if (!std::isfinite(value)) {  // cannot come from parsing; keep the output valid JSON anyway
+    out += "null";
+    return;
+  }
+  char buffer[64];
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  MAYFLY_ASSERT(ec == std::errc());
+  std::string_view text(buffer, static_cast<size_t>(end - buffer));
+  out += text;
+  if (text.find_first_of(".eE") == std::string_view::npos) out += ".0";
+}
+
+}  // namespace
+
+void write_json_string(std::string_view text, std::string& out) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (byte < 0x20) {
+          out += "\\u00";
+          out.push_back(kHex[byte >> 4]);
+          out.push_back(kHex[byte & 0xf]);
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+void write_json(const boost::json::value& value, std::string& out) {
+  switch (value.kind()) {
+    case boost::json::kind::null: out += "null"; break;
+    case boost::json::kind::bool_: out += value.get_bool() ? "true" : "false"; break;
+    case boost::json::kind::int64: out += std::to_string(value.get_int64()); break;
+    case boost::json::kind::uint64: out += std::to_string(value.get_uint64()); break;
+    case boost::json::kind::double_: write_double(value.get_double(), out); break;
+    case boost::json::kind::string: write_json_string(value.get_string(), out); break;
+    case boost::json::kind::array: {
+      out.push_back('[');
+      bool first = true;
+      for (const auto& element : value.get_array()) {
+        if (!first) out.push_back(',');
+        first = false;
+        write_json(element, out);
+      }
+      out.push_back(']');
+      break;
+    }
+    case boost::json::kind::object: {
+      out.push_back('{');
+      bool first = true;
+      for (const auto& member : value.get_object()) {
+        if (!first) out.push_back(',');
+        first = false;
+        write_json_string(member.key(), out);
+        out.push_back(':');
+        write_json(member.value(), out);
+      }
+      out.push_back('}');
+      break;
+    }
+  }
+}
+
+std::string to_json(const boost::json::value& value) {
+  std::string out;
+  write_json(value, out);
+  return out;
+}
+
+ttl::TtlLiteral ttl_literal(const boost::json::value* value) {
+  using Kind = ttl::TtlLiteral::Kind;
+  ttl::TtlLiteral literal;
+  if (value == nullptr) return literal;
+  switch (value->kind()) {
+    case boost::json::kind::null: literal.kind = Kind::kNull; break;
+    case boost::json::kind::bool_: literal.kind = Kind::kBool; break;
+    case boost::json::kind::int64:
+      literal.kind = Kind::kInteger;
+      literal.integer = value->get_int64();
+      literal.integer_fits = true;
+      break;
+    case boost::json::kind::uint64: literal.kind = Kind::kInteger; break;  // > INT64_MAX: never valid
+    case boost::json::kind::double_: literal.kind = Kind::kNonInteger; break;
+    case boost::json::kind::string: literal.kind = Kind::kString; break;
+    case boost::json::kind::array: literal.kind = Kind::kArray; break;
+    case boost::json::kind::object: literal.kind = Kind::kObject; break;
+  }
+  literal.text = value->is_string() ? std::string(value->get_string()) : to_json(*value);
+  return literal;
+}
+
+const boost::json::value* find_path(const boost::json::object& object, std::string_view path) {
+  const boost::json::object* current = &object;
+  std::string_view rest = path.substr(1);
+  while (true) {
+    const size_t slash = rest.find('/');
+    const std::string_view segment = rest.substr(0, slash);
+    const boost::json::value* found = current->if_contains(segment);
+    if (found == nullptr || slash == std::string_view::npos) return found;
+    if (!found->is_object()) return nullptr;
+    current = &found->get_object();
+    rest = rest.substr(slash + 1);
+  }
+}
+
+Status validate_partition_key_path(std::string_view path) {
+  if (path.empty() || path[0] != '/') {
+    return Status::invalid_argument("partition key path '" + std::string(path) + "' must start with '/', e.g. /tenantId");
+  }
+  int depth = 0;
+  std::string_view rest = path.substr(1);
+  while (true) {
+    const size_t slash = rest.find('/');
+    const std::string_view segment = rest.substr(0, slash);
+    if (segment.empty()) {
+      return Status::invalid_argument("partition key path '" + std::string(path) + "' has an empty segment");
+    }
+    if (++depth > 3) {
+      return Status::invalid_argument("partition key path '" + std::string(path) + "' is deeper than 3 levels");
+    }
+    if (slash == std::string_view::npos) break;
+    rest = rest.substr(slash + 1);
+  }
+  return Status::ok();
+}
+
+Result<std::string> canonical_partition_key(const boost::json::value& value) {
+  switch (value.kind()) {
+    case boost::json::kind::null:
+    case boost::json::kind::bool_:
+    case boost::json::kind::int64:
+    case boost::json::kind::uint64:
+    case boost::json::kind::string:
+      return to_json(value);
+    case boost::json::kind::double_: {
+      const double d = value.get_double();
+      if (std::trunc(d) == d && d >= -9.2e18 && d <= 9.2e18) return std::to_string(static_cast<int64_t>(d));
+      return to_json(value);
+    }
+    case boost::json::kind::array:
+    case boost::json::kind::object:
+      break;
+  }
+  return Status::invalid_argument("partition key value must be a string, number, boolean or null, not " +
+                                  std::string(value.is_array() ? "an array" : "an object"));
+}
+
+int depth(const boost::json::value& value, int limit) {
+  if (limit <= 0) return 0;
+  int deepest = 0;
+  if (value.is_array()) {
+    for (const auto& element : value.get_array()) deepest = std::max(deepest, depth(element, limit - 1));
+    return deepest + 1;
+  }
+  if (value.is_object()) {
+    for (const auto& member : value.get_object()) deepest = std::max(deepest, depth(member.value(), limit - 1));
+    return deepest + 1;
+  }
+  return 0;
+}
+
+size_t utf8_length(std::string_view text) {
+  size_t count = 0;
+  for (char c : text) {
+    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++count;
+  }
+  return count;
+}
+
+}  // namespace mayfly::json

@@ -1,0 +1,138 @@
+// The on-disk layout of a node's LevelDB: key prefixes and record encodings (DESIGN.md §4).
+//
+//   01 "state"                                  -> MetaState (applied index and time, counters)
+//   02 db                                       -> DatabaseRecord
+//   03 db container                             -> ContainerRecord
+//   04 crid pk id                               -> ItemRecord (header + user JSON)
+//   05 crid expiry_us pk id                     -> record bytes   (items with their own ttl, by expiry instant)
+//   06 crid write_ts_us pk id                   -> record bytes   (items inheriting the default, by write time)
+//   07 crid                                     -> ""             (dropped container, its keys await reclaiming)
+//   08 node id                                  -> HOST:PORT      (the replicated address book of members)
+//   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record
+//   11 index                                    -> raft log entry
+//   20 crid                                     -> LocalStats     (node-local: physical items and bytes)
+//
+// Strings are order-preserving escaped (codec::put_ordered_string), integers big-endian, so a prefix scan of a
+// container, a partition or an index walks it in order. crid is a container's internal id, allocated from a
+// replicated counter, so a dropped container's keys never mix with a new container of the same name.
+// Prefixes below kLocalPrefixFirst are replicated state: byte-identical on every node that applied the same log
+// without garbage collection. Thread-safety: pure functions and values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "ttl/ttl.h"
+
+namespace mayfly::storage {
+
+enum class KeyTag : uint8_t {
+  kMeta = 0x01,
+  kDatabase = 0x02,
+  kContainer = 0x03,
+  kItem = 0x04,
+  kOwnExpiryIndex = 0x05,
+  kInheritExpiryIndex = 0x06,
+  kDroppedContainer = 0x07,
+  kMemberAddress = 0x08,
+  kRaftMeta = 0x10,
+  kRaftEntry = 0x11,
+  kLocalStats = 0x20,
+};
+inline constexpr uint8_t kLocalPrefixFirst = 0x20;
+
+std::string meta_key();
+std::string database_key(std::string_view database);
+std::string container_prefix(std::string_view database);  // all containers of a database
+std::string container_key(std::string_view database, std::string_view container);
+std::string item_prefix(uint64_t crid);                                   // a whole container
+std::string partition_prefix(uint64_t crid, std::string_view partition_key);  // one partition
+std::string item_key(uint64_t crid, std::string_view partition_key, std::string_view id);
+std::string own_expiry_prefix(uint64_t crid);
+std::string own_expiry_key(uint64_t crid, int64_t expiry_micros, std::string_view partition_key, std::string_view id);
+std::string inherit_expiry_prefix(uint64_t crid);
+std::string inherit_expiry_key(uint64_t crid, int64_t write_ts_micros, std::string_view partition_key,
+                               std::string_view id);
+std::string dropped_container_key(uint64_t crid);
+std::string local_stats_key(uint64_t crid);
+std::string member_address_key(uint64_t node);
+std::string raft_meta_key(std::string_view name);  // "hard", "base", "snap"
+std::string raft_entry_key(uint64_t index);
+std::string raft_entry_prefix();
+
+// Decoded (crid, sort value, pk, id) of an expiry index key.
+struct IndexKey {
+  uint64_t crid = 0;
+  int64_t sort_micros = 0;
+  std::string partition_key;
+  std::string id;
+};
+Result<IndexKey> decode_index_key(std::string_view key);
+// The (pk, id) of an item key.
+Status decode_item_key(std::string_view key, std::string& partition_key, std::string& id);
+
+struct MetaState {
+  uint64_t applied_index = 0;
+  int64_t applied_ts_micros = 0;
+  uint64_t write_sequence = 0;        // one per successful write; etags and item rids come from it
+  uint64_t next_container_rid = 1;
+  bool operator==(const MetaState&) const = default;
+};
+std::string encode_meta(const MetaState& meta);
+Result<MetaState> decode_meta(std::string_view bytes);
+
+struct DatabaseRecord {
+  uint64_t rid = 0;
+  int64_t created_ts_micros = 0;
+};
+std::string encode_database(const DatabaseRecord& record);
+Result<DatabaseRecord> decode_database(std::string_view bytes);
+
+// A container's throughput. The default is serverless — never throttled, TTL deletes counted as consumed RU — so a
+// self-hosted cluster does not throttle anyone by surprise; provision RU/s to get a budget, 429s and a collector
+// that only spends what users leave over.
+struct Throughput {
+  enum class Mode : uint8_t { kProvisioned, kServerless };
+  Mode mode = Mode::kServerless;
+  int64_t request_units_per_second = 0;  // kProvisioned only
+  bool operator==(const Throughput&) const = default;
+};
+inline constexpr int64_t kMinProvisionedRequestUnits = 1;
+inline constexpr int64_t kMaxProvisionedRequestUnits = 1'000'000'000;
+
+struct ContainerRecord {
+  uint64_t crid = 0;
+  std::string partition_key_path;
+  ttl::ContainerTtlState ttl;
+  ttl::IndexingMode indexing = ttl::IndexingMode::kConsistent;
+  Throughput throughput;
+  int64_t modified_ts_micros = 0;
+  uint64_t etag_sequence = 0;
+};
+std::string encode_container(const ContainerRecord& record);
+Result<ContainerRecord> decode_container(std::string_view bytes);
+
+// An item as stored: a compact header and the user's JSON (system properties stripped, everything else as sent).
+struct ItemRecord {
+  int64_t write_ts_micros = 0;
+  ttl::ItemTtl ttl;
+  uint64_t etag_sequence = 0;
+  uint64_t item_rid = 0;
+  std::string json;
+};
+std::string encode_item(const ItemRecord& record);
+Result<ItemRecord> decode_item(std::string_view bytes);
+
+struct LocalStats {
+  int64_t items = 0;
+  int64_t bytes = 0;
+};
+std::string encode_local_stats(const LocalStats& stats);
+Result<LocalStats> decode_local_stats(std::string_view bytes);
+
+// "\"00000000000000a3\"": the opaque, quoted etag for a write sequence number.
+std::string format_etag(uint64_t sequence);
+
+}  // namespace mayfly::storage

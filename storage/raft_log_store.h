@@ -1,0 +1,93 @@
+// LevelDbLogStorage: the Raft log, hard state and snapshot record of a node, kept in the node's LevelDB beside the
+// state machine (its own key prefixes, see storage/layout.h), with snapshot data in a file beside the database
+// (`snapshot-<index>`, written and fsync'd before the record that names it; older ones are deleted after). All file
+// access goes through the leveldb::Env, so the simulator's fault-injecting Env covers snapshots too.
+//
+// Writes follow Ready: persist() takes a Ready's snapshot, entries and hard state and writes them as ONE LevelDB
+// write batch, synced when asked — group commit: however many entries arrived during the previous fsync go into
+// this one. A follower's conflicting suffix is deleted in the same batch. After a failed write every later write
+// fails with the first error (sticky): what reached the disk is unknown, so the node must stop and restart.
+// Reopening restores exactly what was synced.
+//
+// Thread-safety: one thread (the node's driver) at a time, like every LogStorage.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "replication/log_storage.h"
+#include "replication/types.h"
+
+namespace leveldb {
+class DB;
+class Env;
+}
+
+namespace mayfly::storage {
+
+class LevelDbLogStorage final : public replication::LogStorage {
+ public:
+  // Opens the log kept in `db` (not owned; must outlive this), with snapshot files in `snapshot_dir` accessed through
+  // `env` (nullptr: the real file system). A fresh store (nothing persisted) with a non-empty `bootstrap` is
+  // initialised with the bootstrap entries and hard state of a new cluster; with an empty one it waits to be filled
+  // by a leader.
+  static Result<std::unique_ptr<LevelDbLogStorage>> open(leveldb::DB* db, leveldb::Env* env, std::string snapshot_dir,
+                                                         const replication::Membership& bootstrap);
+
+  // LogStorage.
+  replication::HardState hard_state() const override { return hard_state_; }
+  replication::SnapshotMetadata snapshot_metadata() const override { return snapshot_; }
+  LogIndex first_index() const override { return LogIndex(base_index_.value() + 1); }
+  LogIndex last_index() const override { return LogIndex(base_index_.value() + terms_.size()); }
+  Result<Term> term(LogIndex index) const override;
+  Result<std::vector<replication::Entry>> entries(LogIndex low, LogIndex high, uint64_t max_bytes) const override;
+  Result<std::string> read_snapshot_chunk(LogIndex snapshot_index, uint64_t offset,
+                                          uint64_t max_bytes) const override;
+
+  // Persists what a Ready asks for, in one write batch (synced when `sync`). The snapshot, when present, replaces the
+  // whole log; entries replace every stored entry from entries.front().index on.
+  Status persist(const std::optional<replication::Snapshot>& snapshot, const std::vector<replication::Entry>& entries,
+                 const std::optional<replication::HardState>& hard_state, bool sync);
+  // Records a snapshot the state machine took at `index` (an entry of the log, at or after the current snapshot).
+  Status create_snapshot(LogIndex index, const replication::Membership& membership, std::string_view data);
+  // The same in two steps, so the data can be written off the driver thread:
+  // describe_snapshot (driver thread) reads the entry's term and time; write_snapshot_data (any thread, touches only
+  // the file `snapshot-<index>`) writes and fsyncs the data; record_snapshot (driver thread) makes it the current
+  // snapshot — or refuses (InvalidArgument) when a newer one arrived meanwhile, and then removes the file.
+  Result<replication::SnapshotMetadata> describe_snapshot(LogIndex index, const replication::Membership& membership,
+                                                          uint64_t size_bytes) const;
+  Status write_snapshot_data(LogIndex index, std::string_view data) const;
+  Status record_snapshot(const replication::SnapshotMetadata& metadata);
+  // Deletes entries up to and including `index`, which the snapshot must cover.
+  Status compact(LogIndex index);
+
+  // The first write error, or OK.
+  const Status& failure() const { return failure_; }
+  uint64_t syncs() const { return syncs_; }
+
+ private:
+  LevelDbLogStorage(leveldb::DB* db, leveldb::Env* env, std::string snapshot_dir);
+  Status load();
+  std::string snapshot_path(LogIndex index) const;
+  Status write_snapshot_file(LogIndex index, std::string_view data);
+  void remove_snapshot_files_except(LogIndex index);
+  Status write_batch(void* batch, bool sync);
+
+  leveldb::DB* db_;
+  leveldb::Env* env_;
+  std::string snapshot_dir_;
+  replication::HardState hard_state_;
+  replication::SnapshotMetadata snapshot_;
+  LogIndex base_index_;       // the entry just before the first stored one (snapshot or compaction point)
+  Term base_term_;
+  std::deque<Term> terms_;    // terms of first_index()..last_index(), so term() never reads the disk
+  Status failure_;
+  uint64_t syncs_ = 0;
+};
+
+}  // namespace mayfly::storage

@@ -1,0 +1,168 @@
+#include "storage/replica.h"
+
+#include <chrono>
+
+namespace mayfly::storage {
+
+using replication::Entry;
+using replication::EntryType;
+
+Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
+  MAYFLY_RETURN_IF_ERROR(options.raft.validate());
+  if (options.snapshot_interval_entries == 0) {
+    return Status::invalid_argument("snapshot_interval_entries must be at least 1");
+  }
+  StoreOptions store_options;
+  store_options.path = options.data_dir + "/db";
+  store_options.env = options.env;
+  store_options.block_cache_bytes = options.block_cache_bytes;
+  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<StateMachine> state, StateMachine::open(store_options));
+  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<LevelDbLogStorage> log,
+                          LevelDbLogStorage::open(state->leveldb(), options.env, options.data_dir + "/snapshots",
+                                                  options.bootstrap));
+  std::unique_ptr<Replica> replica(new Replica(options, std::move(state), std::move(log)));
+  MAYFLY_RETURN_IF_ERROR(replica->recover_snapshot());
+  MAYFLY_ASSIGN_OR_RETURN(replica->core_,
+                          replication::RaftCore::create(options.raft, *replica->log_, Prng(options.seed),
+                                                        replica->state_->applied().index));
+  return replica;
+}
+
+Replica::Replica(const ReplicaOptions& options, std::unique_ptr<StateMachine> state,
+                 std::unique_ptr<LevelDbLogStorage> log)
+    : options_(options), state_(std::move(state)), log_(std::move(log)) {}
+
+Replica::~Replica() {
+  core_.reset();
+  log_.reset();  // before the state machine, which owns the LevelDB both use
+  state_.reset();
+}
+
+Status Replica::recover_snapshot() {
+  const replication::SnapshotMetadata snapshot = log_->snapshot_metadata();
+  if (snapshot.index == LogIndex(0) || state_->applied().index >= snapshot.index) return Status::ok();
+  // The log moved past entries the state machine never applied: only the snapshot has them.
+  MAYFLY_ASSIGN_OR_RETURN(std::string data, log_->read_snapshot_chunk(snapshot.index, 0, snapshot.size_bytes));
+  MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(data));
+  if (state_->applied().index != snapshot.index) {
+    return Status::corruption("snapshot file does not match its record (applied index " +
+                              std::to_string(state_->applied().index.value()) + ", record " +
+                              std::to_string(snapshot.index.value()) + ")");
+  }
+  return Status::ok();
+}
+
+Result<replication::Proposal> Replica::propose(const Command& command, int64_t now_micros) {
+  return core_->propose(encode_command(command), now_micros);
+}
+
+Result<AppliedEntry> Replica::apply_entry(const Entry& entry) {
+  AppliedEntry applied{entry.index, entry.term, entry.ts_micros, entry.type, OpResult{}};
+  if (entry.index <= state_->applied().index) return applied;  // already applied before a restart
+  if (entry.type == EntryType::kNormal) {
+    Result<Command> command = decode_command(entry.data);
+    if (command.is_ok()) {
+      applied.command_type = command->type;
+      applied.database = std::move(command->database);
+      applied.container = std::move(command->container);
+      applied.command_bytes = command->body.size();
+    }
+    MAYFLY_ASSIGN_OR_RETURN(applied.result, state_->apply_encoded(entry.data, entry.index, entry.ts_micros));
+  } else {
+    // Config changes and time entries carry no command, but they move the applied index and replicated time.
+    MAYFLY_ASSIGN_OR_RETURN(applied.result, state_->apply(Command{}, entry.index, entry.ts_micros));
+  }
+  return applied;
+}
+
+Result<ReplicaOutput> Replica::process_ready(const SendNow& send_now) {
+  ReplicaOutput output;
+  while (core_->has_ready()) {
+    replication::Ready ready = core_->ready();
+    // (0) Messages that may leave before the fsync (a leader's appends: thesis §10.2.1).
+    if (send_now && !ready.messages.empty()) {
+      send_now(std::move(ready.messages));
+    } else {
+      for (replication::Message& message : ready.messages) output.messages.push_back(std::move(message));
+    }
+    // (1) Persist snapshot, entries and hard state in one synced write: the group commit.
+    // A Ready that only moves the commit index is written without fsync (commit is recomputed after a crash).
+    if (ready.snapshot.has_value() || !ready.entries.empty() || ready.hard_state.has_value()) {
+      const auto started = std::chrono::steady_clock::now();  // measured for metrics only, never decides anything
+      MAYFLY_RETURN_IF_ERROR(log_->persist(ready.snapshot, ready.entries, ready.hard_state, ready.must_sync));
+      if (ready.must_sync) {
+        output.persist_seconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      }
+      output.synced = output.synced || ready.must_sync;
+      output.entries_persisted += ready.entries.size();
+    }
+    // (2) Messages that needed (1) to be durable.
+    for (replication::Message& message : ready.messages_after_persist) output.messages.push_back(std::move(message));
+    // (3) Install, apply, answer reads.
+    if (ready.snapshot) {
+      MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(ready.snapshot->data));
+      MAYFLY_ASSERT(state_->applied().index == ready.snapshot->metadata.index);
+      output.snapshot_installed = ready.snapshot->metadata;
+    }
+    for (const Entry& entry : ready.committed_entries) {
+      MAYFLY_ASSIGN_OR_RETURN(AppliedEntry applied, apply_entry(entry));
+      output.applied.push_back(std::move(applied));
+    }
+    for (replication::ReadState& read : ready.read_states) output.read_states.push_back(std::move(read));
+    core_->advance(ready);
+  }
+  MAYFLY_RETURN_IF_ERROR(maybe_take_snapshot());
+  return output;
+}
+
+std::unique_ptr<Replica::SnapshotJob> Replica::begin_snapshot() {
+  if (snapshot_running_) return nullptr;
+  const LogIndex applied = state_->applied().index;
+  const LogIndex last_snapshot = log_->snapshot_metadata().index;
+  if (applied.value() < last_snapshot.value() + options_.snapshot_interval_entries) return nullptr;
+  if (applied < log_->first_index()) return nullptr;  // nothing of ours to snapshot yet
+  auto job = std::make_unique<SnapshotJob>();
+  job->view = state_->open_view();
+  job->index = job->view->applied().index;
+  job->membership = core_->membership_at(job->index);
+  snapshot_running_ = true;
+  return job;
+}
+
+void Replica::SnapshotJob::run(const LevelDbLogStorage& log) {
+  Result<std::string> data = view->export_snapshot();
+  if (!data.is_ok()) {
+    status = data.status();
+    return;
+  }
+  size_bytes = data->size();
+  status = log.write_snapshot_data(index, *data);
+}
+
+Status Replica::finish_snapshot(SnapshotJob& job) {
+  snapshot_running_ = false;
+  job.view.reset();
+  MAYFLY_RETURN_IF_ERROR(job.status);
+  if (job.index <= log_->snapshot_metadata().index || job.index < log_->first_index()) {
+    (void)log_->record_snapshot(replication::SnapshotMetadata{.index = job.index});  // removes the stale file
+    return Status::ok();
+  }
+  MAYFLY_ASSIGN_OR_RETURN(replication::SnapshotMetadata metadata,
+                          log_->describe_snapshot(job.index, job.membership, job.size_bytes));
+  MAYFLY_RETURN_IF_ERROR(log_->record_snapshot(metadata));
+  if (job.index.value() > options_.log_entries_kept_after_snapshot) {
+    MAYFLY_RETURN_IF_ERROR(log_->compact(LogIndex(job.index.value() - options_.log_entries_kept_after_snapshot)));
+  }
+  return Status::ok();
+}
+
+Status Replica::maybe_take_snapshot() {
+  if (options_.background_snapshots) return Status::ok();
+  std::unique_ptr<SnapshotJob> job = begin_snapshot();
+  if (!job) return Status::ok();
+  job->run(*log_);
+  return finish_snapshot(*job);
+}
+
+}  // namespace mayfly::storage

@@ -1,0 +1,136 @@
+// Replica: one node's replicated store — the Raft core, its log on LevelDB and the state machine — and the one
+// implementation of the driver's duty cycle (persist → send → apply → advance), shared by mayflyd's driver and the
+// deterministic simulator so that what the simulator proves is what production runs.
+//
+// The caller owns time and the network: it calls tick() with its wall clock, step() with peer messages, propose()
+// with commands, and process_ready() after each batch of inputs, sending the messages it returns. Everything else —
+// fsync'd group commit of the log, applying committed entries at their replicated time, installing and taking
+// snapshots, compacting the log — happens here.
+//
+// Recovery: open() rebuilds the core from the log; entries already applied to the state machine are not applied
+// again; if a crash came between persisting an installed snapshot and installing it into the state machine, the
+// snapshot is installed from its file first.
+//
+// Thread-safety: one thread (the driver's). The state machine's read methods may be used from other threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/prng.h"
+#include "common/status.h"
+#include "replication/raft_core.h"
+#include "storage/command.h"
+#include "storage/raft_log_store.h"
+#include "storage/state_machine.h"
+
+namespace mayfly::storage {
+
+struct ReplicaOptions {
+  std::string data_dir;                      // holds db/ and the snapshot file
+  leveldb::Env* env = nullptr;               // nullptr: the real file system
+  replication::RaftConfig raft;              // raft.self is this node's id
+  replication::Membership bootstrap;         // a fresh cluster's initial voters; empty for a node that joins later
+  uint64_t seed = 1;                         // for the core's randomized election timeouts
+  uint64_t snapshot_interval_entries = 10000;  // take a snapshot after this many applied entries
+  uint64_t log_entries_kept_after_snapshot = 1000;  // keep this much log behind a snapshot for slow followers
+  // Off: process_ready() takes due snapshots itself, synchronously (the simulator, benchmarks). On: it leaves them to
+  // the caller, who runs begin_snapshot / SnapshotJob::run / finish_snapshot with the export on another thread, so
+  // a large export never stalls the driver past an election timeout (mayflyd).
+  bool background_snapshots = false;
+  size_t block_cache_bytes = 64 << 20;
+
+  ReplicaOptions() {
+    raft.max_entry_bytes = 4 << 20;    // a 2 MB item plus its command must fit in one entry
+    raft.max_message_bytes = 4 << 20;
+  }
+};
+
+// One committed entry as applied here.
+struct AppliedEntry {
+  LogIndex index;
+  Term term;
+  int64_t ts_micros = 0;
+  replication::EntryType type = replication::EntryType::kNormal;
+  OpResult result;  // for normal entries: the command's outcome; otherwise a 200 with no body
+  // Normal entries: what the command was, for request-unit accounting (kTime for undecodable or other entries).
+  CommandType command_type = CommandType::kTime;
+  std::string database;
+  std::string container;
+  uint64_t command_bytes = 0;  // the request body's size
+};
+
+// What one process_ready() produced.
+struct ReplicaOutput {
+  std::vector<replication::Message> messages;  // send these, in order
+  std::vector<AppliedEntry> applied;
+  std::vector<replication::ReadState> read_states;
+  std::optional<replication::SnapshotMetadata> snapshot_installed;  // a leader's snapshot replaced the state
+  bool synced = false;  // the log was fsync'd for this batch (one fsync per batch: group commit)
+  std::vector<double> persist_seconds;  // how long each synced log write took (for the fsync latency histogram)
+  uint64_t entries_persisted = 0;
+};
+
+class Replica {
+ public:
+  static Result<std::unique_ptr<Replica>> open(const ReplicaOptions& options);
+  ~Replica();
+
+  void tick(int64_t now_micros) { core_->tick(now_micros); }
+  Status step(const replication::Message& message) { return core_->step(message); }
+  Result<replication::Proposal> propose(const Command& command, int64_t now_micros);
+  Result<replication::Proposal> propose_time_entry(int64_t now_micros) { return core_->propose_time_entry(now_micros); }
+  Result<replication::Proposal> propose_config_change(const replication::ConfigChange& change) {
+    return core_->propose_config_change(change);
+  }
+  Status read_index(std::string context) { return core_->read_index(std::move(context)); }
+  Status transfer_leadership(NodeId target) { return core_->transfer_leadership(target); }
+
+  bool has_ready() const { return core_->has_ready(); }
+  // Handles every pending Ready in the driver's order. A Status error means the disk failed: the node must stop.
+  // With `send_now`, the messages that may leave before the local fsync (a leader's appends) are handed to it before
+  // the log write starts, so followers persist in parallel with the leader (Raft thesis §10.2.1); without it they
+  // come back in ReplicaOutput::messages like the rest.
+  using SendNow = std::function<void(std::vector<replication::Message>&&)>;
+  Result<ReplicaOutput> process_ready(const SendNow& send_now = nullptr);
+
+  // A snapshot of the state machine in the making. run() may execute on any thread; the rest is the driver's.
+  struct SnapshotJob {
+    std::unique_ptr<StateMachine::View> view;  // the state at `metadata.index`
+    replication::Membership membership;
+    LogIndex index;
+    Status status;                             // run()'s outcome
+    uint64_t size_bytes = 0;
+    // Exports the view and writes the snapshot file (thread-safe: touches only the view and that file).
+    void run(const LevelDbLogStorage& log);
+  };
+  // A job when a snapshot is due (snapshot_interval_entries applied since the last one) and none is running.
+  std::unique_ptr<SnapshotJob> begin_snapshot();
+  // Records the job's snapshot and compacts the log. A job overtaken by a newer snapshot (one installed from the
+  // leader meanwhile) is dropped quietly; a failed export or write is returned.
+  Status finish_snapshot(SnapshotJob& job);
+
+  replication::RaftCore& core() { return *core_; }
+  const replication::RaftCore& core() const { return *core_; }
+  StateMachine& state() { return *state_; }
+  const StateMachine& state() const { return *state_; }
+  LevelDbLogStorage& log() { return *log_; }
+
+ private:
+  Replica(const ReplicaOptions& options, std::unique_ptr<StateMachine> state, std::unique_ptr<LevelDbLogStorage> log);
+  Status recover_snapshot();
+  Result<AppliedEntry> apply_entry(const replication::Entry& entry);
+  Status maybe_take_snapshot();
+  bool snapshot_running_ = false;
+
+  ReplicaOptions options_;
+  std::unique_ptr<StateMachine> state_;
+  std::unique_ptr<LevelDbLogStorage> log_;
+  std::unique_ptr<replication::RaftCore> core_;
+};
+
+}  // namespace mayfly::storage

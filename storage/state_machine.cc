@@ -1,0 +1,1151 @@
+#include "storage/state_machine.h"
+
+#include <leveldb/cache.h>
+#include <leveldb/db.h>
+#include <leveldb/filter_policy.h>
+#include <leveldb/write_batch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "common/codec.h"
+#include "storage/document.h"
+#include "storage/json.h"
+#include "storage/patch.h"
+
+namespace mayfly::storage {
+namespace {
+
+OpResult not_found(std::string message) { return OpResult::error(404, std::move(message)); }
+OpResult bad_request(std::string message) { return OpResult::error(400, std::move(message)); }
+
+Status from_leveldb(const leveldb::Status& status, std::string_view what) {
+  if (status.ok()) return Status::ok();
+  if (status.IsCorruption()) return Status::corruption(std::string(what) + ": " + status.ToString());
+  return Status::io_error(std::string(what) + ": " + status.ToString());
+}
+
+OpResult internal_error(const Status& status) {
+  return OpResult::error(500, "internal storage error: " + status.to_string());
+}
+
+leveldb::ReadOptions read_options(const void* snapshot) {
+  leveldb::ReadOptions options;
+  options.snapshot = static_cast<const leveldb::Snapshot*>(snapshot);
+  return options;
+}
+
+bool has_prefix(const leveldb::Slice& key, std::string_view prefix) {
+  return key.size() >= prefix.size() && std::string_view(key.data(), prefix.size()) == prefix;
+}
+
+// Holds a LevelDB snapshot for one read.
+class SnapshotGuard {
+ public:
+  explicit SnapshotGuard(leveldb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {}
+  ~SnapshotGuard() { db_->ReleaseSnapshot(snapshot_); }
+  SnapshotGuard(const SnapshotGuard&) = delete;
+  SnapshotGuard& operator=(const SnapshotGuard&) = delete;
+  const void* get() const { return snapshot_; }
+
+ private:
+  leveldb::DB* db_;
+  const leveldb::Snapshot* snapshot_;
+};
+
+std::string hex_encode(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (char c : bytes) {
+    out.push_back(kHex[static_cast<uint8_t>(c) >> 4]);
+    out.push_back(kHex[static_cast<uint8_t>(c) & 0xf]);
+  }
+  return out;
+}
+
+std::optional<std::string> hex_decode(std::string_view text) {
+  if (text.size() % 2 != 0) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  std::string out;
+  for (size_t i = 0; i < text.size(); i += 2) {
+    const int high = nibble(text[i]), low = nibble(text[i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out.push_back(static_cast<char>(high * 16 + low));
+  }
+  return out;
+}
+
+std::string index_value(size_t record_bytes) {
+  std::string out;
+  codec::put_varint(out, record_bytes);
+  return out;
+}
+
+Result<int64_t> decode_index_value(const leveldb::Slice& value) {
+  codec::Reader reader(std::string_view(value.data(), value.size()));
+  uint64_t bytes;
+  if (!reader.get_varint(bytes) || !reader.done()) return Status::corruption("undecodable expiry index value");
+  return static_cast<int64_t>(bytes);
+}
+
+}  // namespace
+
+// Everything one apply (or one GC batch) changes: the LevelDB batch plus the in-memory effects that become true
+// only if the batch is written.
+struct StateMachine::ApplyContext {
+  leveldb::WriteBatch batch;
+  MetaState meta;
+  std::map<uint64_t, LocalStats> stats;  // new absolute values
+  struct Removal {
+    uint64_t crid;
+    IndexKind kind;
+    int64_t sort_micros;
+    int64_t bytes;
+  };
+  std::vector<Removal> removals;
+  std::vector<uint64_t> dropped;
+  Status failure;  // an internal error found while building the batch
+
+  void reset() {
+    batch.Clear();
+    stats.clear();
+    removals.clear();
+    dropped.clear();
+  }
+};
+
+Result<std::unique_ptr<StateMachine>> StateMachine::open(const StoreOptions& options) {
+  std::unique_ptr<leveldb::Cache> cache(leveldb::NewLRUCache(options.block_cache_bytes));
+  std::unique_ptr<const leveldb::FilterPolicy> filter(leveldb::NewBloomFilterPolicy(10));
+  leveldb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.paranoid_checks = true;
+  db_options.block_cache = cache.get();
+  db_options.filter_policy = filter.get();
+  db_options.write_buffer_size = options.write_buffer_bytes;
+  db_options.max_file_size = 32 << 20;
+  if (options.env != nullptr) {
+    db_options.env = options.env;
+  } else {
+    std::error_code error;
+    std::filesystem::create_directories(std::filesystem::path(options.path).parent_path(), error);
+    if (error) return Status::io_error("create directory for " + options.path + ": " + error.message());
+  }
+  leveldb::DB* raw = nullptr;
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(leveldb::DB::Open(db_options, options.path, &raw), "open " + options.path));
+  std::unique_ptr<leveldb::DB> db(raw);
+
+  MetaState meta;
+  std::string bytes;
+  leveldb::Status status = db->Get(leveldb::ReadOptions(), meta_key(), &bytes);
+  if (status.ok()) {
+    MAYFLY_ASSIGN_OR_RETURN(meta, decode_meta(bytes));
+  } else if (!status.IsNotFound()) {
+    return from_leveldb(status, "read meta state");
+  }
+  return std::unique_ptr<StateMachine>(
+      new StateMachine(options, std::move(cache), std::move(filter), std::move(db), meta));
+}
+
+StateMachine::StateMachine(const StoreOptions& options, std::unique_ptr<leveldb::Cache> cache,
+                           std::unique_ptr<const leveldb::FilterPolicy> filter, std::unique_ptr<leveldb::DB> db,
+                           MetaState meta)
+    : options_(options), cache_(std::move(cache)), filter_(std::move(filter)), db_(std::move(db)), meta_(meta) {
+  publish_applied();
+}
+
+StateMachine::~StateMachine() {
+  db_.reset();  // the DB must close before its block cache and filter policy go
+}
+
+AppliedState StateMachine::applied() const {
+  std::lock_guard<std::mutex> lock(applied_mutex_);
+  return applied_;
+}
+
+void StateMachine::publish_applied() {
+  std::lock_guard<std::mutex> lock(applied_mutex_);
+  applied_ = AppliedState{LogIndex(meta_.applied_index), meta_.applied_ts_micros};
+}
+
+Result<OpResult> StateMachine::apply_encoded(std::string_view command_bytes, LogIndex index, int64_t ts_micros) {
+  Result<Command> command = decode_command(command_bytes);
+  if (command.is_ok()) return apply(*command, index, ts_micros);
+  Command time_only;  // still advance applied index and time, deterministically
+  Result<OpResult> result = apply(time_only, index, ts_micros);
+  if (!result.is_ok()) return result;
+  return bad_request(command.status().message());
+}
+
+Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int64_t ts_micros) {
+  if (!sticky_.is_ok()) return sticky_;
+  MAYFLY_ASSERT_MSG(index.value() > meta_.applied_index, "apply index %llu after %llu",
+                    static_cast<unsigned long long>(index.value()),
+                    static_cast<unsigned long long>(meta_.applied_index));
+  MAYFLY_ASSERT_MSG(ts_micros >= meta_.applied_ts_micros && ts_micros >= 0, "apply ts %lld after %lld",
+                    static_cast<long long>(ts_micros), static_cast<long long>(meta_.applied_ts_micros));
+  ApplyContext context;
+  context.meta = meta_;
+  OpResult result = dispatch(command, ts_micros, context);
+  if (!context.failure.is_ok() || result.status >= 500) {
+    // A read failed or stored data did not decode. Other replicas would not see this, so answering anything would
+    // make this node diverge: stop, sticky.
+    sticky_ = context.failure.is_ok() ? Status::io_error(result.message) : context.failure;
+    return sticky_;
+  }
+  if (!result.ok()) {
+    context.reset();  // a rejected command changes nothing but the applied position
+    context.meta.write_sequence = meta_.write_sequence;
+    context.meta.next_container_rid = meta_.next_container_rid;
+  }
+  context.meta.applied_index = index.value();
+  context.meta.applied_ts_micros = ts_micros;
+  context.batch.Put(meta_key(), encode_meta(context.meta));
+  MAYFLY_RETURN_IF_ERROR(commit(context, options_.sync_applies));
+  return result;
+}
+
+Status StateMachine::commit(ApplyContext& context, bool sync) {
+  leveldb::WriteOptions write_options;
+  write_options.sync = sync;
+  Status status = from_leveldb(db_->Write(write_options, &context.batch), "write state batch");
+  if (!status.is_ok()) {
+    sticky_ = status;
+    return status;
+  }
+  meta_ = context.meta;
+  publish_applied();
+  for (const auto& [crid, stats] : context.stats) local_stats_[crid] = stats;
+  for (const ApplyContext::Removal& removal : context.removals) {
+    auto it = trackers_.find(removal.crid);
+    if (it == trackers_.end()) continue;
+    BacklogTracker& tracker = it->second;
+    const int64_t cursor = removal.kind == IndexKind::kOwn ? tracker.own_cursor : tracker.inherit_cursor;
+    if (removal.sort_micros < cursor) {
+      tracker.items -= 1;
+      tracker.bytes -= removal.bytes;
+      MAYFLY_ASSERT(tracker.items >= 0 && tracker.bytes >= 0);
+    }
+  }
+  for (uint64_t crid : context.dropped) {
+    trackers_.erase(crid);
+    local_stats_.erase(crid);
+  }
+  return Status::ok();
+}
+
+OpResult StateMachine::dispatch(const Command& command, int64_t ts, ApplyContext& context) {
+  switch (command.type) {
+    case CommandType::kTime: return OpResult{};
+    case CommandType::kCreateDatabase: return create_database(command, ts, context);
+    case CommandType::kDeleteDatabase: return delete_database(command, context);
+    case CommandType::kCreateContainer: return create_container(command, ts, context);
+    case CommandType::kUpdateContainer: return update_container(command, ts, context);
+    case CommandType::kDeleteContainer: return delete_container(command, context);
+    case CommandType::kCreateItem:
+    case CommandType::kReplaceItem:
+    case CommandType::kUpsertItem:
+    case CommandType::kPatchItem: return write_item(command, ts, context);
+    case CommandType::kDeleteItem: return delete_item(command, ts, context);
+    case CommandType::kSetMemberAddress: return set_member_address(command, context);
+  }
+  return bad_request("unknown command type");
+}
+
+// ---- lookups ----------------------------------------------------------------------------------------------------
+
+Result<std::optional<std::string>> StateMachine::get_raw(const std::string& key, const void* snapshot) const {
+  std::string value;
+  leveldb::Status status = db_->Get(read_options(snapshot), key, &value);
+  if (status.IsNotFound()) return std::optional<std::string>();
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "read"));
+  return std::optional<std::string>(std::move(value));
+}
+
+Result<std::optional<ItemRecord>> StateMachine::get_item(const std::string& key, const void* snapshot) const {
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, snapshot));
+  if (!raw) return std::optional<ItemRecord>();
+  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(*raw));
+  return std::optional<ItemRecord>(std::move(record));
+}
+
+Result<std::optional<StateMachine::StoredItem>> StateMachine::load_item(const std::string& key) const {
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, nullptr));
+  if (!raw) return std::optional<StoredItem>();
+  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(*raw));
+  return std::optional<StoredItem>(StoredItem{std::move(record), key.size() + raw->size()});
+}
+
+Outcome<ContainerRecord> StateMachine::find_container(std::string_view database, std::string_view container,
+                                                      const void* snapshot) const {
+  Result<std::optional<std::string>> raw = get_raw(container_key(database, container), snapshot);
+  if (!raw.is_ok()) return internal_error(raw.status());
+  if (!raw->has_value()) {
+    Result<std::optional<std::string>> db = get_raw(database_key(database), snapshot);
+    if (db.is_ok() && !db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
+    return not_found("container '" + std::string(container) + "' does not exist in database '" +
+                     std::string(database) + "'");
+  }
+  Result<ContainerRecord> record = decode_container(**raw);
+  if (!record.is_ok()) return internal_error(record.status());
+  return std::move(record).value();
+}
+
+// ---- databases and containers -----------------------------------------------------------------------------------
+
+OpResult StateMachine::create_database(const Command& command, int64_t ts, ApplyContext& context) {
+  if (Status status = validate_resource_id("database", command.database); !status.is_ok()) {
+    return bad_request(status.message());
+  }
+  const std::string key = database_key(command.database);
+  Result<std::optional<std::string>> existing = get_raw(key, nullptr);
+  if (!existing.is_ok()) {
+    context.failure = existing.status();
+    return internal_error(existing.status());
+  }
+  if (existing->has_value()) return OpResult::error(409, "database '" + command.database + "' already exists");
+  DatabaseRecord record{++context.meta.write_sequence, ts};
+  context.batch.Put(key, encode_database(record));
+  OpResult result;
+  result.status = 201;
+  result.ts_micros = ts;
+  std::string body = "{\"id\":";
+  json::write_json_string(command.database, body);
+  body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(ts)) + "}";
+  result.body = std::move(body);
+  return result;
+}
+
+OpResult StateMachine::delete_database(const Command& command, ApplyContext& context) {
+  const std::string key = database_key(command.database);
+  Result<std::optional<std::string>> existing = get_raw(key, nullptr);
+  if (!existing.is_ok()) {
+    context.failure = existing.status();
+    return internal_error(existing.status());
+  }
+  if (!existing->has_value()) return not_found("database '" + command.database + "' does not exist");
+  const std::string prefix = container_prefix(command.database);
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    Result<ContainerRecord> record = decode_container(std::string_view(it->value().data(), it->value().size()));
+    if (!record.is_ok()) {
+      context.failure = record.status();
+      return internal_error(record.status());
+    }
+    context.batch.Delete(it->key());
+    context.batch.Put(dropped_container_key(record->crid), "");
+    context.dropped.push_back(record->crid);
+  }
+  if (!it->status().ok()) {
+    context.failure = from_leveldb(it->status(), "scan containers");
+    return internal_error(context.failure);
+  }
+  context.batch.Delete(key);
+  OpResult result;
+  result.status = 204;
+  return result;
+}
+
+namespace {
+
+// Parses the JSON text of a defaultTtl value and validates it (spec §2).
+Outcome<ttl::DefaultTtl> parse_default_ttl(std::string_view text) {
+  Result<boost::json::value> parsed = json::parse(text);
+  if (!parsed.is_ok()) return OpResult::error(400, "defaultTtl is not valid JSON: " + parsed.status().message());
+  Result<ttl::DefaultTtl> value = ttl::validate_default_ttl(json::ttl_literal(&*parsed));
+  if (!value.is_ok()) return OpResult::error(400, value.status().message());
+  return *value;
+}
+
+Status validate_throughput(const Throughput& throughput) {
+  if (throughput.mode == Throughput::Mode::kProvisioned &&
+      (throughput.request_units_per_second < kMinProvisionedRequestUnits ||
+       throughput.request_units_per_second > kMaxProvisionedRequestUnits)) {
+    return Status::invalid_argument("provisioned throughput must be between " +
+                                    std::to_string(kMinProvisionedRequestUnits) + " and " +
+                                    std::to_string(kMaxProvisionedRequestUnits) + " RU/s, got " +
+                                    std::to_string(throughput.request_units_per_second));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+std::string StateMachine::render_container(std::string_view id, const ContainerRecord& record) const {
+  std::string body = "{\"id\":";
+  json::write_json_string(id, body);
+  body += ",\"partitionKey\":{\"paths\":[";
+  json::write_json_string(record.partition_key_path, body);
+  body += "],\"kind\":\"Hash\"},\"indexingPolicy\":{\"indexingMode\":\"";
+  body += record.indexing == ttl::IndexingMode::kNone ? "none" : "consistent";
+  body += "\"}";
+  if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kNoDefault) body += ",\"defaultTtl\":-1";
+  if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kSeconds) {
+    body += ",\"defaultTtl\":" + std::to_string(record.ttl.policy.seconds);
+  }
+  if (record.throughput.mode == Throughput::Mode::kServerless) {
+    body += ",\"throughput\":{\"mode\":\"serverless\"}";
+  } else {
+    body += ",\"throughput\":{\"mode\":\"provisioned\",\"requestUnitsPerSecond\":" +
+            std::to_string(record.throughput.request_units_per_second) + "}";
+  }
+  body += ",\"_rid\":\"" + std::to_string(record.crid) + "\",\"_etag\":";
+  json::write_json_string(format_etag(record.etag_sequence), body);
+  body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record.modified_ts_micros)) + "}";
+  return body;
+}
+
+OpResult StateMachine::create_container(const Command& command, int64_t ts, ApplyContext& context) {
+  if (Status status = validate_resource_id("container", command.container); !status.is_ok()) {
+    return bad_request(status.message());
+  }
+  Result<std::optional<std::string>> db = get_raw(database_key(command.database), nullptr);
+  Result<std::optional<std::string>> existing = get_raw(container_key(command.database, command.container), nullptr);
+  if (!db.is_ok() || !existing.is_ok()) {
+    context.failure = db.is_ok() ? existing.status() : db.status();
+    return internal_error(context.failure);
+  }
+  if (!db->has_value()) return not_found("database '" + command.database + "' does not exist");
+  if (existing->has_value()) {
+    return OpResult::error(409, "container '" + command.container + "' already exists in database '" +
+                                    command.database + "'");
+  }
+  ContainerRecord record;
+  if (Status status = json::validate_partition_key_path(command.partition_key_path); !status.is_ok()) {
+    return bad_request(status.message());
+  }
+  record.partition_key_path = command.partition_key_path;
+  if (command.default_ttl_change == DefaultTtlChange::kSet) {
+    Outcome<ttl::DefaultTtl> policy = parse_default_ttl(command.default_ttl_json);
+    if (!policy.ok()) return policy.error();
+    record.ttl.policy = policy.value();
+  }
+  record.indexing = command.indexing.value_or(ttl::IndexingMode::kConsistent);
+  if (Status status = ttl::validate_indexing(record.ttl.policy, record.indexing); !status.is_ok()) {
+    return bad_request(status.message());
+  }
+  record.throughput = command.throughput.value_or(Throughput{});
+  if (Status status = validate_throughput(record.throughput); !status.is_ok()) return bad_request(status.message());
+  record.crid = context.meta.next_container_rid++;
+  record.modified_ts_micros = ts;
+  record.etag_sequence = ++context.meta.write_sequence;
+  context.batch.Put(container_key(command.database, command.container), encode_container(record));
+  OpResult result;
+  result.status = 201;
+  result.ts_micros = ts;
+  result.etag = format_etag(record.etag_sequence);
+  result.body = render_container(command.container, record);
+  return result;
+}
+
+OpResult StateMachine::update_container(const Command& command, int64_t ts, ApplyContext& context) {
+  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  if (!found.ok()) return found.error();
+  ContainerRecord record = found.value();
+  if (command.if_match && *command.if_match != format_etag(record.etag_sequence)) {
+    return OpResult::error(412, "container etag does not match if-match " + *command.if_match);
+  }
+  if (!command.partition_key_path.empty() && command.partition_key_path != record.partition_key_path) {
+    return bad_request("the partition key path of a container cannot change (it is '" + record.partition_key_path +
+                       "')");
+  }
+  ttl::DefaultTtl policy = record.ttl.policy;
+  if (command.default_ttl_change == DefaultTtlChange::kSet) {
+    Outcome<ttl::DefaultTtl> parsed = parse_default_ttl(command.default_ttl_json);
+    if (!parsed.ok()) return parsed.error();
+    policy = parsed.value();
+  } else if (command.default_ttl_change == DefaultTtlChange::kRemove) {
+    policy = ttl::DefaultTtl::off();
+  }
+  const ttl::IndexingMode indexing = command.indexing.value_or(record.indexing);
+  if (Status status = ttl::validate_indexing(policy, indexing); !status.is_ok()) return bad_request(status.message());
+  const Throughput throughput = command.throughput.value_or(record.throughput);
+  if (Status status = validate_throughput(throughput); !status.is_ok()) return bad_request(status.message());
+
+  if (command.default_ttl_change != DefaultTtlChange::kKeep) {
+    record.ttl = ttl::change_policy(record.ttl, policy, ts);  // spec §4: once expired, always expired
+  }
+  record.indexing = indexing;
+  record.throughput = throughput;
+  record.modified_ts_micros = ts;
+  record.etag_sequence = ++context.meta.write_sequence;
+  context.batch.Put(container_key(command.database, command.container), encode_container(record));
+  OpResult result;
+  result.ts_micros = ts;
+  result.etag = format_etag(record.etag_sequence);
+  result.body = render_container(command.container, record);
+  return result;
+}
+
+OpResult StateMachine::delete_container(const Command& command, ApplyContext& context) {
+  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  if (!found.ok()) return found.error();
+  context.batch.Delete(container_key(command.database, command.container));
+  context.batch.Put(dropped_container_key(found.value().crid), "");
+  context.dropped.push_back(found.value().crid);
+  OpResult result;
+  result.status = 204;
+  return result;
+}
+
+// ---- items ------------------------------------------------------------------------------------------------------
+
+StateMachine::IndexEntry StateMachine::index_entry_for(uint64_t crid, std::string_view partition_key,
+                                                       std::string_view id, const ItemRecord& record) {
+  IndexEntry entry;
+  switch (record.ttl.kind) {
+    case ttl::ItemTtl::Kind::kNever:
+      break;
+    case ttl::ItemTtl::Kind::kSeconds:
+      entry.kind = IndexKind::kOwn;
+      entry.sort_micros = ttl::expiry_instant_micros(record.write_ts_micros, record.ttl.seconds);
+      entry.key = own_expiry_key(crid, entry.sort_micros, partition_key, id);
+      break;
+    case ttl::ItemTtl::Kind::kInherit:
+      entry.kind = IndexKind::kInherit;
+      entry.sort_micros = record.write_ts_micros;
+      entry.key = inherit_expiry_key(crid, entry.sort_micros, partition_key, id);
+      break;
+  }
+  return entry;
+}
+
+LocalStats& StateMachine::local_stats(uint64_t crid) {
+  auto it = local_stats_.find(crid);
+  if (it != local_stats_.end()) return it->second;
+  LocalStats stats;
+  Result<std::optional<std::string>> raw = get_raw(local_stats_key(crid), nullptr);
+  if (raw.is_ok() && raw->has_value()) {
+    Result<LocalStats> decoded = decode_local_stats(**raw);
+    if (decoded.is_ok()) stats = *decoded;
+  }
+  return local_stats_.emplace(crid, stats).first->second;
+}
+
+void StateMachine::remove_stored_item(uint64_t crid, const std::string& key, std::string_view partition_key,
+                                      std::string_view id, const ItemRecord& record, size_t record_bytes,
+                                      ApplyContext& context) {
+  context.batch.Delete(key);
+  const IndexEntry entry = index_entry_for(crid, partition_key, id, record);
+  if (entry.kind != IndexKind::kNone) {
+    context.batch.Delete(entry.key);
+    context.removals.push_back({crid, entry.kind, entry.sort_micros, static_cast<int64_t>(record_bytes)});
+  }
+  auto [it, inserted] = context.stats.try_emplace(crid);
+  if (inserted) it->second = local_stats(crid);
+  it->second.items -= 1;
+  it->second.bytes -= static_cast<int64_t>(record_bytes);
+}
+
+OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyContext& context) {
+  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  if (!found.ok()) return found.error();
+  const ContainerRecord& container = found.value();
+  const CommandType type = command.type;
+
+  // The target: from the body for create/replace/upsert, from (pk, id) for patch.
+  std::optional<PreparedItem> prepared;
+  std::string partition_key, id;
+  if (type == CommandType::kPatchItem) {
+    Outcome<std::string> key = canonical_partition_key_text(command.partition_key_json);
+    if (!key.ok()) return key.error();
+    partition_key = key.value();
+    id = command.id;
+  } else {
+    Outcome<PreparedItem> item = prepare_item(command.body, container.partition_key_path);
+    if (!item.ok()) return item.error();
+    prepared = std::move(item.value());
+    partition_key = prepared->partition_key;
+    id = prepared->id;
+  }
+  const std::string key = item_key(container.crid, partition_key, id);
+  Result<std::optional<StoredItem>> loaded = load_item(key);
+  if (!loaded.is_ok()) {
+    context.failure = loaded.status();
+    return internal_error(loaded.status());
+  }
+  const std::optional<StoredItem>& existing = *loaded;
+  const bool alive = existing && ttl::alive(existing->record.ttl, existing->record.write_ts_micros, container.ttl, ts);
+
+  const bool creating = type == CommandType::kCreateItem || (type == CommandType::kUpsertItem && !alive);
+  if (type == CommandType::kCreateItem && alive) {
+    return OpResult::error(409, "an item with id '" + id + "' and partition key " + partition_key +
+                                    " already exists");
+  }
+  if (!creating && !alive) {
+    return not_found("item with id '" + id + "' and partition key " + partition_key + " does not exist" +
+                     (existing ? " (it has expired)" : ""));
+  }
+  if (command.if_match && !creating && *command.if_match != format_etag(existing->record.etag_sequence)) {
+    return OpResult::error(412, "the item's etag " + format_etag(existing->record.etag_sequence) +
+                                    " does not match if-match " + *command.if_match);
+  }
+  if (command.if_match && creating && type == CommandType::kUpsertItem) {
+    return not_found("item with id '" + id + "' does not exist; if-match needs an existing item");
+  }
+
+  if (type == CommandType::kPatchItem) {
+    Result<boost::json::value> document = json::parse(existing->record.json);
+    if (!document.is_ok() || !document->is_object()) {
+      context.failure = Status::corruption("stored item is not a JSON object");
+      return internal_error(context.failure);
+    }
+    Result<boost::json::object> patched =
+        json::apply_patch(document->get_object(), command.body, {"/id", container.partition_key_path});
+    if (!patched.is_ok()) return bad_request(patched.status().message());
+    // The document as patched must be a valid item again (ttl rules, size).
+    Outcome<PreparedItem> item = prepare_item_object(std::move(patched).value(), container.partition_key_path);
+    if (!item.ok()) return item.error();
+    prepared = std::move(item.value());
+  }
+
+  ItemRecord record;
+  record.write_ts_micros = ts;
+  record.ttl = prepared->ttl;
+  record.etag_sequence = ++context.meta.write_sequence;
+  record.item_rid = creating ? record.etag_sequence : existing->record.item_rid;
+  record.json = std::move(prepared->json);
+
+  if (existing) remove_stored_item(container.crid, key, partition_key, id, existing->record, existing->bytes, context);
+  const std::string value = encode_item(record);
+  const size_t record_bytes = key.size() + value.size();
+  context.batch.Put(key, value);
+  const IndexEntry entry = index_entry_for(container.crid, partition_key, id, record);
+  if (entry.kind != IndexKind::kNone) context.batch.Put(entry.key, index_value(record_bytes));
+  auto [stats, inserted] = context.stats.try_emplace(container.crid);
+  if (inserted) stats->second = local_stats(container.crid);
+  stats->second.items += 1;
+  stats->second.bytes += static_cast<int64_t>(record_bytes);
+  context.batch.Put(local_stats_key(container.crid), encode_local_stats(stats->second));
+
+  OpResult result;
+  result.status = creating ? 201 : 200;
+  result.ts_micros = ts;
+  result.etag = format_etag(record.etag_sequence);
+  result.body = render_item(record, container.crid);
+  return result;
+}
+
+OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyContext& context) {
+  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  if (!found.ok()) return found.error();
+  const ContainerRecord& container = found.value();
+  Outcome<std::string> partition_key = canonical_partition_key_text(command.partition_key_json);
+  if (!partition_key.ok()) return partition_key.error();
+  const std::string key = item_key(container.crid, partition_key.value(), command.id);
+  Result<std::optional<StoredItem>> loaded = load_item(key);
+  if (!loaded.is_ok()) {
+    context.failure = loaded.status();
+    return internal_error(loaded.status());
+  }
+  const std::optional<StoredItem>& existing = *loaded;
+  if (!existing || !ttl::alive(existing->record.ttl, existing->record.write_ts_micros, container.ttl, ts)) {
+    return not_found("item with id '" + command.id + "' and partition key " + partition_key.value() +
+                     " does not exist" + (existing ? " (it has expired)" : ""));
+  }
+  if (command.if_match && *command.if_match != format_etag(existing->record.etag_sequence)) {
+    return OpResult::error(412, "the item's etag " + format_etag(existing->record.etag_sequence) +
+                                    " does not match if-match " + *command.if_match);
+  }
+  remove_stored_item(container.crid, key, partition_key.value(), command.id, existing->record, existing->bytes, context);
+  context.batch.Put(local_stats_key(container.crid), encode_local_stats(context.stats[container.crid]));
+  ++context.meta.write_sequence;  // deletes are writes too: etags of later writes stay unique
+  OpResult result;
+  result.status = 204;
+  result.ts_micros = ts;
+  return result;
+}
+
+OpResult StateMachine::set_member_address(const Command& command, ApplyContext& context) {
+  uint64_t node = 0;
+  try {
+    size_t used = 0;
+    node = std::stoull(command.id, &used);
+    if (used != command.id.size()) node = 0;
+  } catch (const std::exception&) {
+    node = 0;
+  }
+  if (node == 0) return bad_request("member id must be a positive number, got '" + command.id + "'");
+  if (command.body.empty() || command.body.find(':') == std::string::npos) {
+    return bad_request("member address must be HOST:PORT, got '" + command.body + "'");
+  }
+  context.batch.Put(member_address_key(node), command.body);
+  return OpResult{};
+}
+
+std::map<NodeId, std::string> StateMachine::member_addresses() const {
+  std::map<NodeId, std::string> out;
+  const std::string prefix(1, static_cast<char>(KeyTag::kMemberAddress));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
+    uint64_t node = 0;
+    if (reader.get_u64_be(node)) out.emplace(NodeId(node), it->value().ToString());
+  }
+  return out;
+}
+
+// ---- reads ------------------------------------------------------------------------------------------------------
+
+OpResult StateMachine::read_item(std::string_view database, std::string_view container,
+                                 std::string_view partition_key_json, std::string_view id, int64_t now_micros) const {
+  SnapshotGuard snapshot(db_.get());
+  Outcome<ContainerRecord> found = find_container(database, container, snapshot.get());
+  if (!found.ok()) return found.error();
+  Outcome<std::string> partition_key = canonical_partition_key_text(partition_key_json);
+  if (!partition_key.ok()) return partition_key.error();
+  Result<std::optional<ItemRecord>> record =
+      get_item(item_key(found.value().crid, partition_key.value(), id), snapshot.get());
+  if (!record.is_ok()) return internal_error(record.status());
+  const std::string missing = "item with id '" + std::string(id) + "' and partition key " + partition_key.value() +
+                              " does not exist";
+  if (!record->has_value()) return not_found(missing);
+  const ItemRecord& item = **record;
+  if (!ttl::alive(item.ttl, item.write_ts_micros, found.value().ttl, now_micros)) {
+    OpResult result = not_found(missing);
+    result.expired_skipped = 1;
+    return result;
+  }
+  OpResult result;
+  result.ts_micros = item.write_ts_micros;
+  result.etag = format_etag(item.etag_sequence);
+  result.body = render_item(item, found.value().crid);
+  return result;
+}
+
+OpResult StateMachine::list_items(const ListRequest& request, int64_t now_micros) const {
+  if (request.max_items == 0 || request.max_items > kMaxListItems) {
+    return bad_request("max items per page must be between 1 and " + std::to_string(kMaxListItems));
+  }
+  SnapshotGuard snapshot(db_.get());
+  Outcome<ContainerRecord> found = find_container(request.database, request.container, snapshot.get());
+  if (!found.ok()) return found.error();
+  const ContainerRecord& container = found.value();
+  std::string prefix = item_prefix(container.crid);
+  if (request.partition_key_json) {
+    Outcome<std::string> partition_key = canonical_partition_key_text(*request.partition_key_json);
+    if (!partition_key.ok()) return partition_key.error();
+    prefix = partition_prefix(container.crid, partition_key.value());
+  }
+  std::string start = prefix;
+  if (!request.continuation.empty()) {
+    std::optional<std::string> decoded = hex_decode(request.continuation);
+    if (!decoded || decoded->empty()) return bad_request("continuation token is malformed");
+    start = item_prefix(container.crid) + *decoded;
+    if (start.compare(0, prefix.size(), prefix) != 0) {
+      return bad_request("continuation token belongs to a different listing");
+    }
+  }
+  OpResult result;
+  result.body = "[";
+  size_t count = 0;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot.get())));
+  it->Seek(start);
+  if (!request.continuation.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
+  for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    if (count == request.max_items || result.body.size() >= kMaxListPageBytes) {
+      break;
+    }
+    Result<ItemRecord> item = decode_item(std::string_view(it->value().data(), it->value().size()));
+    if (!item.is_ok()) return internal_error(item.status());
+    if (!ttl::alive(item->ttl, item->write_ts_micros, container.ttl, now_micros)) {
+      ++result.expired_skipped;
+      continue;
+    }
+    if (count > 0) result.body.push_back(',');
+    result.body += render_item(*item, container.crid);
+    ++count;
+    const std::string key = it->key().ToString();
+    result.continuation = hex_encode(std::string_view(key).substr(item_prefix(container.crid).size()));
+  }
+  if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));
+  if (!(it->Valid() && has_prefix(it->key(), prefix))) result.continuation.clear();  // no more pages
+  result.body.push_back(']');
+  return result;
+}
+
+OpResult StateMachine::read_database(std::string_view database) const {
+  Result<std::optional<std::string>> raw = get_raw(database_key(database), nullptr);
+  if (!raw.is_ok()) return internal_error(raw.status());
+  if (!raw->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
+  Result<DatabaseRecord> record = decode_database(**raw);
+  if (!record.is_ok()) return internal_error(record.status());
+  OpResult result;
+  result.ts_micros = record->created_ts_micros;
+  result.body = "{\"id\":";
+  json::write_json_string(database, result.body);
+  result.body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record->created_ts_micros)) + "}";
+  return result;
+}
+
+OpResult StateMachine::list_databases() const {
+  const std::string prefix(1, static_cast<char>(KeyTag::kDatabase));
+  OpResult result;
+  result.body = "[";
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  bool first = true;
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
+    std::string name;
+    if (!reader.get_ordered_string(name)) return internal_error(Status::corruption("database key"));
+    if (!first) result.body.push_back(',');
+    first = false;
+    json::write_json_string(name, result.body);
+  }
+  result.body.push_back(']');
+  return result;
+}
+
+OpResult StateMachine::read_container(std::string_view database, std::string_view container) const {
+  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
+  if (!found.ok()) return found.error();
+  OpResult result;
+  result.ts_micros = found.value().modified_ts_micros;
+  result.etag = format_etag(found.value().etag_sequence);
+  result.body = render_container(container, found.value());
+  return result;
+}
+
+std::optional<ContainerRecord> StateMachine::container_record(std::string_view database,
+                                                              std::string_view container) const {
+  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
+  if (!found.ok()) return std::nullopt;
+  return found.value();
+}
+
+OpResult StateMachine::list_containers(std::string_view database) const {
+  SnapshotGuard snapshot(db_.get());
+  Result<std::optional<std::string>> db = get_raw(database_key(database), snapshot.get());
+  if (!db.is_ok()) return internal_error(db.status());
+  if (!db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
+  const std::string prefix = container_prefix(database);
+  OpResult result;
+  result.body = "[";
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot.get())));
+  bool first = true;
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(prefix.size()));
+    std::string name;
+    Result<ContainerRecord> record = decode_container(std::string_view(it->value().data(), it->value().size()));
+    if (!reader.get_ordered_string(name) || !record.is_ok()) {
+      return internal_error(Status::corruption("container record"));
+    }
+    if (!first) result.body.push_back(',');
+    first = false;
+    result.body += render_container(name, *record);
+  }
+  result.body.push_back(']');
+  return result;
+}
+
+Result<std::vector<ContainerInfo>> StateMachine::containers() const {
+  const std::string prefix(1, static_cast<char>(KeyTag::kContainer));
+  std::vector<ContainerInfo> out;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    ContainerInfo info;
+    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
+    if (!reader.get_ordered_string(info.database) || !reader.get_ordered_string(info.container)) {
+      return Status::corruption("container key");
+    }
+    MAYFLY_ASSIGN_OR_RETURN(info.record, decode_container(std::string_view(it->value().data(), it->value().size())));
+    out.push_back(std::move(info));
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan containers"));
+  return out;
+}
+
+// ---- garbage collection -----------------------------------------------------------------------------------------
+
+Status StateMachine::advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
+                                     BacklogTracker& tracker) const {
+  const ttl::ExpiredBounds bounds = ttl::expired_bounds(state, now_micros);
+  auto count = [&](const std::string& prefix, int64_t& cursor, int64_t bound) -> Status {
+    MAYFLY_ASSERT_MSG(bound >= cursor, "expired bound moved back: %lld < %lld", static_cast<long long>(bound),
+                      static_cast<long long>(cursor));
+    if (bound == cursor) return Status::ok();
+    std::string start = prefix;
+    if (cursor != INT64_MIN) codec::put_i64_be(start, cursor);
+    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+    for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+      if (key.sort_micros >= bound) break;
+      MAYFLY_ASSIGN_OR_RETURN(int64_t bytes, decode_index_value(it->value()));
+      tracker.items += 1;
+      tracker.bytes += bytes;
+    }
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+    cursor = bound;
+    return Status::ok();
+  };
+  MAYFLY_RETURN_IF_ERROR(count(own_expiry_prefix(crid), tracker.own_cursor, bounds.own_expiry_below_micros));
+  return count(inherit_expiry_prefix(crid), tracker.inherit_cursor, bounds.default_ts_below_micros);
+}
+
+Result<Backlog> StateMachine::backlog(std::string_view database, std::string_view container) {
+  if (!sticky_.is_ok()) return sticky_;
+  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
+  if (!found.ok()) return Status::not_found(found.error().message);
+  const ContainerRecord& record = found.value();
+  BacklogTracker& tracker = trackers_[record.crid];
+  const int64_t now = meta_.applied_ts_micros;
+  MAYFLY_RETURN_IF_ERROR(advance_tracker(record.crid, record.ttl, now, tracker));
+  Backlog backlog{tracker.items, tracker.bytes, std::nullopt};
+  if (tracker.items == 0) return backlog;
+  // The oldest expired item is first in one of the two indexes.
+  const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, now);
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (const bool own : {true, false}) {
+    const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
+    it->Seek(prefix);
+    if (!it->Valid() || !has_prefix(it->key(), prefix)) continue;
+    MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+    if (key.sort_micros >= (own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros)) continue;
+    const int64_t expiry =
+        own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, now);
+    if (!backlog.oldest_expiry_micros || expiry < *backlog.oldest_expiry_micros) backlog.oldest_expiry_micros = expiry;
+  }
+  return backlog;
+}
+
+Result<ContainerStats> StateMachine::container_stats(std::string_view database, std::string_view container) {
+  MAYFLY_ASSIGN_OR_RETURN(Backlog expired, backlog(database, container));
+  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
+  if (!found.ok()) return Status::not_found(found.error().message);
+  const LocalStats& stored = local_stats(found.value().crid);
+  ContainerStats stats;
+  stats.stored_items = stored.items;
+  stats.stored_bytes = stored.bytes;
+  stats.backlog = expired;
+  stats.live_items = stored.items - expired.items;
+  stats.live_bytes = stored.bytes - expired.bytes;
+  return stats;
+}
+
+Result<CollectResult> StateMachine::collect_expired(std::string_view database, std::string_view container,
+                                                    int64_t up_to_micros, size_t max_items) {
+  if (!sticky_.is_ok()) return sticky_;
+  if (up_to_micros > meta_.applied_ts_micros) {
+    return Status::invalid_argument("collect_expired up to " + std::to_string(up_to_micros) +
+                                    " is past the applied time " + std::to_string(meta_.applied_ts_micros));
+  }
+  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
+  if (!found.ok()) return Status::not_found(found.error().message);
+  const ContainerRecord& record = found.value();
+  const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, up_to_micros);
+
+  struct Candidate {
+    int64_t expiry;
+    IndexKey key;
+  };
+  std::vector<Candidate> candidates;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (const bool own : {true, false}) {
+    const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
+    const int64_t bound = own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
+    size_t taken = 0;
+    for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix) && taken <= max_items; it->Next()) {
+      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+      if (key.sort_micros >= bound) break;
+      const int64_t expiry =
+          own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, up_to_micros);
+      candidates.push_back({expiry, std::move(key)});
+      ++taken;
+    }
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.expiry < b.expiry; });
+
+  CollectResult result;
+  result.more = candidates.size() > max_items;
+  if (result.more) candidates.resize(max_items);
+  ApplyContext context;
+  context.meta = meta_;
+  for (const Candidate& candidate : candidates) {
+    const std::string key = item_key(record.crid, candidate.key.partition_key, candidate.key.id);
+    MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, nullptr));
+    if (!raw) return Status::corruption("expiry index entry without its item");  // index and items move together
+    MAYFLY_ASSIGN_OR_RETURN(ItemRecord item, decode_item(*raw));
+    MAYFLY_ASSERT(!ttl::alive(item.ttl, item.write_ts_micros, record.ttl, up_to_micros));  // paired with the bound
+    const size_t bytes = key.size() + raw->size();
+    remove_stored_item(record.crid, key, candidate.key.partition_key, candidate.key.id, item, bytes, context);
+    result.items += 1;
+    result.bytes += static_cast<int64_t>(bytes);
+    result.expiry_instants_micros.push_back(candidate.expiry);
+  }
+  if (result.items == 0) return result;
+  context.batch.Put(local_stats_key(record.crid), encode_local_stats(context.stats[record.crid]));
+  MAYFLY_RETURN_IF_ERROR(commit(context, false));
+  return result;
+}
+
+Result<std::optional<int64_t>> StateMachine::next_expiry_after(int64_t now_micros) const {
+  MAYFLY_ASSIGN_OR_RETURN(std::vector<ContainerInfo> all, containers());
+  std::optional<int64_t> earliest;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  auto consider = [&](int64_t expiry) {
+    if (expiry > now_micros && (!earliest || expiry < *earliest)) earliest = expiry;
+  };
+  for (const ContainerInfo& info : all) {
+    const ttl::ContainerTtlState& state = info.record.ttl;
+    if (!state.policy.is_on()) continue;
+    const ttl::ExpiredBounds bounds = ttl::expired_bounds(state, now_micros);
+    for (const bool own : {true, false}) {
+      if (!own && state.policy.kind != ttl::DefaultTtl::Kind::kSeconds) continue;
+      const std::string prefix = own ? own_expiry_prefix(info.record.crid) : inherit_expiry_prefix(info.record.crid);
+      std::string start = prefix;
+      codec::put_i64_be(start, own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros);
+      it->Seek(start);
+      if (!it->Valid() || !has_prefix(it->key(), prefix)) continue;
+      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+      consider(own ? key.sort_micros : ttl::expiry_instant_micros(key.sort_micros, state.policy.seconds));
+    }
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry indexes"));
+  return earliest;
+}
+
+Result<int64_t> StateMachine::reclaim_dropped(size_t max_keys) {
+  if (!sticky_.is_ok()) return sticky_;
+  const std::string dropped_prefix(1, static_cast<char>(KeyTag::kDroppedContainer));
+  leveldb::WriteBatch batch;
+  int64_t deleted = 0;
+  std::unique_ptr<leveldb::Iterator> marker(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (marker->Seek(dropped_prefix); marker->Valid() && has_prefix(marker->key(), dropped_prefix); marker->Next()) {
+    codec::Reader reader(std::string_view(marker->key().data(), marker->key().size()).substr(1));
+    uint64_t crid;
+    if (!reader.get_u64_be(crid)) return Status::corruption("dropped container key");
+    bool finished = true;
+    for (const std::string& prefix : {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid)}) {
+      for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+        if (static_cast<size_t>(deleted) >= max_keys) {
+          finished = false;
+          break;
+        }
+        batch.Delete(it->key());
+        ++deleted;
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan dropped container"));
+    }
+    if (!finished) break;
+    batch.Delete(local_stats_key(crid));
+    batch.Delete(marker->key());
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(marker->status(), "scan dropped containers"));
+  Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &batch), "reclaim dropped containers");
+  if (!status.is_ok()) sticky_ = status;
+  MAYFLY_RETURN_IF_ERROR(status);
+  return deleted;
+}
+
+namespace {
+
+constexpr uint8_t kSnapshotVersion = 1;
+
+bool is_replicated_key(const leveldb::Slice& key) {
+  const uint8_t tag = static_cast<uint8_t>(key[0]);
+  return tag >= static_cast<uint8_t>(KeyTag::kMeta) && tag < static_cast<uint8_t>(KeyTag::kRaftMeta);
+}
+
+bool is_state_machine_key(const leveldb::Slice& key) {
+  return is_replicated_key(key) || static_cast<uint8_t>(key[0]) >= kLocalPrefixFirst;
+}
+
+}  // namespace
+
+StateMachine::View::View(leveldb::DB* db, AppliedState applied)
+    : db_(db), snapshot_(db->GetSnapshot()), applied_(applied) {}
+
+StateMachine::View::~View() { db_->ReleaseSnapshot(static_cast<const leveldb::Snapshot*>(snapshot_)); }
+
+std::unique_ptr<StateMachine::View> StateMachine::open_view() const {
+  // On the driver thread between applies, so the LevelDB snapshot is exactly the state at applied().
+  return std::unique_ptr<View>(new View(db_.get(), applied()));
+}
+
+Result<std::string> StateMachine::View::export_snapshot() const {
+  std::string out;
+  codec::put_u8(out, kSnapshotVersion);
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (!is_replicated_key(it->key())) continue;
+    codec::put_bytes(out, std::string_view(it->key().data(), it->key().size()));
+    codec::put_bytes(out, std::string_view(it->value().data(), it->value().size()));
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "export snapshot"));
+  return out;
+}
+
+Result<std::string> StateMachine::export_snapshot() const { return open_view()->export_snapshot(); }
+
+Status StateMachine::install_snapshot(std::string_view data) {
+  if (!sticky_.is_ok()) return sticky_;
+  // Decode and check everything before touching the store.
+  codec::Reader reader(data);
+  uint8_t version;
+  if (!reader.get_u8(version) || version != kSnapshotVersion) return Status::corruption("snapshot version");
+  leveldb::WriteBatch batch;
+  std::optional<MetaState> meta;
+  std::map<uint64_t, LocalStats> stats;
+  while (!reader.done()) {
+    std::string_view key, value;
+    if (!reader.get_bytes(key) || !reader.get_bytes(value) || key.empty() ||
+        !is_replicated_key(leveldb::Slice(key.data(), key.size()))) {
+      return Status::corruption("undecodable snapshot entry");
+    }
+    if (key == meta_key()) {
+      MAYFLY_ASSIGN_OR_RETURN(meta, decode_meta(value));
+    } else if (static_cast<uint8_t>(key[0]) == static_cast<uint8_t>(KeyTag::kItem)) {
+      codec::Reader key_reader(key.substr(1));
+      uint64_t crid;
+      if (!key_reader.get_u64_be(crid)) return Status::corruption("snapshot item key");
+      stats[crid].items += 1;
+      stats[crid].bytes += static_cast<int64_t>(key.size() + value.size());
+    }  // dropped-container markers travel too: the installing node reclaims those keys itself
+    batch.Put(leveldb::Slice(key.data(), key.size()), leveldb::Slice(value.data(), value.size()));
+  }
+  if (!meta) return Status::corruption("snapshot without applied state");
+  // Replace: delete every state-machine key (replicated and local) of the current store in the same batch. LevelDB
+  // applies a batch in order, so the puts above must come after the deletes: build a second batch.
+  leveldb::WriteBatch replace;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (is_state_machine_key(it->key())) replace.Delete(it->key());
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan before installing a snapshot"));
+  replace.Append(batch);
+  for (const auto& [crid, local] : stats) replace.Put(local_stats_key(crid), encode_local_stats(local));
+  Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &replace), "install snapshot");
+  if (!status.is_ok()) {
+    sticky_ = status;
+    return status;
+  }
+  meta_ = *meta;
+  publish_applied();
+  local_stats_.clear();
+  trackers_.clear();
+  return Status::ok();
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> StateMachine::dump(bool include_local) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const uint8_t tag = static_cast<uint8_t>(it->key()[0]);
+    const bool replicated = tag < 0x10;
+    const bool local = tag >= kLocalPrefixFirst;
+    if (replicated || (include_local && local)) out.emplace_back(it->key().ToString(), it->value().ToString());
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "dump"));
+  return out;
+}
+
+}  // namespace mayfly::storage

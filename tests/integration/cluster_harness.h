@@ -1,0 +1,155 @@
+// A small harness for integration tests against real `mayflyd` processes on 127.0.0.1.
+//
+// Cluster starts N nodes (posix_spawn; optionally with libfaketime preloaded to skew a node's wall clock) on free
+// ports it finds itself, each with a fresh data directory under one temp dir and its stderr/stdout in a log file.
+// It only ever signals PIDs it started and has not reaped yet. Every wait is bounded polling for a condition.
+// On a failed test the destructor prints the tail of every node's log and keeps the temp dir.
+//
+// Thread-safety: one thread (the test's main thread) drives a Cluster. Its status queries use a client::Client
+// created lazily on that thread. Tests may run their own Clients on other threads.
+#pragma once
+
+#include <boost/json.hpp>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+
+namespace mayfly::it {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Wall-clock microseconds since the Unix epoch (the test process's own clock: it is never skewed).
+int64_t wall_micros();
+
+// Polls `condition` every `poll` until it is true or `timeout` ran out; returns whether it became true.
+bool wait_until(const std::function<bool()>& condition, milliseconds timeout, milliseconds poll = milliseconds(10));
+
+// A seed for randomised tests: $MAYFLY_IT_SEED if set, else from the clock. Printed by the caller.
+uint64_t test_seed();
+
+struct ClusterOptions {
+  std::string name = "cluster";  // prefix of the temp dir
+  size_t nodes = 3;
+  // Appended to every node's command line (the harness already passes the fast timings below).
+  std::vector<std::string> extra_flags;
+  // Node number (1..N) -> libfaketime offset, e.g. "+5s" or "-5s" (FAKETIME_DONT_FAKE_MONOTONIC=1 is set too).
+  std::map<size_t, std::string> clock_offset;
+  int64_t tick_ms = 10;
+  int64_t election_timeout_ticks = 30;
+  int64_t heartbeat_ticks = 5;
+};
+
+// One node's own view, from `cluster status` (the node's entry for itself).
+struct NodeStatus {
+  uint64_t id = 0;
+  std::string role;
+  uint64_t term = 0;
+  uint64_t commit = 0;
+  uint64_t applied = 0;
+  int64_t applied_time_micros = 0;
+  uint64_t leader = 0;
+};
+
+// The outcome of one `mayfly` CLI run.
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  boost::json::value json;  // stdout parsed (null when it is not one JSON object)
+  int status() const;       // json["status"], or -1
+  std::string message() const;
+  std::string session_token() const;
+  std::string etag() const;
+  const boost::json::value* body() const;  // json["body"] or nullptr
+  std::string describe() const;            // for failure messages
+};
+
+class Cluster {
+ public:
+  explicit Cluster(ClusterOptions options);
+  ~Cluster();
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  // Starts every node; if one cannot bind its port (taken meanwhile), stops them all and retries with new ports.
+  // Returns false (with a gtest failure recorded) when the cluster could not be started.
+  bool start();
+  // Starts node n (1-based) with its data directory as it is; waits until it listens.
+  bool start_node(size_t n);
+  // SIGTERM; waits (bounded) for the exit and records a failure unless it exited with status 0.
+  bool stop_node(size_t n);
+  // SIGKILL; waits for the process to be reaped.
+  void kill_node(size_t n);
+  // Removes node n's data directory (the node must not be running).
+  void wipe_node(size_t n);
+  bool running(size_t n);  // reaps the process if it exited on its own
+  // Extra flags for node n's next starts (e.g. {"--join"}); replaces what was set before.
+  void set_node_flags(size_t n, std::vector<std::string> flags) { node_flags_[n] = std::move(flags); }
+  pid_t pid(size_t n) const;
+
+  size_t size() const { return options_.nodes; }
+  const std::string& endpoint(size_t n) const { return ports_.at(n - 1); }
+  std::vector<std::string> endpoints() const { return ports_; }
+  std::string endpoints_csv() const;
+  const std::string& dir() const { return dir_; }
+  std::string log_path(size_t n) const;
+  std::string data_dir(size_t n) const;
+  std::string log_text(size_t n) const;
+
+  // ClientOptions for this cluster (endpoint i+1 = node i+1).
+  client::ClientOptions client_options() const;
+
+  // Node n's own view, asked of node n itself; nullopt if it did not answer.
+  std::optional<NodeStatus> status(size_t n);
+  // The leader every running node agrees on (a node reporting role leader, seen as leader by the others that
+  // answered). Polls until `timeout`; 0 if there is none by then.
+  uint64_t wait_for_leader(milliseconds timeout = milliseconds(10000));
+  // Waits until node n's applied index is >= index.
+  bool wait_applied(size_t n, uint64_t index, milliseconds timeout = milliseconds(15000));
+  // Moves leadership to node `target` (cluster transfer-leader) until it is the leader.
+  bool transfer_leader(uint64_t target, milliseconds timeout = milliseconds(15000));
+
+  // Runs the CLI with --endpoints (all nodes, or the one given) and the arguments; bounded by a 60 s timeout.
+  CliResult cli(const std::vector<std::string>& args, std::optional<size_t> node = std::nullopt,
+                const std::string& stdin_text = std::string());
+  // Writes `text` into a file in the cluster dir and returns its path.
+  std::string write_file(const std::string& name, const std::string& text) const;
+
+  // Prints every node's log tail (and where the logs are) to stderr.
+  void dump_logs(size_t tail_lines = 120) const;
+
+ private:
+  struct Node {
+    pid_t pid = -1;
+  };
+  bool spawn(size_t n);
+  bool wait_listening(size_t n, milliseconds timeout);
+  bool reap(size_t n, milliseconds timeout, int* status);
+  std::vector<std::string> node_argv(size_t n) const;
+  client::Client& admin();
+
+  ClusterOptions options_;
+  std::string dir_;
+  std::vector<std::string> ports_;  // "127.0.0.1:P", by node
+  std::vector<Node> nodes_;
+  std::map<size_t, std::vector<std::string>> node_flags_;
+  std::unique_ptr<client::Client> admin_;
+  std::thread::id admin_thread_;
+  int cli_runs_ = 0;
+};
+
+// Reads an item: the JSON body parsed (null on error).
+boost::json::value parse_json(const std::string& text);
+
+}  // namespace mayfly::it

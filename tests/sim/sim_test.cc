@@ -1,0 +1,36 @@
+// The simulator in CI (label `sim`): many seeds, 3- and 5-node clusters. Split into shards so ctest can run them in
+// parallel. Long mode: build/tests/sim/mayfly-sim --seeds 100000. MAYFLY_SIM_SEEDS_PER_SHARD overrides the count.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "tests/sim/simulator.h"
+
+namespace mayfly::sim {
+namespace {
+
+uint64_t seeds_per_shard() {
+  const char* value = std::getenv("MAYFLY_SIM_SEEDS_PER_SHARD");
+  return value != nullptr ? std::strtoull(value, nullptr, 10) : 64;
+}
+
+class SimShard : public ::testing::TestWithParam<int> {};
+
+TEST_P(SimShard, EverySeedKeepsEveryInvariant) {
+  const int shard = GetParam();
+  const int nodes = shard % 2 == 0 ? 3 : 5;
+  const uint64_t count = seeds_per_shard();
+  for (uint64_t k = 0; k < count; ++k) {
+    SimOptions options;
+    options.seed = 1000 + static_cast<uint64_t>(shard) * 100000 + k;
+    options.nodes = nodes;
+    SimResult result = run_simulation(options);
+    ASSERT_TRUE(result.ok) << result.failure;
+    if (k == 0) std::printf("shard %d (%d nodes), first seed: %s\n", shard, nodes, result.summary().c_str());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, SimShard, ::testing::Range(0, 8));
+
+}  // namespace
+}  // namespace mayfly::sim

@@ -1,0 +1,355 @@
+// The `mayfly` command line: every command and flag parsed into the Request the library sends, usage errors (exit 2),
+// and the one-line JSON output.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/cli.h"
+
+namespace mayfly::client {
+namespace {
+
+CliParse parse(const std::vector<std::string>& args, CliEnvironment environment = {}) {
+  return parse_cli(args, environment);
+}
+
+// Parses a command line that must be valid and returns its request.
+Request request_of(const std::vector<std::string>& args, CliEnvironment environment = {}) {
+  const CliParse parsed = parse_cli(args, environment);
+  EXPECT_TRUE(parsed.command.has_value()) << "exit " << parsed.exit_code << ": " << parsed.error;
+  return parsed.command.has_value() ? parsed.command->request : Request{};
+}
+
+void expect_usage_error(const std::vector<std::string>& args, const std::string& mentions,
+                        CliEnvironment environment = {}) {
+  std::string joined;
+  for (const auto& arg : args) {
+    joined += arg + " ";
+  }
+  const CliParse parsed = parse_cli(args, environment);
+  EXPECT_FALSE(parsed.command.has_value()) << joined;
+  EXPECT_EQ(parsed.exit_code, kExitUsage) << joined;
+  EXPECT_NE(parsed.error.find(mentions), std::string::npos) << joined << "\nstderr: " << parsed.error;
+}
+
+TEST(CliParse, ClusterCommands) {
+  EXPECT_EQ(request_of({"cluster", "status"}).op, Op::kClusterStatus);
+  const Request add = request_of({"cluster", "add-member", "4", "10.0.0.4:7101"});
+  EXPECT_EQ(add.op, Op::kAddMember);
+  EXPECT_EQ(add.member_id, 4u);
+  EXPECT_EQ(add.member_address, "10.0.0.4:7101");
+  const Request remove = request_of({"cluster", "remove-member", "2"});
+  EXPECT_EQ(remove.op, Op::kRemoveMember);
+  EXPECT_EQ(remove.member_id, 2u);
+  const Request transfer = request_of({"cluster", "transfer-leader", "3"});
+  EXPECT_EQ(transfer.op, Op::kTransferLeader);
+  EXPECT_EQ(transfer.member_id, 3u);
+}
+
+TEST(CliParse, ClusterUsageErrors) {
+  expect_usage_error({"cluster"}, "subcommand");
+  expect_usage_error({"cluster", "add-member", "4"}, "ADDRESS");
+  expect_usage_error({"cluster", "add-member", "4", "no-port"}, "no port");
+  expect_usage_error({"cluster", "add-member", "x", "h:1"}, "ID");
+  expect_usage_error({"cluster", "remove-member"}, "ID");
+  expect_usage_error({"cluster", "transfer-leader", "0"}, "ID");
+}
+
+TEST(CliParse, DatabaseCommands) {
+  const Request create = request_of({"db", "create", "shop"});
+  EXPECT_EQ(create.op, Op::kCreateDatabase);
+  EXPECT_EQ(create.database, "shop");
+  const Request remove = request_of({"db", "delete", "shop"});
+  EXPECT_EQ(remove.op, Op::kDeleteDatabase);
+  EXPECT_EQ(remove.database, "shop");
+  EXPECT_EQ(request_of({"db", "list"}).op, Op::kListDatabases);
+  expect_usage_error({"db", "create"}, "DB");
+  expect_usage_error({"db", "rename", "a", "b"}, "subcommand");
+}
+
+TEST(CliParse, ContainerCreateWithEverySetting) {
+  const Request request = request_of(
+      {"container", "create", "shop", "carts", "--pk", "/user", "--default-ttl", "3600", "--indexing", "consistent",
+       "--throughput", "1000"});
+  EXPECT_EQ(request.op, Op::kCreateContainer);
+  EXPECT_EQ(request.database, "shop");
+  EXPECT_EQ(request.container, "carts");
+  EXPECT_EQ(request.settings.partition_key_path, "/user");
+  EXPECT_EQ(request.settings.default_ttl, ContainerSettings::DefaultTtl::kSet);
+  EXPECT_EQ(request.settings.default_ttl_json, "3600");
+  EXPECT_EQ(request.settings.indexing, ContainerSettings::Indexing::kConsistent);
+  EXPECT_EQ(request.settings.throughput, ContainerSettings::Throughput::kProvisioned);
+  EXPECT_EQ(request.settings.provisioned_ru_per_second, 1000u);
+}
+
+TEST(CliParse, ContainerCreateDefaultsLeaveSettingsAbsent) {
+  const Request request = request_of({"container", "create", "shop", "carts", "--pk", "/user"});
+  EXPECT_EQ(request.settings.default_ttl, ContainerSettings::DefaultTtl::kUnchanged);
+  EXPECT_EQ(request.settings.indexing, ContainerSettings::Indexing::kUnchanged);
+  EXPECT_EQ(request.settings.throughput, ContainerSettings::Throughput::kUnchanged);
+}
+
+TEST(CliParse, ContainerCreateServerlessNoIndexingAndMinusOne) {
+  const Request request = request_of(
+      {"container", "create", "shop", "carts", "--pk", "/user", "--default-ttl", "-1", "--indexing", "none",
+       "--serverless"});
+  EXPECT_EQ(request.settings.default_ttl_json, "-1");
+  EXPECT_EQ(request.settings.indexing, ContainerSettings::Indexing::kNone);
+  EXPECT_EQ(request.settings.throughput, ContainerSettings::Throughput::kServerless);
+}
+
+TEST(CliParse, DefaultTtlTextReachesTheServerAsWritten) {
+  // The server owns TTL validation (and its exact Cosmos messages): the CLI must not reject or reformat values.
+  for (const std::string value : {"1.5", "0", "-2", "\"5\"", "null", "2147483648"}) {
+    const Request request =
+        request_of({"container", "set", "shop", "carts", "--default-ttl=" + value});
+    EXPECT_EQ(request.settings.default_ttl, ContainerSettings::DefaultTtl::kSet) << value;
+    EXPECT_EQ(request.settings.default_ttl_json, value);
+  }
+}
+
+TEST(CliParse, ContainerSet) {
+  const Request off = request_of({"container", "set", "shop", "carts", "--default-ttl", "off"});
+  EXPECT_EQ(off.op, Op::kUpdateContainer);
+  EXPECT_EQ(off.settings.default_ttl, ContainerSettings::DefaultTtl::kRemove);
+  EXPECT_EQ(off.settings.partition_key_path, "");
+  const Request all = request_of(
+      {"container", "set", "shop", "carts", "--default-ttl", "-1", "--indexing", "none", "--throughput", "500"});
+  EXPECT_EQ(all.settings.default_ttl, ContainerSettings::DefaultTtl::kSet);
+  EXPECT_EQ(all.settings.default_ttl_json, "-1");
+  EXPECT_EQ(all.settings.indexing, ContainerSettings::Indexing::kNone);
+  EXPECT_EQ(all.settings.provisioned_ru_per_second, 500u);
+  const Request nothing = request_of({"container", "set", "shop", "carts"});
+  EXPECT_EQ(nothing.settings, ContainerSettings{});
+  // "off" on create is what an absent defaultTtl already means.
+  const Request create_off = request_of({"container", "create", "s", "c", "--pk", "/k", "--default-ttl", "off"});
+  EXPECT_EQ(create_off.settings.default_ttl, ContainerSettings::DefaultTtl::kUnchanged);
+}
+
+TEST(CliParse, OtherContainerCommands) {
+  const Request get = request_of({"container", "get", "shop", "carts"});
+  EXPECT_EQ(get.op, Op::kGetContainer);
+  EXPECT_EQ(get.container, "carts");
+  EXPECT_EQ(request_of({"container", "delete", "shop", "carts"}).op, Op::kDeleteContainer);
+  const Request list = request_of({"container", "list", "shop"});
+  EXPECT_EQ(list.op, Op::kListContainers);
+  EXPECT_EQ(list.database, "shop");
+}
+
+TEST(CliParse, ContainerUsageErrors) {
+  expect_usage_error({"container", "create", "shop", "carts"}, "--pk");
+  expect_usage_error({"container", "create", "s", "c", "--pk", "/k", "--throughput", "400", "--serverless"},
+                     "excludes");
+  expect_usage_error({"container", "create", "s", "c", "--pk", "/k", "--indexing", "lazy"}, "lazy");
+  expect_usage_error({"container", "create", "s", "c", "--pk", "/k", "--throughput", "lots"}, "lots");
+  expect_usage_error({"container", "set", "s", "c", "--serverless"}, "--serverless");
+  expect_usage_error({"container", "get", "shop"}, "C");
+  expect_usage_error({"container", "list"}, "DB");
+}
+
+TEST(CliParse, ItemWritesWithInlineJson) {
+  const struct {
+    const char* command;
+    Op op;
+  } writes[] = {{"create", Op::kCreateItem}, {"upsert", Op::kUpsertItem}, {"replace", Op::kReplaceItem}};
+  for (const auto& write : writes) {
+    const Request request =
+        request_of({"item", write.command, "shop", "carts", R"({"id":"a","user":"u1","ttl":5})", "--if-match", "\"e1\""});
+    EXPECT_EQ(request.op, write.op) << write.command;
+    EXPECT_EQ(request.database, "shop");
+    EXPECT_EQ(request.container, "carts");
+    EXPECT_EQ(request.body, R"({"id":"a","user":"u1","ttl":5})");
+    EXPECT_EQ(request.options.if_match, "\"e1\"");
+  }
+}
+
+TEST(CliParse, ItemJsonFromFileAndStdin) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("mayfly_cli_test_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream file(path);
+    file << "{\"id\": \"from-file\"}\n";
+  }
+  EXPECT_EQ(request_of({"item", "create", "s", "c", "@" + path.string()}).body, "{\"id\": \"from-file\"}\n");
+  std::filesystem::remove(path);
+  expect_usage_error({"item", "create", "s", "c", "@" + path.string()}, "cannot read JSON file");
+
+  std::istringstream input("{\"id\": \"from-stdin\"}");
+  CliEnvironment environment;
+  environment.standard_input = &input;
+  EXPECT_EQ(request_of({"item", "upsert", "s", "c", "-"}, environment).body, "{\"id\": \"from-stdin\"}");
+  expect_usage_error({"item", "upsert", "s", "c", "-"}, "standard input");  // no stdin given
+
+  std::istringstream operations(R"([{"op":"set","path":"/ttl","value":10}])");
+  environment.standard_input = &operations;
+  EXPECT_EQ(request_of({"item", "patch", "s", "c", "--pk", "u", "--id", "a", "-"}, environment).body,
+            R"([{"op":"set","path":"/ttl","value":10}])");
+}
+
+TEST(CliParse, ItemReadDeletePatch) {
+  const Request read = request_of({"item", "read", "shop", "carts", "--pk", "u1", "--id", "a"});
+  EXPECT_EQ(read.op, Op::kReadItem);
+  EXPECT_EQ(read.partition_key, "\"u1\"");
+  EXPECT_EQ(read.id, "a");
+  const Request remove = request_of({"item", "delete", "shop", "carts", "--pk", "7", "--id", "a", "--if-match", "\"e\""});
+  EXPECT_EQ(remove.op, Op::kDeleteItem);
+  EXPECT_EQ(remove.partition_key, "7");
+  EXPECT_EQ(remove.options.if_match, "\"e\"");
+  const Request patch =
+      request_of({"item", "patch", "shop", "carts", "--pk", "u1", "--id", "a", R"([{"op":"remove","path":"/ttl"}])",
+                  "--if-match", "\"e2\""});
+  EXPECT_EQ(patch.op, Op::kPatchItem);
+  EXPECT_EQ(patch.body, R"([{"op":"remove","path":"/ttl"}])");
+  EXPECT_EQ(patch.id, "a");
+  EXPECT_EQ(patch.options.if_match, "\"e2\"");
+}
+
+TEST(CliParse, ItemUsageErrors) {
+  expect_usage_error({"item", "read", "s", "c", "--id", "a"}, "--pk");
+  expect_usage_error({"item", "read", "s", "c", "--pk", "u"}, "--id");
+  expect_usage_error({"item", "read", "s", "c", "--pk", "u", "--id", "a", "--if-match", "\"e\""}, "--if-match");
+  expect_usage_error({"item", "patch", "s", "c", "--pk", "u", "--id", "a"}, "OPS_JSON");
+  expect_usage_error({"item", "create", "s", "c"}, "JSON");
+  expect_usage_error({"item", "list", "s", "c", "--max-items", "0"}, "--max-items");
+  expect_usage_error({"item", "list", "s", "c", "--max-items", "many"}, "many");
+  expect_usage_error({"item", "query", "s", "c"}, "subcommand");
+}
+
+TEST(CliParse, PartitionKeyIsJsonWhenItParsesElseAString) {
+  EXPECT_EQ(partition_key_json("42"), "42");
+  EXPECT_EQ(partition_key_json("-1.5"), "-1.5");
+  EXPECT_EQ(partition_key_json("true"), "true");
+  EXPECT_EQ(partition_key_json("null"), "null");
+  EXPECT_EQ(partition_key_json("\"x\""), "\"x\"");
+  EXPECT_EQ(partition_key_json("tenant-1"), "\"tenant-1\"");
+  EXPECT_EQ(partition_key_json(""), "\"\"");
+  EXPECT_EQ(partition_key_json("say \"hi\"\\"), R"("say \"hi\"\\")");
+  EXPECT_EQ(partition_key_json("42abc"), "\"42abc\"");
+  // Through the command line, negative numbers are values, not options.
+  EXPECT_EQ(request_of({"item", "read", "s", "c", "--pk", "-3", "--id", "a"}).partition_key, "-3");
+}
+
+TEST(CliParse, ItemList) {
+  const Request whole = request_of({"item", "list", "shop", "carts"});
+  EXPECT_EQ(whole.op, Op::kListItems);
+  EXPECT_FALSE(whole.partition_key.has_value());
+  EXPECT_EQ(whole.options.max_items, 0u);
+  const Request page = request_of(
+      {"item", "list", "shop", "carts", "--pk", "u1", "--max-items", "25", "--continuation", "opaque+token"});
+  EXPECT_EQ(page.partition_key, "\"u1\"");
+  EXPECT_EQ(page.options.max_items, 25u);
+  EXPECT_EQ(page.options.continuation, "opaque+token");
+}
+
+TEST(CliParse, GlobalOptions) {
+  const CliParse parsed = parse({"--endpoints", "10.0.0.1:1,10.0.0.2:2", "--consistency", "strong", "--session-token",
+                                 "17", "--timeout-ms", "250", "item", "read", "s", "c", "--pk", "u", "--id", "a"});
+  ASSERT_TRUE(parsed.command.has_value()) << parsed.error;
+  EXPECT_EQ(parsed.command->options.endpoints, (std::vector<std::string>{"10.0.0.1:1", "10.0.0.2:2"}));
+  EXPECT_EQ(parsed.command->options.request_timeout_ms, 250u);
+  EXPECT_EQ(parsed.command->request.options.consistency, Consistency::kStrong);
+  EXPECT_EQ(parsed.command->request.options.session_token, "17");
+  for (const auto& [name, level] : {std::pair{"session", Consistency::kSession}, {"bounded", Consistency::kBounded},
+                                    {"eventual", Consistency::kEventual}}) {
+    EXPECT_EQ(request_of({"--consistency", name, "db", "list"}).options.consistency, level);
+  }
+  // Unset: the client's default applies.
+  EXPECT_FALSE(request_of({"db", "list"}).options.consistency.has_value());
+  // Global options are also accepted after the command.
+  EXPECT_EQ(request_of({"db", "list", "--consistency", "eventual"}).options.consistency, Consistency::kEventual);
+  expect_usage_error({"--consistency", "linearizable", "db", "list"}, "linearizable");
+  expect_usage_error({"--timeout-ms", "0", "db", "list"}, "--timeout-ms");
+  expect_usage_error({"--timeout-ms", "soon", "db", "list"}, "soon");
+}
+
+TEST(CliParse, EndpointsDefaultEnvironmentAndFlag) {
+  const CliParse defaults = parse({"db", "list"});
+  ASSERT_TRUE(defaults.command.has_value());
+  EXPECT_EQ(defaults.command->options.endpoints,
+            (std::vector<std::string>{"127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"}));
+  CliEnvironment environment;
+  environment.endpoints = "node-1:7101, node-2:7101";
+  const CliParse from_environment = parse({"db", "list"}, environment);
+  ASSERT_TRUE(from_environment.command.has_value());
+  EXPECT_EQ(from_environment.command->options.endpoints, (std::vector<std::string>{"node-1:7101", "node-2:7101"}));
+  const CliParse flag_wins = parse({"--endpoints", "a:1", "db", "list"}, environment);
+  ASSERT_TRUE(flag_wins.command.has_value());
+  EXPECT_EQ(flag_wins.command->options.endpoints, (std::vector<std::string>{"a:1"}));
+  expect_usage_error({"--endpoints", "a:1,,b:2", "db", "list"}, "--endpoints: empty entry");
+  expect_usage_error({"--endpoints", "a:99999", "db", "list"}, "invalid port");
+  environment.endpoints = "nonsense";
+  expect_usage_error({"db", "list"}, "MAYFLY_ENDPOINTS", environment);
+}
+
+TEST(CliParse, HelpAndMissingCommand) {
+  const CliParse help = parse({"--help"});
+  EXPECT_FALSE(help.command.has_value());
+  EXPECT_EQ(help.exit_code, kExitOk);
+  EXPECT_NE(help.output.find("container"), std::string::npos);
+  const CliParse item_help = parse({"item", "--help"});
+  EXPECT_EQ(item_help.exit_code, kExitOk);
+  EXPECT_NE(item_help.output.find("patch"), std::string::npos);
+  expect_usage_error({}, "subcommand");
+  expect_usage_error({"--bogus", "db", "list"}, "--bogus");
+}
+
+TEST(CliFormat, EveryFieldOnOneLine) {
+  Response response;
+  response.status = 201;
+  response.substatus = 0;
+  response.message = "";
+  response.request_charge = 5.71;
+  response.session_token = "42";
+  response.etag = "\"0000-1\"";
+  response.served_by = 2;
+  response.body = "{\n  \"id\": \"a\",\n  \"note\": \"two  spaces\\n\\\"q\\\"\",\n  \"n\": 1.5\n}";
+  response.ts = 1700000000;
+  EXPECT_EQ(format_response(response),
+            R"({"status":201,"substatus":0,"message":"","requestCharge":5.71,"sessionToken":"42",)"
+            R"("etag":"\"0000-1\"","servedBy":2,"body":{"id":"a","note":"two  spaces\n\"q\"","n":1.5}})");
+  EXPECT_EQ(exit_code_for(response), kExitOk);
+}
+
+TEST(CliFormat, EmptyBodyIsNullAndContinuationOnlyWhenPresent) {
+  Response response;
+  response.status = 404;
+  response.substatus = 1003;
+  response.message = "Entity with the specified id does not exist in the system.";
+  response.request_charge = 1;
+  EXPECT_EQ(format_response(response),
+            R"({"status":404,"substatus":1003,"message":"Entity with the specified id does not exist in the system.",)"
+            R"("requestCharge":1,"sessionToken":"","etag":"","servedBy":0,"body":null})");
+  EXPECT_EQ(exit_code_for(response), kExitRequestFailed);
+  response.status = 200;
+  response.body = "[]";
+  response.continuation = "c1";
+  EXPECT_TRUE(format_response(response).ends_with(R"(,"body":[],"continuation":"c1"})")) << format_response(response);
+}
+
+TEST(CliFormat, NonJsonBodyIsAStringAndControlCharactersAreEscaped) {
+  Response response;
+  response.status = 503;
+  response.message = "tab\there";
+  response.body = "not json";
+  const std::string line = format_response(response);
+  EXPECT_NE(line.find(R"("message":"tab\there")"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("body":"not json")"), std::string::npos) << line;
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+}
+
+TEST(CliFormat, ExitCodes) {
+  for (const uint16_t status : {200, 201, 204, 304}) {
+    EXPECT_EQ(exit_code_for(Response{.status = status}), kExitOk) << status;
+  }
+  for (const uint16_t status : {400, 404, 408, 409, 412, 429, 503}) {
+    EXPECT_EQ(exit_code_for(Response{.status = status}), kExitRequestFailed) << status;
+  }
+}
+
+}  // namespace
+}  // namespace mayfly::client

@@ -1,0 +1,101 @@
+// The metrics module: families carry the documented names, labels and values, and the exposer serves them over HTTP.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "metrics/metrics.h"
+
+namespace mayfly::metrics {
+namespace {
+
+bool contains_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+TEST(Metrics, RaftFiguresAndLeaderChanges) {
+  Metrics metrics(3);
+  metrics.set_raft(RaftFigures{7, "leader", 3, 120, 118, 0.25});
+  metrics.set_raft(RaftFigures{8, "follower", 1, 130, 130, 0.5});  // a new leader: one change
+  const std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_term{node=\"3\"} 8")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_role{node=\"3\",role=\"follower\"} 1"));
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_role{node=\"3\",role=\"leader\"} 0"));
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_commit_index{node=\"3\"} 130"));
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_leader_changes_total{node=\"3\"} 1"));
+  EXPECT_TRUE(contains_line(text, "mayfly_applied_time_lag_seconds{node=\"3\"} 0.5"));
+}
+
+TEST(Metrics, ContainersAppearAndDisappear) {
+  Metrics metrics(1);
+  metrics.set_containers({ContainerFigures{"db/c", 10, 1000, 4, 400, 2.5}, ContainerFigures{"db/d", 1, 10, 0, 0, 0}});
+  std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_backlog_items{container=\"db/c\",node=\"1\"} 4")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_backlog_bytes{container=\"db/c\",node=\"1\"} 400"));
+  EXPECT_TRUE(contains_line(text, "mayfly_storage_live_items{container=\"db/c\",node=\"1\"} 10"));
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_oldest_expired_age_seconds{container=\"db/c\",node=\"1\"} 2.5"));
+  metrics.set_containers({ContainerFigures{"db/c", 10, 1000, 0, 0, 0}});  // db/d was deleted
+  text = metrics.scrape_text();
+  EXPECT_EQ(text.find("container=\"db/d\""), std::string::npos) << text;
+}
+
+TEST(Metrics, CollectionsFillTheDeletionLagHistogram) {
+  Metrics metrics(2);
+  metrics.observe_collected("db/c", 3, 300, {0.02, 0.2, 7});
+  const std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_deleted_items_total{container=\"db/c\",node=\"2\"} 3")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_deletion_lag_seconds_count{container=\"db/c\",node=\"2\"} 3"));
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_deletion_lag_seconds_bucket{container=\"db/c\",node=\"2\",le=\"0.05\"} 1"));
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_deletion_lag_seconds_bucket{container=\"db/c\",node=\"2\",le=\"10\"} 3"));
+}
+
+TEST(Metrics, RequestsByOpAndStatus) {
+  Metrics metrics(1);
+  metrics.observe_request("create", 201, 0.002);
+  metrics.observe_request("create", 201, 0.003);
+  metrics.observe_request("read", 404, 0.001);
+  metrics.add_expired_skipped(2);
+  const std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_requests_total{node=\"1\",op=\"create\",status=\"201\"} 2")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_requests_total{node=\"1\",op=\"read\",status=\"404\"} 1"));
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_reads_skipped_expired_total{node=\"1\"} 2"));
+}
+
+// The exposer answers a real HTTP GET on a free port.
+TEST(MetricsServer, ServesTheRegistryOverHttp) {
+  Metrics metrics(5);
+  metrics.set_raft(RaftFigures{4, "candidate", 0, 1, 1, 0});
+  const int probe = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(probe, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int port = ntohs(address.sin_port);
+  close(probe);
+  auto server = MetricsServer::start("127.0.0.1:" + std::to_string(port), metrics.registry());
+  ASSERT_TRUE(server.is_ok()) << server.status().to_string();
+
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  ASSERT_EQ(write(client, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buffer[4096];
+  for (ssize_t n; (n = read(client, buffer, sizeof buffer)) > 0;) response.append(buffer, static_cast<size_t>(n));
+  close(client);
+  EXPECT_NE(response.find("200 OK"), std::string::npos) << response;
+  EXPECT_NE(response.find("mayfly_raft_term{node=\"5\"} 4"), std::string::npos) << response;
+}
+
+TEST(MetricsServer, ABadAddressIsAClearError) {
+  Metrics metrics(1);
+  auto server = MetricsServer::start("256.1.1.1:notaport", metrics.registry());
+  EXPECT_FALSE(server.is_ok());
+}
+
+}  // namespace
+}  // namespace mayfly::metrics

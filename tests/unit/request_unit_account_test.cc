@@ -1,0 +1,79 @@
+// The node's request-unit account: throttling decisions for provisioned containers, none for serverless ones, and
+// the collector's budget — what users leave over, minus what the collector already spent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/clock.h"
+#include "node/request_units.h"
+
+namespace mayfly::node {
+namespace {
+
+constexpr int64_t kT0 = 1'700'000'000'000'000;
+const storage::Throughput kProvisioned100{storage::Throughput::Mode::kProvisioned, 100};
+const storage::Throughput kServerless{storage::Throughput::Mode::kServerless, 0};
+
+TEST(RequestUnitAccount, ThrottlesAProvisionedContainerOverItsBudget) {
+  ManualClock clock(kT0);
+  metrics::Metrics metrics(1);
+  RequestUnitAccount account(clock, metrics);
+  EXPECT_EQ(account.throttle_ms("db/c", kProvisioned100, 5), 0);
+  account.charge("db/c", "create", 95);
+  EXPECT_EQ(account.throttle_ms("db/c", kProvisioned100, 5), 0) << "exactly the budget still fits";
+  account.charge("db/c", "create", 5);
+  const int64_t wait = account.throttle_ms("db/c", kProvisioned100, 5);
+  EXPECT_GT(wait, 0);
+  EXPECT_LE(wait, 1000);
+  clock.advance_micros(wait * 1000);
+  EXPECT_EQ(account.throttle_ms("db/c", kProvisioned100, 5), 0) << "after the retry-after it fits";
+  EXPECT_NE(metrics.scrape_text().find("mayfly_requests_throttled_total{container=\"db/c\",node=\"1\"} 1"),
+            std::string::npos);
+}
+
+TEST(RequestUnitAccount, ServerlessIsNeverThrottled) {
+  ManualClock clock(kT0);
+  metrics::Metrics metrics(1);
+  RequestUnitAccount account(clock, metrics);
+  account.charge("db/s", "create", 1e9);
+  EXPECT_EQ(account.throttle_ms("db/s", kServerless, 5), 0);
+}
+
+TEST(RequestUnitAccount, ARequestBiggerThanTheBudgetPassesWhenTheSecondIsEmpty) {
+  ManualClock clock(kT0);
+  metrics::Metrics metrics(1);
+  RequestUnitAccount account(clock, metrics);
+  EXPECT_EQ(account.throttle_ms("db/c", kProvisioned100, 500), 0) << "a 100 KB write on 100 RU/s must not starve";
+}
+
+TEST(RequestUnitAccount, CollectorGetsOnlyTheSpareUnits) {
+  ManualClock clock(kT0);
+  metrics::Metrics metrics(1);
+  RequestUnitAccount account(clock, metrics);
+  account.charge("db/c", "read", 60);
+  EXPECT_EQ(account.collector_budget("db/c", kProvisioned100), 40);
+  account.collector_spent("db/c", kProvisioned100, 30);
+  EXPECT_EQ(account.collector_budget("db/c", kProvisioned100), 10);
+  EXPECT_EQ(account.throttle_ms("db/c", kProvisioned100, 40), 0)
+      << "the collector's spending never throttles users: 60 + 40 fits although it spent 30";
+  account.charge("db/c", "read", 40);
+  EXPECT_EQ(account.collector_budget("db/c", kProvisioned100), 0) << "under full load the collector waits";
+  clock.advance_micros(1'000'000);
+  EXPECT_EQ(account.collector_budget("db/c", kProvisioned100), 100);
+  const std::string text = metrics.scrape_text();
+  EXPECT_NE(text.find("mayfly_ttl_gc_ru_spent_total{container=\"db/c\",node=\"1\"} 30"), std::string::npos) << text;
+  EXPECT_EQ(text.find("op=\"ttl_delete\""), std::string::npos) << "free for provisioned containers";
+}
+
+TEST(RequestUnitAccount, ServerlessTtlDeletesCountAsConsumed) {
+  ManualClock clock(kT0);
+  metrics::Metrics metrics(1);
+  RequestUnitAccount account(clock, metrics);
+  EXPECT_TRUE(std::isinf(account.collector_budget("db/s", kServerless)));
+  account.collector_spent("db/s", kServerless, 25);
+  EXPECT_NE(metrics.scrape_text().find("mayfly_ru_consumed_total{container=\"db/s\",node=\"1\",op=\"ttl_delete\"} 25"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace mayfly::node

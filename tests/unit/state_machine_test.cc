@@ -1,0 +1,90 @@
+#include "tests/unit/store_fixture.h"
+
+namespace mayfly::storage::testing {
+namespace {
+
+class StateMachineTest : public StoreFixture {};
+
+TEST_F(StateMachineTest, CreateReadExpire) {
+  make_container("10");
+  OpResult created = apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p","x":1.5})"),
+                           kT0 + 1);
+  ASSERT_EQ(created.status, 201) << created.message;
+  OpResult read_back = read("\"p\"", "a", kT0 + 5 * kSecond);
+  ASSERT_EQ(read_back.status, 200) << read_back.message;
+  EXPECT_EQ(read_back.body, R"({"id":"a","pk":"p","x":1.5,"_rid":"1.3","_etag":"\"0000000000000003\"","_ts":1700000000})");
+  EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond - 1).status, 200);
+  EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond).status, 404);
+}
+
+}  // namespace
+}  // namespace mayfly::storage::testing
+
+namespace mayfly::storage::testing {
+namespace {
+
+TEST_F(StateMachineTest, SnapshotInstallsTheSameStateElsewhere) {
+  make_container("10");
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c",
+                                 "{\"id\":\"" + std::to_string(i) + "\",\"pk\":\"p\",\"ttl\":" +
+                                     std::to_string(1 + i % 3) + "}"),
+                    kT0 + i)
+                  .status,
+              201);
+  }
+  ASSERT_EQ(apply(Command{}, kT0 + 2 * kSecond).status, 200);  // time: items with ttl 1 and 2 expired
+  auto data = store_->export_snapshot();
+  ASSERT_TRUE(data.is_ok()) << data.status().to_string();
+
+  TempDir other_dir;
+  StoreOptions options;
+  options.path = other_dir.path() + "/db";
+  auto other = StateMachine::open(options);
+  ASSERT_TRUE(other.is_ok());
+  // The receiving node already had some other state: it is replaced entirely.
+  ASSERT_TRUE((*other)->apply(database_command(CommandType::kCreateDatabase, "old"), LogIndex(1), kT0).is_ok());
+  ASSERT_TRUE((*other)->install_snapshot(*data).is_ok());
+  EXPECT_EQ((*other)->applied().index, store_->applied().index);
+  EXPECT_EQ((*other)->applied().ts_micros, store_->applied().ts_micros);
+  EXPECT_EQ(*(*other)->dump(false), *store_->dump(false));
+  EXPECT_EQ((*other)->read_database("old").status, 404);
+  auto stats = (*other)->container_stats("db", "c");
+  auto original = store_->container_stats("db", "c");
+  ASSERT_TRUE(stats.is_ok() && original.is_ok());
+  EXPECT_EQ(stats->stored_items, 20);
+  EXPECT_EQ(stats->live_items, original->live_items);
+  EXPECT_EQ(stats->backlog.items, original->backlog.items);
+  EXPECT_GT(stats->backlog.items, 0);
+  EXPECT_FALSE((*other)->install_snapshot("garbage").is_ok());
+  EXPECT_EQ(*(*other)->dump(false), *store_->dump(false)) << "a bad snapshot must change nothing";
+}
+
+}  // namespace
+}  // namespace mayfly::storage::testing
+
+namespace mayfly::storage::testing {
+namespace {
+
+TEST_F(StateMachineTest, NextExpiryIsTheEarliestFutureDeadlineOfEitherIndex) {
+  make_container("10");  // written at kT0: inheriting items written at kT0 + x expire at kT0 + 10 s
+  auto next = store_->next_expiry_after(kT0);
+  ASSERT_TRUE(next.is_ok());
+  EXPECT_FALSE(next->has_value()) << "no items, nothing to schedule";
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p"})"), kT0 + 500).status, 201);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":"p","ttl":3})"), kT0 + 600)
+                .status,
+            201);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"c","pk":"p","ttl":-1})"), kT0 + 700)
+                .status,
+            201);
+  EXPECT_EQ(**store_->next_expiry_after(kT0 + 700), kT0 + 3 * kSecond);            // b, own ttl
+  EXPECT_EQ(**store_->next_expiry_after(kT0 + 3 * kSecond), kT0 + 10 * kSecond);   // then a, inherited
+  EXPECT_FALSE(store_->next_expiry_after(kT0 + 10 * kSecond)->has_value());       // c never expires
+  // TTL off: nothing is scheduled although items keep their own ttl.
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + kSecond).status, 200);
+  EXPECT_FALSE(store_->next_expiry_after(kT0 + kSecond)->has_value());
+}
+
+}  // namespace
+}  // namespace mayfly::storage::testing
