@@ -3,6 +3,9 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <optional>
 
 namespace mayfly::metrics {
 namespace {
@@ -23,12 +26,59 @@ Histogram::BucketBoundaries lag_buckets() {
 }
 
 constexpr const char* kRoles[] = {"follower", "pre-candidate", "candidate", "leader"};
+constexpr const char* kExpiringWindowLabels[] = {"1m", "10m", "1h"};
+static_assert(std::size(kExpiringWindowLabels) == kExpiringWindowsSeconds.size());
+constexpr std::chrono::seconds kExpiringRefresh{5};
 
 }  // namespace
+
+// mayfly_ttl_items_expiring, counted on demand (see Metrics::set_expiring_source).
+class ExpiringCollectable : public prometheus::Collectable {
+ public:
+  explicit ExpiringCollectable(std::string node) : node_(std::move(node)) {}
+
+  void set_source(std::function<std::vector<ExpiringFigures>()> source) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    source_ = std::move(source);
+    counted_at_.reset();
+    figures_.clear();
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!source_) return {};
+    const auto now = std::chrono::steady_clock::now();
+    if (!counted_at_ || now - *counted_at_ >= kExpiringRefresh) {
+      figures_ = source_();
+      counted_at_ = now;
+    }
+    prometheus::MetricFamily family;
+    family.name = "mayfly_ttl_items_expiring";
+    family.help = "Live items whose expiry instant falls within the window after this node's applied time";
+    family.type = prometheus::MetricType::Gauge;
+    for (const ExpiringFigures& figures : figures_) {
+      for (size_t i = 0; i < figures.counts.size(); ++i) {
+        prometheus::ClientMetric metric;
+        metric.label = {{"container", figures.container}, {"node", node_}, {"window", kExpiringWindowLabels[i]}};
+        metric.gauge.value = static_cast<double>(figures.counts[i]);
+        family.metric.push_back(std::move(metric));
+      }
+    }
+    return {std::move(family)};
+  }
+
+ private:
+  const std::string node_;
+  mutable std::mutex mutex_;
+  std::function<std::vector<ExpiringFigures>()> source_;
+  mutable std::optional<std::chrono::steady_clock::time_point> counted_at_;
+  mutable std::vector<ExpiringFigures> figures_;
+};
 
 Metrics::Metrics(uint64_t node_id)
     : registry_(std::make_shared<prometheus::Registry>()),
       node_(std::to_string(node_id)),
+      expiring_(std::make_shared<ExpiringCollectable>(node_)),
       raft_term_(BuildGauge().Name("mayfly_raft_term").Help("Current Raft term").Register(*registry_)),
       raft_role_(BuildGauge()
                      .Name("mayfly_raft_role")
@@ -199,16 +249,27 @@ void Metrics::set_spare_request_units(const std::string& container, double reque
   spare_request_units_.Add({{"node", node_}, {"container", container}}).Set(request_units);
 }
 
-std::string Metrics::scrape_text() const {
-  prometheus::TextSerializer serializer;
-  return serializer.Serialize(registry_->Collect());
+void Metrics::set_expiring_source(std::function<std::vector<ExpiringFigures>()> source) {
+  expiring_->set_source(std::move(source));
 }
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address,
-                                                            std::shared_ptr<prometheus::Registry> registry) {
+std::vector<std::shared_ptr<prometheus::Collectable>> Metrics::collectables() const { return {registry_, expiring_}; }
+
+std::string Metrics::scrape_text() const {
+  std::vector<prometheus::MetricFamily> families;
+  for (const std::shared_ptr<prometheus::Collectable>& collectable : collectables()) {
+    for (prometheus::MetricFamily& family : collectable->Collect()) families.push_back(std::move(family));
+  }
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(families);
+}
+
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, const Metrics& metrics) {
   try {
     auto exposer = std::make_unique<prometheus::Exposer>(address, 1);
-    exposer->RegisterCollectable(registry);
+    for (const std::shared_ptr<prometheus::Collectable>& collectable : metrics.collectables()) {
+      exposer->RegisterCollectable(collectable);
+    }
     return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(exposer)));
   } catch (const std::exception& error) {
     return Status::unavailable("cannot serve metrics on " + address + ": " + error.what());

@@ -13,6 +13,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,6 +25,13 @@
 #include "metrics/stats.h"
 
 namespace mayfly::metrics {
+
+// Live items of one container expiring within 1 minute, 10 minutes and 1 hour of the node's applied time.
+inline constexpr std::array<int64_t, 3> kExpiringWindowsSeconds = {60, 600, 3600};
+struct ExpiringFigures {
+  std::string container;  // "database/container"
+  std::array<int64_t, kExpiringWindowsSeconds.size()> counts{};
+};
 
 class Metrics {
  public:
@@ -47,7 +56,14 @@ class Metrics {
   void add_collector_request_units(const std::string& container, double request_units);
   void set_spare_request_units(const std::string& container, double request_units);
 
+  // Items expiring soon take an index scan to count, so they are counted when scraped, on the scraper's thread, by
+  // `source` (at most once per `kExpiringRefresh`; figures in between come from the last count). Clear the source
+  // (nullptr) before what it reads goes away: this waits for a count in progress.
+  void set_expiring_source(std::function<std::vector<ExpiringFigures>()> source);
+
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // Everything a scrape serves: the registry and the items-expiring-soon family.
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
   // The text exposition, as a scrape would return it (for tests and `mayflyd --print-metrics`).
   std::string scrape_text() const;
 
@@ -56,6 +72,7 @@ class Metrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::string node_;
+  std::shared_ptr<class ExpiringCollectable> expiring_;
   prometheus::Family<prometheus::Gauge>& raft_term_;
   prometheus::Family<prometheus::Gauge>& raft_role_;
   prometheus::Family<prometheus::Gauge>& raft_leader_;
@@ -90,8 +107,7 @@ class Metrics {
 // Serves a registry on http://HOST:PORT/metrics (civetweb inside prometheus-cpp).
 class MetricsServer {
  public:
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address,
-                                                      std::shared_ptr<prometheus::Registry> registry);
+  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, const Metrics& metrics);
 
  private:
   explicit MetricsServer(std::unique_ptr<prometheus::Exposer> exposer) : exposer_(std::move(exposer)) {}

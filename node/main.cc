@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (!config.metrics.empty()) {
     Result<std::unique_ptr<metrics::MetricsServer>> started =
-        metrics::MetricsServer::start(config.metrics, metrics.registry());
+        metrics::MetricsServer::start(config.metrics, metrics);
     if (!started.is_ok()) {
       spdlog::critical("{}", started.status().to_string());
       return 1;
@@ -77,8 +77,25 @@ int main(int argc, char** argv) {
     spdlog::info("signal {}: shutting down", signal);
     driver.stop_gracefully();
   });
+  metrics.set_expiring_source([&state = driver.state()] {
+    std::vector<int64_t> windows;
+    for (int64_t seconds : metrics::kExpiringWindowsSeconds) windows.push_back(seconds * 1'000'000);
+    std::vector<metrics::ExpiringFigures> figures;
+    Result<std::vector<storage::ExpiringSoon>> counted = state.expiring_soon(windows);
+    if (!counted.is_ok()) {
+      spdlog::warn("cannot count the items expiring soon: {}", counted.status().to_string());
+      return figures;
+    }
+    for (const storage::ExpiringSoon& container : *counted) {
+      metrics::ExpiringFigures entry{container.database + "/" + container.container, {}};
+      std::copy(container.counts.begin(), container.counts.end(), entry.counts.begin());
+      figures.push_back(std::move(entry));
+    }
+    return figures;
+  });
   driver.start(rpc);
   driver.io().run();
+  metrics.set_expiring_source(nullptr);  // before the state machine it reads goes away
   rpc.stop();
   if (driver.failed()) {
     spdlog::critical("stopped after a storage failure; the data directory needs attention before a restart");

@@ -20,13 +20,15 @@ int64_t RequestUnitAccount::throttle_ms(const std::string& container, const stor
   int64_t wait_micros = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    ttl::RequestUnitMeter& users = meters_[container].users;
+    Meters& meters = meters_[container];
+    ttl::RequestUnitMeter& users = meters.users;
     const int64_t now = clock_.now_micros();
     // A request larger than the whole budget is let through when nothing else ran this second; otherwise it could
     // never succeed.
     const double consumed = users.consumed(now);
     if (consumed + request_units <= limit || consumed == 0) return 0;
     wait_micros = users.micros_until_fits(now, std::min(request_units, limit), limit);
+    meters.last_throttled_micros = now;
   }
   metrics_.add_throttled(container);
   return std::max<int64_t>(1, wait_micros / 1000);
@@ -37,8 +39,11 @@ double RequestUnitAccount::collector_budget(const std::string& container, const 
   std::lock_guard<std::mutex> lock(mutex_);
   Meters& meters = meters_[container];
   const int64_t now = clock_.now_micros();
-  const double spare = ttl::spare_request_units(static_cast<double>(throughput.request_units_per_second),
-                                                meters.users.consumed(now), meters.collector.consumed(now));
+  const bool demand_exceeded = meters.last_throttled_micros > now - ttl::RequestUnitMeter::kWindowMicros;
+  const double spare =
+      demand_exceeded ? 0.0
+                      : ttl::spare_request_units(static_cast<double>(throughput.request_units_per_second),
+                                                 meters.users.consumed(now), meters.collector.consumed(now));
   metrics_.set_spare_request_units(container, spare);
   return spare;
 }

@@ -5,6 +5,7 @@
 // Thread-safety: all methods lock; used by the driver thread and the RPC thread.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -26,7 +27,9 @@ class RequestUnitAccount {
   // many milliseconds to wait (and the throttle is counted). Serverless containers are never throttled.
   int64_t throttle_ms(const std::string& container, const storage::Throughput& throughput, double request_units);
   // What the collector may still spend on this container in the current second (spec §7): provisioned minus what
-  // users consumed minus what it already spent. Serverless: unlimited (the caller's batch ceiling applies).
+  // users consumed minus what it already spent. Users who were throttled here in the last second wanted more than
+  // the budget, so there is nothing spare then, whatever the meter shows (user work always wins). Serverless:
+  // unlimited (the caller's batch ceiling applies).
   double collector_budget(const std::string& container, const storage::Throughput& throughput);
   // The collector spent `request_units` deleting on `container`: free for provisioned containers, consumed RU (kind
   // ttl_delete) for serverless ones.
@@ -36,6 +39,7 @@ class RequestUnitAccount {
   struct Meters {
     ttl::RequestUnitMeter users;
     ttl::RequestUnitMeter collector;
+    int64_t last_throttled_micros = INT64_MIN;  // users' demand exceeded the budget at this time
   };
   Clock& clock_;
   metrics::Metrics& metrics_;

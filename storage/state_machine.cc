@@ -914,6 +914,71 @@ Result<Backlog> StateMachine::backlog(std::string_view database, std::string_vie
   return backlog;
 }
 
+Result<std::vector<ExpiringSoon>> StateMachine::expiring_soon(const std::vector<int64_t>& windows_micros) const {
+  if (windows_micros.empty()) return std::vector<ExpiringSoon>{};
+  const int64_t widest = *std::max_element(windows_micros.begin(), windows_micros.end());
+  MAYFLY_ASSERT(widest >= 0);
+  const leveldb::Snapshot* snapshot = db_->GetSnapshot();
+  struct Release {
+    leveldb::DB* db;
+    const leveldb::Snapshot* snapshot;
+    ~Release() { db->ReleaseSnapshot(snapshot); }
+  } release{db_.get(), snapshot};
+  const leveldb::ReadOptions options = read_options(snapshot);
+
+  std::string meta_bytes;
+  MetaState meta;
+  const leveldb::Status got = db_->Get(options, meta_key(), &meta_bytes);
+  if (!got.IsNotFound()) {
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(got, "read the applied state"));
+    MAYFLY_ASSIGN_OR_RETURN(meta, decode_meta(meta_bytes));
+  }
+  const int64_t now = meta.applied_ts_micros;
+
+  std::vector<ExpiringSoon> out;
+  const std::string container_prefix(1, static_cast<char>(KeyTag::kContainer));
+  std::unique_ptr<leveldb::Iterator> containers(db_->NewIterator(options));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
+  for (containers->Seek(container_prefix); containers->Valid() && has_prefix(containers->key(), container_prefix);
+       containers->Next()) {
+    ExpiringSoon entry;
+    codec::Reader reader(std::string_view(containers->key().data(), containers->key().size()).substr(1));
+    if (!reader.get_ordered_string(entry.database) || !reader.get_ordered_string(entry.container)) {
+      return Status::corruption("container key");
+    }
+    MAYFLY_ASSIGN_OR_RETURN(
+        ContainerRecord record,
+        decode_container(std::string_view(containers->value().data(), containers->value().size())));
+    if (!record.ttl.policy.is_on()) continue;
+    entry.counts.assign(windows_micros.size(), 0);
+    const ttl::ExpiredBounds at_now = ttl::expired_bounds(record.ttl, now);
+    const ttl::ExpiredBounds at_end = ttl::expired_bounds(record.ttl, now + widest);
+    for (const bool own : {true, false}) {
+      const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
+      const int64_t from = own ? at_now.own_expiry_below_micros : at_now.default_ts_below_micros;
+      const int64_t to = own ? at_end.own_expiry_below_micros : at_end.default_ts_below_micros;
+      if (from >= to) continue;
+      std::string start = prefix;
+      codec::put_i64_be(start, from);
+      for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+        MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+        if (key.sort_micros >= to) break;
+        // The item expires at the first instant its index entry falls below the bound: its own expiry instant, or
+        // its write time plus the default ttl (whole seconds, as ttl::expiry_instant_micros).
+        const int64_t expiry =
+            own ? key.sort_micros : ttl::expiry_instant_micros(key.sort_micros, record.ttl.policy.seconds);
+        for (size_t i = 0; i < windows_micros.size(); ++i) {
+          if (expiry <= now + windows_micros[i]) entry.counts[i] += 1;
+        }
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+    }
+    out.push_back(std::move(entry));
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(containers->status(), "scan containers"));
+  return out;
+}
+
 Result<ContainerStats> StateMachine::container_stats(std::string_view database, std::string_view container) {
   MAYFLY_ASSIGN_OR_RETURN(Backlog expired, backlog(database, container));
   Outcome<ContainerRecord> found = find_container(database, container, nullptr);

@@ -87,6 +87,14 @@ struct ContainerStats {
   int64_t live_bytes = 0;
 };
 
+// Live items of one container whose expiry instant falls within each of the asked windows after the applied time:
+// counts[i] is for windows_micros[i] (a forecast under the container's current policy).
+struct ExpiringSoon {
+  std::string database;
+  std::string container;
+  std::vector<int64_t> counts;
+};
+
 struct ContainerInfo {
   std::string database;
   std::string container;
@@ -136,6 +144,10 @@ class StateMachine {
   // leader schedules a time entry there, so an item disappears within one commit round trip of its deadline.
   // Two index seeks per container with TTL on.
   Result<std::optional<int64_t>> next_expiry_after(int64_t now_micros) const;
+  // For every container with TTL on: how many live items expire within each window after the applied time, from one
+  // consistent LevelDB snapshot (the applied time is read from it too). Thread-safe and off the driver: the work is
+  // one index scan per container over the items expiring within the largest window.
+  Result<std::vector<ExpiringSoon>> expiring_soon(const std::vector<int64_t>& windows_micros) const;
   // Deletes up to max_keys keys of dropped containers; returns how many it deleted.
   Result<int64_t> reclaim_dropped(size_t max_keys);
 

@@ -69,8 +69,10 @@ double spare_request_units(double provisioned_per_second, double consumed_by_use
 
 uint64_t affordable_deletes(double spare, uint64_t bytes_per_item, uint64_t max_items) {
   const double each = ttl_delete_charge(bytes_per_item);
-  if (spare < each) return 0;
-  return std::min<uint64_t>(max_items, static_cast<uint64_t>(std::floor(spare / each)));
+  if (!(spare >= each)) return 0;  // also NaN
+  // Compare before converting: an unlimited (infinite) budget must not reach the double -> integer conversion.
+  const double items = std::floor(spare / each);
+  return items >= static_cast<double>(max_items) ? max_items : static_cast<uint64_t>(items);
 }
 
 }  // namespace mayfly::ttl

@@ -188,7 +188,16 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)), nodes_(
     ADD_FAILURE() << "mkdtemp " << pattern << ": " << std::strerror(errno);
   }
   dir_ = pattern;
-  ports_ = free_ports(options_.nodes);
+  pick_ports();
+}
+
+void Cluster::pick_ports() {
+  // All at once, so they differ.
+  std::vector<std::string> ports = free_ports(options_.nodes * (options_.metrics ? 2 : 1));
+  metrics_ports_.assign(ports.begin() + static_cast<std::ptrdiff_t>(std::min(ports.size(), options_.nodes)),
+                        ports.end());
+  ports.resize(std::min(ports.size(), options_.nodes));
+  ports_ = std::move(ports);
 }
 
 Cluster::~Cluster() {
@@ -236,6 +245,10 @@ std::vector<std::string> Cluster::node_argv(size_t n) const {
                                    std::to_string(options_.election_timeout_ticks),
                                    "--heartbeat-ticks",
                                    std::to_string(options_.heartbeat_ticks)};
+  if (options_.metrics) {
+    argv.push_back("--metrics");
+    argv.push_back(metrics_ports_.at(n - 1));
+  }
   argv.insert(argv.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   if (auto flags = node_flags_.find(n); flags != node_flags_.end()) {
     argv.insert(argv.end(), flags->second.begin(), flags->second.end());
@@ -335,7 +348,7 @@ bool Cluster::start() {
       fs::remove_all(data_dir(n), ignored);
       fs::remove(log_path(n), ignored);
     }
-    ports_ = free_ports(options_.nodes);
+    pick_ports();
     admin_.reset();
   }
   ADD_FAILURE() << "could not start the cluster";
@@ -568,6 +581,135 @@ void Cluster::dump_logs(size_t tail_lines) const {
               << " lines) -----\n";
     for (size_t i = from; i < lines.size(); ++i) std::cerr << lines[i] << "\n";
   }
+}
+
+}  // namespace mayfly::it
+
+namespace mayfly::it {
+
+// ---- metrics ------------------------------------------------------------------------------------------------------
+
+Scrape Scrape::parse(const std::string& text) {
+  Scrape scrape;
+  scrape.text_ = text;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    Sample sample;
+    size_t pos = line.find_first_of("{ ");
+    if (pos == std::string::npos) continue;
+    sample.name = line.substr(0, pos);
+    if (line[pos] == '{') {
+      const size_t end = line.find('}', pos);
+      if (end == std::string::npos) continue;
+      // Our label values never contain quotes, commas or braces (container names are checked by the server).
+      std::istringstream pairs(line.substr(pos + 1, end - pos - 1));
+      for (std::string pair; std::getline(pairs, pair, ',');) {
+        const size_t eq = pair.find('=');
+        if (eq == std::string::npos || pair.size() < eq + 3) continue;
+        sample.labels[pair.substr(0, eq)] = pair.substr(eq + 2, pair.size() - eq - 3);
+      }
+      pos = end + 1;
+    }
+    try {
+      sample.value = std::stod(line.substr(pos));
+    } catch (const std::exception&) {
+      continue;
+    }
+    scrape.samples_.push_back(std::move(sample));
+  }
+  return scrape;
+}
+
+namespace {
+bool matches(const Scrape::Sample& sample, const std::string& name, const std::map<std::string, std::string>& match) {
+  if (sample.name != name) return false;
+  for (const auto& [key, value] : match) {
+    auto it = sample.labels.find(key);
+    if (it == sample.labels.end() || it->second != value) return false;
+  }
+  return true;
+}
+}  // namespace
+
+double Scrape::sum(const std::string& name, const std::map<std::string, std::string>& match) const {
+  double total = 0;
+  for (const Sample& sample : samples_) {
+    if (matches(sample, name, match)) total += sample.value;
+  }
+  return total;
+}
+
+bool Scrape::has(const std::string& name, const std::map<std::string, std::string>& match) const {
+  return std::any_of(samples_.begin(), samples_.end(),
+                     [&](const Sample& sample) { return matches(sample, name, match); });
+}
+
+std::optional<Scrape> Cluster::scrape(size_t n) const {
+  const std::string& endpoint = metrics_endpoint(n);
+  const size_t colon = endpoint.rfind(':');
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+  if (::inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &address.sin_addr) != 1) return std::nullopt;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return std::nullopt;
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+    const std::string request = "GET /metrics HTTP/1.0\r\nHost: " + endpoint + "\r\n\r\n";
+    if (::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[16384];
+      for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) response.append(buffer, static_cast<size_t>(got));
+    }
+  }
+  ::close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.", 0) != 0 || response.find(" 200 ") == std::string::npos || body == std::string::npos) {
+    return std::nullopt;
+  }
+  return Scrape::parse(response.substr(body + 4));
+}
+
+// ---- request builders -----------------------------------------------------------------------------------------------
+
+client::Request db_req(client::Op op, const std::string& db) {
+  client::Request r;
+  r.op = op;
+  r.database = db;
+  return r;
+}
+client::Request container_req(client::Op op, const std::string& db, const std::string& c) {
+  client::Request r = db_req(op, db);
+  r.container = c;
+  return r;
+}
+client::Request create_container(const std::string& db, const std::string& c, const std::string& pk_path,
+                                 std::optional<std::string> default_ttl, bool indexing_none) {
+  client::Request r = container_req(client::Op::kCreateContainer, db, c);
+  r.settings.partition_key_path = pk_path;
+  if (default_ttl) {
+    r.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+    r.settings.default_ttl_json = *default_ttl;
+  }
+  if (indexing_none) r.settings.indexing = client::ContainerSettings::Indexing::kNone;
+  return r;
+}
+client::Request item_write(client::Op op, const std::string& db, const std::string& c, const std::string& json,
+                           const std::string& if_match) {
+  client::Request r = container_req(op, db, c);
+  r.body = json;
+  r.options.if_match = if_match;
+  return r;
+}
+client::Request item_key(client::Op op, const std::string& db, const std::string& c, const std::string& pk,
+                         const std::string& id) {
+  client::Request r = container_req(op, db, c);
+  r.partition_key = "\"" + pk + "\"";
+  r.id = id;
+  return r;
 }
 
 }  // namespace mayfly::it

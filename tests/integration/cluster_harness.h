@@ -45,6 +45,8 @@ struct ClusterOptions {
   std::vector<std::string> extra_flags;
   // Node number (1..N) -> libfaketime offset, e.g. "+5s" or "-5s" (FAKETIME_DONT_FAKE_MONOTONIC=1 is set too).
   std::map<size_t, std::string> clock_offset;
+  // Serve Prometheus metrics from every node (--metrics on a port of its own; see Cluster::scrape).
+  bool metrics = false;
   int64_t tick_ms = 10;
   int64_t election_timeout_ticks = 30;
   int64_t heartbeat_ticks = 5;
@@ -73,6 +75,26 @@ struct CliResult {
   std::string etag() const;
   const boost::json::value* body() const;  // json["body"] or nullptr
   std::string describe() const;            // for failure messages
+};
+
+// One Prometheus text exposition, parsed: every sample with its labels.
+class Scrape {
+ public:
+  struct Sample {
+    std::string name;
+    std::map<std::string, std::string> labels;
+    double value = 0;
+  };
+  static Scrape parse(const std::string& text);
+  // The sum over the samples named `name` whose labels include every pair of `match`; 0 when there are none.
+  double sum(const std::string& name, const std::map<std::string, std::string>& match = {}) const;
+  // Whether any sample is named `name` (and matches).
+  bool has(const std::string& name, const std::map<std::string, std::string>& match = {}) const;
+  const std::string& text() const { return text_; }
+
+ private:
+  std::vector<Sample> samples_;
+  std::string text_;
 };
 
 class Cluster {
@@ -106,6 +128,11 @@ class Cluster {
   std::string log_path(size_t n) const;
   std::string data_dir(size_t n) const;
   std::string log_text(size_t n) const;
+
+  // Node n's metrics endpoint ("127.0.0.1:P"; with ClusterOptions::metrics) and one scrape of it over HTTP
+  // (nullopt if it did not answer within 5 s).
+  const std::string& metrics_endpoint(size_t n) const { return metrics_ports_.at(n - 1); }
+  std::optional<Scrape> scrape(size_t n) const;
 
   // ClientOptions for this cluster (endpoint i+1 = node i+1).
   client::ClientOptions client_options() const;
@@ -141,7 +168,9 @@ class Cluster {
 
   ClusterOptions options_;
   std::string dir_;
-  std::vector<std::string> ports_;  // "127.0.0.1:P", by node
+  void pick_ports();
+  std::vector<std::string> ports_;          // "127.0.0.1:P", by node
+  std::vector<std::string> metrics_ports_;  // likewise, with options_.metrics
   std::vector<Node> nodes_;
   std::map<size_t, std::vector<std::string>> node_flags_;
   std::unique_ptr<client::Client> admin_;
@@ -151,5 +180,16 @@ class Cluster {
 
 // Reads an item: the JSON body parsed (null on error).
 boost::json::value parse_json(const std::string& text);
+
+// ---- request builders for the client library ------------------------------------------------------------------------
+client::Request db_req(client::Op op, const std::string& db);
+client::Request container_req(client::Op op, const std::string& db, const std::string& c);
+client::Request create_container(const std::string& db, const std::string& c, const std::string& pk_path,
+                                 std::optional<std::string> default_ttl = std::nullopt, bool indexing_none = false);
+client::Request item_write(client::Op op, const std::string& db, const std::string& c, const std::string& json,
+                           const std::string& if_match = {});
+// An item addressed by its string partition key value and id.
+client::Request item_key(client::Op op, const std::string& db, const std::string& c, const std::string& pk,
+                         const std::string& id);
 
 }  // namespace mayfly::it

@@ -141,41 +141,6 @@ class CliTransport final : public Transport {
 
 // ---- small request builders -----------------------------------------------------------------------------------------
 
-Request db_req(Op op, const std::string& db) {
-  Request r;
-  r.op = op;
-  r.database = db;
-  return r;
-}
-Request container_req(Op op, const std::string& db, const std::string& c) {
-  Request r = db_req(op, db);
-  r.container = c;
-  return r;
-}
-Request create_container(const std::string& db, const std::string& c, const std::string& pk_path,
-                         std::optional<std::string> default_ttl = std::nullopt, bool indexing_none = false) {
-  Request r = container_req(Op::kCreateContainer, db, c);
-  r.settings.partition_key_path = pk_path;
-  if (default_ttl) {
-    r.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-    r.settings.default_ttl_json = *default_ttl;
-  }
-  if (indexing_none) r.settings.indexing = client::ContainerSettings::Indexing::kNone;
-  return r;
-}
-Request item_write(Op op, const std::string& db, const std::string& c, const std::string& json,
-                   const std::string& if_match = {}) {
-  Request r = container_req(op, db, c);
-  r.body = json;
-  r.options.if_match = if_match;
-  return r;
-}
-Request item_key(Op op, const std::string& db, const std::string& c, const std::string& pk, const std::string& id) {
-  Request r = container_req(op, db, c);
-  r.partition_key = "\"" + pk + "\"";
-  r.id = id;
-  return r;
-}
 Request session_read(Request r, const std::string& token) {
   r.options.consistency = Consistency::kSession;
   r.options.session_token = token;

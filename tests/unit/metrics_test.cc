@@ -64,9 +64,30 @@ TEST(Metrics, RequestsByOpAndStatus) {
 }
 
 // The exposer answers a real HTTP GET on a free port.
+TEST(Metrics, ItemsExpiringSoonAreCountedWhenScrapedAtMostEveryFewSeconds) {
+  Metrics metrics(2);
+  int counted = 0;
+  metrics.set_expiring_source([&counted] {
+    ++counted;
+    return std::vector<ExpiringFigures>{{"db/c", {4, 9, 30}}};
+  });
+  EXPECT_EQ(counted, 0) << "nothing is counted until someone scrapes";
+  const std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_items_expiring{container=\"db/c\",node=\"2\",window=\"1m\"} 4")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_items_expiring{container=\"db/c\",node=\"2\",window=\"10m\"} 9"));
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_items_expiring{container=\"db/c\",node=\"2\",window=\"1h\"} 30"));
+  EXPECT_NE(text.find("# TYPE mayfly_ttl_items_expiring gauge"), std::string::npos);
+  (void)metrics.scrape_text();
+  EXPECT_EQ(counted, 1) << "a second scrape right after reuses the count";
+  metrics.set_expiring_source(nullptr);
+  EXPECT_EQ(metrics.scrape_text().find("mayfly_ttl_items_expiring"), std::string::npos)
+      << "without a source (node stopping) the family is left out";
+}
+
 TEST(MetricsServer, ServesTheRegistryOverHttp) {
   Metrics metrics(5);
   metrics.set_raft(RaftFigures{4, "candidate", 0, 1, 1, 0});
+  metrics.set_expiring_source([] { return std::vector<ExpiringFigures>{{"db/x", {1, 2, 3}}}; });
   const int probe = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -76,7 +97,7 @@ TEST(MetricsServer, ServesTheRegistryOverHttp) {
   ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length), 0);
   const int port = ntohs(address.sin_port);
   close(probe);
-  auto server = MetricsServer::start("127.0.0.1:" + std::to_string(port), metrics.registry());
+  auto server = MetricsServer::start("127.0.0.1:" + std::to_string(port), metrics);
   ASSERT_TRUE(server.is_ok()) << server.status().to_string();
 
   const int client = socket(AF_INET, SOCK_STREAM, 0);
@@ -89,11 +110,14 @@ TEST(MetricsServer, ServesTheRegistryOverHttp) {
   close(client);
   EXPECT_NE(response.find("200 OK"), std::string::npos) << response;
   EXPECT_NE(response.find("mayfly_raft_term{node=\"5\"} 4"), std::string::npos) << response;
+  EXPECT_NE(response.find("mayfly_ttl_items_expiring{container=\"db/x\",node=\"5\",window=\"1h\"} 3"),
+            std::string::npos)
+      << "the on-demand family is served too: " << response;
 }
 
 TEST(MetricsServer, ABadAddressIsAClearError) {
   Metrics metrics(1);
-  auto server = MetricsServer::start("256.1.1.1:notaport", metrics.registry());
+  auto server = MetricsServer::start("256.1.1.1:notaport", metrics);
   EXPECT_FALSE(server.is_ok());
 }
 

@@ -65,6 +65,22 @@ TEST(RequestUnitAccount, CollectorGetsOnlyTheSpareUnits) {
   EXPECT_EQ(text.find("op=\"ttl_delete\""), std::string::npos) << "free for provisioned containers";
 }
 
+TEST(RequestUnitAccount, ThrottledDemandLeavesTheCollectorNothingForAWholeWindow) {
+  ManualClock clock(kT0);
+  metrics::Metrics metrics(1);
+  RequestUnitAccount account(clock, metrics);
+  account.charge("db/c", "write", 95);
+  EXPECT_EQ(account.collector_budget("db/c", kProvisioned100), 5);
+  EXPECT_GT(account.throttle_ms("db/c", kProvisioned100, 10), 0) << "95 + 10 is over 100";
+  EXPECT_EQ(account.collector_budget("db/c", kProvisioned100), 0)
+      << "users asked for more than the budget: the 5 RU the meter shows are not spare";
+  clock.advance_micros(999'999);
+  EXPECT_EQ(account.collector_budget("db/c", kProvisioned100), 0) << "still within the second of the 429";
+  clock.advance_micros(1);
+  EXPECT_EQ(account.collector_budget("db/c", kProvisioned100), 100) << "a quiet second later everything is spare";
+  EXPECT_EQ(account.collector_budget("db/other", kProvisioned100), 100) << "throttling is per container";
+}
+
 TEST(RequestUnitAccount, ServerlessTtlDeletesCountAsConsumed) {
   ManualClock clock(kT0);
   metrics::Metrics metrics(1);

@@ -1,6 +1,8 @@
 // Request-unit charges (spec §8) and the collector's budget math (spec §7).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "ttl/request_units.h"
 
 namespace mayfly::ttl {
@@ -67,6 +69,11 @@ TEST(Budget, CollectorSpendsOnlyWhatUsersLeft) {
   EXPECT_EQ(affordable_deletes(250, 100, 10), 10u);
   EXPECT_EQ(affordable_deletes(4, 100, 10), 0u);
   EXPECT_EQ(affordable_deletes(100, 3000, 10), 6u);  // 15 RU per 3 KB item
+  // Serverless containers have an unlimited budget: the batch ceiling applies (this once converted infinity to an
+  // integer, which is undefined and came out as 0: serverless backlogs never drained).
+  EXPECT_EQ(affordable_deletes(std::numeric_limits<double>::infinity(), 100, 1000), 1000u);
+  EXPECT_EQ(affordable_deletes(1e30, 100, 1000), 1000u);
+  EXPECT_EQ(affordable_deletes(std::numeric_limits<double>::quiet_NaN(), 100, 1000), 0u);
 }
 
 }  // namespace

@@ -86,5 +86,40 @@ TEST_F(StateMachineTest, NextExpiryIsTheEarliestFutureDeadlineOfEitherIndex) {
   EXPECT_FALSE(store_->next_expiry_after(kT0 + kSecond)->has_value());
 }
 
+
+TEST_F(StateMachineTest, ExpiringSoonCountsLiveItemsByWindowFromBothIndexes) {
+  make_container("10");  // inheriting items written at kT0 + x expire at kT0 + 10 s
+  const std::vector<int64_t> windows = {5 * kSecond, 60 * kSecond, 3600 * kSecond};
+  auto write = [&](const char* body, int64_t ts) {
+    ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", body), ts).status, 201) << body;
+  };
+  write(R"({"id":"a","pk":"p"})", kT0 + 500);               // expires kT0 + 10 s (inherited)
+  write(R"({"id":"b","pk":"p","ttl":3})", kT0 + 600);       // kT0 + 3 s
+  write(R"({"id":"c","pk":"p","ttl":-1})", kT0 + 700);      // never
+  write(R"({"id":"d","pk":"p","ttl":120})", kT0 + 800);     // kT0 + 120 s
+  write(R"({"id":"e","pk":"p","ttl":7200})", kT0 + 900);    // kT0 + 2 h: beyond every window
+  write(R"({"id":"f","pk":"q","ttl":63})", kT0 + 950);      // kT0 + 63 s: exactly at the end of the 60 s window below
+  auto counts = [&] {
+    Result<std::vector<ExpiringSoon>> soon = store_->expiring_soon(windows);
+    EXPECT_TRUE(soon.is_ok()) << soon.status().to_string();
+    EXPECT_EQ(soon->size(), 1u);
+    if (soon->size() != 1) return std::vector<int64_t>{};
+    EXPECT_EQ((*soon)[0].database, "db");
+    EXPECT_EQ((*soon)[0].container, "c");
+    return (*soon)[0].counts;
+  };
+  EXPECT_EQ(counts(), (std::vector<int64_t>{1, 2, 4})) << "at kT0 + 950 µs: b | a b | a b d f (e beyond, c never)";
+  ASSERT_EQ(apply(Command{}, kT0 + 3 * kSecond).status, 200);  // a time entry: b has expired
+  EXPECT_EQ(counts(), (std::vector<int64_t>{0, 2, 3})) << "b is expired, not expiring; f's deadline is exactly now + 60 s";
+  // Lowering the default kills `a` at once (written more than 1 s ago): it leaves every window.
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), kT0 + 4 * kSecond).status, 200);
+  EXPECT_EQ(counts(), (std::vector<int64_t>{0, 1, 2}));
+  // TTL off: nothing expires, the container is not reported.
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 5 * kSecond).status, 200);
+  Result<std::vector<ExpiringSoon>> off = store_->expiring_soon(windows);
+  ASSERT_TRUE(off.is_ok());
+  EXPECT_TRUE(off->empty());
+}
+
 }  // namespace
 }  // namespace mayfly::storage::testing
