@@ -80,8 +80,16 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--bounded-staleness-ms", config.bounded_staleness_ms)->capture_default_str();
   app.add_option("--session-wait-ms", config.session_wait_ms)->capture_default_str();
   app.add_option("--snapshot-interval-entries", config.snapshot_interval_entries)->capture_default_str();
-  app.add_option("--gc-interval-ms", config.gc_interval_ms)->capture_default_str();
-  app.add_option("--gc-batch-items-max", config.gc_batch_items_max)->capture_default_str();
+  app.add_option("--gc-interval-ms", config.gc_interval_ms, "the collector's pace: one pass every so often")
+      ->check(CLI::Range(int64_t{1}, int64_t{60'000}))
+      ->capture_default_str();
+  app.add_option("--gc-batch-items-max", config.gc_batch_items_max, "items per container per collector pass")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--gc-ru-share", config.gc_ru_share,
+                 "part (0..1) of a provisioned container's spare RU the collector may spend (0: none)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -35,6 +35,7 @@ struct NodeConfig {
   uint64_t log_entries_kept_after_snapshot = 2000;
   int64_t gc_interval_ms = 200;             // the local garbage collector's pace
   uint64_t gc_batch_items_max = 1000;
+  double gc_ru_share = 1.0;                 // part of a provisioned container's spare RU the collector may spend
 
   Status validate() const;
 };

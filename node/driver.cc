@@ -19,6 +19,8 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
       clock_(clock),
       metrics_(metrics),
       request_units_(request_units),
+      collector_(replica_->state(), request_units, metrics, clock,
+                 CollectorOptions{config.gc_batch_items_max, config.gc_ru_share}),
       work_(boost::asio::make_work_guard(io_)),
       tick_timer_(io_),
       deadline_timer_(io_) {}
@@ -407,37 +409,9 @@ void Driver::on_tick() {
   });
 }
 
-// Until request-unit budgets land, the collector takes a bounded slice per container every gc_interval_ms.
 void Driver::collect_garbage() {
-  storage::StateMachine& state = replica_->state();
-  Result<std::vector<storage::ContainerInfo>> containers = state.containers();
-  if (!containers.is_ok()) return fatal(containers.status());
-  const int64_t now = clock_.now_micros();
-  for (const storage::ContainerInfo& info : *containers) {
-    const std::string key = info.database + "/" + info.container;
-    // Only spare request units (spec §7): provisioned minus what users consumed here minus what was already spent.
-    Result<storage::Backlog> backlog = state.backlog(info.database, info.container);
-    if (!backlog.is_ok()) return fatal(backlog.status());
-    const double budget = request_units_.collector_budget(key, info.record.throughput);
-    if (backlog->items == 0) continue;
-    const uint64_t average_bytes = static_cast<uint64_t>(backlog->bytes / backlog->items);
-    const uint64_t affordable = ttl::affordable_deletes(budget, average_bytes, config_.gc_batch_items_max);
-    if (affordable == 0) continue;  // user work wins; the backlog waits
-    Result<storage::CollectResult> collected =
-        state.collect_expired(info.database, info.container, state.applied().ts_micros, affordable);
-    if (!collected.is_ok()) return fatal(collected.status());
-    if (collected->items == 0) continue;
-    request_units_.collector_spent(
-        key, info.record.throughput,
-        static_cast<double>(collected->items) *
-            ttl::ttl_delete_charge(static_cast<uint64_t>(collected->bytes / collected->items)));
-    std::vector<double> lags;
-    lags.reserve(collected->expiry_instants_micros.size());
-    for (int64_t expiry : collected->expiry_instants_micros) lags.push_back(static_cast<double>(now - expiry) / 1e6);
-    metrics_.observe_collected(info.database + "/" + info.container, collected->items, collected->bytes, lags);
-  }
-  Result<int64_t> reclaimed = state.reclaim_dropped(config_.gc_batch_items_max);
-  if (!reclaimed.is_ok()) return fatal(reclaimed.status());
+  Result<int64_t> deleted = collector_.run_once();
+  if (!deleted.is_ok()) fatal(deleted.status());
 }
 
 void Driver::charge_applied(const storage::AppliedEntry& applied, Reply* reply) {

@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "metrics/metrics.h"
+#include "node/collector.h"
 #include "node/config.h"
 #include "node/request.h"
 #include "node/request_units.h"
@@ -129,6 +130,7 @@ class Driver {
   Clock& clock_;
   metrics::Metrics& metrics_;
   RequestUnitAccount& request_units_;
+  Collector collector_;
   DriverOutput* output_ = nullptr;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;

@@ -1,8 +1,9 @@
 // Randomized property test: the state machine against a deliberately naive model.
 //
 // Random sequences of item writes, deletes, patches of ttl and container defaultTtl changes at increasing replicated
-// times, probed at random times >= the applied time, on two stores: one that runs collect_expired at random points
-// and one that never does. Both must agree with the model at every probe — garbage collection never changes what
+// times, probed at random times >= the applied time, on two stores: one that is collected at random points — directly
+// (collect_expired up to random times) and through the node's RU-aware Collector (random provisioned budgets, random
+// user load, throttled users) — and one that never is. Both must agree with the model at every probe — garbage collection never changes what
 // anyone can see. The model keeps the whole history of policy changes and decides visibility from first principles
 // (no watermarks, no indexes).
 //
@@ -13,7 +14,11 @@
 #include <optional>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/prng.h"
+#include "metrics/metrics.h"
+#include "node/collector.h"
+#include "node/request_units.h"
 #include "tests/unit/store_fixture.h"
 
 namespace mayfly::storage::testing {
@@ -89,15 +94,30 @@ std::string ttl_json(ModelTtl ttl) {
 
 // ---- the run ----
 
+// The node's request-unit-aware collector, run against the collecting store: its meters run on replicated time.
+struct NodeCollector {
+  explicit NodeCollector(StateMachine& store)
+      : clock(kT0), metrics(1), account(clock, metrics), collector(store, account, metrics, clock, {4, 1.0}) {}
+  ManualClock clock;
+  metrics::Metrics metrics;
+  node::RequestUnitAccount account;
+  node::Collector collector;
+};
+
 class PropertyRun {
  public:
-  PropertyRun(uint64_t seed, StateMachine& collected, StateMachine& uncollected, uint64_t& next_index, int64_t& now)
-      : prng_(seed), seed_(seed), stores_{&collected, &uncollected}, next_index_(next_index), now_(now) {}
+  PropertyRun(uint64_t seed, StateMachine& collected, StateMachine& uncollected, NodeCollector& node,
+              uint64_t& next_index, int64_t& now)
+      : prng_(seed), seed_(seed), stores_{&collected, &uncollected}, node_(node), next_index_(next_index), now_(now) {}
 
   void run(int container_number, int steps) {
     container_ = "c" + std::to_string(container_number);
     Policy initial = random_policy();
     Command create = create_container_command("db", container_, "/pk", policy_json(initial));
+    // Half the containers are provisioned with a small budget (a few deletes per second), half serverless.
+    if (prng_.chance(1, 2)) {
+      create.throughput = Throughput{Throughput::Mode::kProvisioned, static_cast<int64_t>(prng_.range(1, 40))};
+    }
     expect_status(apply(create), 201, "create container");
     model_.history.push_back({now_, initial});
     for (int step = 0; step < steps && !::testing::Test::HasFailure(); ++step) one_step(step);
@@ -237,12 +257,38 @@ class PropertyRun {
   }
 
   void collect() {
+    if (prng_.chance(1, 2)) {
+      collect_within_budget();
+      return;
+    }
     StateMachine& store = *stores_[0];
     const int64_t applied = store.applied().ts_micros;
     const int64_t up_to = applied - prng_.range(0, 3 * kSecond);
     Result<CollectResult> collected =
         store.collect_expired("db", container_, std::max<int64_t>(up_to, 0), prng_.range(1, 4));
     ASSERT_TRUE(collected.is_ok()) << collected.status().to_string();
+  }
+
+  // The node's collector: spends only the spare RU of the window, and nothing while users are throttled.
+  void collect_within_budget() {
+    StateMachine& store = *stores_[0];
+    std::optional<ContainerRecord> record = store.container_record("db", container_);
+    ASSERT_TRUE(record.has_value());
+    node_.clock.set_micros(std::max(node_.clock.now_micros(), now_));
+    const std::string key = "db/" + container_;
+    if (prng_.chance(1, 2)) node_.account.charge(key, "write", static_cast<double>(prng_.range(0, 40)));
+    const bool provisioned = record->throughput.mode == Throughput::Mode::kProvisioned;
+    const bool throttled = provisioned && prng_.chance(1, 4) &&
+                           node_.account.throttle_ms(key, record->throughput,
+                                                     static_cast<double>(record->throughput.request_units_per_second)) > 0;
+    Result<Backlog> before = store.backlog("db", container_);
+    ASSERT_TRUE(before.is_ok());
+    Result<int64_t> deleted = node_.collector.collect(ContainerInfo{"db", container_, *record});
+    ASSERT_TRUE(deleted.is_ok()) << deleted.status().to_string();
+    EXPECT_LE(*deleted, std::min<int64_t>(4, before->items)) << reproduce();
+    if (throttled) {
+      EXPECT_EQ(*deleted, 0) << "users were throttled: nothing is spare\n" << reproduce();
+    }
   }
 
   void probe(int step) {
@@ -290,6 +336,7 @@ class PropertyRun {
   Prng prng_;
   uint64_t seed_;
   StateMachine* stores_[2];
+  NodeCollector& node_;
   uint64_t& next_index_;
   int64_t& now_;
   std::string container_;
@@ -311,6 +358,7 @@ TEST(StateMachineProperty, GarbageCollectionNeverChangesWhatAnyoneCanSee) {
   };
   std::unique_ptr<StateMachine> collected = open("collected");
   std::unique_ptr<StateMachine> uncollected = open("uncollected");
+  auto node = std::make_unique<NodeCollector>(*collected);
   uint64_t next_index = 1;
   int64_t now = kT0;
   ASSERT_EQ(collected->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(next_index), now)->status,
@@ -321,11 +369,13 @@ TEST(StateMachineProperty, GarbageCollectionNeverChangesWhatAnyoneCanSee) {
   ++next_index;
   Prng reopen_prng(base_seed);
   for (uint64_t k = 0; k < sequences && !::testing::Test::HasFailure(); ++k) {
-    PropertyRun run(base_seed + k, *collected, *uncollected, next_index, now);
+    PropertyRun run(base_seed + k, *collected, *uncollected, *node, next_index, now);
     run.run(static_cast<int>(k), 60);
     if (reopen_prng.chance(1, 100)) {  // rebuild the in-memory backlog trackers from disk now and then
+      node.reset();
       collected.reset();
       collected = open("collected");
+      node = std::make_unique<NodeCollector>(*collected);
     }
   }
 }
