@@ -102,6 +102,9 @@ NodeView Driver::view() const {
   view.last_index = status.last_index.value();
   view.applied_ts_micros = replica_->state().applied().ts_micros;
   view.last_ts_micros = status.last_ts_micros;
+  if (status.ticks_since_leader_contact >= 0) {
+    view.leader_contact_steady_ms = steady_ms() - status.ticks_since_leader_contact * config_.tick_interval_ms;
+  }
   view.voters = status.membership.voters;
   view.learners = status.membership.learners;
   return view;
@@ -209,6 +212,15 @@ void Driver::handle_read(uint64_t request_id, const Operation& operation) {
       return;
     }
     case Consistency::kBounded: {
+      // The commit index we know is only a bound on staleness while the leader keeps talking to us: a follower cut
+      // off from it would otherwise serve ever older state as "bounded".
+      const NodeView current = view();
+      if (!current.leader_contact_steady_ms ||
+          steady_ms() - *current.leader_contact_steady_ms > config_.bounded_staleness_ms) {
+        reply(request_id, not_leader("no recent contact with the leader, so staleness cannot be bounded here; retry "
+                                     "on another node or read at eventual consistency"));
+        return;
+      }
       const uint64_t commit = replica_->core().status().commit.value();
       const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
       waiting_reads_.emplace(commit > slack ? commit - slack : 0,

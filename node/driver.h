@@ -43,6 +43,8 @@ struct NodeView {
   uint64_t last_index = 0;
   int64_t applied_ts_micros = 0;
   int64_t last_ts_micros = 0;
+  // Steady-clock ms when this node last heard from its leader (now, on the leader); nullopt: no leader known.
+  std::optional<int64_t> leader_contact_steady_ms;
   std::set<NodeId> voters;
   std::set<NodeId> learners;
 };

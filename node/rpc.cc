@@ -19,6 +19,12 @@ constexpr size_t kMaxBytesPerDelivery = 8 << 20;
 constexpr size_t kMaxQueuedBytesPerPeer = 64 << 20;  // beyond this a slow peer's messages are dropped (Raft resends)
 constexpr int64_t kMaxBackoffMs = 2000;
 
+// The same clock as Driver::steady_ms, for comparing with NodeView::leader_contact_steady_ms.
+int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string role_text(replication::Role role) { return std::string(replication::role_name(role)); }
 
 capnp::ReaderOptions reader_options() {
@@ -371,7 +377,8 @@ bool RpcHost::fresh_enough(const Operation& operation) const {
     case Consistency::kEventual: return true;
     case Consistency::kSession: return applied.index.value() >= operation.session_token;
     case Consistency::kBounded:
-      return view_.leader != NodeId(0) &&
+      return view_.leader != NodeId(0) && view_.leader_contact_steady_ms &&
+             steady_ms() - *view_.leader_contact_steady_ms <= config_.bounded_staleness_ms &&
              view_.commit <= applied.index.value() + static_cast<uint64_t>(config_.bounded_staleness_entries) &&
              view_.last_ts_micros - applied.ts_micros <= config_.bounded_staleness_ms * 1000;
     case Consistency::kStrong: return false;

@@ -1097,6 +1097,11 @@ RaftStatus RaftCore::status() const {
   status.commit = log_.committed();
   status.applied = log_.applied();
   status.last_ts_micros = log_.last_ts_micros();
+  if (role_ == Role::kLeader) {
+    status.ticks_since_leader_contact = 0;
+  } else if (leader_ != NodeId(0)) {
+    status.ticks_since_leader_contact = election_elapsed_ticks_;
+  }
   status.membership = membership();
   status.transfer_target = transfer_target_;
   for (const auto& [id, progress] : progress_) {

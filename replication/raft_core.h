@@ -112,6 +112,9 @@ struct RaftStatus {
   LogIndex commit;
   LogIndex applied;
   int64_t last_ts_micros = 0;
+  // Ticks since this node last heard from the leader of its term (0 on the leader itself; -1 when it knows no
+  // leader). Bounded-staleness reads are served only while this is recent.
+  int64_t ticks_since_leader_contact = -1;
   Membership membership;
   NodeId transfer_target;  // leader only: 0 unless a transfer is in progress
   struct FollowerProgress {

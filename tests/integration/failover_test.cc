@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <csignal>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -310,6 +311,65 @@ TEST(IntegrationFailover, WipedNodeRejoinedByMembershipChangeInstallsSnapshot) {
   ASSERT_TRUE(rejoined.has_value());
   EXPECT_EQ(rejoined->leader, leader);
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+
+// `bounded` reads promise bounded staleness; a follower that no longer hears from any leader cannot keep that
+// promise and must say so (503, the client tries another node) instead of serving ever older state. Eventual reads go
+// on. Both other nodes are frozen with SIGSTOP (our own processes), so no new leader can reach the isolated node.
+TEST(IntegrationFailover, BoundedReadsNeedRecentLeaderContact) {
+  ClusterOptions options;
+  options.name = "bounded";
+  options.extra_flags = {"--bounded-staleness-ms", "300"};
+  Cluster cluster(options);
+  ASSERT_TRUE(cluster.start());
+  const uint64_t leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0u);
+  client::Client c(cluster.client_options());
+  setup(c);
+  ASSERT_EQ(c.execute(upsert("b", 1)).status, 201);
+  const size_t isolated = leader == 3 ? 1 : 3;
+  ASSERT_TRUE(cluster.wait_applied(isolated, cluster.status(leader)->commit));
+  client::ClientOptions pinned = cluster.client_options();
+  pinned.max_retries_unavailable = 0;  // see the isolated node's own answer
+  pinned.request_timeout_ms = 3000;
+  client::Client one(pinned);
+  auto read_on_isolated = [&](Consistency consistency) {
+    Request r = read("b", 1, consistency);
+    r.endpoint = isolated;
+    return one.execute(r);
+  };
+  EXPECT_EQ(read_on_isolated(Consistency::kBounded).status, 200);
+
+  std::vector<size_t> frozen;
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    if (n != isolated) frozen.push_back(n);
+  }
+  struct Thaw {
+    Cluster& cluster;
+    std::vector<size_t>& frozen;
+    ~Thaw() {
+      for (size_t n : frozen) ::kill(cluster.pid(n), SIGCONT);
+    }
+  } thaw{cluster, frozen};
+  for (size_t n : frozen) ASSERT_EQ(::kill(cluster.pid(n), SIGSTOP), 0);
+
+  Response last;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        last = read_on_isolated(Consistency::kBounded);
+        return last.status == 503;
+      },
+      milliseconds(5000), milliseconds(50)))
+      << "a bounded read was still served without leader contact: " << last.status << " " << last.message;
+  EXPECT_NE(last.message.find("leader"), std::string::npos) << last.message;
+  EXPECT_EQ(read_on_isolated(Consistency::kEventual).status, 200) << "eventual reads need no leader";
+
+  for (size_t n : frozen) ::kill(cluster.pid(n), SIGCONT);
+  frozen.clear();
+  EXPECT_TRUE(wait_until([&] { return read_on_isolated(Consistency::kBounded).status == 200; }, milliseconds(10000),
+                         milliseconds(50)))
+      << "bounded reads did not come back once the leader was heard again";
 }
 
 }  // namespace
