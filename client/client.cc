@@ -116,6 +116,8 @@ class Client::Impl {
     };
     call->endpoint = routing_.first_endpoint(request.op, call->consistency, to_index(request.endpoint),
                                              to_index(options_.preferred_endpoint));
+    call->retries.pinned_read =
+        !call->write && (request.endpoint.has_value() || options_.preferred_endpoint.has_value());
     kj::Timer& clock = timer(call->endpoint);
     call->deadline = clock.now() + options_.request_timeout_ms * kj::MILLISECONDS;
     auto timeout = clock.atTime(call->deadline).then([this, call]() { return on_timeout(*call); });

@@ -166,14 +166,21 @@ RetryDecision decide_retry(const ClientOptions& options, RetryState& state, cons
     ++state.unavailable_retries;
     return RetryDecision{.retry = true, .delay_ms = delay, .target = target, .node = node};
   };
+  const auto elsewhere = [&] {
+    if (state.pinned_read && !write && !state.reconnected) {
+      state.reconnected = true;
+      return unavailable_retry(RetryDecision::Target::kSameEndpoint, 0, 0);
+    }
+    return unavailable_retry(RetryDecision::Target::kNextEndpoint, 0, 0);
+  };
   switch (attempt.kind) {
     case Attempt::Kind::kNotSent:
-      return unavailable_retry(RetryDecision::Target::kNextEndpoint, 0, 0);
+      return elsewhere();
     case Attempt::Kind::kConnectionLost:
       if (write) {
         return decision;  // the write may have been applied: re-sending could apply it twice
       }
-      return unavailable_retry(RetryDecision::Target::kNextEndpoint, 0, 0);
+      return elsewhere();
     case Attempt::Kind::kAnswered:
       break;
   }

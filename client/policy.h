@@ -82,6 +82,11 @@ struct Attempt {
 struct RetryState {
   uint32_t unavailable_retries = 0;
   uint32_t throttled_retries = 0;
+  // The call is a read pinned to one node (Request::endpoint or ClientOptions::preferred_endpoint): after a failed
+  // connection it first reconnects to that node once before moving on, so a dropped connection does not silently
+  // turn a read of that replica into a read of another.
+  bool pinned_read = false;
+  bool reconnected = false;
 };
 
 // What to do after an attempt. Thread-safety: a value.
@@ -106,7 +111,8 @@ uint32_t backoff_ms(const ClientOptions& options, uint32_t retry, Prng& prng);
 // Whether and how to retry after `attempt`; counts the retry in `state`. Answers other than 503/429 are final;
 // 503 goes to the hinted leader (else the next endpoint) after retryAfterMs or backoff; 429 waits retryAfterMs on the
 // same endpoint when retry_throttled; kNotSent goes to the next endpoint; kConnectionLost does too for reads but is
-// final for writes (not blindly re-sent: the first may have been applied).
+// final for writes (not blindly re-sent: the first may have been applied). A pinned read first retries its own
+// endpoint once (a fresh connection) after kNotSent/kConnectionLost.
 RetryDecision decide_retry(const ClientOptions& options, RetryState& state, const Attempt& attempt, bool write,
                            Prng& prng);
 

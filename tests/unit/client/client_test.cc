@@ -188,6 +188,26 @@ TEST(RetryPolicy, ThrottledWaitsRetryAfterOnTheSameEndpoint) {
   EXPECT_FALSE(decide_retry(options, fresh, answered(throttled), false, prng).retry);
 }
 
+TEST(RetryPolicy, APinnedReadReconnectsToItsNodeOnceBeforeMovingOn) {
+  const ClientOptions options = retry_options();
+  Prng prng(1);
+  const Attempt lost{.kind = Attempt::Kind::kConnectionLost, .error = "reset"};
+  const Attempt not_sent{.kind = Attempt::Kind::kNotSent, .error = "refused"};
+  RetryState pinned;
+  pinned.pinned_read = true;
+  const RetryDecision again = decide_retry(options, pinned, lost, false, prng);
+  EXPECT_TRUE(again.retry);
+  EXPECT_EQ(again.target, RetryDecision::Target::kSameEndpoint) << "first a fresh connection to the same node";
+  EXPECT_GT(again.delay_ms, 0u);
+  EXPECT_EQ(decide_retry(options, pinned, not_sent, false, prng).target, RetryDecision::Target::kNextEndpoint)
+      << "that node still does not answer: move on";
+  RetryState unpinned;
+  EXPECT_EQ(decide_retry(options, unpinned, lost, false, prng).target, RetryDecision::Target::kNextEndpoint);
+  RetryState write;
+  write.pinned_read = true;  // the caller never marks writes, but a write must not be re-sent either way
+  EXPECT_FALSE(decide_retry(options, write, lost, true, prng).retry);
+}
+
 TEST(RetryPolicy, ConnectionFailures) {
   const ClientOptions options = retry_options();
   Prng prng(1);
