@@ -39,6 +39,9 @@ struct Arguments {
   std::string continuation;
   uint64_t member_id = 0;
   std::string member_address;
+  std::string sql;                  // query
+  std::vector<std::string> params;  // query: @name=JSON, repeatable
+  bool enable_scan = false;         // query
 };
 
 // A usage error found after CLI11 was done (file not readable, bad endpoint list, ...).
@@ -131,6 +134,40 @@ std::vector<std::string> resolve_endpoints(const Arguments& arguments, const Cli
   return std::move(parsed).value();
 }
 
+// --param @name=JSON ... as one JSON object {"@name": value}; "" when there are none.
+std::string parameters_json(const std::vector<std::string>& params) {
+  if (params.empty()) {
+    return "";
+  }
+  boost::json::object object;
+  for (const std::string& param : params) {
+    const size_t equals = param.find('=');
+    if (equals == std::string::npos || equals < 2 || param[0] != '@') {
+      throw UsageError{"--param takes @name=JSON, got '" + param + "'"};
+    }
+    const std::string name = param.substr(0, equals);
+    if (object.contains(name)) {
+      throw UsageError{"--param " + name + " is given twice"};
+    }
+    boost::system::error_code error;
+    boost::json::value value = boost::json::parse(param.substr(equals + 1), error);
+    if (error) {
+      throw UsageError{"--param " + name + ": the value is not JSON (quote strings: " + name + "='\"text\"')"};
+    }
+    object[name] = std::move(value);
+  }
+  // The values travel as the user wrote them: re-serialize only the envelope, keeping each value's own text.
+  std::string out = "{";
+  for (const std::string& param : params) {
+    const size_t equals = param.find('=');
+    if (out.size() > 1) {
+      out += ",";
+    }
+    out += quote(param.substr(0, equals)) + ":" + param.substr(equals + 1);
+  }
+  return out + "}";
+}
+
 ContainerSettings::Indexing indexing_of(const std::string& text) {
   if (text.empty()) {
     return ContainerSettings::Indexing::kUnchanged;
@@ -157,6 +194,7 @@ class Grammar {
     add_db();
     add_container();
     add_item();
+    add_query();
   }
 
   CLI::App& app() { return app_; }
@@ -284,6 +322,18 @@ class Grammar {
     list->add_option("--continuation", arguments_.continuation, "continue from a previous page");
   }
 
+  void add_query() {
+    CLI::App* query = leaf(&app_, "query", "run a SQL query (Cosmos DB subset), a page at a time", Op::kQuery);
+    database_and_container(query);
+    query->add_option("SQL", arguments_.sql, "SELECT ... FROM c [WHERE ...] [ORDER BY ...] (see the README)")
+        ->required();
+    query->add_option("--param", arguments_.params, "a parameter, @name=JSON (repeatable)");
+    query->add_option("--pk", arguments_.partition_key, "only this partition key value");
+    query->add_option("--max-items", arguments_.max_items, "page size")->check(CLI::PositiveNumber);
+    query->add_option("--continuation", arguments_.continuation, "continue from a previous page");
+    query->add_flag("--enable-scan", arguments_.enable_scan, "allow a scan when the container's indexing is none");
+  }
+
   Arguments& arguments_;
   CLI::App app_;
   std::vector<std::pair<CLI::App*, Op>> leaves_;
@@ -313,6 +363,11 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
     case Op::kReplaceItem:
     case Op::kPatchItem:
       request.body = load_document(arguments.document, environment);
+      break;
+    case Op::kQuery:
+      request.sql = arguments.sql;
+      request.parameters_json = parameters_json(arguments.params);
+      request.enable_scan = arguments.enable_scan;
       break;
     case Op::kCreateContainer:
     case Op::kUpdateContainer: {

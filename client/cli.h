@@ -13,6 +13,7 @@
 //   item read|delete DB C --pk VALUE --id ID [--if-match ETAG (delete)]
 //   item patch DB C --pk VALUE --id ID OPS_JSON [--if-match ETAG]
 //   item list DB C [--pk VALUE] [--max-items N] [--continuation TOKEN]
+//   query DB C "SQL" [--param @name=JSON]... [--pk VALUE] [--max-items N] [--continuation TOKEN] [--enable-scan]
 #pragma once
 
 #include <istream>

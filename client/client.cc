@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "client/policy.h"
+#include "common/assert.h"
 #include "client/wire.h"
 #include "proto/mayfly.capnp.h"
 
@@ -21,6 +22,7 @@ bool is_write(Op op) {
     case Op::kListContainers:
     case Op::kReadItem:
     case Op::kListItems:
+    case Op::kQuery:
     case Op::kClusterStatus:
       return false;
     default:
@@ -49,6 +51,7 @@ std::string_view op_name(Op op) {
     case Op::kAddMember: return "addMember";
     case Op::kRemoveMember: return "removeMember";
     case Op::kTransferLeader: return "transferLeader";
+    case Op::kQuery: return "query";
   }
   return "unknown";
 }
@@ -333,6 +336,17 @@ void Client::set_node_address(uint64_t id, const std::string& address) {
   const Status valid = validate_endpoint(address);
   KJ_REQUIRE(valid.is_ok(), valid.message());
   impl_->set_node_address(id, address);
+}
+
+Response PageIterator::next() {
+  MAYFLY_ASSERT_MSG(more_, "PageIterator::next() after the last page");
+  Response page = client_.execute(request_);
+  if (!page.ok() || page.continuation.empty()) {
+    more_ = false;
+  } else {
+    request_.options.continuation = page.continuation;
+  }
+  return page;
 }
 
 }  // namespace mayfly::client

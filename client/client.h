@@ -45,6 +45,7 @@ enum class Op {
   kAddMember,
   kRemoveMember,
   kTransferLeader,
+  kQuery,
 };
 
 // True for operations that change state: they go to the leader and are never blindly re-sent after a lost connection.
@@ -75,8 +76,8 @@ struct RequestOptions {
   std::optional<Consistency> consistency;  // unset: ClientOptions::default_consistency
   std::string session_token;               // unset (empty): the Client's highest token, for session reads and writes
   std::string if_match;                    // an etag with its quotes; writes apply only to that version
-  uint32_t max_items = 0;                  // listItems page size; 0: the server's default
-  std::string continuation;                // listItems: from the previous page's Response::continuation
+  uint32_t max_items = 0;                  // listItems / query page size; 0: the server's default
+  std::string continuation;                // listItems / query: from the previous page's Response::continuation
 
   bool operator==(const RequestOptions&) const = default;
 };
@@ -94,6 +95,11 @@ struct Request {
   ContainerSettings settings;  // createContainer / updateContainer
   uint64_t member_id = 0;      // addMember, removeMember, transferLeader
   std::string member_address;  // addMember: host:port of the new member's RPC listener
+  // query: the SQL text, its parameters as one JSON object {"@name": value} ("" for none), and whether a scan of a
+  // container with indexing mode none is allowed. partition_key (when set) keeps the query to one partition.
+  std::string sql;
+  std::string parameters_json;
+  bool enable_scan = false;
   RequestOptions options;
   // Where to send the first attempt: an endpoint number (1..N, as in ClientOptions::endpoints), overriding leader
   // routing for writes and preferred_endpoint/round-robin for reads. Retries follow the normal rules. Tests use it to
@@ -122,7 +128,7 @@ struct Response {
   uint32_t retry_after_ms = 0;
   uint64_t served_by = 0;    // node id that executed the request; 0 when the client made the response itself
   uint64_t leader_hint = 0;  // the leader as the serving node knew it; 0: unknown
-  std::string continuation;  // listItems: non-empty when there are more pages
+  std::string continuation;  // listItems / query: non-empty when there are more pages
 
   bool ok() const { return status < 400; }
   bool operator==(const Response&) const = default;
@@ -184,5 +190,24 @@ class Client {
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The pages of a query or a list, one request per page: each next() sends the request with the previous page's
+// continuation (and, through the Client, its session token, so a session-consistent paging never goes back in time).
+// Iteration ends after the page that carries no continuation, or after an error response (returned as the page).
+// Thread-safety: one thread, like the Client it borrows (which must outlive it).
+class PageIterator {
+ public:
+  PageIterator(Client& client, Request request) : client_(client), request_(std::move(request)) {}
+  bool has_more() const { return more_; }
+  Response next();
+
+ private:
+  Client& client_;
+  Request request_;
+  bool more_ = true;
+};
+
+// A query's pages: `request` is an Op::kQuery request (sql, parameters, partition key, options.max_items).
+inline PageIterator query_pages(Client& client, Request request) { return PageIterator(client, std::move(request)); }
 
 }  // namespace mayfly::client

@@ -195,6 +195,18 @@ void encode_request(const Request& request, Consistency consistency, const std::
       }
       return;
     }
+    case Op::kQuery: {
+      auto query = out.initQuery();
+      query.setSql(wire_text(request.sql));
+      query.setParameters(wire_text(request.parameters_json));
+      if (request.partition_key.has_value()) {
+        query.getPartitionKey().setValue(wire_text(*request.partition_key));
+      } else {
+        query.getPartitionKey().setCrossPartition();
+      }
+      query.setEnableScan(request.enable_scan);
+      return;
+    }
     case Op::kClusterStatus:
       out.setClusterStatus();
       return;
@@ -299,6 +311,15 @@ Request decode_request(proto::Request::Reader in) {
         request.partition_key = text(in.getListItems().getPartitionKey());
       }
       break;
+    case proto::Request::QUERY: {
+      request.op = Op::kQuery;
+      auto query = in.getQuery();
+      request.sql = text(query.getSql());
+      request.parameters_json = text(query.getParameters());
+      if (query.getPartitionKey().isValue()) request.partition_key = text(query.getPartitionKey().getValue());
+      request.enable_scan = query.getEnableScan();
+      break;
+    }
     case proto::Request::CLUSTER_STATUS:
       request.op = Op::kClusterStatus;
       break;

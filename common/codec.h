@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -53,5 +54,10 @@ class Reader {
 
 // The smallest string greater than every string that starts with `prefix` ("" if there is none).
 std::string prefix_successor(std::string_view prefix);
+
+// Lowercase hex of arbitrary bytes, and back (nullopt for odd lengths or other characters): opaque tokens such as
+// continuations, safe in JSON and on a command line.
+std::string hex_encode(std::string_view bytes);
+std::optional<std::string> hex_decode(std::string_view text);
 
 }  // namespace mayfly::codec

@@ -16,6 +16,8 @@ build_packages=(
 )
 tool_packages=(
   faketime curl ca-certificates procps psmisc
+  clang-14 libclang-rt-14-dev             # libFuzzer for the query fuzz target (tests/fuzz; skipped without clang)
+  debootstrap                             # deploy/make-base-image.sh: the Docker base image without a registry
 )
 
 wanted=("${build_packages[@]}" "${tool_packages[@]}")

@@ -352,8 +352,7 @@ void Driver::serve_waiting_reads() {
     waiting_reads_.erase(waiting_reads_.begin());
     Reply result{execute_read(replica_->state(), read.query, applied.ts_micros)};
     result.session_token = applied.index.value();
-    result.request_charge = result.result.ok() ? ttl::read_charge(result.result.body.size(), read.strong)
-                                               : ttl::kFailedRequestCharge;
+    result.request_charge = read_request_charge(result.result, read.strong);
     if (!read.query.container.empty()) {
       request_units_.charge(read.query.database + "/" + read.query.container, read.strong ? "read_strong" : "read",
                             result.request_charge);

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "ttl/request_units.h"
+
 namespace mayfly::node {
 namespace {
 
@@ -127,6 +129,21 @@ storage::Outcome<Operation> decode_request(proto::Request::Reader request) {
       read.list.continuation = options.getContinuation();
       break;
     }
+    case proto::Request::QUERY: {
+      read_kind(ReadQuery::Kind::kQuery);
+      auto wire = request.getQuery();
+      read.query.database = command.database;
+      read.query.container = command.container;
+      read.query.sql = wire.getSql();
+      read.query.parameters_json = wire.getParameters();
+      if (wire.getPartitionKey().isValue()) {
+        read.query.partition_key_json = std::string(wire.getPartitionKey().getValue().cStr());
+      }
+      read.query.enable_scan = wire.getEnableScan();
+      read.query.max_items = options.getMaxItems() == 0 ? 100 : options.getMaxItems();
+      read.query.continuation = options.getContinuation();
+      break;
+    }
     case proto::Request::CLUSTER_STATUS: op.kind = Operation::Kind::kClusterStatus; break;
     case proto::Request::ADD_MEMBER:
       op.kind = Operation::Kind::kAddMember;
@@ -201,8 +218,15 @@ std::string op_name(const Operation& operation) {
     case ReadQuery::Kind::kContainer: return "get_container";
     case ReadQuery::Kind::kContainers: return "list_containers";
     case ReadQuery::Kind::kDatabases: return "list_databases";
+    case ReadQuery::Kind::kQuery: return "query";
   }
   return "unknown";
+}
+
+double read_request_charge(const storage::OpResult& result, bool strong) {
+  if (!result.ok()) return ttl::kFailedRequestCharge;
+  if (result.work_charge > 0) return strong ? 2 * result.work_charge : result.work_charge;
+  return ttl::read_charge(result.body.size(), strong);
 }
 
 storage::OpResult execute_read(const storage::StateMachine& state, const ReadQuery& query, int64_t now_micros) {
@@ -213,6 +237,7 @@ storage::OpResult execute_read(const storage::StateMachine& state, const ReadQue
     case ReadQuery::Kind::kContainer: return state.read_container(query.database, query.container);
     case ReadQuery::Kind::kContainers: return state.list_containers(query.database);
     case ReadQuery::Kind::kDatabases: return state.list_databases();
+    case ReadQuery::Kind::kQuery: return query::execute_query(state, query.query, now_micros);
   }
   return storage::OpResult::error(400, "unknown read");
 }

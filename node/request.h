@@ -9,6 +9,7 @@
 
 #include "common/ids.h"
 #include "proto/mayfly.capnp.h"
+#include "query/executor.h"
 #include "storage/command.h"
 #include "storage/state_machine.h"
 
@@ -17,13 +18,14 @@ namespace mayfly::node {
 enum class Consistency { kSession, kStrong, kBounded, kEventual };
 
 struct ReadQuery {
-  enum class Kind { kItem, kItems, kContainer, kContainers, kDatabases };
+  enum class Kind { kItem, kItems, kContainer, kContainers, kDatabases, kQuery };
   Kind kind = Kind::kItem;
   std::string database;
   std::string container;
   std::string partition_key_json;  // kItem
   std::string id;                  // kItem
   storage::ListRequest list;       // kItems
+  query::QueryRequest query;       // kQuery
 };
 
 struct Operation {
@@ -64,6 +66,10 @@ Reply decode_reply(proto::Response::Reader response);
 
 // A short, bounded name for metrics labels: "create", "read", "list", "cluster_status", ...
 std::string op_name(const Operation& operation);
+
+// The request charge of a read's result: a query's work charge, otherwise the size-based read charge (spec §8);
+// strong reads pay twice; failures 1 RU.
+double read_request_charge(const storage::OpResult& result, bool strong);
 
 // Runs a read at replicated time `now_micros`.
 storage::OpResult execute_read(const storage::StateMachine& state, const ReadQuery& query, int64_t now_micros);

@@ -405,8 +405,7 @@ Reply RpcHost::serve_read(const Operation& operation) {
   reply.session_token = std::max(applied.index.value(), operation.session_token);
   reply.served_by = config_.id;
   reply.leader_hint = view_.leader;
-  reply.request_charge = reply.result.ok() ? ttl::read_charge(reply.result.body.size(), false)
-                                           : ttl::kFailedRequestCharge;
+  reply.request_charge = read_request_charge(reply.result, false);
   if (!query.container.empty()) request_units_.charge(container, op_name(operation), reply.request_charge);
   return reply;
 }

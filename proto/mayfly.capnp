@@ -19,8 +19,8 @@ struct Options {
   consistency @0 :Consistency = session;
   sessionToken @1 :Text;   # the sessionToken of the client's previous response; empty: none
   ifMatch @2 :Text;        # an etag (as returned, with its quotes): the write applies only to that version
-  maxItems @3 :UInt32;     # listItems page size; 0: the default (100)
-  continuation @4 :Text;   # listItems: where to go on, from the previous page's Response.continuation
+  maxItems @3 :UInt32;     # listItems / query page size; 0: the default (100)
+  continuation @4 :Text;   # listItems / query: where to go on, from the previous page's Response.continuation
 }
 
 # A container's settings. On create, `partitionKeyPath` is required and `unchanged` means "absent" (TTL off,
@@ -47,6 +47,17 @@ struct ContainerSettings {
 struct ItemKey {
   partitionKey @0 :Text;  # the partition key value as JSON: "\"tenant-1\"", "42", "true", "null"
   id @1 :Text;
+}
+
+# A query in Mayfly's Cosmos-style SQL subset (README "Queries"). Page size and continuation travel in Options.
+struct Query {
+  sql @0 :Text;
+  parameters @1 :Text;     # one JSON object {"@name": value, ...}; empty: none
+  partitionKey :union {
+    crossPartition @2 :Void;
+    value @3 :Text;        # the partition key value as JSON: only this partition is read
+  }
+  enableScan @4 :Bool;     # allow a scan on a container whose indexing mode is none
 }
 
 struct Member {
@@ -84,6 +95,7 @@ struct Request {
     addMember @21 :Member;
     removeMember @22 :UInt64;
     transferLeader @23 :UInt64;
+    query @24 :Query;        # a read: follows the consistency level like listItems
   }
 }
 
@@ -99,7 +111,7 @@ struct Response {
   retryAfterMs @8 :UInt32;  # with 429 (and 503 when a leader election is under way)
   servedBy @9 :UInt64;      # the node that executed the request
   leaderHint @10 :UInt64;   # the leader as this node knows it (0: unknown), for client-side leader discovery
-  continuation @11 :Text;   # listItems: non-empty when there are more pages
+  continuation @11 :Text;   # listItems / query: non-empty when there are more pages
 }
 
 # The bootstrap capability every mayflyd offers.

@@ -74,6 +74,7 @@ struct OpResult {
   int64_t ts_micros = 0;         // the item's or container's last-modified replicated time
   std::string continuation;      // lists: where the next page starts ("" when there is none)
   int64_t expired_skipped = 0;   // reads: items passed over because they had expired (metrics)
+  double work_charge = 0;        // queries: RU for the work done (query/executor.h); 0: priced by the body size
 
   bool ok() const { return status < 400; }
   static OpResult error(int status, std::string message) {

@@ -72,6 +72,12 @@ std::string own_expiry_key(uint64_t crid, int64_t expiry_micros, std::string_vie
   return expiry_index_key(KeyTag::kOwnExpiryIndex, crid, expiry_micros, partition_key, id);
 }
 
+std::string ts_index_prefix(uint64_t crid) { return with_u64(KeyTag::kTsIndex, crid); }
+
+std::string ts_index_key(uint64_t crid, int64_t write_ts_micros, std::string_view partition_key, std::string_view id) {
+  return expiry_index_key(KeyTag::kTsIndex, crid, write_ts_micros, partition_key, id);
+}
+
 std::string inherit_expiry_prefix(uint64_t crid) { return with_u64(KeyTag::kInheritExpiryIndex, crid); }
 
 std::string inherit_expiry_key(uint64_t crid, int64_t write_ts_micros, std::string_view partition_key,

@@ -8,6 +8,7 @@
 //   06 crid write_ts_us pk id                   -> record bytes   (items inheriting the default, by write time)
 //   07 crid                                     -> ""             (dropped container, its keys await reclaiming)
 //   08 node id                                  -> HOST:PORT      (the replicated address book of members)
+//   09 crid write_ts_us pk id                   -> ""             (every item by last-modified time: ORDER BY c._ts)
 //   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record
 //   11 index                                    -> raft log entry
 //   20 crid                                     -> LocalStats     (node-local: physical items and bytes)
@@ -37,6 +38,7 @@ enum class KeyTag : uint8_t {
   kInheritExpiryIndex = 0x06,
   kDroppedContainer = 0x07,
   kMemberAddress = 0x08,
+  kTsIndex = 0x09,
   kRaftMeta = 0x10,
   kRaftEntry = 0x11,
   kLocalStats = 0x20,
@@ -55,6 +57,10 @@ std::string own_expiry_key(uint64_t crid, int64_t expiry_micros, std::string_vie
 std::string inherit_expiry_prefix(uint64_t crid);
 std::string inherit_expiry_key(uint64_t crid, int64_t write_ts_micros, std::string_view partition_key,
                                std::string_view id);
+// Every item of a container by write time (µs; unique per container, one write per log entry), for queries that
+// ORDER BY c._ts. Replicated like the expiry indexes and removed with the item (also by GC).
+std::string ts_index_prefix(uint64_t crid);
+std::string ts_index_key(uint64_t crid, int64_t write_ts_micros, std::string_view partition_key, std::string_view id);
 std::string dropped_container_key(uint64_t crid);
 std::string local_stats_key(uint64_t crid);
 std::string member_address_key(uint64_t node);

@@ -54,33 +54,6 @@ class SnapshotGuard {
   const leveldb::Snapshot* snapshot_;
 };
 
-std::string hex_encode(std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (char c : bytes) {
-    out.push_back(kHex[static_cast<uint8_t>(c) >> 4]);
-    out.push_back(kHex[static_cast<uint8_t>(c) & 0xf]);
-  }
-  return out;
-}
-
-std::optional<std::string> hex_decode(std::string_view text) {
-  if (text.size() % 2 != 0) return std::nullopt;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  std::string out;
-  for (size_t i = 0; i < text.size(); i += 2) {
-    const int high = nibble(text[i]), low = nibble(text[i + 1]);
-    if (high < 0 || low < 0) return std::nullopt;
-    out.push_back(static_cast<char>(high * 16 + low));
-  }
-  return out;
-}
-
 std::string index_value(size_t record_bytes) {
   std::string out;
   codec::put_varint(out, record_bytes);
@@ -532,6 +505,7 @@ void StateMachine::remove_stored_item(uint64_t crid, const std::string& key, std
                                       std::string_view id, const ItemRecord& record, size_t record_bytes,
                                       ApplyContext& context) {
   context.batch.Delete(key);
+  context.batch.Delete(ts_index_key(crid, record.write_ts_micros, partition_key, id));
   const IndexEntry entry = index_entry_for(crid, partition_key, id, record);
   if (entry.kind != IndexKind::kNone) {
     context.batch.Delete(entry.key);
@@ -616,6 +590,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   const std::string value = encode_item(record);
   const size_t record_bytes = key.size() + value.size();
   context.batch.Put(key, value);
+  context.batch.Put(ts_index_key(container.crid, ts, partition_key, id), "");
   const IndexEntry entry = index_entry_for(container.crid, partition_key, id, record);
   if (entry.kind != IndexKind::kNone) context.batch.Put(entry.key, index_value(record_bytes));
   auto [stats, inserted] = context.stats.try_emplace(container.crid);
@@ -735,7 +710,7 @@ OpResult StateMachine::list_items(const ListRequest& request, int64_t now_micros
   }
   std::string start = prefix;
   if (!request.continuation.empty()) {
-    std::optional<std::string> decoded = hex_decode(request.continuation);
+    std::optional<std::string> decoded = codec::hex_decode(request.continuation);
     if (!decoded || decoded->empty()) return bad_request("continuation token is malformed");
     start = item_prefix(container.crid) + *decoded;
     if (start.compare(0, prefix.size(), prefix) != 0) {
@@ -762,12 +737,131 @@ OpResult StateMachine::list_items(const ListRequest& request, int64_t now_micros
     result.body += render_item(*item, container.crid);
     ++count;
     const std::string key = it->key().ToString();
-    result.continuation = hex_encode(std::string_view(key).substr(item_prefix(container.crid).size()));
+    result.continuation = codec::hex_encode(std::string_view(key).substr(item_prefix(container.crid).size()));
   }
   if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));
   if (!(it->Valid() && has_prefix(it->key(), prefix))) result.continuation.clear();  // no more pages
   result.body.push_back(']');
   return result;
+}
+
+// ---- the query engine's reader -----------------------------------------------------------------------------
+
+StateMachine::ItemReader::ItemReader(leveldb::DB* db, ContainerRecord container)
+    : db_(db), snapshot_(db->GetSnapshot()), container_(std::move(container)) {}
+
+StateMachine::ItemReader::~ItemReader() { db_->ReleaseSnapshot(static_cast<const leveldb::Snapshot*>(snapshot_)); }
+
+Outcome<std::unique_ptr<StateMachine::ItemReader>> StateMachine::open_item_reader(std::string_view database,
+                                                                               std::string_view container) const {
+  // The container record is read from the reader's own snapshot, so settings and items are one consistent state.
+  std::unique_ptr<ItemReader> reader(new ItemReader(db_.get(), ContainerRecord{}));
+  Outcome<ContainerRecord> found = find_container(database, container, reader->snapshot_);
+  if (!found.ok()) return found.error();
+  reader->container_ = std::move(found.value());
+  Result<std::optional<std::string>> meta = get_raw(meta_key(), reader->snapshot_);
+  if (!meta.is_ok()) return internal_error(meta.status());
+  if (meta->has_value()) {
+    Result<MetaState> decoded = decode_meta(**meta);
+    if (!decoded.is_ok()) return internal_error(decoded.status());
+    reader->applied_ts_micros_ = decoded->applied_ts_micros;
+  }
+  return reader;
+}
+
+Status StateMachine::ItemReader::walk(Order order, const std::optional<std::string>& partition_key,
+                                      std::string_view resume_after, int64_t now_micros,
+                                      const std::function<bool(const Visit&)>& visit) {
+  if (order == Order::kKey) return walk_keys(partition_key, resume_after, now_micros, visit);
+  return walk_ts(order == Order::kTsDescending, partition_key, resume_after, now_micros, visit);
+}
+
+Status StateMachine::ItemReader::walk_keys(const std::optional<std::string>& partition_key,
+                                           std::string_view resume_after, int64_t now_micros,
+                                           const std::function<bool(const Visit&)>& visit) {
+  const std::string container_prefix = item_prefix(container_.crid);
+  const std::string prefix = partition_key ? partition_prefix(container_.crid, *partition_key) : container_prefix;
+  const std::string start = container_prefix + std::string(resume_after);
+  if (!resume_after.empty() && start.compare(0, prefix.size(), prefix) != 0) {
+    return Status::invalid_argument("continuation position is outside this partition");
+  }
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
+  it->Seek(resume_after.empty() ? prefix : start);
+  if (!resume_after.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
+  std::string pk, id;
+  for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    const std::string_view value(it->value().data(), it->value().size());
+    ++counters_.items_loaded;
+    counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
+    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
+    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
+      ++counters_.expired_skipped;
+      continue;
+    }
+    MAYFLY_RETURN_IF_ERROR(decode_item_key(key, pk, id));
+    if (!visit(Visit{key.substr(container_prefix.size()), pk, record})) return Status::ok();
+  }
+  return from_leveldb(it->status(), "query scan");
+}
+
+Status StateMachine::ItemReader::walk_ts(bool descending, const std::optional<std::string>& partition_key,
+                                         std::string_view resume_after, int64_t now_micros,
+                                         const std::function<bool(const Visit&)>& visit) {
+  const std::string prefix = ts_index_prefix(container_.crid);
+  const std::string start = prefix + std::string(resume_after);
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
+  if (!descending) {
+    it->Seek(resume_after.empty() ? prefix : start);
+    if (!resume_after.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
+  } else {
+    // Position at the last key strictly below the resume point (or the last key of the index).
+    const std::string end = resume_after.empty() ? codec::prefix_successor(prefix) : start;
+    it->Seek(end);
+    if (it->Valid()) {
+      it->Prev();
+    } else {
+      it->SeekToLast();
+    }
+    while (it->Valid() && it->key().compare(leveldb::Slice(end)) >= 0) it->Prev();
+  }
+  std::string value;
+  for (; it->Valid() && has_prefix(it->key(), prefix); descending ? it->Prev() : it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    ++counters_.index_entries;
+    MAYFLY_ASSIGN_OR_RETURN(IndexKey entry, decode_index_key(key));
+    if (partition_key && entry.partition_key != *partition_key) continue;
+    const std::string item = item_key(container_.crid, entry.partition_key, entry.id);
+    leveldb::Status status = db_->Get(read_options(snapshot_), item, &value);
+    if (status.IsNotFound()) return Status::corruption("`_ts` index entry without its item");
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "query index lookup"));
+    ++counters_.items_loaded;
+    counters_.bytes_loaded += static_cast<int64_t>(item.size() + value.size());
+    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
+    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
+      ++counters_.expired_skipped;
+      continue;
+    }
+    if (!visit(Visit{key.substr(prefix.size()), entry.partition_key, record})) return Status::ok();
+  }
+  return from_leveldb(it->status(), "query index walk");
+}
+
+Result<std::optional<ItemRecord>> StateMachine::ItemReader::lookup(std::string_view partition_key,
+                                                                   std::string_view id, int64_t now_micros) {
+  const std::string key = item_key(container_.crid, partition_key, id);
+  std::string value;
+  leveldb::Status status = db_->Get(read_options(snapshot_), key, &value);
+  if (status.IsNotFound()) return std::optional<ItemRecord>();
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "query point read"));
+  ++counters_.items_loaded;
+  counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
+  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
+  if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
+    ++counters_.expired_skipped;
+    return std::optional<ItemRecord>();
+  }
+  return std::optional<ItemRecord>(std::move(record));
 }
 
 OpResult StateMachine::read_database(std::string_view database) const {
@@ -1089,7 +1183,8 @@ Result<int64_t> StateMachine::reclaim_dropped(size_t max_keys) {
     uint64_t crid;
     if (!reader.get_u64_be(crid)) return Status::corruption("dropped container key");
     bool finished = true;
-    for (const std::string& prefix : {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid)}) {
+    for (const std::string& prefix :
+         {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid), ts_index_prefix(crid)}) {
       for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
         if (static_cast<size_t>(deleted) >= max_keys) {
           finished = false;

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <mutex>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -156,6 +157,57 @@ class StateMachine {
   // figures are recomputed from the installed items). Installing is one atomic write.
   Result<std::string> export_snapshot() const;
   Status install_snapshot(std::string_view data);
+
+  // A consistent, read-only view of one container's items (one LevelDB snapshot), for the query engine (query/):
+  // walks in key order or by last-modified time (the `_ts` index) and point lookups. Only items alive at
+  // `now_micros` are ever handed out: expired ones are skipped and counted here, in storage, so no query path above
+  // can see one. Opened like the read_* methods (any thread); used by one thread; destroyed before the store.
+  class ItemReader {
+   public:
+    enum class Order : uint8_t { kKey, kTsAscending, kTsDescending };
+    struct Visit {
+      // Where the item sits in the walk, to resume strictly after it: the item key (key order) or the `_ts` index
+      // key (ts order) without the container's prefix. Key-order positions compare (bytewise) like the walk.
+      std::string_view position;
+      std::string_view partition_key;  // canonical JSON of the key value
+      const ItemRecord& record;
+    };
+    struct Counters {
+      int64_t items_loaded = 0;     // item records read and decoded, expired ones included (the work done)
+      int64_t bytes_loaded = 0;
+      int64_t index_entries = 0;    // `_ts` index entries walked
+      int64_t expired_skipped = 0;  // items passed over because they had expired at now_micros
+    };
+    ~ItemReader();
+    ItemReader(const ItemReader&) = delete;
+    ItemReader& operator=(const ItemReader&) = delete;
+    const ContainerRecord& container() const { return container_; }
+    const Counters& counters() const { return counters_; }
+    // The replicated time of the snapshot's own applied position. Callers evaluate at max(their time, this), so a
+    // reader never judges a newer state by an older time (which could show an item the newer state saw expire).
+    int64_t applied_ts_micros() const { return applied_ts_micros_; }
+    // Visits alive items in `order` strictly after `resume_after` ("" from the start) until `visit` returns false.
+    // `partition_key` (canonical) keeps the walk to one partition. InvalidArgument for a position that is not one.
+    Status walk(Order order, const std::optional<std::string>& partition_key, std::string_view resume_after,
+                int64_t now_micros, const std::function<bool(const Visit&)>& visit);
+    // The item (pk, id) when it exists and is alive at now_micros.
+    Result<std::optional<ItemRecord>> lookup(std::string_view partition_key, std::string_view id, int64_t now_micros);
+
+   private:
+    friend class StateMachine;
+    ItemReader(leveldb::DB* db, ContainerRecord container);
+    Status walk_keys(const std::optional<std::string>& partition_key, std::string_view resume_after,
+                     int64_t now_micros, const std::function<bool(const Visit&)>& visit);
+    Status walk_ts(bool descending, const std::optional<std::string>& partition_key, std::string_view resume_after,
+                   int64_t now_micros, const std::function<bool(const Visit&)>& visit);
+    leveldb::DB* db_;
+    const void* snapshot_;
+    ContainerRecord container_;
+    int64_t applied_ts_micros_ = 0;
+    Counters counters_;
+  };
+  // 404 when the database or container does not exist.
+  Outcome<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;
 
   // A consistent, read-only view of the state at the current applied position, for exporting a snapshot on another
   // thread while applies go on. Open it on the driver thread; export it anywhere; destroy it before the store.

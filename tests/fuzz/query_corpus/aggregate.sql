@@ -1,0 +1,1 @@
+SELECT VALUE SUM(c.n) FROM c WHERE IS_NUMBER(c.n) AND NOT (c.t = false OR STARTSWITH(c.s, 'a', true))

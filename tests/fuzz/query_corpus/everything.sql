@@ -1,0 +1,1 @@
+SELECT VALUE {"a": c.arr[0], b: [c.n ?? 1, c.s || 'x']} FROM c WHERE c.s LIKE '%a_' ESCAPE '\\' AND c.n IN (1, @a) OFFSET 1 LIMIT @n

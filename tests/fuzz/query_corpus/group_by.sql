@@ -1,0 +1,1 @@
+SELECT c.pk, COUNT(1) AS n FROM c GROUP BY c.pk

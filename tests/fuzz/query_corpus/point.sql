@@ -1,0 +1,1 @@
+SELECT VALUE (c.n BETWEEN -1 AND 3 ? LOWER(c.s) : UPPER(c.s)) FROM c WHERE c.id = 'a' AND c.pk = 'p'

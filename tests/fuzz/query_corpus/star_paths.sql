@@ -1,0 +1,1 @@
+SELECT * FROM root r WHERE r.o.l["m"] AND ARRAY_CONTAINS(r.arr, {"k":[2]}, true) ORDER BY r.n DESC, r.s

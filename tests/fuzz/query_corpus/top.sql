@@ -1,0 +1,1 @@
+SELECT TOP @n c.id, c.n * 2 + -c.n / 4 % 3 AS x FROM c WHERE c.id != 'z' AND c.pk = 'p'
