@@ -41,7 +41,7 @@ command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || {
 }
 
 # One builder at a time per tag (two test runs starting together must not debootstrap twice).
-lock="/tmp/mayfly-make-base-image.$(echo "$tag" | tr -c 'a-zA-Z0-9' _).lock"
+lock="/tmp/mayfly-make-base-image.$(printf %s "$tag" | tr -c 'a-zA-Z0-9' _).lock"
 exec 9>"$lock"
 if ! flock -w 1800 9; then log "another build of $tag holds $lock for too long"; exit 1; fi
 if [ "$force" = 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then

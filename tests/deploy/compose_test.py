@@ -1,0 +1,839 @@
+#!/usr/bin/env python3
+"""The deployment, proven by running it (issue #7): ctest -L integration -R deploy.
+
+Builds the images offline (a Debian bookworm base made with debootstrap and `docker import`, cached by its tag; the
+mayfly image; Prometheus from Debian's package), brings up deploy/docker-compose.yml (three mayflyd and Prometheus;
+Grafana is behind the `grafana` profile and has no Debian package, so it is not started), and then, from the host
+through the published ports:
+
+  1. TTL: writes items with TTLs and watches them expire on all three containers, at every consistency level, and
+     the collector delete them on every node;
+  2. failover under a steady writer: `docker stop` of the leader, `docker kill` of the next leader, `docker network
+     disconnect` of the next one — each time writes resume on a new leader, the node is brought back and catches up,
+     and nothing acknowledged is lost (checked on every node); then the README's procedures as written: a rolling
+     restart with leadership transfer under the writer, a follower's volume backed up with tar, and a fourth node
+     added from deploy/docker-compose.node4.yml with `cluster add-member` (then removed);
+  3. the GC-backlog alert: a provisioned container's RU/s used up by a load loop while its items expire, so the
+     collector is starved; the alert must fire in the Prometheus inside compose, then resolve once RU are given back;
+  4. every query of every dashboard panel (and its variables) through Prometheus' HTTP API: each must return data;
+     `promtool check rules` / `test rules` on the alert rules, `promtool check config`;
+  5. `docker-compose down` + `up` keeps every acknowledged item (persistent volumes), and `down -v` leaves no
+     container, network or volume of the test behind.
+
+Options (or environment): --image-mode full|prebuilt ($MAYFLY_DEPLOY_IMAGE_MODE): `full` builds deploy/Dockerfile
+(compiles inside Docker; cached layers when the sources did not change), `prebuilt` puts the host-built binaries on
+the same runtime stage (deploy/Dockerfile.prebuilt). --keep leaves the cluster up on failure for a post-mortem.
+
+Test-only Prometheus settings (the real files are checked with promtool too): scrape and evaluation every 2 s, and in
+the alert rules every `for:` becomes 4s and the GC-backlog threshold 10 s instead of 600 s (written to a temp dir and
+mounted through $MAYFLY_PROMETHEUS_CONFIG / $MAYFLY_PROMETHEUS_ALERTS).
+
+Exit status: 0 passed, 1 failed, 77 skipped (no Docker engine answers: `docker info` failed). Cleanup: SIGTERM/SIGINT
+and failures end with `docker-compose down -v` (after printing the containers' logs); a run killed outright is cleaned
+up by the next one (projects named mayflytest<PID> whose process is gone).
+Python 3 standard library only. Every wait is bounded and polls for a condition.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+SKIP = 77
+T0 = time.monotonic()
+
+
+def log(message):
+    print(f"[{time.monotonic() - T0:7.1f}s] {message}", flush=True)
+
+
+class Failure(Exception):
+    pass
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT (ctest's timeout, Ctrl-C): never swallowed by a wait, always cleaned up after."""
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+def run(args, timeout=120, env=None, check_rc=True, input_text=None):
+    try:
+        result = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env, input=input_text)
+    except subprocess.TimeoutExpired:
+        raise Failure(f"timed out after {timeout}s: {' '.join(args)}")
+    if check_rc and result.returncode != 0:
+        raise Failure(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def wait_until(what, condition, timeout, poll=0.25):
+    """Polls condition() (truthy result ends the wait) until timeout seconds; raises Failure with `what` if not."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Failure as error:  # conditions may fail transiently while the cluster moves
+            last_error = error
+        if time.monotonic() >= deadline:
+            raise Failure(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_error})"
+                                                                            if last_error else ""))
+        time.sleep(poll)
+
+
+def free_ports(count):
+    sockets, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+        ports.append(s.getsockname()[1])
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class Cli:
+    """The host-built `mayfly` CLI against the published ports (endpoint i = node i)."""
+
+    def __init__(self, binary, endpoints):
+        self.binary = binary
+        self.endpoints = endpoints  # node id -> "127.0.0.1:port"
+
+    def __call__(self, *args, node=None, consistency=None, timeout_ms=10000):
+        endpoints = self.endpoints[node] if node else ",".join(self.endpoints[n] for n in sorted(self.endpoints))
+        argv = [self.binary, "--endpoints", endpoints, "--timeout-ms", str(timeout_ms)]
+        if consistency:
+            argv += ["--consistency", consistency]
+        argv += list(args)
+        result = run(argv, timeout=timeout_ms / 1000 + 30, check_rc=False)
+        try:
+            response = json.loads(result.stdout)
+        except json.JSONDecodeError:
+            response = {"status": -1, "message": (result.stdout + result.stderr).strip()}
+        return response
+
+    def ok(self, *args, **kwargs):
+        response = self(*args, **kwargs)
+        check(0 < response.get("status", -1) < 400, f"mayfly {' '.join(args)}: {response}")
+        return response
+
+
+class Deployment:
+    def __init__(self, options):
+        self.options = options
+        self.source = os.path.abspath(options.source_dir)
+        self.deploy = os.path.join(self.source, "deploy")
+        self.compose_file = os.path.join(self.deploy, "docker-compose.yml")
+        self.project = f"mayflytest{os.getpid()}"
+        self.tmp = tempfile.mkdtemp(prefix="mayfly-deploy-test.")
+        os.chmod(self.tmp, 0o755)
+        self.compose_files = [self.compose_file]
+        self.image = options.image
+        self.env = dict(os.environ)
+        self.env.update({
+            "MAYFLY_IMAGE": self.image,
+            "MAYFLY_PROMETHEUS_IMAGE": options.prometheus_image,
+            "MAYFLY_BIND": "127.0.0.1",
+            "MAYFLY_CLUSTER": self.project,
+            "MAYFLY_PROMETHEUS_CONFIG": os.path.join(self.tmp, "prometheus.yml"),
+            "MAYFLY_PROMETHEUS_ALERTS": os.path.join(self.tmp, "alerts.yml"),
+            "COMPOSE_PROJECT_NAME": self.project,
+        })
+        self.env.pop("COMPOSE_PROFILES", None)
+        self.cli = Cli(options.cli, {})
+        self.pick_ports()
+        self.compose_up = False
+        self.acked_ledger = []  # ids of shop/ledger writes acknowledged by earlier writers
+        self.started_wall = time.time()
+        self.timings = []
+
+    def pick_ports(self):
+        ports = free_ports(9)
+        self.rpc_ports = {n: ports[n - 1] for n in (1, 2, 3, 4)}
+        self.metrics_ports = {n: ports[n + 3] for n in (1, 2, 3, 4)}
+        self.prometheus_port = ports[8]
+        self.env["PROMETHEUS_PORT"] = str(self.prometheus_port)
+        for n in (1, 2, 3, 4):
+            self.env[f"MAYFLY{n}_PORT"] = str(self.rpc_ports[n])
+            self.env[f"MAYFLY{n}_METRICS_PORT"] = str(self.metrics_ports[n])
+        self.cli.endpoints = {n: f"127.0.0.1:{self.rpc_ports[n]}" for n in (1, 2, 3)}
+
+    # ---- docker / compose ---------------------------------------------------------------------------------
+    def compose(self, *args, timeout=180):
+        files = [arg for f in self.compose_files for arg in ("-f", f)]
+        return run(["docker-compose", "-p", self.project, *files, *args], timeout=timeout, env=self.env)
+
+    def container(self, service):
+        return f"{self.project}_{service}_1"
+
+    def inspect(self, service, template):
+        return run(["docker", "inspect", "-f", template, self.container(service)], timeout=30).stdout.strip()
+
+    def network(self):
+        return f"{self.project}_mayfly"
+
+    # ---- cluster views ----------------------------------------------------------------------------------------
+    def node_status(self, n, timeout_ms=3000):
+        """Node n's own entry of `cluster status`, asked of node n (None if it does not answer)."""
+        response = self.cli("cluster", "status", node=n, timeout_ms=timeout_ms)
+        if response.get("status") != 200 or not isinstance(response.get("body"), dict):
+            return None
+        for entry in response["body"].get("nodes", []):
+            if entry.get("id") == n and "role" in entry:
+                return entry
+        return None
+
+    def agreed_leader(self, nodes):
+        """The leader every node in `nodes` reports (and that reports itself leader), else 0."""
+        statuses = {n: self.node_status(n) for n in nodes}
+        if any(s is None for s in statuses.values()):
+            return 0
+        leaders = {s["leader"] for s in statuses.values()}
+        if len(leaders) != 1:
+            return 0
+        leader = leaders.pop()
+        if leader not in statuses or statuses[leader]["role"] != "leader":
+            return 0
+        return leader
+
+    def wait_leader(self, nodes, timeout=60, exclude=None):
+        def found():
+            leader = self.agreed_leader(nodes)
+            return leader if leader and leader != exclude else 0
+        return wait_until(f"one leader agreed by nodes {sorted(nodes)}", found, timeout)
+
+    def wait_caught_up(self, n, others, timeout=60):
+        """Node n has applied at least what the leader had committed once n was back."""
+        leader = self.wait_leader(set(others) | {n}, timeout=timeout)
+        target = self.node_status(leader)["commit"]
+        wait_until(f"node {n} applying up to index {target}",
+                   lambda: (self.node_status(n) or {}).get("applied", 0) >= target, timeout)
+        return target
+
+    def scrape(self, n):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[n]}/metrics", timeout=5) as response:
+            return response.read().decode()
+
+    def metric(self, n, name, labels):
+        """Sum of the samples of `name` on node n whose labels include `labels`."""
+        total, seen = 0.0, False
+        for line in self.scrape(n).splitlines():
+            if not line.startswith(name + "{") and not line.startswith(name + " "):
+                continue
+            head, _, value = line.rpartition(" ")
+            if all(f'{k}="{v}"' in head for k, v in labels.items()):
+                total += float(value)
+                seen = True
+        return total if seen else None
+
+    def prometheus(self, path, **params):
+        url = f"http://127.0.0.1:{self.prometheus_port}{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
+        try:
+            with urllib.request.urlopen(url, timeout=15) as response:
+                payload = json.loads(response.read().decode())
+        except Exception as error:  # noqa: BLE001 - network errors become test failures with the URL
+            raise Failure(f"Prometheus {url}: {error}")
+        check(payload.get("status") == "success", f"Prometheus {url}: {payload}")
+        return payload["data"]
+
+    def firing(self, alertname, **labels):
+        alerts = self.prometheus("/api/v1/alerts")["alerts"]
+        return [a for a in alerts if a["labels"].get("alertname") == alertname and a["state"] == "firing"
+                and all(a["labels"].get(k) == v for k, v in labels.items())]
+
+    # ---- phases -------------------------------------------------------------------------------------------------
+    def phase(self, name, function, *args):
+        started = time.monotonic()
+        log(f"=== {name}")
+        result = function(*args)
+        seconds = time.monotonic() - started
+        self.timings.append((name, seconds))
+        log(f"=== {name}: ok ({seconds:.1f} s)")
+        return result
+
+    def static_checks(self):
+        run([sys.executable, os.path.join(self.deploy, "grafana", "make_dashboard.py"), "--check"])
+        dashboard = json.load(open(os.path.join(self.deploy, "grafana", "dashboards", "mayfly.json")))
+        metrics_cc = open(os.path.join(self.source, "metrics", "metrics.cc")).read()
+        names = set()
+        for expr in self.dashboard_queries(dashboard, raw=True):
+            names.update(re.findall(r"\b(mayfly_[a-z_]+?)(?:_bucket)?\b(?=[{\[ )])", expr))
+        unknown = sorted(n for n in names if f'"{n}"' not in metrics_cc)
+        check(not unknown, f"dashboard metrics not defined in metrics/metrics.cc: {unknown}")
+        log(f"dashboard uses {len(names)} metric families, all defined in metrics/metrics.cc")
+        self.compose("config", "-q")
+        services = self.compose("--profile", "grafana", "config", "--services").stdout.split()
+        check("grafana" in services, f"grafana service missing: {services}")
+
+    def build_images(self):
+        args = ["bash", os.path.join(self.deploy, "build-images.sh"), "--base", self.options.base_image,
+                "--tag", self.image, "--prometheus", "--prometheus-tag", self.options.prometheus_image]
+        if self.options.image_mode == "prebuilt":
+            args += ["--prebuilt", self.options.build_dir]
+        started = time.monotonic()
+        result = run(args, timeout=3600)
+        sys.stdout.write(result.stderr)
+        log(f"images built in {time.monotonic() - started:.1f} s ({self.options.image_mode})")
+        user = run(["docker", "image", "inspect", "-f", "{{.Config.User}}", self.image]).stdout.strip()
+        check(user and user not in ("0", "root"), f"{self.image} runs as {user!r}, not a non-root user")
+
+    def promtool(self):
+        prom_dir = os.path.join(self.deploy, "prometheus")
+        image = self.options.prometheus_image
+
+        def promtool(mount_dir, *args):
+            return run(["docker", "run", "--rm", "--network", "none", "-v", f"{mount_dir}:/etc/prometheus:ro",
+                        "-w", "/etc/prometheus", "--entrypoint", "promtool", image, *args], timeout=120)
+        log(promtool(prom_dir, "check", "rules", "alerts.yml").stdout.strip().replace("\n", " | "))
+        log(promtool(prom_dir, "test", "rules", "alerts.test.yml").stdout.strip().replace("\n", " | "))
+        log(promtool(prom_dir, "check", "config", "prometheus.yml").stdout.strip().replace("\n", " | "))
+        log(promtool(self.tmp, "check", "config", "prometheus.yml").stdout.strip().replace("\n", " | "))
+
+    def write_test_prometheus_files(self):
+        prom_dir = os.path.join(self.deploy, "prometheus")
+        config = open(os.path.join(prom_dir, "prometheus.yml")).read()
+        config = re.sub(r"(scrape_interval|evaluation_interval): \S+", r"\1: 2s", config)
+        config = re.sub(r"scrape_timeout: \S+", "scrape_timeout: 2s", config)
+        alerts = open(os.path.join(prom_dir, "alerts.yml")).read()
+        alerts, count = re.subn(r"(mayfly_ttl_gc_oldest_expired_age_seconds\)) > 600", r"\1 > 10", alerts)
+        check(count == 1, "alerts.yml: the GC backlog alert's '> 600' threshold was not found")
+        alerts = re.sub(r"for: \S+", "for: 4s", alerts)
+        for name, text in (("prometheus.yml", config), ("alerts.yml", alerts)):
+            with open(os.path.join(self.tmp, name), "w") as f:
+                f.write(text)
+            os.chmod(os.path.join(self.tmp, name), 0o644)
+
+    def bring_up(self):
+        self.compose_up = True
+        try:
+            self.compose("up", "-d", "--no-build", timeout=300)
+        except Failure as error:
+            if "already allocated" not in str(error) and "address already in use" not in str(error):
+                raise
+            log("a published port was taken meanwhile: down, new ports, up again")
+            self.compose("down", "-v", "--timeout", "10")
+            self.pick_ports()
+            self.compose("up", "-d", "--no-build", timeout=300)
+        running = self.compose("ps", "--services", "--filter", "status=running").stdout.split()
+        check(sorted(running) == ["mayfly1", "mayfly2", "mayfly3", "prometheus"],
+              f"running services: {running} (grafana must stay off without its profile)")
+        leader = self.wait_leader({1, 2, 3}, timeout=90)
+        log(f"leader: node {leader}")
+        for n in (1, 2, 3):
+            wait_until(f"mayfly{n} healthy", lambda n=n: self.inspect(f"mayfly{n}", "{{.State.Health.Status}}")
+                       == "healthy", 90, poll=1)
+            check(self.inspect(f"mayfly{n}", "{{.Config.User}}") not in ("", "0", "root"), "node runs as root")
+        wait_until("Prometheus up", lambda: self.prometheus("/api/v1/query", query="up"), 60, poll=1)
+        wait_until("Prometheus scraping all three nodes",
+                   lambda: len([r for r in self.prometheus("/api/v1/query", query='up{job="mayfly"} == 1')["result"]])
+                   == 3, 60, poll=1)
+        self.cli.ok("db", "create", "shop")
+
+    # 1. TTL --------------------------------------------------------------------------------------------------------
+    def ttl_expiry(self):
+        self.cli.ok("container", "create", "shop", "carts", "--pk", "/user", "--default-ttl", "12")
+        items = []
+        for i in range(12):
+            own_ttl = 8 if i % 3 == 0 else None
+            document = {"id": f"c{i}", "user": f"u{i % 4}", "items": ["tea"] * (1 + i % 3)}
+            if own_ttl:
+                document["ttl"] = own_ttl
+            response = self.cli.ok("item", "create", "shop", "carts", json.dumps(document))
+            check(response["status"] == 201, f"create: {response}")
+            ts = response["body"]["_ts"]
+            items.append((document["id"], document["user"], ts + (own_ttl or 12)))
+        check(time.time() < min(e for _, _, e in items) - 5, "writes took too long to check items alive first")
+        for n in (1, 2, 3):  # alive on every node before expiry
+            for item_id, user, expiry in items:
+                response = self.cli("item", "read", "shop", "carts", "--pk", user, "--id", item_id, node=n,
+                                    consistency="session")
+                check(response["status"] == 200 and response["servedBy"] == n or time.time() >= expiry - 0.5,
+                      f"{item_id} on node {n} before expiry: {response}")
+        check(time.time() < min(e for _, _, e in items), "too slow: reads before expiry ran past the first expiry")
+        last_expiry = max(e for _, _, e in items)
+        log(f"{len(items)} items alive on all three nodes; they expire by {last_expiry - time.time():.1f} s from now")
+        wait_until("the wall clock passing the last expiry instant", lambda: time.time() >= last_expiry,
+                   last_expiry - time.time() + 5)
+        for n in (1, 2, 3):
+            for consistency in ("strong", "session", "eventual"):
+                for item_id, user, expiry in items:
+                    def gone():
+                        response = self.cli("item", "read", "shop", "carts", "--pk", user, "--id", item_id, node=n,
+                                            consistency=consistency)
+                        check(response["status"] in (200, 404), f"{item_id} on node {n}: {response}")
+                        return response["status"] == 404
+                    wait_until(f"{item_id} gone on node {n} at {consistency}", gone, 10)
+            listing = self.cli.ok("item", "list", "shop", "carts", node=n, consistency="eventual")
+            check(listing["body"] == [], f"node {n} still lists expired items: {listing}")
+        log("every item reads 404 at strong, session and eventual on all three nodes, and none is listed")
+        for n in (1, 2, 3):
+            wait_until(f"node {n}'s collector deleting the 12 expired items",
+                       lambda n=n: (self.metric(n, "mayfly_ttl_gc_deleted_items_total", {"container": "shop/carts"})
+                                    or 0) >= len(items)
+                       and self.metric(n, "mayfly_ttl_gc_backlog_items", {"container": "shop/carts"}) == 0, 30, poll=0.5)
+        log("each node's collector deleted all 12 (backlog 0 on every node)")
+
+    # 2. failover -----------------------------------------------------------------------------------------------
+    class Writer(threading.Thread):
+        """Creates items one by one through all endpoints; remembers which were acknowledged (201)."""
+
+        def __init__(self, cli, prefix):
+            super().__init__(daemon=True)
+            self.cli = cli
+            self.prefix = prefix
+            self.stop_event = threading.Event()
+            self.lock = threading.Lock()
+            self.acked = []
+            self.unknown = []
+            self.errors = []
+
+        def run(self):
+            n = 0
+            while not self.stop_event.is_set():
+                n += 1
+                item_id = f"{self.prefix}{n:06d}"
+                response = self.cli("item", "create", "shop", "ledger", json.dumps({"id": item_id, "pk": "w", "n": n}),
+                                    timeout_ms=20000)
+                with self.lock:
+                    if response.get("status") == 201:
+                        self.acked.append(item_id)
+                    elif response.get("status") in (408, 409, 503) or response.get("status", -1) < 0:
+                        self.unknown.append((item_id, response.get("status"), response.get("message", "")[:120]))
+                    else:
+                        self.errors.append((item_id, response))
+                self.stop_event.wait(0.05)
+
+        def acked_count(self):
+            with self.lock:
+                return len(self.acked)
+
+    def listed_ids(self, n):
+        ids, continuation = set(), None
+        for _ in range(100):
+            args = ["item", "list", "shop", "ledger", "--pk", "w", "--max-items", "1000"]
+            if continuation:
+                args += ["--continuation", continuation]
+            response = self.cli.ok(*args, node=n, consistency="eventual")
+            ids.update(d["id"] for d in response["body"])
+            continuation = response.get("continuation")
+            if not continuation:
+                return ids
+        raise Failure("listing did not end after 100 pages")
+
+    def check_nothing_lost(self, writer, nodes, what):
+        with writer.lock:
+            acked = self.acked_ledger + list(writer.acked)  # this writer's and every earlier one's
+        leader = self.wait_leader(set(nodes), timeout=60)
+        target = self.node_status(leader)["commit"]
+        for n in nodes:
+            wait_until(f"node {n} applying up to {target}",
+                       lambda n=n: (self.node_status(n) or {}).get("applied", 0) >= target, 60)
+            missing = sorted(set(acked) - self.listed_ids(n))
+            check(not missing, f"{what}: node {n} lost {len(missing)} acknowledged writes: {missing[:10]}")
+        log(f"{what}: all {len(acked)} acknowledged writes present on nodes {sorted(nodes)}")
+
+    def writes_resume(self, writer, since_count, what, timeout=60):
+        wait_until(f"writes resuming after {what}", lambda: writer.acked_count() >= since_count + 10, timeout, poll=0.2)
+
+    def outage(self, writer, how):
+        """Takes the current leader out (`how`: stop, kill, disconnect), checks the rest, brings it back."""
+        leader = self.wait_leader({1, 2, 3}, timeout=60)
+        others = {1, 2, 3} - {leader}
+        service = f"mayfly{leader}"
+        self.wait_writes(writer)
+        before = writer.acked_count()
+        started = time.monotonic()
+        ip = None
+        if how == "stop":
+            run(["docker", "stop", "-t", "30", self.container(service)], timeout=60)
+            check(self.inspect(service, "{{.State.ExitCode}}") == "0", f"{service} did not exit 0 on SIGTERM")
+        elif how == "kill":
+            run(["docker", "kill", self.container(service)], timeout=60)
+            wait_until(f"{service} stopped", lambda: self.inspect(service, "{{.State.Running}}") == "false", 30)
+        else:
+            ip = self.inspect(service, "{{(index .NetworkSettings.Networks \"%s\").IPAddress}}" % self.network())
+            run(["docker", "network", "disconnect", self.network(), self.container(service)], timeout=60)
+        log(f"node {leader} (the leader) taken out with docker {'network disconnect' if ip else how}")
+        new_leader = self.wait_leader(others, timeout=60)
+        self.writes_resume(writer, before, f"docker {how} of node {leader}")
+        log(f"new leader node {new_leader} after {time.monotonic() - started:.1f} s; writes resumed "
+            f"({writer.acked_count() - before} acknowledged since)")
+        if how == "kill":
+            wait_until(f"MayflyNodeDown firing for {service}",
+                       lambda: self.firing("MayflyNodeDown", instance=f"{service}:9100"), 60, poll=1)
+            log(f"Prometheus: MayflyNodeDown firing for {service}:9100")
+        self.check_nothing_lost(writer, others, f"with node {leader} out")
+        started = time.monotonic()
+        if how == "disconnect":
+            # Back on the network under its service name (the DNS alias compose gave it); Docker picks an address
+            # (the compose network has no fixed subnet, so the old one cannot be asked for): peers re-resolve.
+            run(["docker", "network", "connect", "--alias", service, self.network(), self.container(service)],
+                timeout=60)
+            new_ip = self.inspect(service, "{{(index .NetworkSettings.Networks \"%s\").IPAddress}}" % self.network())
+            log(f"node {leader} reconnected (address {ip} before, {new_ip} now)")
+        else:
+            run(["docker", "start", self.container(service)], timeout=60)
+        target = self.wait_caught_up(leader, others, timeout=90)
+        log(f"node {leader} back and caught up to index {target} in {time.monotonic() - started:.1f} s")
+        self.writes_resume(writer, writer.acked_count(), f"node {leader} came back")
+        self.check_nothing_lost(writer, {1, 2, 3}, f"after node {leader} came back")
+        return leader
+
+    def wait_writes(self, writer):
+        count = writer.acked_count()
+        wait_until("the writer making progress", lambda: writer.acked_count() >= count + 5, 60, poll=0.2)
+
+    def failover(self):
+        self.cli.ok("container", "create", "shop", "ledger", "--pk", "/pk")
+        writer = self.Writer(self.cli, "w")
+        writer.start()
+        try:
+            for how in ("stop", "kill", "disconnect"):
+                self.outage(writer, how)
+        finally:
+            writer.stop_event.set()
+            writer.join(timeout=60)
+        self.finish_writer(writer)
+
+    def finish_writer(self, writer):
+        check(not writer.is_alive(), "the writer did not stop")
+        self.check_nothing_lost(writer, {1, 2, 3}, "after the writer stopped")
+        check(not writer.errors, f"writer got unexpected errors: {writer.errors[:5]}")
+        log(f"writer: {len(writer.acked)} acknowledged, {len(writer.unknown)} with unknown outcome "
+            f"{[u[1] for u in writer.unknown][:20]}")
+        self.acked_ledger.extend(writer.acked)
+
+    # README procedures -------------------------------------------------------------------------------------------
+    def rolling_restart(self):
+        """README: followers first (recreated, as for a new image), then leadership moved away and the old leader."""
+        writer = self.Writer(self.cli, "r")
+        writer.start()
+        try:
+            self.wait_writes(writer)
+            leader = self.wait_leader({1, 2, 3})
+            followers = sorted({1, 2, 3} - {leader})
+            for n in followers + [leader]:
+                if n == leader:
+                    target = followers[0]
+                    run(["docker", "exec", self.container(f"mayfly{target}"), "mayfly", "--endpoints",
+                         "mayfly1:7100,mayfly2:7100,mayfly3:7100", "cluster", "transfer-leader", str(target)],
+                        timeout=60)
+                    check(self.wait_leader({1, 2, 3}, timeout=30) == target, f"leadership did not move to {target}")
+                    log(f"leadership transferred from node {leader} to node {target}")
+                started = time.monotonic()
+                before = writer.acked_count()
+                self.compose("up", "-d", "--no-deps", "--no-build", "--force-recreate", f"mayfly{n}", timeout=120)
+                wait_until(f"mayfly{n} healthy", lambda n=n: self.inspect(f"mayfly{n}", "{{.State.Health.Status}}")
+                           == "healthy", 60, poll=0.5)
+                target_index = self.wait_caught_up(n, {1, 2, 3} - {n})
+                log(f"node {n} recreated, healthy and caught up (index {target_index}) in "
+                    f"{time.monotonic() - started:.1f} s; {writer.acked_count() - before} writes acknowledged meanwhile")
+            self.wait_writes(writer)
+        finally:
+            writer.stop_event.set()
+            writer.join(timeout=60)
+        self.finish_writer(writer)
+
+    def backup(self):
+        """README: stop a follower, stream its volume out with the image's tar, start it again."""
+        leader = self.wait_leader({1, 2, 3})
+        n = max({1, 2, 3} - {leader})
+        self.compose("stop", f"mayfly{n}")
+        archive = os.path.join(self.tmp, f"mayfly{n}.tgz")
+        with open(archive, "wb") as out:
+            result = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "tar", "-v",
+                                     f"{self.project}_mayfly{n}-data:/data:ro", self.image, "-C", "/data", "-czf", "-",
+                                     "."], stdout=out, stderr=subprocess.PIPE, timeout=120)
+        check(result.returncode == 0, f"backup of mayfly{n}: {result.stderr.decode()[-2000:]}")
+        with tarfile.open(archive) as tar:
+            names = tar.getnames()
+        check(any(name.endswith("CURRENT") for name in names), f"backup of node {n} holds no LevelDB: {names[:20]}")
+        self.compose("start", f"mayfly{n}")
+        self.wait_caught_up(n, {1, 2, 3} - {n})
+        log(f"node {n} backed up ({os.path.getsize(archive)} bytes, {len(names)} entries) and caught up again")
+
+    def fourth_node(self):
+        """README: docker-compose.node4.yml, add-member from inside the network, then remove it again."""
+        self.compose_files.append(os.path.join(self.deploy, "docker-compose.node4.yml"))
+        self.compose("up", "-d", "--no-build", "mayfly4")
+        self.cli.endpoints[4] = f"127.0.0.1:{self.rpc_ports[4]}"
+        run(["docker", "exec", self.container("mayfly1"), "mayfly", "--endpoints",
+             "mayfly1:7100,mayfly2:7100,mayfly3:7100", "cluster", "add-member", "4", "mayfly4:7100"], timeout=60)
+        wait_until("node 4 a follower", lambda: (self.node_status(4) or {}).get("role") == "follower", 60)
+        self.wait_caught_up(4, {1, 2, 3})
+        missing = sorted(set(self.acked_ledger) - self.listed_ids(4))
+        check(not missing, f"node 4 misses {len(missing)} acknowledged writes")
+        response = self.cli.ok("item", "create", "shop", "ledger", json.dumps({"id": "four", "pk": "w"}))
+        self.acked_ledger.append("four")
+        log(f"node 4 joined, caught up with all {len(self.acked_ledger)} writes; a write with 4 members served by "
+            f"node {response['servedBy']}")
+        self.cli.ok("cluster", "remove-member", "4")
+        wait_until("a leader among 1-3 after node 4 left", lambda: self.agreed_leader({1, 2, 3}), 30)
+        self.compose("rm", "-sf", "mayfly4")
+        del self.cli.endpoints[4]
+        log("node 4 removed from the cluster and its container removed (its volume goes with down -v)")
+
+    # 3. the GC-backlog alert -------------------------------------------------------------------------------------
+    def gc_starved(self):
+        self.cli.ok("container", "create", "shop", "starved", "--pk", "/user", "--default-ttl", "12",
+                    "--throughput", "100000")
+        expiries = []
+        for i in range(30):
+            response = self.cli.ok("item", "create", "shop", "starved",
+                                   json.dumps({"id": f"s{i}", "user": f"u{i % 5}", "pad": "x" * 200}))
+            expiries.append(response["body"]["_ts"] + 12)
+        # Starve the collector: 10 RU/s, all of it taken by a load loop (each upsert costs 5 RU, so 2/s fill it).
+        self.cli.ok("container", "set", "shop", "starved", "--throughput", "10")
+        check(time.time() < min(expiries), "too slow: items expired before the collector was starved")
+        stop = threading.Event()
+        load_counts = [0, 0]
+
+        def load(k):
+            i = 0
+            while not stop.is_set():
+                i += 1
+                self.cli("item", "upsert", "shop", "starved", json.dumps({"id": f"load{k}-{i % 4}", "user": "load"}),
+                         timeout_ms=5000)
+                load_counts[k] += 1
+        loaders = [threading.Thread(target=load, args=(k,), daemon=True) for k in range(2)]
+        for t in loaders:
+            t.start()
+        started = time.monotonic()
+        try:
+            log(f"30 items expire in {max(expiries) - time.time():.1f} s; load loop on shop/starved (10 RU/s)")
+            alert = wait_until("MayflyGcBacklogOld firing for shop/starved",
+                               lambda: self.firing("MayflyGcBacklogOld", container="shop/starved"), 150, poll=1)
+            log(f"MayflyGcBacklogOld firing after {time.monotonic() - started:.1f} s: "
+                f"{[(a['labels']['node'], a['value']) for a in alert]}")
+            for n in (1, 2, 3):
+                backlog = self.metric(n, "mayfly_ttl_gc_backlog_items", {"container": "shop/starved"})
+                spare = self.metric(n, "mayfly_ttl_gc_spare_ru", {"container": "shop/starved"})
+                age = self.metric(n, "mayfly_ttl_gc_oldest_expired_age_seconds", {"container": "shop/starved"})
+                log(f"node {n}: backlog {backlog} items, oldest expired {age} s, spare RU {spare}")
+            throttled = sum(self.metric(n, "mayfly_requests_throttled_total", {"container": "shop/starved"}) or 0
+                            for n in (1, 2, 3))
+            check(throttled > 0, "the load loop was never throttled: the collector was not starved by RU")
+            log(f"throttled requests so far: {throttled:.0f}; load requests: {sum(load_counts)}")
+        finally:
+            stop.set()
+            for t in loaders:
+                t.join(timeout=30)
+        self.cli.ok("container", "set", "shop", "starved", "--throughput", "100000")
+        for n in (1, 2, 3):
+            wait_until(f"node {n} collecting shop/starved once RU are back",
+                       lambda n=n: self.metric(n, "mayfly_ttl_gc_backlog_items", {"container": "shop/starved"}) == 0,
+                       60, poll=0.5)
+        wait_until("MayflyGcBacklogOld resolving", lambda: not self.firing("MayflyGcBacklogOld"), 60, poll=1)
+        log("backlog collected on every node once RU were given back; the alert resolved")
+
+    # 4. dashboard queries ----------------------------------------------------------------------------------------
+    @staticmethod
+    def dashboard_queries(dashboard, raw=False):
+        queries = []
+        for panel in dashboard["panels"]:
+            for target in panel.get("targets", []):
+                expr = target["expr"]
+                if not raw:
+                    expr = (expr.replace("$__rate_interval", "1m").replace("$node", ".*")
+                            .replace("$container", ".*"))
+                queries.append(expr if raw else (panel["title"], target["refId"], expr))
+        return queries
+
+    def dashboard(self):
+        dashboard = json.load(open(os.path.join(self.deploy, "grafana", "dashboards", "mayfly.json")))
+        for variable in dashboard["templating"]["list"]:
+            match = re.fullmatch(r"label_values\((\w+), (\w+)\)", variable["definition"])
+            check(match, f"variable {variable['name']}: unexpected query {variable['definition']}")
+            values = self.prometheus(f"/api/v1/label/{match.group(2)}/values", **{"match[]": match.group(1)})
+            check(values, f"variable ${variable['name']} ({variable['definition']}) has no values")
+            log(f"variable ${variable['name']}: {values}")
+        end = time.time()
+        start = self.started_wall
+        empty = []
+        queries = self.dashboard_queries(dashboard)
+        for title, ref, expr in queries:
+            data = self.prometheus("/api/v1/query_range", query=expr, start=f"{start:.3f}", end=f"{end:.3f}", step="5")
+            finite = [v for series in data["result"] for _, v in series["values"] if math.isfinite(float(v))]
+            series = len(data["result"])
+            if not finite:
+                empty.append(f"{title} [{ref}] {expr}")
+            log(f"  {'ok ' if finite else 'NO DATA'} {title} [{ref}]: {series} series, {len(finite)} samples")
+        check(not empty, "dashboard queries without data:\n  " + "\n  ".join(empty))
+        log(f"all {len(queries)} queries of {len([p for p in dashboard['panels'] if p['type'] != 'row'])} panels "
+            "returned data")
+
+    # 5. persistence and teardown ---------------------------------------------------------------------------------
+    def recreate(self):
+        self.compose("down", "--timeout", "30", timeout=180)
+        left = run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}"]).stdout
+        check(not left.strip(), "containers left after docker-compose down")
+        self.compose("up", "-d", "--no-build", "mayfly1", "mayfly2", "mayfly3", "prometheus", timeout=300)
+        leader = self.wait_leader({1, 2, 3}, timeout=90)
+        target = self.node_status(leader)["commit"]
+        for n in (1, 2, 3):
+            wait_until(f"node {n} applying up to {target}",
+                       lambda n=n: (self.node_status(n) or {}).get("applied", 0) >= target, 60)
+            missing = sorted(set(self.acked_ledger) - self.listed_ids(n))
+            check(not missing, f"after down/up node {n} lost {len(missing)} acknowledged writes")
+        log(f"containers recreated on the same volumes: all {len(self.acked_ledger)} acknowledged writes there "
+            f"on every node (leader {leader})")
+
+    def leftovers(self):
+        label = f"label=com.docker.compose.project={self.project}"
+        found = {
+            "containers": run(["docker", "ps", "-aq", "--filter", label]).stdout.split(),
+            "networks": run(["docker", "network", "ls", "-q", "--filter", label]).stdout.split(),
+            "volumes": run(["docker", "volume", "ls", "-q", "--filter", label]).stdout.split(),
+            "named": [line for line in run(["docker", "ps", "-a", "--format", "{{.Names}}"]).stdout.split()
+                      + run(["docker", "network", "ls", "--format", "{{.Name}}"]).stdout.split()
+                      + run(["docker", "volume", "ls", "--format", "{{.Name}}"]).stdout.split()
+                      if line.startswith(self.project)],
+        }
+        return {k: v for k, v in found.items() if v}
+
+    def teardown(self):
+        self.compose("down", "-v", "--remove-orphans", "--timeout", "30", timeout=180)
+        self.compose_up = False
+        left = self.leftovers()
+        check(not left, f"docker-compose down -v left behind: {left}")
+        log("docker-compose down -v: no container, network or volume of the test is left")
+
+    def emergency_cleanup(self):
+        if self.compose_up:
+            log("cleaning up: docker-compose down -v")
+            try:
+                for service in ("mayfly1", "mayfly2", "mayfly3", "prometheus"):
+                    logs = run(["docker", "logs", "--tail", "40", self.container(service)], timeout=30,
+                               check_rc=False)
+                    print(f"----- {service} (last 40 lines)\n{logs.stdout}{logs.stderr}", flush=True)
+                self.compose("down", "-v", "--remove-orphans", "--timeout", "10", timeout=180)
+                left = self.leftovers()
+                if left:
+                    log(f"left behind after cleanup: {left}")
+            except Failure as error:
+                log(f"cleanup failed: {error}")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def remove_stale_projects():
+    """Removes what earlier runs of this test left behind when they were killed outright (SIGKILL skips cleanup):
+    compose projects named mayflytest<PID> whose process is gone. Only this test makes such projects."""
+    label = "com.docker.compose.project"
+    kinds = {"container": ["docker", "ps", "-a"], "network": ["docker", "network", "ls"],
+             "volume": ["docker", "volume", "ls"]}
+    for kind, listing in kinds.items():
+        rows = run(listing + ["--filter", f"label={label}", "--format", f'{{{{.Label "{label}"}}}} {{{{.ID}}}}'
+                              if kind != "volume" else f'{{{{.Label "{label}"}}}} {{{{.Name}}}}']).stdout.split("\n")
+        for row in rows:
+            project, _, ident = row.partition(" ")
+            match = re.fullmatch(r"mayflytest(\d+)", project)
+            if not match or int(match.group(1)) == os.getpid():
+                continue
+            try:
+                os.kill(int(match.group(1)), 0)
+                continue  # that run is still going
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            log(f"removing {kind} {ident} left by an earlier run ({project})")
+            remove = {"container": ["docker", "rm", "-f", "-v"], "network": ["docker", "network", "rm"],
+                      "volume": ["docker", "volume", "rm", "-f"]}[kind]
+            run(remove + [ident], timeout=60, check_rc=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser.add_argument("--source-dir", default=os.path.join(here, "..", ".."))
+    parser.add_argument("--build-dir", default=os.environ.get("MAYFLY_BUILD_DIR", "build"))
+    parser.add_argument("--cli", help="host-built mayfly CLI (default BUILD_DIR/client/mayfly)")
+    parser.add_argument("--image-mode", choices=("full", "prebuilt"),
+                        default=os.environ.get("MAYFLY_DEPLOY_IMAGE_MODE", "full"))
+    parser.add_argument("--image", default="mayfly:test")
+    parser.add_argument("--base-image", default="mayfly-base:bookworm")
+    parser.add_argument("--prometheus-image", default="mayfly-prometheus:bookworm")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster up on failure")
+    options = parser.parse_args()
+    options.build_dir = os.path.abspath(options.build_dir)
+    options.cli = os.path.abspath(options.cli or os.path.join(options.build_dir, "client", "mayfly"))
+
+    info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
+                          timeout=60) if shutil.which("docker") else None
+    if info is None or info.returncode != 0:
+        why = "docker is not installed" if info is None else (info.stderr.strip() or info.stdout.strip())
+        print(f"SKIPPED: no Docker engine answers (docker info failed: {why})", flush=True)
+        return SKIP
+    for ok, why in ((shutil.which("docker-compose"), "docker-compose is not installed (Debian: apt-get install "
+                     "docker-compose)"), (os.access(options.cli, os.X_OK), f"{options.cli} is not built")):
+        if not ok:
+            log(f"FAILED: {why}")
+            return 1
+    log(f"Docker engine {info.stdout.strip()}, {run(['docker-compose', 'version', '--short']).stdout.strip()} "
+        f"compose; image mode {options.image_mode}")
+
+    remove_stale_projects()
+    deployment = Deployment(options)
+
+    def on_signal(signum, _frame):
+        raise Interrupted(f"interrupted by signal {signum}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    passed = False
+    try:
+        d = deployment
+        log(f"project {d.project}: RPC ports {d.rpc_ports}, metrics {d.metrics_ports}, Prometheus {d.prometheus_port}")
+        d.phase("static checks (dashboard generator, metric names, compose config)", d.static_checks)
+        d.phase("images (base, mayfly, prometheus)", d.build_images)
+        d.write_test_prometheus_files()
+        d.phase("promtool check rules / test rules / check config", d.promtool)
+        d.phase("docker-compose up (3 nodes + Prometheus)", d.bring_up)
+        d.phase("TTL: items expire on all three containers", d.ttl_expiry)
+        d.phase("failover: docker stop, docker kill, network disconnect", d.failover)
+        d.phase("README: rolling restart with leadership transfer", d.rolling_restart)
+        d.phase("README: backing up a follower", d.backup)
+        d.phase("README: adding (and removing) a fourth node", d.fourth_node)
+        d.phase("GC starved by throughput: the backlog alert fires", d.gc_starved)
+        d.phase("every dashboard query returns data", d.dashboard)
+        d.phase("docker-compose down + up keeps the data (volumes)", d.recreate)
+        d.phase("docker-compose down -v leaves nothing behind", d.teardown)
+        passed = True
+    except (Failure, Interrupted) as error:
+        log(f"FAILED: {error}")
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the cleanup short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not passed and options.keep and deployment.compose_up:
+            log(f"--keep: cluster left up (project {deployment.project}); remove with: "
+                f"docker-compose -p {deployment.project} -f {deployment.compose_file} down -v")
+        else:
+            deployment.emergency_cleanup()
+    for name, seconds in deployment.timings:
+        log(f"  {seconds:6.1f} s  {name}")
+    log(("PASSED" if passed else "FAILED") + f" in {time.monotonic() - T0:.1f} s")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
