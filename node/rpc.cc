@@ -18,6 +18,8 @@ constexpr size_t kMaxMessagesPerDelivery = 512;
 constexpr size_t kMaxBytesPerDelivery = 8 << 20;
 constexpr size_t kMaxQueuedBytesPerPeer = 64 << 20;  // beyond this a slow peer's messages are dropped (Raft resends)
 constexpr int64_t kMaxBackoffMs = 2000;
+constexpr int kShutdownForwardWaitMs = 3000;  // at most this long for the leader's answers to forwarded writes
+constexpr int kShutdownFlushMs = 50;          // then this long for the last answers to reach the sockets
 
 // The same clock as Driver::steady_ms, for comparing with NodeView::leader_contact_steady_ms.
 int64_t steady_ms() {
@@ -272,11 +274,19 @@ void RpcHost::run(std::promise<Status>& started) {
   spdlog::info("node {} listening on {}", config_.id.value(), config_.listen);
   started.set_value(Status::ok());
   shutdown.promise.wait(wait_scope);
-  // Leaving the loop: answer what is still pending, then drop links and tasks inside the loop's thread.
-  for (auto& [id, fulfiller] : pending_) {
-    fulfiller->fulfill(Reply::error(503, "the node is shutting down"));
+  // Leaving the loop. New writes now get 503 at once. Writes already forwarded are in the leader's hands: wait
+  // (bounded) for their answers, so their clients learn the outcome instead of seeing the connection cut. Then answer
+  // what is still pending, give the loop a moment to write those answers out, and drop links and tasks here.
+  stopping_ = true;
+  for (int waited_ms = 0; forwards_in_flight_ > 0 && waited_ms < kShutdownForwardWaitMs; waited_ms += 10) {
+    timer_->afterDelay(10 * kj::MILLISECONDS).wait(wait_scope);
   }
+  if (forwards_in_flight_ > 0) {
+    spdlog::warn("stopping with {} forwarded writes unanswered by the leader", forwards_in_flight_);
+  }
+  for (auto& [id, fulfiller] : pending_) fulfiller->fulfill(shutting_down());
   pending_.clear();
+  timer_->afterDelay(kShutdownFlushMs * kj::MILLISECONDS).wait(wait_scope);
   links_.clear();
   tasks_ = nullptr;
 }
@@ -353,7 +363,17 @@ void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
   });
 }
 
+Reply RpcHost::shutting_down() const {
+  Reply reply = Reply::error(503, "the node is shutting down; retry on another node");
+  reply.result.substatus = kSubstatusNoLeader;
+  reply.retry_after_ms = 100;
+  reply.served_by = config_.id;
+  reply.leader_hint = view_.leader != config_.id ? view_.leader : NodeId(0);
+  return reply;
+}
+
 kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
+  if (stopping_) return shutting_down();  // the driver has stopped: nothing would answer
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
@@ -434,8 +454,11 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
   // Writes and admin changes go to the leader.
   const NodeId leader = view_.leader;
   if (!forwarded && leader != NodeId(0) && leader != config_.id) {
+    if (stopping_) return shutting_down();
     if (PeerLink* leader_link = link(leader)) {
-      return leader_link->forward(request).catch_([this, leader](kj::Exception&& exception) {
+      ++forwards_in_flight_;
+      auto answered = leader_link->forward(request).attach(kj::defer([this] { --forwards_in_flight_; }));
+      return answered.catch_([this, leader](kj::Exception&& exception) {
         Reply failed = Reply::error(503, "could not reach the leader (node " + std::to_string(leader.value()) +
                                              "): " + exception.getDescription().cStr());
         failed.result.substatus = kSubstatusOutcomeUnknown;

@@ -59,6 +59,7 @@ class RpcHost final : public DriverOutput {
   bool fresh_enough(const Operation& operation) const;
   kj::Promise<Reply> cluster_status();
   PeerLink* link(NodeId peer);
+  Reply shutting_down() const;
 
   NodeConfig config_;
   Driver& driver_;
@@ -75,6 +76,8 @@ class RpcHost final : public DriverOutput {
   NodeView view_;
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;
+  bool stopping_ = false;           // shutting down: no new work for the driver or the leader
+  size_t forwards_in_flight_ = 0;  // writes forwarded to the leader, not answered yet
   std::map<NodeId, std::unique_ptr<PeerLink>> links_;
   class TaskErrors final : public kj::TaskSet::ErrorHandler {
    public:

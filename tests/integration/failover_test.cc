@@ -2,6 +2,8 @@
 // lost, a new leader within seconds, the old leader catches up after a restart), and a wiped node catching up by
 // snapshot (InstallSnapshot across processes).
 #include <gtest/gtest.h>
+#include <kj/async.h>
+#include <kj/vector.h>
 
 #include <atomic>
 #include <csignal>
@@ -370,6 +372,69 @@ TEST(IntegrationFailover, BoundedReadsNeedRecentLeaderContact) {
   EXPECT_TRUE(wait_until([&] { return read_on_isolated(Consistency::kBounded).status == 200; }, milliseconds(10000),
                          milliseconds(50)))
       << "bounded reads did not come back once the leader was heard again";
+}
+
+
+// A follower stopped (SIGTERM) while it forwards writes to the leader answers every write it had received — the
+// leader's outcome, or a 503 "shutting down" for what came in after — instead of cutting connections under writes
+// whose outcome the client then cannot know. Every acknowledged write is on the leader.
+TEST(IntegrationFailover, AFollowerStoppingAnswersTheWritesItWasForwarding) {
+  ClusterOptions options;
+  options.name = "stop-forward";
+  Cluster cluster(options);
+  ASSERT_TRUE(cluster.start());
+  const uint64_t leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0u);
+  client::Client c(cluster.client_options());
+  setup(c);
+  const size_t follower = leader == 1 ? 2 : 1;
+  client::ClientOptions pinned = cluster.client_options();
+  pinned.max_retries_unavailable = 0;  // see the follower's own answers
+  client::Client writer(pinned);
+  kj::WaitScope& wait_scope = writer.wait_scope();
+  constexpr int kWrites = 300;
+  std::vector<Response> responses(kWrites);
+  int answered = 0;
+  kj::Vector<kj::Promise<void>> calls;
+  for (int i = 0; i < kWrites; ++i) {
+    Request r = upsert("f" + std::to_string(i), i);
+    r.endpoint = follower;
+    calls.add(writer.execute_async(r)
+                  .then([&, i](Response response) {
+                    responses[i] = std::move(response);
+                    ++answered;
+                  })
+                  .eagerlyEvaluate(nullptr));  // kj promises are lazy: run them while we poll
+  }
+  // Once the first answer is back, every request has been written to the follower's socket: stop it now.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        wait_scope.poll();
+        return answered > 0;
+      },
+      milliseconds(10000), milliseconds(1)));
+  ASSERT_TRUE(answered < kWrites) << "every write finished before the stop: nothing was in flight";
+  ASSERT_EQ(::kill(cluster.pid(follower), SIGTERM), 0);
+  kj::joinPromises(calls.releaseAsArray()).wait(wait_scope);
+  int acknowledged = 0, shutting_down = 0;
+  std::vector<std::pair<std::string, int64_t>> acked;
+  for (int i = 0; i < kWrites; ++i) {
+    const Response& response = responses[i];
+    if (response.ok()) {
+      ++acknowledged;
+      acked.emplace_back("f" + std::to_string(i), i);
+      continue;
+    }
+    EXPECT_EQ(response.status, 503) << i << ": " << response.message;
+    EXPECT_NE(response.substatus, client::kSubstatusWriteOutcomeUnknown)
+        << "write " << i << " was cut off mid-flight: " << response.message;
+    if (response.served_by == follower) ++shutting_down;
+  }
+  std::cerr << "[stop-forward] " << acknowledged << " acknowledged, " << shutting_down
+            << " answered 'shutting down' by the follower, " << kWrites - acknowledged - shutting_down
+            << " never reached it (connection refused)\n";
+  EXPECT_GT(acknowledged, 0);
+  expect_all_readable(c, acked, Consistency::kStrong, std::nullopt, "acknowledged through the stopping follower");
 }
 
 }  // namespace
