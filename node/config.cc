@@ -4,6 +4,15 @@
 
 namespace mayfly::node {
 
+std::string advertised_address(const NodeConfig& config) {
+  if (!config.advertise.empty()) return config.advertise;
+  const bool wildcard = config.listen.rfind("0.0.0.0:", 0) == 0 || config.listen.rfind("[::]:", 0) == 0;
+  if (wildcard) {
+    if (auto own = config.peers.find(config.id); own != config.peers.end()) return own->second;
+  }
+  return config.listen;
+}
+
 Result<std::map<NodeId, std::string>> parse_peers(const std::string& text) {
   std::map<NodeId, std::string> peers;
   size_t start = 0;
@@ -64,6 +73,9 @@ ParsedFlags parse_flags(int argc, char** argv) {
   std::string peers;
   app.add_option("--id", id, "this node's id (1, 2, ...)")->required();
   app.add_option("--listen", config.listen, "HOST:PORT for clients and peers")->required();
+  app.add_option("--advertise", config.advertise,
+                 "HOST:PORT others reach this node at (default: its --peers entry when --listen is a wildcard, "
+                 "else --listen)");
   app.add_option("--peers", peers, "the voters of a new cluster: 1=HOST:PORT,2=HOST:PORT,... (this node included)");
   app.add_option("--data", config.data_dir, "data directory (created if missing)")->required();
   app.add_option("--metrics", config.metrics, "HOST:PORT for Prometheus metrics");
@@ -94,7 +106,9 @@ ParsedFlags parse_flags(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     std::ostringstream out, err;
-    parsed.exit_code = app.exit(error, out, err);
+    // --help and friends exit 0; every usage error exits 2, whatever CLI11's own code for it (105 for a value out
+    // of range, for example).
+    parsed.exit_code = app.exit(error, out, err) == 0 ? 0 : 2;
     parsed.output = out.str() + err.str();
     return parsed;
   }

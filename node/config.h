@@ -16,6 +16,7 @@ namespace mayfly::node {
 struct NodeConfig {
   NodeId id;
   std::string listen;                       // host:port for clients and peers
+  std::string advertise;                    // host:port others reach this node at; empty: see advertised_address()
   std::map<NodeId, std::string> peers;      // every voter of a new cluster, this node included: id -> host:port
   std::string data_dir;
   std::string metrics;                      // host:port for Prometheus (empty: off)
@@ -39,6 +40,10 @@ struct NodeConfig {
 
   Status validate() const;
 };
+
+// Where clients and peers reach this node, as reported in cluster status (clients follow it): --advertise; else this
+// node's own entry in --peers when it listens on a wildcard address (0.0.0.0, [::]); else --listen.
+std::string advertised_address(const NodeConfig& config);
 
 // Parses argv (mayflyd --id 1 --listen 127.0.0.1:7101 --peers 1=...,2=... --data DIR ...). On --help, or a usage
 // error, `exit_code` is set and the message to print is in the Status (or in `help`).

@@ -473,7 +473,7 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
 
 std::string RpcHost::own_status_json() const {
   std::string out = "{\"id\":" + std::to_string(config_.id.value()) + ",\"address\":";
-  json::write_json_string(config_.listen, out);
+  json::write_json_string(advertised_address(config_), out);
   out += ",\"role\":";
   json::write_json_string(role_text(view_.role), out);
   out += ",\"term\":" + std::to_string(view_.term) + ",\"commit\":" + std::to_string(view_.commit) +

@@ -1,0 +1,59 @@
+// mayflyd's flags: parsing, range checks with a usage error (exit 2), and the address a node reports for itself.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "node/config.h"
+
+namespace mayfly::node {
+namespace {
+
+ParsedFlags parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "mayflyd");
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  return parse_flags(static_cast<int>(argv.size()), argv.data());
+}
+
+const std::vector<std::string> kBase = {"--id", "2", "--listen", "0.0.0.0:7100", "--data", "/tmp/x",
+                                        "--peers", "1=mayfly1:7100,2=mayfly2:7100,3=mayfly3:7100"};
+
+std::vector<std::string> with(std::vector<std::string> extra) {
+  std::vector<std::string> args = kBase;
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(NodeConfig, AWildcardListenerAdvertisesItsPeersEntry) {
+  const ParsedFlags parsed = parse(kBase);
+  ASSERT_LT(parsed.exit_code, 0) << parsed.output;
+  EXPECT_EQ(advertised_address(parsed.config), "mayfly2:7100")
+      << "0.0.0.0 is no address a client can follow from a cluster status";
+}
+
+TEST(NodeConfig, AdvertiseWinsAndASpecificListenerIsItsOwnAddress) {
+  EXPECT_EQ(advertised_address(parse(with({"--advertise", "db2.example:7100"})).config), "db2.example:7100");
+  const ParsedFlags specific =
+      parse({"--id", "1", "--listen", "127.0.0.1:7101", "--data", "/tmp/x", "--peers", "1=127.0.0.1:7101"});
+  ASSERT_LT(specific.exit_code, 0) << specific.output;
+  EXPECT_EQ(advertised_address(specific.config), "127.0.0.1:7101");
+}
+
+TEST(NodeConfig, CollectorFlagsAreRangeChecked) {
+  const ParsedFlags ok = parse(with({"--gc-ru-share", "0.5", "--gc-batch-items-max", "5000", "--gc-interval-ms", "50"}));
+  ASSERT_LT(ok.exit_code, 0) << ok.output;
+  EXPECT_EQ(ok.config.gc_ru_share, 0.5);
+  EXPECT_EQ(ok.config.gc_batch_items_max, 5000u);
+  EXPECT_EQ(ok.config.gc_interval_ms, 50);
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"--gc-ru-share", "1.5"}, {"--gc-ru-share", "-0.1"}, {"--gc-batch-items-max", "0"},
+           {"--gc-interval-ms", "0"}}) {
+    const ParsedFlags parsed = parse(with(bad));
+    EXPECT_EQ(parsed.exit_code, 2) << bad[0] << " " << bad[1] << " must be a usage error";
+    EXPECT_NE(parsed.output.find(bad[0]), std::string::npos) << parsed.output;
+  }
+}
+
+}  // namespace
+}  // namespace mayfly::node
