@@ -181,6 +181,19 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   context.meta.applied_ts_micros = ts_micros;
   context.batch.Put(meta_key(), encode_meta(context.meta));
   MAYFLY_RETURN_IF_ERROR(commit(context, options_.sync_applies));
+  switch (command.type) {
+    case CommandType::kCreateDatabase:
+    case CommandType::kDeleteDatabase:
+    case CommandType::kCreateContainer:
+    case CommandType::kUpdateContainer:
+    case CommandType::kDeleteContainer: {
+      std::lock_guard<std::mutex> lock(containers_mutex_);
+      containers_cache_.reset();
+      break;
+    }
+    default:
+      break;
+  }
   return result;
 }
 
@@ -208,6 +221,7 @@ Status StateMachine::commit(ApplyContext& context, bool sync) {
   }
   for (uint64_t crid : context.dropped) {
     trackers_.erase(crid);
+    collect_cursors_.erase(crid);
     local_stats_.erase(crid);
   }
   return Status::ok();
@@ -939,6 +953,8 @@ OpResult StateMachine::list_containers(std::string_view database) const {
 }
 
 Result<std::vector<ContainerInfo>> StateMachine::containers() const {
+  std::lock_guard<std::mutex> lock(containers_mutex_);
+  if (containers_cache_) return *containers_cache_;
   const std::string prefix(1, static_cast<char>(KeyTag::kContainer));
   std::vector<ContainerInfo> out;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
@@ -952,6 +968,7 @@ Result<std::vector<ContainerInfo>> StateMachine::containers() const {
     out.push_back(std::move(info));
   }
   MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan containers"));
+  containers_cache_ = out;
   return out;
 }
 
@@ -1102,19 +1119,25 @@ Result<CollectResult> StateMachine::collect_expired(std::string_view database, s
   struct Candidate {
     int64_t expiry;
     IndexKey key;
+    size_t index;         // 0: own-ttl index, 1: inheriting index
+    std::string raw_key;  // the index key, for the scan cursor
   };
   std::vector<Candidate> candidates;
+  std::array<std::string, 2>& cursors = collect_cursors_[record.crid];
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
   for (const bool own : {true, false}) {
     const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
     const int64_t bound = own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
+    const std::string& cursor = cursors[own ? 0 : 1];
     size_t taken = 0;
-    for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix) && taken <= max_items; it->Next()) {
+    for (it->Seek(cursor.empty() ? prefix : cursor); it->Valid() && has_prefix(it->key(), prefix) && taken <= max_items;
+         it->Next()) {
       MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
       if (key.sort_micros >= bound) break;
       const int64_t expiry =
           own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, up_to_micros);
-      candidates.push_back({expiry, std::move(key)});
+      candidates.push_back({expiry, std::move(key), own ? size_t{0} : size_t{1},
+                            std::string(it->key().data(), it->key().size())});
       ++taken;
     }
     MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
@@ -1124,7 +1147,22 @@ Result<CollectResult> StateMachine::collect_expired(std::string_view database, s
 
   CollectResult result;
   result.more = candidates.size() > max_items;
+  // The next scan of each index starts at the first entry this pass saw but leaves (still expired, beyond the
+  // batch), or else at the last one it deletes: every key before that is gone.
+  std::array<std::optional<std::string>, 2> next_cursor;
+  for (size_t i = max_items; i < candidates.size(); ++i) {
+    std::optional<std::string>& next = next_cursor[candidates[i].index];
+    if (!next || candidates[i].raw_key < *next) next = candidates[i].raw_key;
+  }
   if (result.more) candidates.resize(max_items);
+  for (size_t index = 0; index < 2; ++index) {
+    if (next_cursor[index]) continue;
+    for (const Candidate& deleted : candidates) {
+      if (deleted.index != index) continue;
+      std::optional<std::string>& next = next_cursor[index];
+      if (!next || deleted.raw_key > *next) next = deleted.raw_key;
+    }
+  }
   ApplyContext context;
   context.meta = meta_;
   for (const Candidate& candidate : candidates) {
@@ -1142,6 +1180,9 @@ Result<CollectResult> StateMachine::collect_expired(std::string_view database, s
   if (result.items == 0) return result;
   context.batch.Put(local_stats_key(record.crid), encode_local_stats(context.stats[record.crid]));
   MAYFLY_RETURN_IF_ERROR(commit(context, false));
+  for (size_t i = 0; i < 2; ++i) {
+    if (next_cursor[i]) cursors[i] = std::move(*next_cursor[i]);
+  }
   return result;
 }
 
@@ -1292,6 +1333,11 @@ Status StateMachine::install_snapshot(std::string_view data) {
   publish_applied();
   local_stats_.clear();
   trackers_.clear();
+  collect_cursors_.clear();
+  {
+    std::lock_guard<std::mutex> lock(containers_mutex_);
+    containers_cache_.reset();
+  }
   return Status::ok();
 }
 

@@ -14,6 +14,7 @@
 // consistent LevelDB snapshot.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <cstdint>
@@ -295,6 +296,16 @@ class StateMachine {
   Status sticky_;
   std::unordered_map<uint64_t, LocalStats> local_stats_;   // cache of the persisted local stats
   std::unordered_map<uint64_t, BacklogTracker> trackers_;  // derived, rebuilt lazily after open
+  // Where collect_expired's scans of a container's two expiry indexes start: every index key below is gone. Deleted
+  // keys stay in LevelDB as tombstones until a compaction, and a scan from the start of the index would step over
+  // all of them on every pass. New entries always sort after what was collected (their expiry instant or write time
+  // is later than any applied time so far), so a cursor never hides a live entry. In memory: after open, the first
+  // pass starts at the beginning again.
+  std::unordered_map<uint64_t, std::array<std::string, 2>> collect_cursors_;  // crid -> {own, inherit}
+  // The container list (containers()), rebuilt after any apply that can change it: scanning the container keys
+  // ends by stepping into the item keys after them, over every item tombstone left by deletions.
+  mutable std::mutex containers_mutex_;
+  mutable std::optional<std::vector<ContainerInfo>> containers_cache_;
 };
 
 }  // namespace mayfly::storage
