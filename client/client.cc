@@ -3,6 +3,7 @@
 #include <capnp/ez-rpc.h>
 #include <kj/async-io.h>
 #include <kj/debug.h>
+#include <kj/time.h>
 #include <kj/timer.h>
 
 #include <memory>
@@ -122,7 +123,11 @@ class Client::Impl {
     call->retries.pinned_read =
         !call->write && (request.endpoint.has_value() || options_.preferred_endpoint.has_value());
     kj::Timer& clock = timer(call->endpoint);
-    call->deadline = clock.now() + options_.request_timeout_ms * kj::MILLISECONDS;
+    // The timer's now() is the time of the event loop's last turn; a caller that was away from the loop (busy, or
+    // sleeping) would otherwise start with part of its timeout already spent. The loop's timer reads the same
+    // monotonic clock, so the later of the two is "now".
+    const kj::TimePoint now = kj::max(clock.now(), kj::systemPreciseMonotonicClock().now());
+    call->deadline = now + options_.request_timeout_ms * kj::MILLISECONDS;
     auto timeout = clock.atTime(call->deadline).then([this, call]() { return on_timeout(*call); });
     return run(call).exclusiveJoin(kj::mv(timeout));
   }

@@ -690,6 +690,19 @@ TEST(ClientNetwork, TimeoutIs408AndAHungConnectionIsReplaced) {
   EXPECT_EQ(node.state().sessions_opened, 2);  // nothing came back on the first connection: it was reopened
 }
 
+TEST(ClientNetwork, TimeSpentAwayFromTheEventLoopDoesNotEatTheNextTimeout) {
+  FakeNode node(1, [](const Request&) { return kj::Promise<Response>(Response{.status = 200}); });
+  ClientOptions options = options_for({&node});
+  options.request_timeout_ms = 100;
+  Client client(options);
+  EXPECT_EQ(client.execute(read_request()).status, 200);
+  // The caller does something else for longer than the timeout (the event loop's clock is not read meanwhile).
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  const Response after = client.execute(read_request());
+  EXPECT_EQ(after.status, 200) << "the timeout must count from the call, not from the loop's last turn: "
+                               << after.message;
+}
+
 TEST(ClientNetwork, ManyRequestsAreInFlightAtOnce) {
   // The node answers nothing until all of them have arrived, so this completes only if they are concurrent.
   constexpr size_t kRequests = 1000;
