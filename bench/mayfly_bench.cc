@@ -11,29 +11,19 @@
 //                            [--clients 1,50,1000] [--workloads upsert256,upsert1k,strong,session] ...
 // With --start-cluster it launches 3 mayflyd from its own build directory on 127.0.0.1 (--base-port, fresh data in
 // a temporary directory; fsync is always on), waits for a leader, runs, and stops them (SIGTERM to its own PIDs).
-#include <fcntl.h>
-#include <csignal>
-#include <sys/resource.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/bench_support.h"
 #include "client/client.h"
 
 namespace mayfly::bench {
@@ -45,200 +35,12 @@ using client::Consistency;
 using client::Op;
 using client::Request;
 using client::Response;
-using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUsage =
     "usage: mayfly-bench [--start-cluster] [--endpoints H:P,H:P,H:P] [--base-port P] [--mayflyd PATH]\n"
     "                    [--keep-data] [--seconds S] [--runs R] [--max-requests N] [--clients 1,50,1000]\n"
     "                    [--connections K] [--workloads upsert256,upsert1k,strong,session] [--database NAME]\n"
     "                    [--container NAME] [--partitions P] [--ttl SECONDS] [--timeout-ms MS]\n";
-
-[[noreturn]] void die(const std::string& what);
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, ',')) {
-    if (!part.empty()) out.push_back(part);
-  }
-  return out;
-}
-
-// ---- the cluster this benchmark starts (only with --start-cluster) ----------------------------------------------
-
-// PIDs of the mayflyd processes this benchmark started; never any other process. Read by the signal handler.
-pid_t g_node_pids[16];
-volatile sig_atomic_t g_node_count = 0;
-
-void on_signal(int signal) {
-  for (sig_atomic_t i = 0; i < g_node_count; ++i) {
-    if (g_node_pids[i] > 0) kill(g_node_pids[i], SIGTERM);
-  }
-  _exit(128 + signal);
-}
-
-class LocalCluster {
- public:
-  // Starts `nodes` mayflyd on 127.0.0.1:base_port.. with fresh data under a new temporary directory.
-  LocalCluster(const std::string& mayflyd, int base_port, int nodes, bool keep_data) : keep_data_(keep_data) {
-    if (access(mayflyd.c_str(), X_OK) != 0) die(mayflyd + " is not built (cmake --build ... --target mayflyd)");
-    char pattern[] = "/tmp/mayfly-bench-XXXXXX";
-    if (mkdtemp(pattern) == nullptr) die("mkdtemp failed");
-    dir_ = pattern;
-    std::string peers;
-    for (int i = 1; i <= nodes; ++i) {
-      peers += (i > 1 ? "," : "") + std::to_string(i) + "=" + address(base_port, i);
-      endpoints_.push_back(address(base_port, i));
-    }
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
-    for (int i = 1; i <= nodes; ++i) {
-      const std::string id = std::to_string(i), listen = address(base_port, i), data = dir_ + "/node" + id;
-      const std::string log = dir_ + "/node" + id + ".log";
-      const pid_t pid = fork();
-      if (pid < 0) die("fork failed");
-      if (pid == 0) {
-        const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-          dup2(fd, STDOUT_FILENO);
-          dup2(fd, STDERR_FILENO);
-          close(fd);
-        }
-        execl(mayflyd.c_str(), mayflyd.c_str(), "--id", id.c_str(), "--listen", listen.c_str(), "--peers",
-              peers.c_str(), "--data", data.c_str(), static_cast<char*>(nullptr));
-        _exit(127);
-      }
-      pids_.push_back(pid);
-      g_node_pids[g_node_count] = pid;
-      g_node_count = g_node_count + 1;
-    }
-  }
-
-  ~LocalCluster() { stop(); }
-
-  const std::vector<std::string>& endpoints() const { return endpoints_; }
-  const std::vector<pid_t>& pids() const { return pids_; }
-  const std::string& dir() const { return dir_; }
-
-  // Empty if every node this benchmark started is still running; else which one exited.
-  std::string exited() {
-    for (size_t i = 0; i < pids_.size(); ++i) {
-      int status = 0;
-      if (pids_[i] > 0 && waitpid(pids_[i], &status, WNOHANG) == pids_[i]) {
-        pids_[i] = -1;
-        return "node " + std::to_string(i + 1) + " exited; see " + dir_ + "/node" + std::to_string(i + 1) + ".log";
-      }
-    }
-    return "";
-  }
-
-  // SIGTERM to our own PIDs, a bounded wait for each (a leader hands over first), SIGKILL to any still running.
-  void stop() {
-    if (stopped_) return;
-    stopped_ = true;
-    for (pid_t pid : pids_) {
-      if (pid > 0) kill(pid, SIGTERM);
-    }
-    const auto deadline = Clock::now() + std::chrono::seconds(15);
-    for (pid_t& pid : pids_) {
-      while (pid > 0) {
-        int status = 0;
-        const pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid || done < 0) {
-          pid = -1;
-        } else if (Clock::now() >= deadline) {
-          std::fprintf(stderr, "mayfly-bench: node pid %d did not stop after SIGTERM; sending SIGKILL\n", pid);
-          kill(pid, SIGKILL);
-          waitpid(pid, &status, 0);
-          pid = -1;
-        } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-      }
-    }
-    g_node_count = 0;
-    if (keep_data_) {
-      std::fprintf(stderr, "mayfly-bench: cluster data and logs kept in %s\n", dir_.c_str());
-    } else {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
-    }
-  }
-
- private:
-  static std::string address(int base_port, int i) { return "127.0.0.1:" + std::to_string(base_port + i - 1); }
-
-  std::string dir_;
-  std::vector<std::string> endpoints_;
-  std::vector<pid_t> pids_;
-  bool keep_data_;
-  bool stopped_ = false;
-};
-
-LocalCluster* g_cluster = nullptr;
-
-void die(const std::string& what) {
-  std::fprintf(stderr, "mayfly-bench: %s\n", what.c_str());
-  if (g_cluster != nullptr) g_cluster->stop();
-  std::exit(1);
-}
-
-// CPU seconds (user + system) used so far by process `pid`, or by its thread `tid` when given.
-double process_cpu_seconds(pid_t pid, pid_t tid = 0) {
-  const std::string path = tid == 0 ? "/proc/" + std::to_string(pid) + "/stat"
-                                    : "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/stat";
-  std::ifstream file(path);
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(text.substr(paren + 2));
-  std::string field;
-  double utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state; 14 utime, 15 stime
-    if (i == 14) utime = std::atof(field.c_str());
-    if (i == 15) stime = std::atof(field.c_str());
-  }
-  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double own_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
-
-// Waits (bounded) until some endpoint reports a leader; returns its node id.
-uint64_t wait_for_leader(const std::vector<std::string>& endpoints, double max_seconds, LocalCluster* cluster) {
-  ClientOptions options;
-  options.endpoints = endpoints;
-  options.request_timeout_ms = 1000;
-  options.max_retries_unavailable = 0;
-  const auto start = Clock::now();
-  std::string last;
-  for (int attempt = 0; attempt < 100000 && seconds_since(start) < max_seconds; ++attempt) {
-    if (cluster != nullptr) {
-      const std::string exited = cluster->exited();
-      if (!exited.empty()) die(exited);
-    }
-    Client status_client(options);
-    Request request;
-    request.op = Op::kClusterStatus;
-    request.endpoint = static_cast<size_t>(attempt) % endpoints.size() + 1;
-    const Response response = status_client.execute(request);
-    last = std::to_string(response.status) + " " + (response.ok() ? response.body : response.message);
-    const size_t at = response.body.find("\"leader\":");
-    if (response.ok() && at != std::string::npos) {
-      const uint64_t leader = std::strtoull(response.body.c_str() + at + 9, nullptr, 10);
-      if (leader != 0) return leader;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  die("no leader after " + std::to_string(max_seconds) + " s; last answer: " + last);
-}
 
 // ---- the load ----------------------------------------------------------------------------------------------------
 
@@ -411,17 +213,6 @@ class Run {
   RunResult result_;
 };
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
-double percentile(std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
 void check_setup(const Response& response, const std::string& what) {
   if (!response.ok() && response.status != 409) {
     die(what + " failed: " + std::to_string(response.status) + " " + response.message);
@@ -496,13 +287,13 @@ int main(int argc, char** argv) {
   std::unique_ptr<LocalCluster> cluster;
   std::vector<std::string> endpoints = split(endpoints_flag);
   if (start_cluster) {
-    if (mayflyd.empty()) {  // this binary is <build>/bench/mayfly-bench; mayflyd is <build>/node/mayflyd
-      std::error_code error;
-      const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-      mayflyd = (self.parent_path().parent_path() / "node" / "mayflyd").string();
-    }
-    cluster = std::make_unique<LocalCluster>(mayflyd, base_port, 3, keep_data);
-    g_cluster = cluster.get();
+    // This binary is <build>/bench/mayfly-bench; mayflyd is <build>/node/mayflyd.
+    LocalClusterOptions cluster_options;
+    cluster_options.mayflyd = mayflyd.empty() ? default_mayflyd_path() : mayflyd;
+    cluster_options.ports = {base_port, base_port + 1, base_port + 2};
+    cluster_options.keep_data = keep_data;
+    cluster = std::make_unique<LocalCluster>(std::move(cluster_options));
+    set_current_cluster(cluster.get());
     endpoints = cluster->endpoints();
   }
   const uint64_t leader = wait_for_leader(endpoints, 30, cluster.get());
@@ -645,6 +436,6 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   clients.clear();
   if (cluster) cluster->stop();
-  g_cluster = nullptr;
+  set_current_cluster(nullptr);
   return 0;
 }

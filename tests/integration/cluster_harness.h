@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "metrics/scrape.h"
 
 namespace mayfly::it {
 
@@ -77,25 +78,7 @@ struct CliResult {
   std::string describe() const;            // for failure messages
 };
 
-// One Prometheus text exposition, parsed: every sample with its labels.
-class Scrape {
- public:
-  struct Sample {
-    std::string name;
-    std::map<std::string, std::string> labels;
-    double value = 0;
-  };
-  static Scrape parse(const std::string& text);
-  // The sum over the samples named `name` whose labels include every pair of `match`; 0 when there are none.
-  double sum(const std::string& name, const std::map<std::string, std::string>& match = {}) const;
-  // Whether any sample is named `name` (and matches).
-  bool has(const std::string& name, const std::map<std::string, std::string>& match = {}) const;
-  const std::string& text() const { return text_; }
-
- private:
-  std::vector<Sample> samples_;
-  std::string text_;
-};
+using metrics::Scrape;  // metrics/scrape.h: one /metrics scrape, parsed
 
 class Cluster {
  public:
