@@ -208,7 +208,7 @@ void Driver::handle_read(uint64_t request_id, const Operation& operation) {
         reply(request_id, not_leader("no leader to confirm a strong read: " + status.message()));
         return;
       }
-      pending_strong_[context] = PendingStrongRead{request_id, operation.read, steady_ms() + config_.request_timeout_ms};
+      pending_strong_[context] = PendingStrongRead{request_id, steady_ms() + config_.request_timeout_ms};
       return;
     }
     case Consistency::kBounded: {
@@ -223,13 +223,12 @@ void Driver::handle_read(uint64_t request_id, const Operation& operation) {
       }
       const uint64_t commit = replica_->core().status().commit.value();
       const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
-      waiting_reads_.emplace(commit > slack ? commit - slack : 0,
-                             WaitingRead{request_id, operation.read, false, deadline});
+      waiting_reads_.emplace(commit > slack ? commit - slack : 0, WaitingRead{request_id, deadline});
       return;
     }
     case Consistency::kSession:
     case Consistency::kEventual:
-      waiting_reads_.emplace(operation.session_token, WaitingRead{request_id, operation.read, false, deadline});
+      waiting_reads_.emplace(operation.session_token, WaitingRead{request_id, deadline});
       return;
   }
 }
@@ -329,8 +328,7 @@ void Driver::flush() {
   for (const replication::ReadState& read : output->read_states) {
     auto pending = pending_strong_.find(read.context);
     if (pending == pending_strong_.end()) continue;
-    waiting_reads_.emplace(read.index.value(), WaitingRead{pending->second.request_id, pending->second.query, true,
-                                                           pending->second.deadline_ms});
+    waiting_reads_.emplace(read.index.value(), WaitingRead{pending->second.request_id, pending->second.deadline_ms});
     pending_strong_.erase(pending);
   }
   serve_waiting_reads();
@@ -348,16 +346,11 @@ void Driver::flush() {
 void Driver::serve_waiting_reads() {
   const storage::AppliedState applied = replica_->state().applied();
   while (!waiting_reads_.empty() && waiting_reads_.begin()->first <= applied.index.value()) {
-    WaitingRead read = std::move(waiting_reads_.begin()->second);
+    const uint64_t request_id = waiting_reads_.begin()->second.request_id;
     waiting_reads_.erase(waiting_reads_.begin());
-    Reply result{execute_read(replica_->state(), read.query, applied.ts_micros)};
-    result.session_token = applied.index.value();
-    result.request_charge = read_request_charge(result.result, read.strong);
-    if (!read.query.container.empty()) {
-      request_units_.charge(read.query.database + "/" + read.query.container, read.strong ? "read_strong" : "read",
-                            result.request_charge);
-    }
-    reply(read.request_id, std::move(result));
+    Reply go_ahead;
+    go_ahead.serve_here = true;  // the RPC thread runs it on an applied state at least this recent
+    reply(request_id, std::move(go_ahead));
   }
 }
 

@@ -94,15 +94,14 @@ class Driver {
     int64_t deadline_ms;
     int64_t proposed_at_micros;  // steady clock, for the proposal latency histogram
   };
+  // A read waiting for this node's applied index to reach a point (the RPC thread then serves it: Reply::serve_here).
   struct WaitingRead {
     uint64_t request_id;
-    ReadQuery query;
-    bool strong;
     int64_t deadline_ms;
   };
+  // A strong read waiting for its ReadIndex to be confirmed by a quorum.
   struct PendingStrongRead {
     uint64_t request_id;
-    ReadQuery query;
     int64_t deadline_ms;
   };
 

@@ -47,6 +47,10 @@ struct Reply {
   NodeId leader_hint;
   uint32_t retry_after_ms = 0;
   double request_charge = 0;
+  // From the driver for a read it made wait (session token, staleness bound, strong read's ReadIndex): this node's
+  // applied state is now recent enough; the RPC thread executes the read itself, so scans and queries never hold up
+  // the driver thread (and with it heartbeats and the log).
+  bool serve_here = false;
 
   static Reply error(int status, std::string message) {
     Reply reply;

@@ -425,7 +425,7 @@ Reply RpcHost::serve_read(const Operation& operation) {
   reply.session_token = std::max(applied.index.value(), operation.session_token);
   reply.served_by = config_.id;
   reply.leader_hint = view_.leader;
-  reply.request_charge = read_request_charge(reply.result, false);
+  reply.request_charge = read_request_charge(reply.result, operation.consistency == Consistency::kStrong);
   if (!query.container.empty()) request_units_.charge(container, op_name(operation), reply.request_charge);
   return reply;
 }
@@ -443,9 +443,13 @@ kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader r
 
 kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader request, bool forwarded) {
   switch (operation.kind) {
-    case Operation::Kind::kRead:
+    case Operation::Kind::kRead: {
       if (fresh_enough(operation)) return serve_read(operation);
-      return to_driver(std::move(operation));
+      Operation read = operation;
+      return to_driver(std::move(operation)).then([this, read = std::move(read)](Reply reply) {
+        return reply.serve_here ? serve_read(read) : reply;
+      });
+    }
     case Operation::Kind::kClusterStatus:
       return cluster_status();
     default:
