@@ -321,7 +321,9 @@ int main(int argc, char** argv) {
   }
 
   std::printf("command: %s\n", command.c_str());
-  std::printf("cluster: %s (%s; leader at start: node %llu; fsync on)\n", endpoints_flag.c_str(),
+  std::string endpoints_text;
+  for (const std::string& endpoint : endpoints) endpoints_text += (endpoints_text.empty() ? "" : ",") + endpoint;
+  std::printf("cluster: %s (%s; leader at start: node %llu; fsync on)\n", endpoints_text.c_str(),
               start_cluster ? "3 mayflyd started by this benchmark, fresh data" : "already running",
               static_cast<unsigned long long>(leader));
   std::printf("clients: N concurrent clients = N requests kept in flight with execute_async from one thread (one "
