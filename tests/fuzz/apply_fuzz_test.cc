@@ -10,15 +10,13 @@
 #include "common/codec.h"
 #include "common/prng.h"
 #include "storage/layout.h"
+#include "tests/env.h"
 #include "tests/unit/store_fixture.h"
 
 namespace mayfly::storage::testing {
 namespace {
 
-uint64_t env_or(const char* name, uint64_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
-}
+using testing_env::env_or;
 
 const std::vector<std::string> kSeeds = {
     R"({"id":"a","pk":"p","ttl":10,"n":{"x":[1,2.5,"s",null,true]}})",

@@ -7,15 +7,13 @@
 #include <vector>
 
 #include "common/prng.h"
+#include "tests/env.h"
 #include "tests/fuzz/query_fuzz_harness.h"
 
 namespace mayfly::query::fuzz {
 namespace {
 
-uint64_t env_or(const char* name, uint64_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
-}
+using testing_env::env_or;
 
 const std::vector<std::string> kSeeds = {
     "SELECT VALUE c.id FROM c WHERE c.n > 1 ORDER BY c._ts DESC",

@@ -4,15 +4,13 @@
 
 #include <cstdlib>
 
+#include "tests/env.h"
 #include "tests/sim/simulator.h"
 
 namespace mayfly::sim {
 namespace {
 
-uint64_t seeds_per_shard() {
-  const char* value = std::getenv("MAYFLY_SIM_SEEDS_PER_SHARD");
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : 64;
-}
+uint64_t seeds_per_shard() { return testing_env::env_or("MAYFLY_SIM_SEEDS_PER_SHARD", 64); }
 
 class SimShard : public ::testing::TestWithParam<int> {};
 

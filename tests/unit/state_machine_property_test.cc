@@ -19,15 +19,13 @@
 #include "metrics/metrics.h"
 #include "node/collector.h"
 #include "node/request_units.h"
+#include "tests/env.h"
 #include "tests/unit/store_fixture.h"
 
 namespace mayfly::storage::testing {
 namespace {
 
-uint64_t env_or(const char* name, uint64_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
-}
+using testing_env::env_or;
 
 // ---- the naive model ----
 

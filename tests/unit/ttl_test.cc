@@ -23,6 +23,7 @@
 #include "common/prng.h"
 #include "common/status.h"
 #include "storage/json.h"
+#include "tests/env.h"
 #include "ttl/ttl.h"
 
 namespace mayfly::ttl {
@@ -727,11 +728,7 @@ TEST(ExpiredBounds, AgreeWithAliveForRandomItemsAndStates) {
 // ---------------------------------------------------------------------------------------------------------------
 // Property test: alive() against the naive history model, on random sequences of writes, changes and probes.
 
-int64_t env_int(const char* name, int64_t fallback) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return fallback;
-  return std::strtoll(value, nullptr, 0);
-}
+using testing_env::env_or;
 
 struct PropertyItem {
   ModelItem model;
@@ -832,8 +829,8 @@ bool run_property_sequence(uint64_t seed) {
 }
 
 TEST(TtlProperty, AliveMatchesTheNaiveHistoryModel) {
-  const int64_t sequences = std::max<int64_t>(1, env_int("MAYFLY_TTL_PROPERTY_SEQUENCES", 10000));
-  const uint64_t base_seed = static_cast<uint64_t>(env_int("MAYFLY_TTL_PROPERTY_SEED", 0x7717'0001));
+  const int64_t sequences = std::max<int64_t>(1, static_cast<int64_t>(env_or("MAYFLY_TTL_PROPERTY_SEQUENCES", 10000)));
+  const uint64_t base_seed = env_or("MAYFLY_TTL_PROPERTY_SEED", 0x7717'0001);
   for (int64_t i = 0; i < sequences; ++i) {
     const uint64_t seed = base_seed + static_cast<uint64_t>(i);
     SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: MAYFLY_TTL_PROPERTY_SEED=" + std::to_string(seed) +

@@ -11,15 +11,13 @@
 #include <map>
 
 #include "common/prng.h"
+#include "tests/env.h"
 #include "tests/unit/query/query_fixture.h"
 
 namespace mayfly::query::testing {
 namespace {
 
-uint64_t env_or(const char* name, uint64_t fallback) {
-  const char* value = std::getenv(name);
-  return value != nullptr ? std::strtoull(value, nullptr, 10) : fallback;
-}
+using testing_env::env_or;
 
 // A property value as the naive evaluator sees it.
 struct V {
