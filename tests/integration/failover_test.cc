@@ -392,11 +392,16 @@ TEST(IntegrationFailover, AFollowerStoppingAnswersTheWritesItWasForwarding) {
   pinned.max_retries_unavailable = 0;  // see the follower's own answers
   client::Client writer(pinned);
   kj::WaitScope& wait_scope = writer.wait_scope();
-  constexpr int kWrites = 300;
-  std::vector<Response> responses(kWrites);
-  int answered = 0;
+  // A steady stream: 100 writes kept in flight through the follower (each answer issues the next), so whenever the
+  // stop comes, some are being forwarded. Bounded: at most kMaxWrites, and 10 s.
+  constexpr int kInFlight = 100;
+  constexpr int kAnsweredBeforeStop = 200;
+  constexpr int kMaxWrites = 5000;
+  std::vector<Response> responses(kMaxWrites);
+  int issued = 0, answered = 0;
   kj::Vector<kj::Promise<void>> calls;
-  for (int i = 0; i < kWrites; ++i) {
+  auto issue = [&] {
+    const int i = issued++;
     Request r = upsert("f" + std::to_string(i), i);
     r.endpoint = follower;
     calls.add(writer.execute_async(r)
@@ -405,17 +410,21 @@ TEST(IntegrationFailover, AFollowerStoppingAnswersTheWritesItWasForwarding) {
                     ++answered;
                   })
                   .eagerlyEvaluate(nullptr));  // kj promises are lazy: run them while we poll
-  }
-  // Once the first answer is back, every request has been written to the follower's socket: stop it now.
+  };
   ASSERT_TRUE(wait_until(
       [&] {
+        while (issued - answered < kInFlight && issued < kMaxWrites) issue();
         wait_scope.poll();
-        return answered > 0;
+        return answered >= kAnsweredBeforeStop;
       },
       milliseconds(10000), milliseconds(1)));
-  ASSERT_TRUE(answered < kWrites) << "every write finished before the stop: nothing was in flight";
+  while (issued - answered < kInFlight && issued < kMaxWrites) issue();
+  wait_scope.poll();  // the refills leave for the follower before it is told to stop
+  const int in_flight = issued - answered;
+  ASSERT_GT(in_flight, 0) << "nothing was in flight at the stop";
   ASSERT_EQ(::kill(cluster.pid(follower), SIGTERM), 0);
   kj::joinPromises(calls.releaseAsArray()).wait(wait_scope);
+  const int kWrites = issued;
   int acknowledged = 0, shutting_down = 0;
   std::vector<std::pair<std::string, int64_t>> acked;
   for (int i = 0; i < kWrites; ++i) {
@@ -430,8 +439,8 @@ TEST(IntegrationFailover, AFollowerStoppingAnswersTheWritesItWasForwarding) {
         << "write " << i << " was cut off mid-flight: " << response.message;
     if (response.served_by == follower) ++shutting_down;
   }
-  std::cerr << "[stop-forward] " << acknowledged << " acknowledged, " << shutting_down
-            << " answered 'shutting down' by the follower, " << kWrites - acknowledged - shutting_down
+  std::cerr << "[stop-forward] " << in_flight << " in flight at the stop; " << acknowledged << " acknowledged, "
+            << shutting_down << " answered 'shutting down' by the follower, " << kWrites - acknowledged - shutting_down
             << " never reached it (connection refused)\n";
   EXPECT_GT(acknowledged, 0);
   expect_all_readable(c, acked, Consistency::kStrong, std::nullopt, "acknowledged through the stopping follower");
