@@ -20,6 +20,8 @@ namespace {
 // Everything the command line can set; each leaf command reads the fields it declared.
 struct Arguments {
   std::string endpoints;
+  std::string key;
+  std::string key_file;
   std::string consistency;
   std::string session_token;
   uint32_t timeout_ms = 10000;
@@ -134,6 +136,34 @@ std::vector<std::string> resolve_endpoints(const Arguments& arguments, const Cli
   return std::move(parsed).value();
 }
 
+// The client key: --key, else --key-file, else $MAYFLY_KEY, else $MAYFLY_KEY_FILE; empty: none. A key file holds the
+// key alone (surrounding whitespace ignored) or one line of a node's keys file (ROLE KEY [NAME]).
+std::string resolve_key(const Arguments& arguments, const CliEnvironment& environment) {
+  if (!arguments.key.empty()) return arguments.key;
+  std::string path = arguments.key_file;
+  std::string source = "--key-file";
+  if (path.empty()) {
+    if (environment.key.has_value() && !environment.key->empty()) return *environment.key;
+    if (!environment.key_file.has_value() || environment.key_file->empty()) return "";
+    path = *environment.key_file;
+    source = "MAYFLY_KEY_FILE";
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw UsageError{source + ": cannot read '" + path + "'"};
+  std::string line;
+  while (std::getline(file, line)) {
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream fields(line);
+    std::vector<std::string> words;
+    for (std::string word; fields >> word;) words.push_back(word);
+    if (words.empty()) continue;
+    if (words.size() == 1) return words[0];
+    if (words[0] == "readonly" || words[0] == "readwrite" || words[0] == "admin") return words[1];
+    throw UsageError{source + ": '" + path + "' holds neither a key alone nor a line ROLE KEY [NAME]"};
+  }
+  throw UsageError{source + ": '" + path + "' holds no key"};
+}
+
 // --param @name=JSON ... as one JSON object {"@name": value}; "" when there are none.
 std::string parameters_json(const std::vector<std::string>& params) {
   if (params.empty()) {
@@ -185,6 +215,10 @@ class Grammar {
     app_.add_option("--endpoints", arguments_.endpoints,
                     "host:port,host:port of the nodes, node 1 first (default " + std::string(kDefaultEndpoints) +
                         ", or $MAYFLY_ENDPOINTS)");
+    app_.add_option("--key", arguments_.key,
+                    "the client key (default $MAYFLY_KEY); prefer --key-file: arguments show in process lists");
+    app_.add_option("--key-file", arguments_.key_file,
+                    "a file holding the client key, alone or as a keys-file line ROLE KEY (default $MAYFLY_KEY_FILE)");
     app_.add_option("--consistency", arguments_.consistency, "read consistency (default session)")
         ->check(CLI::IsMember({"strong", "bounded", "session", "eventual"}));
     app_.add_option("--session-token", arguments_.session_token, "session token of an earlier response");
@@ -415,6 +449,7 @@ CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& e
     grammar.app().parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 wants them reversed
     CliCommand command;
     command.options.endpoints = resolve_endpoints(arguments, environment);
+    command.options.key = resolve_key(arguments, environment);
     command.options.request_timeout_ms = arguments.timeout_ms;
     command.request = build_request(grammar.parsed_op(), arguments, environment);
     result.command = std::move(command);

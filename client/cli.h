@@ -34,6 +34,8 @@ inline constexpr int kExitUsage = 2;      // bad arguments: nothing was sent
 // What the CLI reads besides its arguments. Thread-safety: a value (the stream is used from one thread).
 struct CliEnvironment {
   std::optional<std::string> endpoints;   // $MAYFLY_ENDPOINTS; --endpoints wins over it
+  std::optional<std::string> key;         // $MAYFLY_KEY; --key and --key-file win over it
+  std::optional<std::string> key_file;    // $MAYFLY_KEY_FILE; used when neither --key, --key-file nor $MAYFLY_KEY is
   std::istream* standard_input = nullptr;  // read for a "-" JSON argument; null: "-" is a usage error
 };
 

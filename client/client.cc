@@ -11,6 +11,7 @@
 
 #include "client/policy.h"
 #include "common/assert.h"
+#include "common/auth.h"
 #include "client/wire.h"
 #include "proto/mayfly.capnp.h"
 
@@ -71,19 +72,55 @@ namespace {
 
 // One endpoint's RPC connection and the session opened on it. Shared by the Client's endpoint table and the attempts
 // in flight on it, so replacing a broken connection never pulls it from under a call that is still using it.
-struct Connection {
-  Connection(const std::string& address, kj::TimePoint opened_at)
-      : rpc(kj::heap<capnp::EzRpcClient>(address)), session(open_session(*rpc)), last_answer_at(opened_at) {}
+// The session's failure when the node could not prove it holds the client's key.
+constexpr const char* kAuthRefusal =
+    "the node did not accept the client key (unknown or removed), or it runs without keys and so cannot prove it "
+    "holds it; no request was sent to it";
 
-  static kj::ForkedPromise<proto::Session::Client> open_session(capnp::EzRpcClient& client) {
-    return client.getMain<proto::Mayfly>()
-        .openSessionRequest()
-        .send()
-        .then([](capnp::Response<proto::Mayfly::OpenSessionResults> results) { return results.getSession(); })
+struct Connection {
+  Connection(const std::string& address, kj::TimePoint opened_at, std::string client_key)
+      : rpc(kj::heap<capnp::EzRpcClient>(address)),
+        key(std::move(client_key)),
+        session(open_session(*rpc, this->key)),
+        last_answer_at(opened_at) {}
+
+  // The handshake (proto Mayfly, common/auth.h): hello, then openSession with this key's proof; the node's proof
+  // must match before the session is used, so requests never go to a node that does not hold the key.
+  static kj::ForkedPromise<proto::Session::Client> open_session(capnp::EzRpcClient& client, const std::string& key) {
+    proto::Mayfly::Client main = client.getMain<proto::Mayfly>();
+    const std::string client_nonce = auth::random_nonce();
+    auto hello = main.helloRequest();
+    hello.setClientNonce(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(client_nonce.data()), client_nonce.size()));
+    return hello.send()
+        .then([main, key, client_nonce](capnp::Response<proto::Mayfly::HelloResults> greeted) mutable {
+          const capnp::Data::Reader nonce = greeted.getServerNonce();
+          const std::string server_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+          auto open = main.openSessionRequest();
+          if (!key.empty()) {
+            const std::string proof = auth::session_client_proof(key, client_nonce, server_nonce);
+            open.setProof(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(proof.data()), proof.size()));
+          }
+          return open.send().then([key, client_nonce, server_nonce](
+                                      capnp::Response<proto::Mayfly::OpenSessionResults> results) {
+            if (!key.empty()) {
+              const capnp::Data::Reader answer = results.getServerProof();
+              const std::string expected = auth::session_server_proof(key, client_nonce, server_nonce);
+              if (!auth::constant_time_equal(
+                      expected, std::string_view(reinterpret_cast<const char*>(answer.begin()), answer.size()))) {
+                // The node does not know this key (unknown or removed), runs without keys, or is not a node of
+                // this cluster at all: no request goes to it, and the caller gets a 401 (kAuthRefusal).
+                kj::throwFatalException(
+                    kj::Exception(kj::Exception::Type::FAILED, __FILE__, __LINE__, kj::heapString(kAuthRefusal)));
+              }
+            }
+            return results.getSession();
+          });
+        })
         .fork();
   }
 
   kj::Own<capnp::EzRpcClient> rpc;
+  std::string key;
   kj::ForkedPromise<proto::Session::Client> session;
   bool broken = false;            // a call saw it fail: the next use opens a new one
   kj::TimePoint last_answer_at;   // when an execute call last got its answer on it (or when it was opened)
@@ -160,7 +197,7 @@ class Client::Impl {
     std::shared_ptr<Connection>& slot = connections_.at(endpoint);
     if (slot == nullptr || slot->broken) {
       const kj::TimePoint now = timer_ != nullptr ? timer_->now() : kj::origin<kj::TimePoint>();
-      auto fresh = std::make_shared<Connection>(routing_.address(endpoint), now);
+      auto fresh = std::make_shared<Connection>(routing_.address(endpoint), now, options_.key);
       if (timer_ == nullptr) {
         timer_ = &fresh->rpc->getIoProvider().getTimer();
         fresh->last_answer_at = timer_->now();
@@ -199,7 +236,7 @@ class Client::Impl {
     Connection* raw = conn.get();
     kj::Promise<proto::Session::Client> session = raw->session.addBranch();
     if (call.write && timer_->now() - raw->last_answer_at >= options_.write_probe_idle_ms * kj::MILLISECONDS) {
-      raw->session = Connection::open_session(*raw->rpc);
+      raw->session = Connection::open_session(*raw->rpc, raw->key);
       session = raw->session.addBranch();
     }
     Request request = call.request;
@@ -226,7 +263,15 @@ class Client::Impl {
             },
             [raw](kj::Exception&& exception) {
               raw->broken = true;
-              return Attempt{.kind = Attempt::Kind::kNotSent, .error = describe(exception)};
+              const std::string error = describe(exception);
+              if (error.find(kAuthRefusal) != std::string::npos) {
+                Response refused;
+                refused.status = 401;
+                refused.substatus = kSubstatusKeyNotProven;
+                refused.message = kAuthRefusal;
+                return Attempt{.kind = Attempt::Kind::kAnswered, .response = kj::mv(refused)};
+              }
+              return Attempt{.kind = Attempt::Kind::kNotSent, .error = error};
             })
         .attach(kj::mv(conn));  // released after the RPC's own promise nodes are gone
   }

@@ -114,6 +114,7 @@ inline constexpr uint32_t kSubstatusNoEndpointReachable = 20001;  // 503: every 
 inline constexpr uint32_t kSubstatusWriteOutcomeUnknown = 20002;  // 503: connection lost after a write was sent
 inline constexpr uint32_t kSubstatusReadConnectionLost = 20003;   // 503: connection lost on every read attempt
 inline constexpr uint32_t kSubstatusTimeout = 20004;              // 408: ClientOptions::request_timeout_ms ran out
+inline constexpr uint32_t kSubstatusKeyNotProven = 20005;         // 401: the node did not prove it holds the key
 
 // One response: every field of proto Response. Thread-safety: a value.
 struct Response {
@@ -151,6 +152,9 @@ struct ClientOptions {
   // go elsewhere instead of ending as "outcome unknown".
   uint32_t write_probe_idle_ms = 1000;
   uint64_t jitter_seed = 0x6d617966;          // seeds the backoff jitter (reproducible runs)
+  // The client key (README "Security"); empty: none, for a cluster that runs without keys. The key never crosses the
+  // wire: each connection proves it holds it (and checks that the node holds it too, refusing a node that cannot).
+  std::string key;
 };
 
 // A connection to a Mayfly cluster that runs its Cap'n Proto event loop on the calling thread (via capnp::EzRpcClient:

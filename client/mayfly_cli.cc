@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   if (const char* endpoints = std::getenv("MAYFLY_ENDPOINTS"); endpoints != nullptr) {
     environment.endpoints = endpoints;
   }
+  if (const char* key = std::getenv("MAYFLY_KEY"); key != nullptr) environment.key = key;
+  if (const char* key_file = std::getenv("MAYFLY_KEY_FILE"); key_file != nullptr) environment.key_file = key_file;
   environment.standard_input = &std::cin;
 
   CliParse parsed = parse_cli(args, environment);

@@ -13,6 +13,8 @@ build_packages=(
   prometheus-cpp-dev                      # metrics
   libgtest-dev libgmock-dev               # tests
   libcli11-dev                            # command-line parsing
+  libssl-dev                              # HMAC proofs of the handshake (common/auth), TLS under kj-tls
+  openssl                                 # make run and deploy/ generate keys and certificates with it
 )
 tool_packages=(
   faketime curl ca-certificates procps psmisc

@@ -62,6 +62,7 @@ class Metrics {
   void set_expiring_source(std::function<std::vector<ExpiringFigures>()> source);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  const std::string& node_label() const { return node_; }  // the `node` label every series carries
   // Everything a scrape serves: the registry and the items-expiring-soon family.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
   // The text exposition, as a scrape would return it (for tests and `mayflyd --print-metrics`).

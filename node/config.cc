@@ -57,11 +57,29 @@ Status NodeConfig::validate() const {
   }
   if (time_entry_interval_ms < 1) return invalid("time entry interval must be >= 1 ms");
   if (request_timeout_ms < 100) return invalid("request timeout must be >= 100 ms");
+  if (max_connections < 8 || max_connections > 1'000'000) return invalid("--max-connections must be 8..1000000");
+  if (handshake_timeout_ms < 100 || handshake_timeout_ms > 600'000) {
+    return invalid("--handshake-timeout-ms must be 100..600000");
+  }
+  if ((keys_file.empty() || cluster_secret_file.empty()) && !insecure && !is_loopback_listen(listen)) {
+    return invalid("--listen " + listen + " is not a loopback address, but " +
+                   (keys_file.empty() ? std::string("--keys-file") : std::string("--cluster-secret-file")) +
+                   " is not set: anyone who reaches the port could " +
+                   (keys_file.empty() ? "read and write every item and change membership"
+                                      : "act as a cluster member") +
+                   ". Configure both (README \"Security\"), or pass --insecure to run open anyway");
+  }
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (const char* level : kLevels) {
     if (log_level == level) return Status::ok();
   }
   return invalid("--log-level must be one of trace, debug, info, warn, error");
+}
+
+bool is_loopback_listen(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  const std::string host = listen.substr(0, colon == std::string::npos ? listen.size() : colon);
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "[::1]" || host == "::1";
 }
 
 ParsedFlags parse_flags(int argc, char** argv) {
@@ -81,6 +99,16 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--metrics", config.metrics, "HOST:PORT for Prometheus metrics");
   app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_option("--cluster", config.cluster, "cluster name; peers of another cluster are refused")
+      ->capture_default_str();
+  app.add_option("--keys-file", config.keys_file,
+                 "client keys, one per line: ROLE KEY [NAME] (roles readonly, readwrite, admin); re-read on change");
+  app.add_option("--cluster-secret-file", config.cluster_secret_file,
+                 "the secret every member of the cluster holds (peers prove it; it never crosses the wire)");
+  app.add_flag("--insecure", config.insecure,
+               "allow running without keys or cluster secret on a non-loopback address");
+  app.add_option("--max-connections", config.max_connections, "open connections at most")->capture_default_str();
+  app.add_option("--handshake-timeout-ms", config.handshake_timeout_ms,
+                 "a connection that has not authenticated by then is closed")
       ->capture_default_str();
   app.add_flag("--join", config.join, "start empty and wait to be added with `mayfly cluster add-member`");
   app.add_option("--tick-ms", config.tick_interval_ms, "Raft tick")->capture_default_str();

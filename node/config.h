@@ -24,6 +24,15 @@ struct NodeConfig {
   std::string cluster = "mayfly";           // peers refuse nodes of another cluster
   bool join = false;                        // start empty and wait to be added (cluster add-member)
 
+  // Trust (README "Security"). Without --keys-file every client may do everything; without --cluster-secret-file any
+  // process that knows the cluster name may act as a peer. Such a node runs open: it says so at start and in
+  // mayfly_security_open, and refuses a non-loopback --listen unless --insecure is given.
+  std::string keys_file;                    // client keys with roles; re-read when it changes (rotation, no restart)
+  std::string cluster_secret_file;          // the secret every member proves it holds
+  bool insecure = false;                    // allow running open on a non-loopback address
+  int64_t max_connections = 1024;           // connections beyond this are refused (oldest unauthenticated evicted)
+  int64_t handshake_timeout_ms = 5000;      // a connection not authenticated by then is closed
+
   int64_t tick_interval_ms = 10;            // one Raft tick
   int64_t election_timeout_ticks = 30;      // 300-600 ms with the default tick
   int64_t heartbeat_interval_ticks = 5;
@@ -44,6 +53,9 @@ struct NodeConfig {
 // Where clients and peers reach this node, as reported in cluster status (clients follow it): --advertise; else this
 // node's own entry in --peers when it listens on a wildcard address (0.0.0.0, [::]); else --listen.
 std::string advertised_address(const NodeConfig& config);
+
+// True for 127.0.0.0/8, [::1] and localhost listen addresses.
+bool is_loopback_listen(const std::string& listen);
 
 // Parses argv (mayflyd --id 1 --listen 127.0.0.1:7101 --peers 1=...,2=... --data DIR ...). On --help, or a usage
 // error, `exit_code` is set and the message to print is in the Status (or in `help`).

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "common/auth.h"
 #include "common/clock.h"
 #include "metrics/metrics.h"
 #include "node/config.h"
@@ -63,10 +64,24 @@ int main(int argc, char** argv) {
     metrics_server = std::move(started).value();
     spdlog::info("metrics on http://{}/metrics", config.metrics);
   }
+  Result<node::Keyring> keyring = node::Keyring::load(config.keys_file);
+  if (!keyring.is_ok()) {
+    spdlog::critical("--keys-file: {}", keyring.status().message());
+    return 2;
+  }
+  std::string cluster_secret;
+  if (!config.cluster_secret_file.empty()) {
+    Result<std::string> secret = auth::read_secret_file(config.cluster_secret_file);
+    if (!secret.is_ok()) {
+      spdlog::critical("--cluster-secret-file: {}", secret.status().message());
+      return 2;
+    }
+    cluster_secret = std::move(secret).value();
+  }
   SystemClock clock;
   node::RequestUnitAccount request_units(clock, metrics);
   node::Driver driver(config, std::move(replica).value(), clock, metrics, request_units);
-  node::RpcHost rpc(config, driver, metrics, request_units);
+  node::RpcHost rpc(config, driver, metrics, request_units, std::move(keyring).value(), std::move(cluster_secret));
   if (Status status = rpc.start(); !status.is_ok()) {
     spdlog::critical("{}", status.to_string());
     return 1;

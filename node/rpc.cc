@@ -1,12 +1,16 @@
 #include "node/rpc.h"
 
-#include <capnp/ez-rpc.h>
+#include <capnp/message.h>
+#include <capnp/rpc-twoparty.h>
+#include <capnp/rpc.h>
 #include <kj/async-io.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <deque>
 
+#include "common/auth.h"
 #include "replication/codec.h"
 #include "storage/json.h"
 #include "ttl/request_units.h"
@@ -35,7 +39,86 @@ capnp::ReaderOptions reader_options() {
   return options;
 }
 
+// Calls in flight per connection, in words of their parameters: past this the connection is not read until answers
+// go out (Cap'n Proto's flow limit). 16 MiB holds a peer's largest delivery (8 MiB) or several 2 MB items.
+constexpr size_t kFlowLimitWords = (16u << 20) / sizeof(capnp::word);
+constexpr size_t kMinNonceBytes = 16;
+constexpr size_t kMaxNonceBytes = 64;
+constexpr int64_t kKeysRefreshMs = 1000;  // the keys file is looked at this often (and at every session opened)
+constexpr int64_t kQuietLogMs = 5000;     // repeated warnings of one kind: one line per this long
+
+// True at most once per kQuietLogMs for one `last` slot: repeated refusals make one log line, not a flood.
+bool log_now(int64_t& last_ms) {
+  const int64_t now = steady_ms();
+  if (last_ms != 0 && now - last_ms < kQuietLogMs) return false;
+  last_ms = now;
+  return true;
+}
+
+std::string bytes_of(capnp::Data::Reader data) {
+  return std::string(reinterpret_cast<const char*>(data.begin()), data.size());
+}
+
+capnp::Data::Reader data_of(const std::string& bytes) {
+  return capnp::Data::Reader(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size());
+}
+
+// The least role a request needs (node/keyring.h).
+Role required_role(proto::Request::Which which) {
+  switch (which) {
+    case proto::Request::LIST_DATABASES:
+    case proto::Request::GET_CONTAINER:
+    case proto::Request::LIST_CONTAINERS:
+    case proto::Request::READ_ITEM:
+    case proto::Request::LIST_ITEMS:
+    case proto::Request::QUERY:
+    case proto::Request::CLUSTER_STATUS:
+      return Role::kReadOnly;
+    case proto::Request::ADD_MEMBER:
+    case proto::Request::REMOVE_MEMBER:
+    case proto::Request::TRANSFER_LEADER:
+      return Role::kAdmin;
+    default:
+      return Role::kReadWrite;
+  }
+}
+
+// One outgoing Cap'n Proto connection (a peer link's), owning its stream, network and RPC system.
+struct OutgoingConnection {
+  explicit OutgoingConnection(kj::Own<kj::AsyncIoStream> connected)
+      : stream(kj::mv(connected)),
+        network(*stream, capnp::rpc::twoparty::Side::CLIENT, reader_options()),
+        rpc(capnp::makeRpcClient(network)) {
+    capnp::MallocMessageBuilder message(8);
+    auto vat = message.initRoot<capnp::rpc::twoparty::VatId>();
+    vat.setSide(capnp::rpc::twoparty::Side::SERVER);
+    bootstrap = rpc.bootstrap(vat).castAs<proto::Mayfly>();
+  }
+
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+  proto::Mayfly::Client bootstrap = nullptr;  // last: released first
+};
+
 }  // namespace
+
+// One accepted connection: its stream, network and RPC system (members are destroyed in reverse order: the RPC
+// system before the network before the stream), and what the handshake established.
+struct ServedConnection {
+  ServedConnection(kj::Own<kj::AsyncIoStream> accepted, capnp::Capability::Client bootstrap)
+      : stream(kj::mv(accepted)),
+        network(*stream, capnp::rpc::twoparty::Side::SERVER, reader_options()),
+        rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
+    rpc.setFlowLimit(kFlowLimitWords);
+  }
+
+  kj::Own<kj::AsyncIoStream> stream;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+  bool authenticated = false;
+  kj::Promise<void> watcher = nullptr;  // closes the connection when the other side goes away
+};
 
 // One peer, seen from here: an outgoing connection that delivers Raft messages in order and in batches, and carries
 // forwarded client requests. Reconnects with exponential backoff after any failure.
@@ -80,15 +163,54 @@ class PeerLink {
     }
   };
 
+  // The peer's capability; calls made before the handshake is done wait for it (and fail with it).
   proto::Peer::Client capability() {
     if (peer_capability_.get() == nullptr) {
-      client_ = kj::heap<capnp::EzRpcClient>(address_, 0, reader_options());
-      auto request = client_->getMain<proto::Mayfly>().openPeerRequest();
-      request.setFrom(host_.config().id.value());
-      request.setCluster(host_.config().cluster);
-      peer_capability_ = kj::heap<proto::Peer::Client>(request.send().getPeer());
+      peer_capability_ = kj::heap<proto::Peer::Client>(connect());
     }
     return *peer_capability_;
+  }
+
+  // Connects and runs the handshake: hello, then openPeer with this node's proof; the peer's own proof is checked
+  // before anything is sent on the link, so Raft traffic never goes to a process without the cluster secret.
+  kj::Promise<proto::Peer::Client> connect() {
+    return host_.network()
+        .parseAddress(address_)
+        .then([](kj::Own<kj::NetworkAddress> address) { return address->connect(); })
+        .then([this](kj::Own<kj::AsyncIoStream> stream) {
+          connection_ = kj::heap<OutgoingConnection>(kj::mv(stream));
+          const std::string client_nonce = auth::random_nonce();
+          auto hello = connection_->bootstrap.helloRequest();
+          hello.setClientNonce(data_of(client_nonce));
+          return hello.send().then([this, client_nonce](capnp::Response<proto::Mayfly::HelloResults> greeted) {
+            const std::string server_nonce = bytes_of(greeted.getServerNonce());
+            const NodeConfig& config = host_.config();
+            const std::string& secret = host_.cluster_secret();
+            auto open = connection_->bootstrap.openPeerRequest();
+            open.setFrom(config.id.value());
+            open.setCluster(config.cluster);
+            if (!secret.empty()) {
+              open.setProof(data_of(
+                  auth::peer_client_proof(secret, config.cluster, config.id.value(), client_nonce, server_nonce)));
+            }
+            return open.send().then([this, client_nonce, server_nonce](
+                                        capnp::Response<proto::Mayfly::OpenPeerResults> opened) {
+              const std::string& shared = host_.cluster_secret();
+              if (!shared.empty()) {
+                const std::string expected = auth::peer_server_proof(shared, host_.config().cluster, peer_.value(),
+                                                                     client_nonce, server_nonce);
+                if (!auth::constant_time_equal(expected, bytes_of(opened.getServerProof()))) {
+                  host_.security_metrics().add_auth_failure("peer");
+                  return proto::Peer::Client(KJ_EXCEPTION(
+                      FAILED, "the process at this address did not prove it is node " +
+                                  std::to_string(peer_.value()) + " of this cluster (wrong cluster secret?)",
+                      address_));
+                }
+              }
+              return opened.getPeer();
+            });
+          });
+        });
   }
 
   void pump() {
@@ -125,7 +247,7 @@ class PeerLink {
     spdlog::debug("link to node {} at {} failed ({}); retrying in {} ms", peer_.value(), address_,
                   exception.getDescription().cStr(), backoff_ms_);
     peer_capability_ = nullptr;
-    client_ = nullptr;
+    connection_ = nullptr;
     waiting_to_reconnect_ = true;
     // Messages queued meanwhile stay queued (bounded); Raft tolerates the loss of those dropped.
     tasks_->add(host_.timer().afterDelay(backoff_ms_ * kj::MILLISECONDS).then([this] {
@@ -139,7 +261,7 @@ class PeerLink {
   NodeId peer_;
   std::string address_;
   Errors errors_;
-  kj::Own<capnp::EzRpcClient> client_;
+  kj::Own<OutgoingConnection> connection_;
   kj::Own<proto::Peer::Client> peer_capability_;
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;
@@ -152,12 +274,21 @@ class PeerLink {
 
 namespace {
 
+// A client session, with the role of the key that opened it. The role is looked up again on every request (keys are
+// reloaded when their file changes), so a key removed from the file stops working on open sessions too.
 class SessionImpl final : public proto::Session::Server {
  public:
-  explicit SessionImpl(RpcHost& host) : host_(host) {}
+  // `key_id` empty: the session was opened without a (known) key; `refusal` says which ("no_key", "unknown_key").
+  SessionImpl(RpcHost& host, std::string key_id, std::string key_name, const char* refusal)
+      : host_(host), key_id_(std::move(key_id)), key_name_(std::move(key_name)), refusal_(refusal) {}
 
   kj::Promise<void> execute(ExecuteContext context) override {
     auto request = context.getParams().getRequest();
+    if (std::optional<Reply> refused = authorize(request)) {
+      refused->served_by = host_.config().id;
+      encode_reply(*refused, context.getResults().initResponse());
+      return kj::READY_NOW;
+    }
     storage::Outcome<Operation> operation = decode_request(request);
     if (!operation.ok()) {
       Reply reply{operation.error()};
@@ -171,9 +302,39 @@ class SessionImpl final : public proto::Session::Server {
   }
 
  private:
+  // 401 without a valid key, 403 when the key's role is not enough; nothing is executed or charged then.
+  std::optional<Reply> authorize(proto::Request::Reader request) {
+    Keyring& keyring = host_.keyring();
+    if (keyring.open()) return std::nullopt;
+    const Role role = key_id_.empty() ? Role::kNone : keyring.role_of(key_id_);
+    if (role == Role::kNone) {
+      const char* reason = key_id_.empty() ? refusal_ : "unknown_key";
+      host_.security_metrics().add_auth_failure(reason);
+      std::string message =
+          std::string(reason) == "no_key"
+              ? "this cluster requires a key: pass --key, --key-file or $MAYFLY_KEY to the mayfly CLI "
+                "(ClientOptions::key in the library)"
+              : "the key is not accepted by node " + std::to_string(host_.config().id.value()) +
+                    " (unknown, or removed from its keys file); check the key you pass";
+      return Reply::error(401, std::move(message));
+    }
+    const Role needed = required_role(request.which());
+    if (role < needed) {
+      host_.security_metrics().add_auth_failure("forbidden");
+      return Reply::error(403, "the key '" + key_name_ + "' has role " + std::string(role_name(role)) +
+                                   "; this operation needs " + std::string(role_name(needed)) +
+                                   (needed == Role::kAdmin ? "" : " or admin"));
+    }
+    return std::nullopt;
+  }
+
   RpcHost& host_;
+  const std::string key_id_;
+  const std::string key_name_;
+  const char* refusal_;
 };
 
+// The peer API for one authenticated node: every message delivered here must come from `from`.
 class PeerImpl final : public proto::Peer::Server {
  public:
   PeerImpl(RpcHost& host, NodeId from) : host_(host), from_(from) {}
@@ -205,39 +366,130 @@ class PeerImpl final : public proto::Peer::Server {
   NodeId from_;
 };
 
+// The bootstrap object of one connection: the handshake (hello, then openSession or openPeer).
 class MayflyImpl final : public proto::Mayfly::Server {
  public:
-  explicit MayflyImpl(RpcHost& host) : host_(host) {}
+  MayflyImpl(RpcHost& host, uint64_t connection) : host_(host), connection_(connection) {}
+
+  kj::Promise<void> hello(HelloContext context) override {
+    const capnp::Data::Reader nonce = context.getParams().getClientNonce();
+    if (nonce.size() < kMinNonceBytes || nonce.size() > kMaxNonceBytes) {
+      return KJ_EXCEPTION(FAILED, "hello: the client nonce must be 16 to 64 random bytes");
+    }
+    client_nonce_ = bytes_of(nonce);
+    server_nonce_ = auth::random_nonce();
+    context.getResults().setServerNonce(data_of(server_nonce_));
+    return kj::READY_NOW;
+  }
 
   kj::Promise<void> openSession(OpenSessionContext context) override {
-    context.getResults().setSession(kj::heap<SessionImpl>(host_));
+    host_.refresh_keys();
+    Keyring& keyring = host_.keyring();
+    auto results = context.getResults();
+    if (keyring.open()) {
+      host_.mark_authenticated(connection_);
+      results.setSession(kj::heap<SessionImpl>(host_, std::string(), "open", nullptr));
+      return kj::READY_NOW;
+    }
+    const capnp::Data::Reader proof = context.getParams().getProof();
+    std::optional<Keyring::Match> match;
+    if (!server_nonce_.empty() && proof.size() > 0) {
+      match = keyring.match(client_nonce_, server_nonce_, bytes_of(proof));
+    }
+    const bool had_proof = proof.size() > 0;
+    server_nonce_.clear();  // one open per hello
+    if (!match) {
+      // Still a session, so the caller gets a 401 with a message rather than a broken connection.
+      results.setSession(kj::heap<SessionImpl>(host_, std::string(), std::string(), had_proof ? "unknown_key" : "no_key"));
+      return kj::READY_NOW;
+    }
+    host_.mark_authenticated(connection_);
+    results.setServerProof(data_of(match->server_proof));
+    results.setSession(kj::heap<SessionImpl>(host_, match->key_id, match->name, nullptr));
     return kj::READY_NOW;
   }
 
   kj::Promise<void> openPeer(OpenPeerContext context) override {
     auto params = context.getParams();
-    if (params.getCluster() != kj::StringPtr(host_.config().cluster.c_str())) {
+    const NodeConfig& config = host_.config();
+    if (params.getCluster() != kj::StringPtr(config.cluster.c_str())) {
       return KJ_EXCEPTION(FAILED, "peer belongs to another cluster", params.getCluster());
     }
-    context.getResults().setPeer(kj::heap<PeerImpl>(host_, NodeId(params.getFrom())));
+    const uint64_t from = params.getFrom();
+    if (from == 0 || from == config.id.value()) {
+      return KJ_EXCEPTION(FAILED, "a peer must name another node of the cluster", from);
+    }
+    const std::string& secret = host_.cluster_secret();
+    auto results = context.getResults();
+    if (!secret.empty()) {
+      const bool proven =
+          !server_nonce_.empty() &&
+          auth::constant_time_equal(
+              auth::peer_client_proof(secret, config.cluster, from, client_nonce_, server_nonce_),
+              bytes_of(params.getProof()));
+      if (!proven) {
+        server_nonce_.clear();
+        host_.security_metrics().add_auth_failure("peer");
+        if (log_now(last_refusal_log_ms_)) {
+          spdlog::warn("refused a peer connection claiming to be node {}: it did not prove it holds the cluster "
+                       "secret",
+                       from);
+        }
+        return KJ_EXCEPTION(FAILED, "peer authentication failed: hello first, then prove the cluster secret");
+      }
+      results.setServerProof(data_of(
+          auth::peer_server_proof(secret, config.cluster, config.id.value(), client_nonce_, server_nonce_)));
+      server_nonce_.clear();
+    }
+    host_.mark_authenticated(connection_);
+    results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from)));
     return kj::READY_NOW;
   }
 
  private:
   RpcHost& host_;
+  const uint64_t connection_;
+  std::string client_nonce_;
+  std::string server_nonce_;
+  static inline int64_t last_refusal_log_ms_ = 0;  // kj thread only
 };
 
 }  // namespace
 
 RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& metrics,
-                 RequestUnitAccount& request_units)
-    : config_(config), driver_(driver), metrics_(metrics), request_units_(request_units), state_(driver.state()) {
+                 RequestUnitAccount& request_units, Keyring keyring, std::string cluster_secret)
+    : config_(config),
+      driver_(driver),
+      metrics_(metrics),
+      request_units_(request_units),
+      state_(driver.state()),
+      keyring_(std::move(keyring)),
+      cluster_secret_(std::move(cluster_secret)),
+      security_metrics_(metrics) {
   view_.self = config.id;
+  security_metrics_.set_open(keyring_.open(), cluster_secret_.empty());
+  security_metrics_.set_connections(0, 0);
 }
 
 RpcHost::~RpcHost() noexcept { stop(); }
 
 Status RpcHost::start() {
+  if (keyring_.open()) {
+    spdlog::warn("OPEN TO EVERY CLIENT: no --keys-file, so anyone who reaches {} may read, write and change "
+                 "membership (README \"Security\")",
+                 config_.listen);
+  }
+  if (cluster_secret_.empty()) {
+    spdlog::warn("OPEN TO EVERY PEER: no --cluster-secret-file, so any process that reaches {} and knows the cluster "
+                 "name may act as a member (README \"Security\")",
+                 config_.listen);
+  }
+  // Each connection takes a descriptor: let --max-connections be reached before the process's file limit is.
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
   std::promise<Status> started;
   std::future<Status> result = started.get_future();
   thread_ = std::thread([this, &started] { run(started); });
@@ -251,26 +503,34 @@ Status RpcHost::start() {
 }
 
 void RpcHost::run(std::promise<Status>& started) {
-  kj::Maybe<kj::Own<capnp::EzRpcServer>> maybe_server;
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::WaitScope& wait_scope = io.waitScope;
+  timer_ = &io.provider->getTimer();
+  network_ = &io.provider->getNetwork();
   KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] {
-    maybe_server = kj::heap<capnp::EzRpcServer>(kj::heap<MayflyImpl>(*this), config_.listen, 0, reader_options());
+    listener_ = network_->parseAddress(config_.listen).wait(wait_scope)->listen();
   })) {
     started.set_value(Status::unavailable("cannot listen on " + config_.listen + ": " +
                                           exception->getDescription().cStr()));
     return;
   }
-  capnp::EzRpcServer& server = *KJ_ASSERT_NONNULL(maybe_server);
-  kj::WaitScope& wait_scope = server.getWaitScope();
-  timer_ = &server.getIoProvider().getTimer();
   tasks_ = kj::heap<kj::TaskSet>(task_errors_);
   executor_ = kj::getCurrentThreadExecutor().addRef();
   auto shutdown = kj::newPromiseAndFulfiller<void>();
   shutdown_ = kj::mv(shutdown.fulfiller);
-  KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { server.getPort().wait(wait_scope); })) {
-    started.set_value(Status::unavailable("cannot listen on " + config_.listen + ": " +
-                                          exception->getDescription().cStr()));
-    return;
-  }
+  tasks_->add(accept_loop());
+  tasks_->add([this]() -> kj::Promise<void> {
+    // The keys file is looked at every kKeysRefreshMs, so a rotation reaches open sessions without a restart.
+    struct Refresher {
+      static kj::Promise<void> loop(RpcHost& host) {
+        return host.timer().afterDelay(kKeysRefreshMs * kj::MILLISECONDS).then([&host] {
+          host.refresh_keys();
+          return loop(host);
+        });
+      }
+    };
+    return Refresher::loop(*this);
+  }());
   spdlog::info("node {} listening on {}", config_.id.value(), config_.listen);
   started.set_value(Status::ok());
   shutdown.promise.wait(wait_scope);
@@ -287,8 +547,104 @@ void RpcHost::run(std::promise<Status>& started) {
   for (auto& [id, fulfiller] : pending_) fulfiller->fulfill(shutting_down());
   pending_.clear();
   timer_->afterDelay(kShutdownFlushMs * kj::MILLISECONDS).wait(wait_scope);
-  links_.clear();
   tasks_ = nullptr;
+  links_.clear();
+  connections_.clear();
+  listener_ = nullptr;
+}
+
+kj::Promise<void> RpcHost::accept_loop() {
+  return listener_->accept()
+      .then(
+          [this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
+            admit(kj::mv(stream));
+            return kj::READY_NOW;
+          },
+          [this](kj::Exception&& exception) -> kj::Promise<void> {
+            // Out of descriptors (EMFILE) or memory: the node keeps serving what it has and tries again shortly.
+            static int64_t last_log_ms = 0;
+            security_metrics_.add_connection_refused("accept_error");
+            if (log_now(last_log_ms)) {
+              spdlog::warn("cannot accept connections: {}", exception.getDescription().cStr());
+            }
+            return timer_->afterDelay(50 * kj::MILLISECONDS);
+          })
+      .then([this] { return accept_loop(); });
+}
+
+void RpcHost::admit(kj::Own<kj::AsyncIoStream> stream) {
+  static int64_t last_log_ms = 0;
+  if (stopping_) return;
+  if (connections_.size() >= static_cast<size_t>(config_.max_connections)) {
+    // Full: the oldest connection that has not authenticated makes room; peers and established sessions stay.
+    std::optional<uint64_t> victim;
+    for (const auto& [id, connection] : connections_) {
+      if (!connection->authenticated) {
+        victim = id;
+        break;
+      }
+    }
+    if (!victim) {
+      security_metrics_.add_connection_refused("limit");
+      if (log_now(last_log_ms)) {
+        spdlog::warn("refusing connections: {} are open and authenticated (--max-connections)", connections_.size());
+      }
+      return;  // `stream` goes out of scope: closed
+    }
+    close_connection(*victim, "evicted");
+  }
+  const uint64_t id = next_connection_id_++;
+  auto connection = kj::heap<ServedConnection>(kj::mv(stream), kj::heap<MayflyImpl>(*this, id));
+  connection->watcher = connection->network.onDisconnect()
+                            .then([this, id] {
+                              // Not from inside the connection's own promise: on the next turn of the loop.
+                              tasks_->add(kj::evalLater([this, id] { close_connection(id, nullptr); }));
+                            })
+                            .eagerlyEvaluate(nullptr);
+  connections_.emplace(id, kj::mv(connection));
+  tasks_->add(timer_->afterDelay(config_.handshake_timeout_ms * kj::MILLISECONDS).then([this, id] {
+    auto it = connections_.find(id);
+    if (it != connections_.end() && !it->second->authenticated) close_connection(id, "handshake_timeout");
+  }));
+  publish_connection_counts();
+}
+
+void RpcHost::close_connection(uint64_t id, const char* reason) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  if (it->second->authenticated) --authenticated_connections_;
+  kj::Own<ServedConnection> closing = kj::mv(it->second);
+  connections_.erase(it);
+  if (reason != nullptr) security_metrics_.add_connection_refused(reason);
+  publish_connection_counts();
+  closing = nullptr;
+}
+
+void RpcHost::mark_authenticated(uint64_t connection_id) {
+  auto it = connections_.find(connection_id);
+  if (it == connections_.end() || it->second->authenticated) return;
+  it->second->authenticated = true;
+  ++authenticated_connections_;
+  publish_connection_counts();
+}
+
+void RpcHost::publish_connection_counts() {
+  security_metrics_.set_connections(static_cast<int64_t>(authenticated_connections_),
+                                    static_cast<int64_t>(connections_.size() - authenticated_connections_));
+}
+
+void RpcHost::refresh_keys() {
+  static int64_t last_log_ms = 0;
+  if (keyring_.open()) return;
+  const uint64_t before = keyring_.generation();
+  Status reloaded = keyring_.reload_if_changed();
+  if (!reloaded.is_ok()) {
+    if (log_now(last_log_ms)) spdlog::error("keeping the previous keys: {}", reloaded.message());
+    return;
+  }
+  if (keyring_.generation() != before) {
+    spdlog::info("keys file {} reloaded: {} keys", config_.keys_file, keyring_.size());
+  }
 }
 
 void RpcHost::stop() {
@@ -347,17 +703,37 @@ PeerLink* RpcHost::link(NodeId peer) {
 }
 
 void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
+  static int64_t last_log_ms = 0;
+  // A node that is neither voter nor learner (removed, or never added) is not heard. Before this node knows any
+  // membership (a --join node waiting for its first snapshot) every authenticated peer is.
+  const bool member = (view_.voters.empty() && view_.learners.empty()) || view_.voters.contains(from) ||
+                      view_.learners.contains(from);
   std::vector<replication::Message> decoded;
   decoded.reserve(messages.size());
   for (capnp::Data::Reader bytes : messages) {
     Result<replication::Message> message =
         replication::decode_message(std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
+    const char* refusal = nullptr;
     if (!message.is_ok()) {
-      spdlog::warn("dropping an undecodable message from node {}: {}", from.value(), message.status().to_string());
+      refusal = "undecodable";
+    } else if (message->from != from) {
+      refusal = "wrong_sender";
+    } else if (message->to != config_.id) {
+      refusal = "wrong_recipient";
+    } else if (!member) {
+      refusal = "not_member";
+    }
+    if (refusal != nullptr) {
+      security_metrics_.add_peer_message_rejected(refusal);
+      if (log_now(last_log_ms)) {
+        spdlog::warn("refusing a Raft message on node {}'s link ({}): {}", from.value(), refusal,
+                     message.is_ok() ? message->describe() : message.status().to_string());
+      }
       continue;
     }
     decoded.push_back(std::move(message).value());
   }
+  if (decoded.empty()) return;
   boost::asio::post(driver_.io(), [this, decoded = std::move(decoded)]() mutable {
     driver_.on_messages(std::move(decoded));
   });

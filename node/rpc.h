@@ -4,6 +4,14 @@
 // leader, and serves eventual/session/bounded reads straight from the state machine when this replica is fresh
 // enough — everything else goes to the Driver.
 //
+// The trust boundary (README "Security") is here: every connection gets its own bootstrap object, which runs the
+// challenge-response handshake (common/auth.h). A session carries the role of the key that opened it, re-checked
+// against the keyring (node/keyring.h) on every request, so a removed key stops working at once; a peer connection is
+// bound to the node id it proved, and every Raft message on it must come from that node and from a member. The
+// listener caps open connections (--max-connections; the oldest unauthenticated one is evicted first, so peers and
+// established clients keep their slots), closes connections that do not authenticate in time, and limits the calls
+// in flight per connection (Cap'n Proto's flow limit).
+//
 // The bridge (DESIGN.md §5): RPC → driver by boost::asio::post; driver → RPC by kj::Executor::executeSync, once per
 // flush with every reply and message of that flush. No object is touched by both threads, except the state
 // machine's read methods, which are thread-safe.
@@ -11,6 +19,7 @@
 // Thread-safety: start/stop from the main thread; deliver from the driver thread; everything else on the kj thread.
 #pragma once
 
+#include <kj/async-io.h>
 #include <kj/async.h>
 #include <kj/timer.h>
 
@@ -20,18 +29,24 @@
 #include <string>
 #include <thread>
 
+#include "metrics/security.h"
 #include "node/config.h"
 #include "node/driver.h"
+#include "node/keyring.h"
 #include "node/request.h"
 #include "proto/mayfly.capnp.h"
 
 namespace mayfly::node {
 
 class PeerLink;
+struct ServedConnection;
 
 class RpcHost final : public DriverOutput {
  public:
-  RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& metrics, RequestUnitAccount& request_units);
+  // `keyring` holds the client keys (open when --keys-file is not set); `cluster_secret` is empty when
+  // --cluster-secret-file is not set (peers are then not authenticated).
+  RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& metrics, RequestUnitAccount& request_units,
+          Keyring keyring, std::string cluster_secret);
   ~RpcHost() noexcept override;
 
   // Starts the kj thread and binds the listener; returns once it listens (or why it could not).
@@ -49,9 +64,22 @@ class RpcHost final : public DriverOutput {
   std::string own_status_json() const;
   const NodeConfig& config() const { return config_; }
   kj::Timer& timer() { return *timer_; }
+  kj::Network& network() { return *network_; }
+  const std::string& cluster_secret() const { return cluster_secret_; }
+  Keyring& keyring() { return keyring_; }
+  metrics::SecurityMetrics& security_metrics() { return security_metrics_; }
+  // The connection `id` has authenticated (as a client session or a peer): it is no longer evicted first nor closed
+  // by the handshake timeout.
+  void mark_authenticated(uint64_t connection_id);
+  // Reads the keys file again if it changed (every open and every few seconds), logging what changed.
+  void refresh_keys();
 
  private:
   void run(std::promise<Status>& started);
+  kj::Promise<void> accept_loop();
+  void admit(kj::Own<kj::AsyncIoStream> stream);
+  void close_connection(uint64_t id, const char* reason);
+  void publish_connection_counts();
   void apply_batch(DriverBatch& batch);
   kj::Promise<Reply> route(Operation operation, proto::Request::Reader request, bool forwarded);
   kj::Promise<Reply> to_driver(Operation operation);
@@ -66,6 +94,9 @@ class RpcHost final : public DriverOutput {
   metrics::Metrics& metrics_;
   RequestUnitAccount& request_units_;
   const storage::StateMachine& state_;
+  Keyring keyring_;
+  std::string cluster_secret_;
+  metrics::SecurityMetrics security_metrics_;
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;  // the kj thread's, for the driver to call into
   kj::Own<kj::PromiseFulfiller<void>> shutdown_;
@@ -73,6 +104,11 @@ class RpcHost final : public DriverOutput {
 
   // kj thread only.
   kj::Timer* timer_ = nullptr;
+  kj::Network* network_ = nullptr;
+  kj::Own<kj::ConnectionReceiver> listener_;
+  uint64_t next_connection_id_ = 1;
+  std::map<uint64_t, kj::Own<ServedConnection>> connections_;  // ordered by id: the oldest first
+  size_t authenticated_connections_ = 0;
   NodeView view_;
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;

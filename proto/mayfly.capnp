@@ -114,12 +114,22 @@ struct Response {
   continuation @11 :Text;   # listItems / query: non-empty when there are more pages
 }
 
-# The bootstrap capability every mayflyd offers.
+# The bootstrap capability every mayflyd offers, one per connection. Authentication (README "Security") is a
+# challenge-response over both sides' nonces, so no key or secret ever crosses the wire:
+#   1. hello(clientNonce) -> serverNonce (fresh for this connection; a second hello on it is refused);
+#   2. openSession(proof = HMAC(key, ...)) or openPeer(from, cluster, proof = HMAC(cluster secret, ...)), answered with
+#      the node's own proof over the same nonces, which the caller checks before it sends anything else.
+# A node with no keys configured accepts any session (it runs open, and says so); a node with no cluster secret
+# accepts any peer of its cluster name. A connection that has not authenticated within the handshake timeout is
+# closed.
 interface Mayfly {
-  # Opens a client session. `credentials` is reserved for authentication by key (empty today).
-  openSession @0 (credentials :Text) -> (session :Session);
-  # Opens the peer API for the node `from` of cluster `cluster` (the cluster name must match).
-  openPeer @1 (from :UInt64, cluster :Text) -> (peer :Peer);
+  # `credentials` is unused (never send a key in it). A session whose requests are checked against the role of the key that made `proof` (common/auth.h). An empty or
+  # wrong proof still opens a session, whose every request is answered 401 with a message saying what to do.
+  openSession @0 (credentials :Text, proof :Data) -> (session :Session, serverProof :Data);
+  # The peer API for node `from` of cluster `cluster`. Fails (an RPC exception) unless `proof` shows the caller
+  # holds the cluster secret; every message later delivered on it must come from `from`.
+  openPeer @1 (from :UInt64, cluster :Text, proof :Data) -> (peer :Peer, serverProof :Data);
+  hello @2 (clientNonce :Data) -> (serverNonce :Data);
 }
 
 interface Session {

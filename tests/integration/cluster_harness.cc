@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #ifndef MAYFLY_IT_MAYFLYD
@@ -189,6 +190,27 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)), nodes_(
   }
   dir_ = pattern;
   pick_ports();
+  if (options_.auth) {
+    // Random keys (never printed); files only the owner may read, as the node requires.
+    std::random_device random;
+    auto make_key = [&random] {
+      static const char* digits = "0123456789abcdef";
+      std::string key;
+      for (int i = 0; i < 40; ++i) key.push_back(digits[random() % 16]);
+      return key;
+    };
+    admin_key_ = make_key();
+    readwrite_key_ = make_key();
+    readonly_key_ = make_key();
+    auto write_private = [](const std::string& path, const std::string& text) {
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+      fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+    };
+    write_private(keys_file(), "admin " + admin_key_ + " it-admin\nreadwrite " + readwrite_key_ +
+                                   " it-app\nreadonly " + readonly_key_ + " it-dashboard\n");
+    write_private(secret_file(), make_key() + "\n");
+    write_private(admin_key_file(), admin_key_ + "\n");
+  }
 }
 
 void Cluster::pick_ports() {
@@ -245,6 +267,9 @@ std::vector<std::string> Cluster::node_argv(size_t n) const {
                                    std::to_string(options_.election_timeout_ticks),
                                    "--heartbeat-ticks",
                                    std::to_string(options_.heartbeat_ticks)};
+  if (options_.auth) {
+    argv.insert(argv.end(), {"--keys-file", keys_file(), "--cluster-secret-file", secret_file()});
+  }
   if (options_.metrics) {
     argv.push_back("--metrics");
     argv.push_back(metrics_ports_.at(n - 1));
@@ -409,6 +434,7 @@ client::ClientOptions Cluster::client_options() const {
   client::ClientOptions options;
   options.endpoints = ports_;
   options.request_timeout_ms = 10000;
+  options.key = admin_key_;
   return options;
 }
 
@@ -529,6 +555,10 @@ CliResult Cluster::cli(const std::vector<std::string>& args, std::optional<size_
   std::vector<std::string> argv = {MAYFLY_IT_CLI};
   if (std::find(args.begin(), args.end(), "--endpoints") == args.end()) {
     argv.insert(argv.end(), {"--endpoints", node ? endpoint(*node) : endpoints_csv()});
+  }
+  if (options_.auth && std::find(args.begin(), args.end(), "--key") == args.end() &&
+      std::find(args.begin(), args.end(), "--key-file") == args.end()) {
+    argv.insert(argv.end(), {"--key-file", admin_key_file()});
   }
   argv.insert(argv.end(), args.begin(), args.end());
   CliResult result;

@@ -48,6 +48,9 @@ struct ClusterOptions {
   std::map<size_t, std::string> clock_offset;
   // Serve Prometheus metrics from every node (--metrics on a port of its own; see Cluster::scrape).
   bool metrics = false;
+  // Keys and a cluster secret (README "Security"): every node gets --keys-file and --cluster-secret-file, and the
+  // harness's clients and CLI runs use the admin key. false: the nodes run open, as on a loopback dev machine.
+  bool auth = true;
   int64_t tick_ms = 10;
   int64_t election_timeout_ticks = 30;
   int64_t heartbeat_ticks = 5;
@@ -117,7 +120,16 @@ class Cluster {
   const std::string& metrics_endpoint(size_t n) const { return metrics_ports_.at(n - 1); }
   std::optional<Scrape> scrape(size_t n) const;
 
-  // ClientOptions for this cluster (endpoint i+1 = node i+1).
+  // The keys of a cluster started with ClusterOptions::auth (empty otherwise), the files the nodes read them from, and
+  // a file holding the admin key alone (what the CLI runs get as --key-file).
+  const std::string& admin_key() const { return admin_key_; }
+  const std::string& readwrite_key() const { return readwrite_key_; }
+  const std::string& readonly_key() const { return readonly_key_; }
+  std::string keys_file() const { return dir_ + "/keys"; }
+  std::string secret_file() const { return dir_ + "/cluster-secret"; }
+  std::string admin_key_file() const { return dir_ + "/admin.key"; }
+
+  // ClientOptions for this cluster (endpoint i+1 = node i+1), with the admin key when the cluster has keys.
   client::ClientOptions client_options() const;
 
   // Node n's own view, asked of node n itself; nullopt if it did not answer.
@@ -130,7 +142,8 @@ class Cluster {
   // Moves leadership to node `target` (cluster transfer-leader) until it is the leader.
   bool transfer_leader(uint64_t target, milliseconds timeout = milliseconds(15000));
 
-  // Runs the CLI with --endpoints (all nodes, or the one given) and the arguments; bounded by a 60 s timeout.
+  // Runs the CLI with --endpoints (all nodes, or the one given), the admin key (unless the arguments give --key or
+  // --key-file) and the arguments; bounded by a 60 s timeout.
   CliResult cli(const std::vector<std::string>& args, std::optional<size_t> node = std::nullopt,
                 const std::string& stdin_text = std::string());
   // Writes `text` into a file in the cluster dir and returns its path.
@@ -157,6 +170,7 @@ class Cluster {
   std::vector<Node> nodes_;
   std::map<size_t, std::vector<std::string>> node_flags_;
   std::unique_ptr<client::Client> admin_;
+  std::string admin_key_, readwrite_key_, readonly_key_;
   std::thread::id admin_thread_;
   int cli_runs_ = 0;
 };

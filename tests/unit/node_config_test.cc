@@ -17,7 +17,7 @@ ParsedFlags parse(std::vector<std::string> args) {
 }
 
 const std::vector<std::string> kBase = {"--id", "2", "--listen", "0.0.0.0:7100", "--data", "/tmp/x",
-                                        "--peers", "1=mayfly1:7100,2=mayfly2:7100,3=mayfly3:7100"};
+                                        "--peers", "1=mayfly1:7100,2=mayfly2:7100,3=mayfly3:7100", "--insecure"};
 
 std::vector<std::string> with(std::vector<std::string> extra) {
   std::vector<std::string> args = kBase;
@@ -53,6 +53,41 @@ TEST(NodeConfig, CollectorFlagsAreRangeChecked) {
     EXPECT_EQ(parsed.exit_code, 2) << bad[0] << " " << bad[1] << " must be a usage error";
     EXPECT_NE(parsed.output.find(bad[0]), std::string::npos) << parsed.output;
   }
+}
+
+TEST(NodeConfig, RunningOpenOnANonLoopbackAddressNeedsInsecure) {
+  const std::vector<std::string> open = {"--id", "1", "--listen", "0.0.0.0:7100", "--data", "/tmp/x", "--peers",
+                                         "1=mayfly1:7100"};
+  const ParsedFlags refused = parse(open);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.output.find("--keys-file"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("--insecure"), std::string::npos) << refused.output;
+  // Keys without a cluster secret are still open to peers.
+  std::vector<std::string> keys_only = open;
+  keys_only.insert(keys_only.end(), {"--keys-file", "/etc/mayfly/keys"});
+  const ParsedFlags peers_open = parse(keys_only);
+  EXPECT_EQ(peers_open.exit_code, 2);
+  EXPECT_NE(peers_open.output.find("--cluster-secret-file"), std::string::npos) << peers_open.output;
+  std::vector<std::string> both = keys_only;
+  both.insert(both.end(), {"--cluster-secret-file", "/etc/mayfly/secret"});
+  EXPECT_LT(parse(both).exit_code, 0) << parse(both).output;
+  // Loopback addresses may run open (a development machine).
+  EXPECT_LT(parse({"--id", "1", "--listen", "127.0.0.1:7101", "--data", "/tmp/x", "--peers", "1=127.0.0.1:7101"})
+                .exit_code,
+            0);
+  EXPECT_TRUE(is_loopback_listen("localhost:1"));
+  EXPECT_TRUE(is_loopback_listen("[::1]:1"));
+  EXPECT_FALSE(is_loopback_listen("10.0.0.1:1"));
+  EXPECT_FALSE(is_loopback_listen("[::]:1"));
+}
+
+TEST(NodeConfig, ConnectionLimitsAreRangeChecked) {
+  EXPECT_EQ(parse(with({"--max-connections", "0"})).exit_code, 2);
+  EXPECT_EQ(parse(with({"--handshake-timeout-ms", "10"})).exit_code, 2);
+  const ParsedFlags ok = parse(with({"--max-connections", "64", "--handshake-timeout-ms", "2000"}));
+  ASSERT_LT(ok.exit_code, 0) << ok.output;
+  EXPECT_EQ(ok.config.max_connections, 64);
+  EXPECT_EQ(ok.config.handshake_timeout_ms, 2000);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "client/cli.h"
 #include "client/client.h"
+#include "common/auth.h"
 #include "client/policy.h"
 #include "client/wire.h"
 #include "proto/mayfly.capnp.h"
@@ -388,6 +389,7 @@ struct NodeState {
   Handler handler;
   std::vector<Request> requests;
   int sessions_opened = 0;
+  std::string key;  // the client key this fake node holds (proves) in the handshake; empty: none
 };
 
 // capnp's generated Server classes have protected non-virtual destructors behind a virtual base; GCC warns anyway.
@@ -412,14 +414,34 @@ class FakeMayfly final : public proto::Mayfly::Server {
  public:
   explicit FakeMayfly(std::shared_ptr<NodeState> state) : state_(std::move(state)) {}
 
+  kj::Promise<void> hello(HelloContext context) override {
+    const capnp::Data::Reader nonce = context.getParams().getClientNonce();
+    client_nonce_.assign(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+    server_nonce_ = auth::random_nonce();
+    context.getResults().setServerNonce(
+        capnp::Data::Reader(reinterpret_cast<const kj::byte*>(server_nonce_.data()), server_nonce_.size()));
+    return kj::READY_NOW;
+  }
+
   kj::Promise<void> openSession(OpenSessionContext context) override {
     ++state_->sessions_opened;
+    if (!state_->key.empty()) {
+      // Like mayflyd: answer with this node's proof of the key when the client's proof matches it.
+      const capnp::Data::Reader proof = context.getParams().getProof();
+      if (auth::constant_time_equal(auth::session_client_proof(state_->key, client_nonce_, server_nonce_),
+                                    std::string_view(reinterpret_cast<const char*>(proof.begin()), proof.size()))) {
+        const std::string answer = auth::session_server_proof(state_->key, client_nonce_, server_nonce_);
+        context.getResults().setServerProof(
+            capnp::Data::Reader(reinterpret_cast<const kj::byte*>(answer.data()), answer.size()));
+      }
+    }
     context.getResults().setSession(kj::heap<FakeSession>(state_));
     return kj::READY_NOW;
   }
 
  private:
   std::shared_ptr<NodeState> state_;
+  std::string client_nonce_, server_nonce_;
 };
 
 #pragma GCC diagnostic pop
@@ -496,6 +518,23 @@ TEST(ClientNetwork, ExecutesOverARealSocketAndCarriesEveryField) {
   EXPECT_EQ(client.session_token(), "8");
   client.execute(read_request());
   EXPECT_EQ(node.state().sessions_opened, 1);  // one connection and session, reused
+}
+
+// A client with a key sends nothing to a node that cannot prove it holds the same key, and says so with a 401.
+TEST(ClientNetwork, AKeyedClientSendsNothingToANodeThatCannotProveTheKey) {
+  FakeNode node(1, [](const Request&) { return kj::Promise<Response>(Response{.status = 200, .served_by = 1}); });
+  node.state().key = "the-key-the-node-holds-0123456789";
+  ClientOptions options = options_for({&node});
+  options.key = "another-key-0123456789abcdef";
+  Client stranger(options);
+  const Response refused = stranger.execute(read_request());
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(refused.substatus, kSubstatusKeyNotProven);
+  EXPECT_TRUE(node.requests().empty()) << "a request went to a node that did not prove the key";
+  options.key = node.state().key;
+  Client member(options);
+  EXPECT_EQ(member.execute(read_request()).status, 200);
+  EXPECT_EQ(node.requests().size(), 1u);
 }
 
 TEST(ClientNetwork, SessionTokenIsCarriedAutomatically) {

@@ -1,0 +1,53 @@
+#include "metrics/security.h"
+
+namespace mayfly::metrics {
+
+SecurityMetrics::SecurityMetrics(Metrics& metrics)
+    : node_(metrics.node_label()),
+      open_(prometheus::BuildGauge()
+                .Name("mayfly_security_open")
+                .Help("1 while this node accepts clients without a key (what=clients) or peers without the cluster "
+                      "secret (what=peers)")
+                .Register(*metrics.registry())),
+      auth_failures_(prometheus::BuildCounter()
+                         .Name("mayfly_auth_failures_total")
+                         .Help("Requests and handshakes refused: no_key and unknown_key (401), forbidden (403), peer "
+                               "(a failed peer proof)")
+                         .Register(*metrics.registry())),
+      peer_rejected_(prometheus::BuildCounter()
+                         .Name("mayfly_peer_messages_rejected_total")
+                         .Help("Raft messages from peers refused, by reason")
+                         .Register(*metrics.registry())),
+      connections_(prometheus::BuildGauge()
+                       .Name("mayfly_connections")
+                       .Help("Open RPC connections, by whether they have authenticated")
+                       .Register(*metrics.registry())),
+      connections_refused_(prometheus::BuildCounter()
+                               .Name("mayfly_connections_refused_total")
+                               .Help("Connections the node refused or closed: limit, evicted, handshake_timeout, "
+                                     "accept_error")
+                               .Register(*metrics.registry())) {}
+
+void SecurityMetrics::set_open(bool clients_open, bool peers_open) {
+  open_.Add({{"node", node_}, {"what", "clients"}}).Set(clients_open ? 1 : 0);
+  open_.Add({{"node", node_}, {"what", "peers"}}).Set(peers_open ? 1 : 0);
+}
+
+void SecurityMetrics::add_auth_failure(const char* reason) {
+  auth_failures_.Add({{"node", node_}, {"reason", reason}}).Increment();
+}
+
+void SecurityMetrics::add_peer_message_rejected(const char* reason) {
+  peer_rejected_.Add({{"node", node_}, {"reason", reason}}).Increment();
+}
+
+void SecurityMetrics::set_connections(int64_t authenticated, int64_t unauthenticated) {
+  connections_.Add({{"node", node_}, {"state", "authenticated"}}).Set(static_cast<double>(authenticated));
+  connections_.Add({{"node", node_}, {"state", "unauthenticated"}}).Set(static_cast<double>(unauthenticated));
+}
+
+void SecurityMetrics::add_connection_refused(const char* reason) {
+  connections_refused_.Add({{"node", node_}, {"reason", reason}}).Increment();
+}
+
+}  // namespace mayfly::metrics

@@ -1,0 +1,41 @@
+// Metrics of the trust boundary and the connection limits (README "Security", "Metrics"), registered in the node's
+// Metrics registry. Every series has a fixed, small label set: keys and client addresses never become labels.
+//
+// Thread-safety: every method may be called from any thread (prometheus-cpp metrics are atomic).
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+
+#include <string>
+
+#include "metrics/metrics.h"
+
+namespace mayfly::metrics {
+
+class SecurityMetrics {
+ public:
+  explicit SecurityMetrics(Metrics& metrics);
+
+  // 1 while this node accepts any client ("clients") or any process knowing the cluster name as a peer ("peers").
+  void set_open(bool clients_open, bool peers_open);
+  // Refusals: "no_key", "unknown_key", "forbidden" (a key without the needed role), "peer" (a failed peer proof).
+  void add_auth_failure(const char* reason);
+  // Raft messages refused before reaching the core: "wrong_sender", "not_member", ...
+  void add_peer_message_rejected(const char* reason);
+  // Connections: open ones by state, and those closed or refused by the node: "limit", "evicted",
+  // "handshake_timeout", "accept_error".
+  void set_connections(int64_t authenticated, int64_t unauthenticated);
+  void add_connection_refused(const char* reason);
+
+ private:
+  std::string node_;
+  prometheus::Family<prometheus::Gauge>& open_;
+  prometheus::Family<prometheus::Counter>& auth_failures_;
+  prometheus::Family<prometheus::Counter>& peer_rejected_;
+  prometheus::Family<prometheus::Gauge>& connections_;
+  prometheus::Family<prometheus::Counter>& connections_refused_;
+};
+
+}  // namespace mayfly::metrics

@@ -1,0 +1,124 @@
+#include "node/keyring.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/auth.h"
+
+namespace mayfly::node {
+namespace {
+
+std::optional<Role> parse_role(std::string_view text) {
+  if (text == "readonly") return Role::kReadOnly;
+  if (text == "readwrite") return Role::kReadWrite;
+  if (text == "admin") return Role::kAdmin;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view role_name(Role role) {
+  switch (role) {
+    case Role::kNone: return "none";
+    case Role::kReadOnly: return "readonly";
+    case Role::kReadWrite: return "readwrite";
+    case Role::kAdmin: return "admin";
+  }
+  return "none";
+}
+
+Result<std::vector<ClientKey>> parse_keys(std::string_view text, const std::string& origin) {
+  std::vector<ClientKey> keys;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream fields(line);
+    std::string role_text, key, name, extra;
+    if (!(fields >> role_text)) continue;  // blank
+    const std::string where = origin + " line " + std::to_string(number);
+    std::optional<Role> role = parse_role(role_text);
+    if (!role) {
+      return Status::invalid_argument(where + ": role '" + role_text + "' is not readonly, readwrite or admin");
+    }
+    if (!(fields >> key)) return Status::invalid_argument(where + ": a key must follow the role");
+    if (key.size() < 16) {
+      return Status::invalid_argument(where + ": the key is " + std::to_string(key.size()) +
+                                      " bytes; use at least 16 (e.g. openssl rand -base64 32)");
+    }
+    fields >> name;
+    if (fields >> extra) return Status::invalid_argument(where + ": expected ROLE KEY [NAME], found more");
+    ClientKey entry{*role, key, name.empty() ? auth::fingerprint(key) : name, auth::sha256_hex(key)};
+    for (const ClientKey& other : keys) {
+      if (other.id == entry.id) {
+        return Status::invalid_argument(where + ": the same key appears twice (as '" + other.name + "')");
+      }
+    }
+    keys.push_back(std::move(entry));
+  }
+  return keys;
+}
+
+Result<Keyring> Keyring::load(const std::string& path) {
+  Keyring keyring;
+  keyring.path_ = path;
+  if (path.empty()) return keyring;
+  Status loaded = keyring.reload_if_changed();
+  if (!loaded.is_ok()) return loaded;
+  if (keyring.keys_.empty()) {
+    return Status::invalid_argument(path + " holds no key; add lines ROLE KEY [NAME] (README \"Security\")");
+  }
+  return keyring;
+}
+
+Status Keyring::reload_if_changed() {
+  if (path_.empty()) return Status::ok();
+  struct stat info;
+  if (::stat(path_.c_str(), &info) != 0) {
+    return Status::invalid_argument("cannot read keys file " + path_ + ": " + std::strerror(errno));
+  }
+  const int64_t mtime_ns = static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+  if (mtime_ns == mtime_ns_ && static_cast<int64_t>(info.st_size) == size_) return Status::ok();
+  if ((info.st_mode & 077) != 0) {
+    return Status::invalid_argument("keys file " + path_ + " may be read by other users; run: chmod 600 " + path_);
+  }
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) return Status::invalid_argument("cannot read keys file " + path_ + ": " + std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  Result<std::vector<ClientKey>> parsed = parse_keys(buffer.str(), path_);
+  if (!parsed.is_ok()) return parsed.status();
+  mtime_ns_ = mtime_ns;
+  size_ = static_cast<int64_t>(info.st_size);
+  keys_ = std::move(parsed).value();
+  ++generation_;
+  return Status::ok();
+}
+
+std::optional<Keyring::Match> Keyring::match(std::string_view client_nonce, std::string_view server_nonce,
+                                             std::string_view proof) const {
+  std::optional<Match> found;
+  for (const ClientKey& key : keys_) {
+    // Every key is tried whether or not an earlier one matched, so the time taken says nothing about which did.
+    const bool equal = auth::constant_time_equal(auth::session_client_proof(key.key, client_nonce, server_nonce), proof);
+    if (equal && !found) {
+      found = Match{key.role, key.id, key.name, auth::session_server_proof(key.key, client_nonce, server_nonce)};
+    }
+  }
+  return found;
+}
+
+Role Keyring::role_of(const std::string& key_id) const {
+  for (const ClientKey& key : keys_) {
+    if (key.id == key_id) return key.role;
+  }
+  return Role::kNone;
+}
+
+}  // namespace mayfly::node
