@@ -37,6 +37,24 @@ for i in $(seq 1 "$nodes"); do
 done
 
 mkdir -p "$data_dir"
+# Keys and the cluster secret (README "Security"), made once and kept with the data: an admin, a readwrite and a
+# readonly key, each also alone in its own file for the CLI's --key-file / $MAYFLY_KEY_FILE.
+secrets="$data_dir/secrets"
+if [ ! -s "$secrets/keys" ] || [ ! -s "$secrets/cluster-secret" ]; then
+  command -v openssl >/dev/null || { echo "local-cluster: openssl is needed to make keys (make deps)" >&2; exit 1; }
+  mkdir -p "$secrets"
+  chmod 700 "$secrets"
+  (
+    umask 077
+    : > "$secrets/keys"
+    for role in admin readwrite readonly; do
+      key=$(openssl rand -base64 32)
+      echo "$role $key local-$role" >> "$secrets/keys"
+      echo "$key" > "$secrets/$role.key"
+    done
+    openssl rand -base64 32 > "$secrets/cluster-secret"
+  )
+fi
 pids=()
 stop() {
   trap - INT TERM EXIT
@@ -53,13 +71,14 @@ for i in $(seq 1 "$nodes"); do
   port=$((base_port + i - 1))
   "$mayflyd" --id "$i" --listen "127.0.0.1:$port" --peers "$peers" --data "$data_dir/node$i" \
     --metrics "127.0.0.1:$((metrics_base_port + i - 1))" \
+    --keys-file "$secrets/keys" --cluster-secret-file "$secrets/cluster-secret" \
     >"$data_dir/node$i.log" 2>&1 &
   pids+=($!)
 done
 
 # Wait until the cluster has a leader (bounded).
 for attempt in $(seq 1 100); do
-  if MAYFLY_ENDPOINTS="$endpoints" "$mayfly" cluster status 2>/dev/null | grep -q '"leader":[1-9]'; then break; fi
+  if MAYFLY_ENDPOINTS="$endpoints" MAYFLY_KEY_FILE="$secrets/admin.key" "$mayfly" cluster status 2>/dev/null | grep -q '"leader":[1-9]'; then break; fi
   for pid in "${pids[@]}"; do
     kill -0 "$pid" 2>/dev/null || { echo "local-cluster: a node exited; see $data_dir/node*.log" >&2; exit 1; }
   done
@@ -72,7 +91,10 @@ Mayfly: $nodes nodes running on 127.0.0.1.
   metrics    $metrics
   data       $data_dir           (logs: $data_dir/node*.log)
 
-A three-line tour (in another terminal):
+  keys       $secrets/{admin,readwrite,readonly}.key (roles as named; the nodes read $secrets/keys)
+
+A tour (in another terminal; the CLI reads its key from \$MAYFLY_KEY_FILE, or --key-file):
+  export MAYFLY_KEY_FILE=$secrets/admin.key
   $mayfly db create demo && $mayfly container create demo sessions --pk /user --default-ttl 10
   $mayfly item create demo sessions '{"id":"s1","user":"ana"}'
   $mayfly item read demo sessions --pk ana --id s1     # 200 now; 404 from _ts + 10 s, on every node
