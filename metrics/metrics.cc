@@ -115,6 +115,10 @@ Metrics::Metrics(uint64_t node_id)
                            .Name("mayfly_ttl_reads_skipped_expired_total")
                            .Help("Items reads passed over because they had expired")
                            .Register(*registry_)),
+      peer_messages_rejected_(BuildCounter()
+                                  .Name("mayfly_peer_messages_rejected_total")
+                                  .Help("Raft messages from peers refused as malformed, by reason")
+                                  .Register(*registry_)),
       live_items_(BuildGauge().Name("mayfly_storage_live_items").Help("Items users can see (expired items excluded)").Register(*registry_)),
       billable_bytes_(BuildGauge()
                           .Name("mayfly_storage_billable_bytes")
@@ -166,6 +170,7 @@ Metrics::Metrics(uint64_t node_id)
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
   expired_skipped_.Add({{"node", node_}});
+  for (const char* reason : kPeerRejectReasons) peer_messages_rejected_.Add({{"node", node_}, {"reason", reason}});
   fsync_latency_.Add({{"node", node_}}, latency_buckets());
   proposal_latency_.Add({{"node", node_}}, latency_buckets());
 }
@@ -200,6 +205,12 @@ void Metrics::observe_request(const std::string& op, int status, double seconds)
 
 void Metrics::add_expired_skipped(int64_t items) {
   if (items > 0) expired_skipped_.Add({{"node", node_}}).Increment(static_cast<double>(items));
+}
+
+void Metrics::add_peer_message_rejected(const std::string& reason) {
+  bool known = false;
+  for (const char* name : kPeerRejectReasons) known = known || reason == name;
+  peer_messages_rejected_.Add({{"node", node_}, {"reason", known ? reason : std::string("other")}}).Increment();
 }
 
 void Metrics::set_containers(const std::vector<ContainerFigures>& containers) {

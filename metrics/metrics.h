@@ -33,6 +33,12 @@ struct ExpiringFigures {
   std::array<int64_t, kExpiringWindowsSeconds.size()> counts{};
 };
 
+// The `reason` label of mayfly_peer_messages_rejected_total: "undecodable" (the transport could not decode it) and
+// the names of replication::RejectReason (the Raft core refused it), plus "wrong_sender" for the peer handshake.
+inline constexpr std::array<const char*, 9> kPeerRejectReasons = {
+    "undecodable", "wrong_sender", "wrong_recipient", "term_out_of_range", "bad_entries",
+    "bad_config",  "bad_snapshot", "bad_response",    "rival_leader"};
+
 class Metrics {
  public:
   explicit Metrics(uint64_t node_id);
@@ -44,6 +50,8 @@ class Metrics {
   // Requests, where they are answered.
   void observe_request(const std::string& op, int status, double seconds);
   void add_expired_skipped(int64_t items);
+  // A peer message was refused: `reason` is one of kPeerRejectReasons (anything else counts as "other").
+  void add_peer_message_rejected(const std::string& reason);
   // Containers, refreshed periodically by the driver; containers no longer listed are dropped.
   void set_containers(const std::vector<ContainerFigures>& containers);
   // The garbage collector deleted `items`/`bytes` from `container`, with these deletion lags (delete - expiry).
@@ -85,6 +93,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_latency_;
   prometheus::Family<prometheus::Counter>& expired_skipped_;
+  prometheus::Family<prometheus::Counter>& peer_messages_rejected_;
   prometheus::Family<prometheus::Gauge>& live_items_;
   prometheus::Family<prometheus::Gauge>& billable_bytes_;
   prometheus::Family<prometheus::Gauge>& backlog_items_;

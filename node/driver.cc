@@ -135,7 +135,15 @@ void Driver::on_messages(std::vector<replication::Message> messages) {
   if (stopped_) return;
   for (const replication::Message& message : messages) {
     Status status = replica_->step(message);
-    if (!status.is_ok()) spdlog::debug("dropped message {}: {}", message.describe(), status.to_string());
+    if (status.is_ok()) continue;
+    // Refused: the core changed nothing. Count it by reason and say so (rate-limited per sender and reason).
+    const std::string reason(replication::reject_reason_name(replica_->core().last_rejection()));
+    metrics_.add_peer_message_rejected(reason);
+    if (std::optional<uint64_t> held_back =
+            rejected_warnings_.admit(std::to_string(message.from.value()) + "/" + reason, steady_ms())) {
+      spdlog::warn("refused a message from node {} ({}): {}; {} more like it not logged", message.from.value(),
+                   reason, status.to_string(), *held_back);
+    }
   }
   schedule_flush();
 }
@@ -397,6 +405,11 @@ void Driver::on_tick() {
   }
   replica_->tick(clock_.now_micros());
   const int64_t now = steady_ms();
+  if (replica_->core().term_exhausted() && term_warnings_.admit("term", now)) {
+    spdlog::error("term {} reached the maximum {}: this node can no longer campaign (a hostile peer sent a huge "
+                  "term; it still follows and votes)",
+                  replica_->core().term().value(), replication::kMaxTerm.value());
+  }
   if (replica_->core().role() == Role::kLeader && now - last_proposal_ms_ >= config_.time_entry_interval_ms) {
     if (replica_->propose_time_entry(clock_.now_micros()).is_ok()) last_proposal_ms_ = now;
   }

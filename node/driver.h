@@ -27,6 +27,7 @@
 #include "node/config.h"
 #include "node/request.h"
 #include "node/request_units.h"
+#include "node/warn_limiter.h"
 #include "replication/message.h"
 #include "storage/replica.h"
 
@@ -154,6 +155,8 @@ class Driver {
   std::optional<int64_t> scheduled_expiry_micros_;
   uint64_t expiry_checked_at_applied_ = 0;
   std::thread snapshot_thread_;  // exports a snapshot off the driver thread; at most one at a time
+  WarnLimiter rejected_warnings_{1000};  // refused peer messages: one line per sender and reason per second
+  WarnLimiter term_warnings_{10000};     // a term at its maximum: one line per 10 s
 };
 
 }  // namespace mayfly::node

@@ -29,9 +29,16 @@ int64_t steady_ms() {
 
 std::string role_text(replication::Role role) { return std::string(replication::role_name(role)); }
 
+// Every incoming Cap'n Proto message (client requests, peer deliveries, forwarded replies) is limited to 16 MiB
+// (2 Mi words). The largest honest ones: a peer delivery (kMaxBytesPerDelivery, plus at most one Raft message of
+// ~4 MiB past it), a forwarded reply (a 4 MiB page plus its last 2 MB item), a write carrying a 2 MB item. Cap'n
+// Proto checks a message's declared size against this limit when it reads the segment table, before allocating, so
+// a frame declaring 100 MB in a few bytes is refused (the connection fails) and never reserved.
+constexpr uint64_t kTraversalLimitWords = uint64_t{2} << 20;
+
 capnp::ReaderOptions reader_options() {
   capnp::ReaderOptions options;
-  options.traversalLimitInWords = 64 * 1024 * 1024;  // 512 MB: a 2 MB item or a snapshot chunk is far below
+  options.traversalLimitInWords = kTraversalLimitWords;
   return options;
 }
 
@@ -353,7 +360,11 @@ void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
     Result<replication::Message> message =
         replication::decode_message(std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
     if (!message.is_ok()) {
-      spdlog::warn("dropping an undecodable message from node {}: {}", from.value(), message.status().to_string());
+      metrics_.add_peer_message_rejected("undecodable");
+      if (std::optional<uint64_t> held_back = undecodable_warnings_.admit(std::to_string(from.value()), steady_ms())) {
+        spdlog::warn("refused a message from node {} (undecodable): {}; {} more like it not logged", from.value(),
+                     message.status().to_string(), *held_back);
+      }
       continue;
     }
     decoded.push_back(std::move(message).value());

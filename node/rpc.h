@@ -23,6 +23,7 @@
 #include "node/config.h"
 #include "node/driver.h"
 #include "node/request.h"
+#include "node/warn_limiter.h"
 #include "proto/mayfly.capnp.h"
 
 namespace mayfly::node {
@@ -73,6 +74,7 @@ class RpcHost final : public DriverOutput {
 
   // kj thread only.
   kj::Timer* timer_ = nullptr;
+  WarnLimiter undecodable_warnings_{1000};  // one line per sender per second
   NodeView view_;
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;

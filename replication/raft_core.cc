@@ -42,6 +42,30 @@ std::string_view role_name(Role role) {
   return "unknown";
 }
 
+std::string_view reject_reason_name(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kNone:
+      return "none";
+    case RejectReason::kWrongSender:
+      return "wrong_sender";
+    case RejectReason::kWrongRecipient:
+      return "wrong_recipient";
+    case RejectReason::kTermOutOfRange:
+      return "term_out_of_range";
+    case RejectReason::kBadEntries:
+      return "bad_entries";
+    case RejectReason::kBadConfig:
+      return "bad_config";
+    case RejectReason::kBadSnapshot:
+      return "bad_snapshot";
+    case RejectReason::kBadResponse:
+      return "bad_response";
+    case RejectReason::kRivalLeader:
+      return "rival_leader";
+  }
+  return "unknown";
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Construction
 
@@ -159,6 +183,8 @@ bool RaftCore::promotable() const {
 
 void RaftCore::campaign(CampaignKind kind, bool leadership_transfer) {
   if (!promotable()) return;
+  // Campaigning needs term_.next() within kMaxTerm; a node there stays a follower (the driver logs it loudly).
+  if (term_exhausted()) return;
   Term vote_term;
   MessageType request;
   if (kind == CampaignKind::kPreElection) {
@@ -274,14 +300,11 @@ bool RaftCore::quorum_active() const {
 
 Status RaftCore::step(const Message& message) {
   assert_no_ready_in_flight();
-  if (message.to != config_.self) {
-    return Status::invalid_argument("message for node " + id_text(message.to.value()) + " stepped into node " +
-                                    id_text(config_.self.value()));
+  last_rejection_ = RejectReason::kNone;
+  if (std::optional<Refusal> refusal = validate(message)) {
+    last_rejection_ = refusal->reason;
+    return Status::invalid_argument(std::string(reject_reason_name(refusal->reason)) + ": " + refusal->what);
   }
-  if (message.from == NodeId(0) || message.from == config_.self) {
-    return Status::invalid_argument("message from invalid sender " + id_text(message.from.value()));
-  }
-  if (message.type == MessageType::kAppend) MAYFLY_RETURN_IF_ERROR(validate_append(message));
 
   if (message.term > term_) {
     if (is_vote_request(message.type)) {
@@ -331,19 +354,124 @@ Status RaftCore::step(const Message& message) {
   return Status::ok();
 }
 
-Status RaftCore::validate_append(const Message& message) const {
+std::optional<RaftCore::Refusal> RaftCore::validate(const Message& message) const {
+  if (message.to != config_.self) {
+    return Refusal{RejectReason::kWrongRecipient, "message for node " + id_text(message.to.value()) +
+                                                      " stepped into node " + id_text(config_.self.value())};
+  }
+  if (message.from == NodeId(0) || message.from == config_.self) {
+    return Refusal{RejectReason::kWrongSender, "message from invalid sender " + id_text(message.from.value())};
+  }
+  if (message.term > kMaxTerm || message.log_term > kMaxTerm || message.snapshot.term > kMaxTerm) {
+    return Refusal{RejectReason::kTermOutOfRange, "term " + id_text(message.term.value()) + " (log term " +
+                                                      id_text(message.log_term.value()) + ") above the maximum " +
+                                                      id_text(kMaxTerm.value())};
+  }
+  if (message.type == MessageType::kAppend) {
+    if (std::optional<Refusal> refusal = validate_append(message)) return refusal;
+  }
+  if (message.type == MessageType::kSnapshot) {
+    if (std::optional<Refusal> refusal = validate_snapshot(message)) return refusal;
+  }
+  // What follows checks content against local state; a message from an older term is only answered, never acted
+  // on, so it is not checked (an old leader's entries may well conflict with what is committed now).
+  if (message.term < term_) return std::nullopt;
+  const bool from_leader = message.type == MessageType::kAppend || message.type == MessageType::kHeartbeat ||
+                           message.type == MessageType::kSnapshot;
+  if (role_ == Role::kLeader && message.term == term_) {
+    if (from_leader) {
+      // Election safety says this cannot come from a correct peer: refuse it rather than follow a second leader.
+      return Refusal{RejectReason::kRivalLeader, "node " + id_text(config_.self.value()) + " leads term " +
+                                                     id_text(term_.value()) + " but got " + message.describe()};
+    }
+    if (message.type == MessageType::kAppendResponse && !message.reject && message.index > log_.last_index()) {
+      return Refusal{RejectReason::kBadResponse, "acknowledges index " + id_text(message.index.value()) +
+                                                     " past the last index " + id_text(log_.last_index().value())};
+    }
+    if (message.type == MessageType::kHeartbeatResponse && message.read_round > read_round_) {
+      return Refusal{RejectReason::kBadResponse, "acknowledges read round " + id_text(message.read_round) +
+                                                     " never sent (latest " + id_text(read_round_) + ")"};
+    }
+  }
+  if (message.type == MessageType::kAppend) return validate_append_against_log(message);
+  if (message.type == MessageType::kSnapshot && message.snapshot.index > log_.committed() &&
+      message.snapshot.ts_micros <= log_.ts_at(log_.committed())) {
+    return Refusal{RejectReason::kBadSnapshot, "snapshot time " + std::to_string(message.snapshot.ts_micros) +
+                                                   " not after the committed entry's"};
+  }
+  return std::nullopt;
+}
+
+std::optional<RaftCore::Refusal> RaftCore::validate_append(const Message& message) const {
+  const auto bad = [](std::string what) { return Refusal{RejectReason::kBadEntries, "append: " + std::move(what)}; };
+  if (message.log_term > message.term) return bad("log_term above the leader's term");
+  if (message.index.value() > UINT64_MAX - message.entries.size()) return bad("entry indexes overflow");
   LogIndex expected = message.index.next();
   Term previous_term = message.log_term;
-  if (message.log_term > message.term) return Status::invalid_argument("append: log_term above the leader's term");
+  const Entry* previous = nullptr;
   for (const Entry& entry : message.entries) {
-    if (entry.index != expected) return Status::invalid_argument("append: entries not contiguous");
-    if (entry.term < previous_term || entry.term > message.term) {
-      return Status::invalid_argument("append: entry terms out of order");
+    if (entry.index != expected) return bad("entries not contiguous");
+    if (entry.term < previous_term || entry.term > message.term) return bad("entry terms out of order");
+    if (previous != nullptr && entry.ts_micros <= previous->ts_micros) {
+      return bad("entry " + id_text(entry.index.value()) + " does not advance time");
     }
     expected = expected.next();
     previous_term = entry.term;
+    previous = &entry;
   }
-  return Status::ok();
+  return std::nullopt;
+}
+
+std::optional<RaftCore::Refusal> RaftCore::validate_append_against_log(const Message& message) const {
+  // Mirrors handle_append: only entries that would be appended are checked.
+  if (message.index < log_.committed() || !log_.match_term(message.index, message.log_term)) return std::nullopt;
+  const LogIndex conflict = log_.find_conflict(message.entries);
+  if (conflict == LogIndex(0)) return std::nullopt;
+  if (conflict <= log_.committed()) {
+    return Refusal{RejectReason::kBadEntries, "append: entry " + id_text(conflict.value()) +
+                                                  " conflicts with a committed entry (commit " +
+                                                  id_text(log_.committed().value()) + ")"};
+  }
+  // Entries before `conflict` match ours (same index and term: the same entry), so the first fresh one must come
+  // after our entry before it in time, as every entry of a log does.
+  const size_t first_fresh = conflict.value() - message.index.value() - 1;
+  const Entry& fresh = message.entries[first_fresh];
+  if (fresh.ts_micros <= log_.ts_at(conflict.prev())) {
+    return Refusal{RejectReason::kBadEntries, "append: entry " + id_text(conflict.value()) + " at ts " +
+                                                  std::to_string(fresh.ts_micros) + " does not advance time"};
+  }
+  // Config changes take effect when appended: each must decode and apply to the membership before it.
+  Membership members = membership_at(conflict.prev());
+  for (size_t i = first_fresh; i < message.entries.size(); ++i) {
+    const Entry& entry = message.entries[i];
+    if (entry.type != EntryType::kConfigChange) continue;
+    Result<ConfigChange> change = decode_config_change(entry.data);
+    if (!change.is_ok()) {
+      return Refusal{RejectReason::kBadConfig, "config entry " + id_text(entry.index.value()) + ": " +
+                                                   change.status().to_string()};
+    }
+    const Status applied = apply_config_change(*change, members);
+    if (!applied.is_ok()) {
+      return Refusal{RejectReason::kBadConfig, "config entry " + id_text(entry.index.value()) + ": " +
+                                                   applied.to_string()};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<RaftCore::Refusal> RaftCore::validate_snapshot(const Message& message) const {
+  const SnapshotMetadata& metadata = message.snapshot;
+  const auto bad = [](std::string what) {
+    return Refusal{RejectReason::kBadSnapshot, "snapshot: " + std::move(what)};
+  };
+  if (metadata.term > message.term) return bad("term above the leader's");
+  if (metadata.index == LogIndex(0) || metadata.term == Term(0)) return bad("no index or term");
+  if (metadata.membership.voters.empty()) return bad("no voters");
+  if (message.snapshot_offset > metadata.size_bytes ||
+      message.snapshot_chunk.size() > metadata.size_bytes - message.snapshot_offset) {
+    return bad("chunk outside the snapshot");
+  }
+  return std::nullopt;
 }
 
 void RaftCore::handle_vote_request(const Message& message) {
@@ -434,6 +562,7 @@ void RaftCore::step_leader(const Message& message) {
     case MessageType::kAppend:
     case MessageType::kHeartbeat:
     case MessageType::kSnapshot:
+      // validate() refuses these (kRivalLeader); reaching here is a bug in the core.
       MAYFLY_UNREACHABLE("election safety: node %llu leads term %llu but got %s from node %llu",
                          as_ull(config_.self.value()), as_ull(term_.value()), message.describe().c_str(),
                          as_ull(message.from.value()));
@@ -489,13 +618,14 @@ void RaftCore::handle_append(const Message& message) {
   const LogIndex last_new = LogIndex(message.index.value() + message.entries.size());
   const LogIndex conflict = log_.find_conflict(message.entries);
   if (conflict != LogIndex(0)) {
+    // validate_append_against_log refused anything these two asserts check; they guard the core's own logic.
     MAYFLY_ASSERT_MSG(conflict > log_.committed(), "leader %llu conflicts with committed entry %llu",
                       as_ull(message.from.value()), as_ull(conflict.value()));
     if (conflict <= log_.last_index()) note_truncation(conflict);
     std::vector<Entry> fresh(message.entries.begin() + static_cast<ptrdiff_t>(conflict.value() -
                                                                               message.index.value() - 1),
                              message.entries.end());
-    MAYFLY_ASSERT_MSG(fresh.front().ts_micros > log_.last_ts_micros() || conflict <= log_.last_index(),
+    MAYFLY_ASSERT_MSG(fresh.front().ts_micros > log_.ts_at(conflict.prev()),
                       "leader's entry %llu does not advance time", as_ull(conflict.value()));
     log_.append(fresh);
     note_appended_entries(fresh);
@@ -870,7 +1000,8 @@ void RaftCore::note_appended_entries(const std::vector<Entry>& entries) {
                       change.status().to_string().c_str());
     Membership next = membership();
     const Status applied = apply_config_change(*change, next);
-    // The leader validated the change against the same log prefix, so it applies here too.
+    // The leader validated the change against the same log prefix (and a follower's validate_append_against_log
+    // checked it again on arrival), so it applies here too.
     MAYFLY_ASSERT_MSG(applied.is_ok(), "config entry %llu: %s", as_ull(entry.index.value()),
                       applied.to_string().c_str());
     membership_changes_.emplace_back(entry.index, std::move(next));

@@ -56,6 +56,25 @@ namespace mayfly::replication {
 enum class Role : uint8_t { kFollower, kPreCandidate, kCandidate, kLeader };
 std::string_view role_name(Role role);
 
+// Why RaftCore::step refused a message. Everything in a message is checked before it changes any state, so a refused
+// message changed nothing; the driver counts it (the name is the `reason` label of
+// mayfly_peer_messages_rejected_total) and logs it with the sender.
+enum class RejectReason : uint8_t {
+  kNone = 0,
+  kWrongSender,      // from is 0 or this node itself
+  kWrongRecipient,   // to is another node
+  kTermOutOfRange,   // a term (message, log_term, snapshot) above kMaxTerm
+  kBadEntries,       // append: entries not contiguous after `index`, terms not within [log_term, term], timestamps
+                     // not strictly increasing (among themselves and after the entry before them), or overwriting
+                     // a committed entry
+  kBadConfig,        // append: a config-change entry whose data does not decode or does not apply
+  kBadSnapshot,      // snapshot metadata or chunk inconsistent (term above the message's, no voters, time going back)
+  kBadResponse,      // a response acknowledging what this leader never sent (an index past its log, a future round)
+  kRivalLeader,      // an append, heartbeat or snapshot in this leader's own term from another node
+};
+inline constexpr size_t kRejectReasonCount = 9;
+std::string_view reject_reason_name(RejectReason reason);
+
 // Everything the driver must do after one batch of inputs, in this order (see the driver loop above).
 // A value; the driver may hand its parts to other threads (e.g. messages to the transport).
 struct Ready {
@@ -137,7 +156,8 @@ class RaftCore {
   RaftCore& operator=(const RaftCore&) = delete;
 
   // --- Inputs ---
-  // One message from a peer. InvalidArgument for a message not meant for this node or malformed (drop it).
+  // One message from a peer. InvalidArgument for a message not meant for this node or malformed (dropped; nothing
+  // changed); last_rejection() then says why. No content of a message can trip an assert.
   Status step(const Message& message);
   // Time passes by one tick; `now_micros` is the driver's wall clock, remembered for stamping entries.
   void tick(int64_t now_micros);
@@ -177,6 +197,10 @@ class RaftCore {
   Role role() const { return role_; }
   Term term() const { return term_; }
   NodeId leader() const { return leader_; }
+  // Why the latest step refused its message (kNone after a step that returned OK).
+  RejectReason last_rejection() const { return last_rejection_; }
+  // True once the term reached kMaxTerm: this node can no longer campaign (it still follows and votes).
+  bool term_exhausted() const { return term_ >= kMaxTerm; }
   // Always-on checks of the core's invariants; aborts the process when one does not hold.
   void check_invariants() const;
 
@@ -229,7 +253,16 @@ class RaftCore {
   void handle_append_response(const Message& message, Progress& progress);
   void handle_heartbeat_response(const Message& message, Progress& progress);
   void handle_snapshot_response(const Message& message, Progress& progress);
-  Status validate_append(const Message& message) const;
+  struct Refusal {
+    RejectReason reason;
+    std::string what;
+  };
+  // Checks of a message before it may change anything: its own consistency, then (for what would be acted on)
+  // against the log.
+  std::optional<Refusal> validate(const Message& message) const;
+  std::optional<Refusal> validate_append(const Message& message) const;
+  std::optional<Refusal> validate_append_against_log(const Message& message) const;
+  std::optional<Refusal> validate_snapshot(const Message& message) const;
 
   // Leader replication.
   Result<Proposal> propose_entry(EntryType type, std::string data, int64_t now_micros);
@@ -301,6 +334,7 @@ class RaftCore {
 
   std::vector<Message> messages_;
   std::optional<ReadyInFlight> ready_in_flight_;
+  RejectReason last_rejection_ = RejectReason::kNone;
 };
 
 }  // namespace mayfly::replication

@@ -14,6 +14,13 @@
 
 namespace mayfly::replication {
 
+// The largest term a node adopts or campaigns in (2^63 - 1). A message carrying a higher term is malformed and
+// refused, so a forged term near 2^64 - 1 is never adopted and Term::next() never has to wrap. A node whose term
+// reached kMaxTerm (only possible through a hostile, in-range term: ~9.2e18 honest elections are out of reach) can
+// no longer campaign and logs that loudly; it still follows and votes. Keeping forged messages out altogether is
+// the job of peer authentication, not of this bound.
+inline constexpr Term kMaxTerm{(uint64_t{1} << 63) - 1};
+
 enum class EntryType : uint8_t {
   kNormal = 0,        // a state-machine command; `data` is opaque to Raft
   kConfigChange = 1,  // `data` is an encoded ConfigChange (see codec.h)
