@@ -28,6 +28,20 @@ TEST(Metrics, RaftFiguresAndLeaderChanges) {
   EXPECT_TRUE(contains_line(text, "mayfly_applied_time_lag_seconds{node=\"3\"} 0.5"));
 }
 
+TEST(Metrics, RefusedPeerMessagesByBoundedReason) {
+  Metrics metrics(2);
+  std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"term_out_of_range\"} 0"))
+      << "every reason is exported from the start";
+  metrics.add_peer_message_rejected("bad_entries");
+  metrics.add_peer_message_rejected("bad_entries");
+  metrics.add_peer_message_rejected("made-up reason from nowhere");
+  text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"bad_entries\"} 2")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"other\"} 1")) << text;
+  EXPECT_EQ(text.find("made-up"), std::string::npos);
+}
+
 TEST(Metrics, ContainersAppearAndDisappear) {
   Metrics metrics(1);
   metrics.set_containers({ContainerFigures{"db/c", 10, 1000, 4, 400, 2.5}, ContainerFigures{"db/d", 1, 10, 0, 0, 0}});

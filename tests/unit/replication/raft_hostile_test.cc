@@ -1,0 +1,343 @@
+// Messages from the wire are validated, never asserted on (issue #10): forged terms, entries whose timestamps,
+// indexes or terms are out of order, garbage config entries, rival leaders and acknowledgements of what was never
+// sent are refused with a reason and change nothing, and the cluster goes on electing and committing. The decoder
+// bounds what a few bytes can make it allocate.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/codec.h"
+#include "tests/unit/replication/allocation_probe.h"
+#include "tests/unit/replication/raft_test_cluster.h"
+
+namespace mayfly::replication::testing {
+namespace {
+
+constexpr uint64_t kSeed = 1010;
+
+// An append from `leader` to `to` continuing `to`'s log with `entries` (indexes/terms/ts as given).
+Message append_after_last(TestCluster& cluster, NodeId leader, NodeId to, std::vector<Entry> entries) {
+  const RaftStatus status = cluster.core(to).status();
+  return Message{.type = MessageType::kAppend,
+                 .from = leader,
+                 .to = to,
+                 .term = cluster.core(leader).term(),
+                 .log_term = status.last_term,
+                 .index = status.last_index,
+                 .entries = std::move(entries),
+                 .commit = status.commit};
+}
+
+Entry next_entry(const RaftStatus& status, uint64_t offset, Term term, int64_t ts, EntryType type = EntryType::kNormal,
+                 std::string data = "x") {
+  return Entry{.term = term, .index = LogIndex(status.last_index.value() + offset), .ts_micros = ts, .type = type,
+               .data = std::move(data)};
+}
+
+// Steps `message` into its recipient and expects a refusal for `reason` that changed neither term nor log.
+void expect_refused(TestCluster& cluster, const Message& message, RejectReason reason) {
+  RaftCore& core = cluster.core(message.to);
+  const RaftStatus before = core.status();
+  const Status status = core.step(message);
+  EXPECT_FALSE(status.is_ok()) << message.describe();
+  EXPECT_EQ(core.last_rejection(), reason) << status.to_string();
+  core.check_invariants();
+  const RaftStatus after = core.status();
+  EXPECT_EQ(after.term, before.term);
+  EXPECT_EQ(after.last_index, before.last_index);
+  EXPECT_EQ(after.commit, before.commit);
+  EXPECT_EQ(after.role, before.role);
+}
+
+// The cluster still commits a proposal on its leader, and can elect a new one after losing it.
+void expect_cluster_healthy(TestCluster& cluster) {
+  cluster.tick_all(50);  // long enough for a leader deposed by a higher term to learn it
+  const NodeId lead = cluster.tick_until_leader();
+  ASSERT_NE(lead, NodeId(0));
+  const Proposal proposal = cluster.propose(lead, "after");
+  cluster.tick_all(3);
+  for (NodeId id : cluster.ids()) {
+    EXPECT_GE(cluster.core(id).status().commit, proposal.index) << "node " << id;
+  }
+  cluster.isolate(lead);
+  cluster.tick_all(60);
+  cluster.heal();
+  const NodeId next = cluster.tick_until_leader();
+  ASSERT_NE(next, NodeId(0));
+  EXPECT_LT(cluster.core(next).term(), Term(1000)) << "terms stay sane";
+  cluster.propose(next, "after-reelection");
+  cluster.tick_all(3);
+}
+
+TEST(Hostile, ForgedMaxTermHeartbeatIsRefused) {
+  TestCluster cluster(3, kSeed);
+  cluster.elect(N(1));
+  cluster.propose(N(1), "a");
+  const Term leader_term = cluster.core(N(1)).term();
+  for (uint64_t forged : {UINT64_MAX, kMaxTerm.value() + 1}) {
+    for (NodeId to : {N(1), N(2)}) {  // the leader and a follower
+      expect_refused(cluster,
+                     Message{.type = MessageType::kHeartbeat, .from = N(3), .to = to, .term = Term(forged),
+                             .commit = LogIndex(1'000'000)},
+                     RejectReason::kTermOutOfRange);
+      // Every other carrier of a term too: a vote request, a response, an append's log_term.
+      expect_refused(cluster, Message{.type = MessageType::kVote, .from = N(3), .to = to, .term = Term(forged)},
+                     RejectReason::kTermOutOfRange);
+      expect_refused(cluster,
+                     Message{.type = MessageType::kAppendResponse, .from = N(3), .to = to, .term = Term(forged)},
+                     RejectReason::kTermOutOfRange);
+    }
+  }
+  EXPECT_EQ(cluster.core(N(1)).term(), leader_term);
+  EXPECT_EQ(cluster.core(N(1)).role(), Role::kLeader);
+  expect_cluster_healthy(cluster);
+}
+
+TEST(Hostile, TermNextNeverWrapsAndANodeAtTheMaximumDoesNotCampaign) {
+  EXPECT_EQ(Term(UINT64_MAX).next(), Term(UINT64_MAX));
+  EXPECT_FALSE(Term(UINT64_MAX).has_next());
+  EXPECT_EQ(Term(41).next(), Term(42));
+
+  // kMaxTerm itself is in range (documented: a hostile in-range term is adopted; authentication keeps it out).
+  TestCluster cluster(3, kSeed + 1);
+  cluster.elect(N(1));
+  RaftCore& core = cluster.core(N(2));
+  ASSERT_TRUE(core.step(Message{.type = MessageType::kHeartbeat, .from = N(3), .to = N(2), .term = kMaxTerm}).is_ok());
+  EXPECT_EQ(core.term(), kMaxTerm);
+  EXPECT_TRUE(core.term_exhausted());
+  // Ticked alone far past any election timeout, it never becomes a (pre-)candidate and its term never moves.
+  for (int i = 0; i < 200; ++i) {
+    core.tick(cluster.now_micros() + i * TestCluster::kTickMicros);
+    core.check_invariants();
+    EXPECT_EQ(core.role(), Role::kFollower);
+    EXPECT_EQ(core.term(), kMaxTerm);
+  }
+  // A transfer asking it to campaign now does nothing either.
+  ASSERT_TRUE(core.step(Message{.type = MessageType::kTimeoutNow, .from = N(1), .to = N(2), .term = kMaxTerm}).is_ok());
+  EXPECT_EQ(core.role(), Role::kFollower);
+  EXPECT_EQ(core.term(), kMaxTerm);
+}
+
+TEST(Hostile, EntriesWhoseTimestampsDoNotIncreaseAreRefused) {
+  TestCluster cluster(3, kSeed + 2);
+  cluster.elect(N(1));
+  cluster.propose(N(1), "a");
+  cluster.propose(N(1), "b");
+  const Term term = cluster.core(N(1)).term();
+  const RaftStatus follower = cluster.core(N(2)).status();
+  const int64_t last_ts = follower.last_ts_micros;
+
+  // Decreasing among themselves.
+  expect_refused(cluster,
+                 append_after_last(cluster, N(1), N(2),
+                                   {next_entry(follower, 1, term, last_ts + 100), next_entry(follower, 2, term, last_ts + 50)}),
+                 RejectReason::kBadEntries);
+  // Equal among themselves.
+  expect_refused(cluster,
+                 append_after_last(cluster, N(1), N(2),
+                                   {next_entry(follower, 1, term, last_ts + 100), next_entry(follower, 2, term, last_ts + 100)}),
+                 RejectReason::kBadEntries);
+  // Not after the follower's last entry (the assert at the append used to abort here).
+  expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, last_ts)}),
+                 RejectReason::kBadEntries);
+  expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, last_ts - 1'000'000)}),
+                 RejectReason::kBadEntries);
+  // Replacing an uncommitted suffix: the new entry must still come after the entry before it. Node 2 gets entry
+  // "c" but the leader never hears its ack (and node 3 is away), so "c" stays uncommitted on node 2.
+  cluster.isolate(N(3));
+  cluster.set_filter([](const Message& message) { return message.from == N(2); });
+  cluster.propose(N(1), "c");
+  const RaftStatus with_c = cluster.core(N(2)).status();
+  ASSERT_EQ(with_c.last_index, follower.last_index.next());
+  ASSERT_EQ(with_c.commit, follower.commit);
+  Message replace{.type = MessageType::kAppend,
+                  .from = N(3),
+                  .to = N(2),
+                  .term = term.next(),
+                  .log_term = follower.last_term,
+                  .index = follower.last_index,
+                  .entries = {next_entry(follower, 1, term.next(), last_ts - 5)},
+                  .commit = follower.commit};
+  expect_refused(cluster, replace, RejectReason::kBadEntries);
+  cluster.set_filter({});
+  cluster.heal();
+  expect_cluster_healthy(cluster);
+}
+
+TEST(Hostile, EntriesOutOfOrderOrOverwritingCommittedOnesAreRefused) {
+  TestCluster cluster(3, kSeed + 3);
+  cluster.elect(N(1));
+  for (int i = 0; i < 4; ++i) cluster.propose(N(1), "e" + std::to_string(i));
+  cluster.tick_all(2);
+  const Term term = cluster.core(N(1)).term();
+  const RaftStatus follower = cluster.core(N(2)).status();
+  const int64_t ts = follower.last_ts_micros;
+  // Not contiguous after `index`.
+  expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 2, term, ts + 1)}),
+                 RejectReason::kBadEntries);
+  // Entry term above the message's.
+  expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term.next(), ts + 1)}),
+                 RejectReason::kBadEntries);
+  // Entry terms decreasing.
+  Message decreasing = append_after_last(cluster, N(1), N(2), {});
+  decreasing.term = term.next();
+  decreasing.entries = {next_entry(follower, 1, term.next(), ts + 1), next_entry(follower, 2, term, ts + 2)};
+  expect_refused(cluster, decreasing, RejectReason::kBadEntries);
+  // Indexes that would overflow.
+  Message overflow = append_after_last(cluster, N(1), N(2), {});
+  overflow.index = LogIndex(UINT64_MAX);
+  overflow.entries = {Entry{.term = term, .index = LogIndex(UINT64_MAX), .ts_micros = ts + 1}};
+  expect_refused(cluster, overflow, RejectReason::kBadEntries);
+  // A higher-term "leader" whose entries conflict with committed ones: the follower only answers with its commit
+  // (entries at or below it are known to match) and keeps its log.
+  ASSERT_EQ(follower.commit, follower.last_index);
+  const std::vector<Entry> log_before = cluster.log_of(N(2));
+  const LogIndex base = LogIndex(follower.commit.value() - 2);
+  const Message conflicting{.type = MessageType::kAppend,
+                            .from = N(3),
+                            .to = N(2),
+                            .term = term.next(),
+                            .log_term = log_before[base.value() - 1].term,
+                            .index = base,
+                            .entries = {Entry{.term = term.next(), .index = base.next(), .ts_micros = ts + 1}},
+                            .commit = base};
+  ASSERT_TRUE(cluster.core(N(2)).step(conflicting).is_ok());
+  cluster.stabilize();
+  EXPECT_EQ(cluster.log_of(N(2)), log_before);
+  expect_cluster_healthy(cluster);
+}
+
+TEST(Hostile, GarbageOrInapplicableConfigEntriesAreRefused) {
+  TestCluster cluster(3, kSeed + 4);
+  cluster.elect(N(1));
+  cluster.propose(N(1), "a");
+  const Term term = cluster.core(N(1)).term();
+  const RaftStatus follower = cluster.core(N(2)).status();
+  const int64_t ts = follower.last_ts_micros;
+  // Does not decode.
+  expect_refused(cluster,
+                 append_after_last(cluster, N(1), N(2),
+                                   {next_entry(follower, 1, term, ts + 1, EntryType::kConfigChange, "garbage")}),
+                 RejectReason::kBadConfig);
+  // Decodes but does not apply: node 1 is already a voter; node 0 is never a member; removing a non-member.
+  for (const ConfigChange& change : {ConfigChange{ConfigChangeType::kAddLearner, N(1)},
+                                     ConfigChange{ConfigChangeType::kAddLearner, NodeId(0)},
+                                     ConfigChange{ConfigChangeType::kRemoveNode, N(9)}}) {
+    expect_refused(cluster,
+                   append_after_last(cluster, N(1), N(2),
+                                     {next_entry(follower, 1, term, ts + 1, EntryType::kNormal, "fine"),
+                                      next_entry(follower, 2, term, ts + 2, EntryType::kConfigChange,
+                                                 encode_config_change(change))}),
+                   RejectReason::kBadConfig);
+  }
+  // Two changes that each apply alone but not in sequence (the second removes the learner the first did not add).
+  expect_refused(cluster,
+                 append_after_last(cluster, N(1), N(2),
+                                   {next_entry(follower, 1, term, ts + 1, EntryType::kConfigChange,
+                                               encode_config_change({ConfigChangeType::kAddLearner, N(4)})),
+                                    next_entry(follower, 2, term, ts + 2, EntryType::kConfigChange,
+                                               encode_config_change({ConfigChangeType::kAddLearner, N(4)}))}),
+                 RejectReason::kBadConfig);
+  EXPECT_EQ(cluster.core(N(2)).membership().voters.size(), 3u);
+  expect_cluster_healthy(cluster);
+}
+
+TEST(Hostile, RivalLeadersAndAcknowledgementsOfWhatWasNeverSentAreRefused) {
+  TestCluster cluster(3, kSeed + 5);
+  cluster.elect(N(1));
+  cluster.propose(N(1), "a");
+  const Term term = cluster.core(N(1)).term();
+  // Another node claiming to lead the leader's own term (used to abort on "election safety").
+  expect_refused(cluster, Message{.type = MessageType::kHeartbeat, .from = N(3), .to = N(1), .term = term},
+                 RejectReason::kRivalLeader);
+  expect_refused(cluster, append_after_last(cluster, N(3), N(1), {}), RejectReason::kRivalLeader);
+  // An ack past the leader's log, and of a read round never started.
+  expect_refused(cluster,
+                 Message{.type = MessageType::kAppendResponse, .from = N(2), .to = N(1), .term = term,
+                         .index = LogIndex(1'000'000)},
+                 RejectReason::kBadResponse);
+  expect_refused(cluster,
+                 Message{.type = MessageType::kHeartbeatResponse, .from = N(2), .to = N(1), .term = term,
+                         .read_round = 1'000'000},
+                 RejectReason::kBadResponse);
+  // Snapshot metadata above the message's term, without voters, or a chunk outside the snapshot.
+  const SnapshotMetadata good{.index = LogIndex(50), .term = term, .ts_micros = INT64_MAX / 2,
+                              .membership = {.voters = {N(1), N(2), N(3)}}, .size_bytes = 10};
+  Message snapshot{.type = MessageType::kSnapshot, .from = N(1), .to = N(2), .term = term, .snapshot = good,
+                   .snapshot_chunk = "0123456789", .snapshot_done = true};
+  Message bad = snapshot;
+  bad.snapshot.term = term.next();
+  expect_refused(cluster, bad, RejectReason::kBadSnapshot);
+  bad = snapshot;
+  bad.snapshot.membership.voters.clear();
+  expect_refused(cluster, bad, RejectReason::kBadSnapshot);
+  bad = snapshot;
+  bad.snapshot_offset = UINT64_MAX - 2;
+  expect_refused(cluster, bad, RejectReason::kBadSnapshot);
+  bad = snapshot;
+  bad.snapshot.ts_micros = 1;  // time going back below what the follower committed
+  expect_refused(cluster, bad, RejectReason::kBadSnapshot);
+  expect_cluster_healthy(cluster);
+}
+
+// --- Decoding ---
+
+std::string message_header_with_entry_count(uint64_t count) {
+  std::string bytes;
+  codec::put_u8(bytes, 1);  // format version
+  codec::put_u8(bytes, static_cast<uint8_t>(MessageType::kAppend));
+  for (uint64_t id : {2, 1, 5, 4, 10}) codec::put_varint(bytes, id);  // from, to, term, log_term, index
+  codec::put_varint(bytes, count);
+  return bytes;
+}
+
+size_t largest_allocation_decoding(std::string_view bytes, bool& decoded_ok) {
+  const mayfly::testing::AllocationProbe probe;
+  decoded_ok = decode_message(bytes).is_ok();
+  return probe.largest();
+}
+
+TEST(HostileDecode, AHundredThousandEntryCountInAFewBytesIsRefusedWithoutAllocating) {
+  bool ok = true;
+  const std::string few = message_header_with_entry_count(100'000);
+  EXPECT_LT(few.size(), 16u);
+  EXPECT_LT(largest_allocation_decoding(few, ok), size_t{4096});
+  EXPECT_FALSE(ok);
+  // Backed by 1 byte per claimed entry (less than the 5 an entry takes at least): refused before any entry vector
+  // is sized — before, that reserved 100k entries (~6 MB) for 100 kB of input.
+  std::string padded = message_header_with_entry_count(100'000);
+  padded.append(100'000, '\0');
+  EXPECT_LT(largest_allocation_decoding(padded, ok), padded.size() * 2);
+  EXPECT_FALSE(ok);
+  // Past the message size bound.
+  std::string huge = message_header_with_entry_count(0);
+  huge.append(kMaxEncodedMessageBytes, '\0');
+  EXPECT_FALSE(decode_message(huge).is_ok());
+}
+
+TEST(HostileDecode, MembershipCountsAreBounded) {
+  Message message;
+  for (uint64_t id = 1; id <= kMaxMembers + 1; ++id) message.snapshot.membership.voters.insert(NodeId(id));
+  EXPECT_FALSE(decode_message(encode_message(message)).is_ok());
+  message.snapshot.membership.voters.erase(NodeId(kMaxMembers + 1));
+  EXPECT_TRUE(decode_message(encode_message(message)).is_ok());
+}
+
+TEST(HostileDecode, AnHonestFullAppendStillDecodes) {
+  // The largest append the core sends under mayflyd's limits: 4 MiB of entries (32 bytes charged per entry).
+  Message message{.type = MessageType::kAppend, .from = N(1), .to = N(2), .term = Term(3)};
+  const size_t count = (size_t{4} << 20) / Entry::kOverheadBytes;
+  for (size_t i = 0; i < count; ++i) {
+    message.entries.push_back(Entry{.term = Term(3), .index = LogIndex(i + 1),
+                                    .ts_micros = 1'700'000'000'000'000 + static_cast<int64_t>(i),
+                                    .type = EntryType::kEmpty});
+  }
+  const Result<Message> decoded = decode_message(encode_message(message));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->entries.size(), count);
+}
+
+}  // namespace
+}  // namespace mayfly::replication::testing
