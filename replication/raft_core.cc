@@ -412,6 +412,10 @@ std::optional<RaftCore::Refusal> RaftCore::validate_append(const Message& messag
   for (const Entry& entry : message.entries) {
     if (entry.index != expected) return bad("entries not contiguous");
     if (entry.term < previous_term || entry.term > message.term) return bad("entry terms out of order");
+    if (entry.ts_micros < 0 || entry.ts_micros > kMaxTimestampMicros) {
+      return bad("entry " + id_text(entry.index.value()) + " has ts " + std::to_string(entry.ts_micros) +
+                 " outside [0, 2^62]");
+    }
     if (previous != nullptr && entry.ts_micros <= previous->ts_micros) {
       return bad("entry " + id_text(entry.index.value()) + " does not advance time");
     }
@@ -467,6 +471,7 @@ std::optional<RaftCore::Refusal> RaftCore::validate_snapshot(const Message& mess
   if (metadata.term > message.term) return bad("term above the leader's");
   if (metadata.index == LogIndex(0) || metadata.term == Term(0)) return bad("no index or term");
   if (metadata.membership.voters.empty()) return bad("no voters");
+  if (metadata.ts_micros < 0 || metadata.ts_micros > kMaxTimestampMicros) return bad("ts outside [0, 2^62]");
   if (message.snapshot_offset > metadata.size_bytes ||
       message.snapshot_chunk.size() > metadata.size_bytes - message.snapshot_offset) {
     return bad("chunk outside the snapshot");

@@ -65,10 +65,11 @@ enum class RejectReason : uint8_t {
   kWrongRecipient,   // to is another node
   kTermOutOfRange,   // a term (message, log_term, snapshot) above kMaxTerm
   kBadEntries,       // append: entries not contiguous after `index`, terms not within [log_term, term], timestamps
-                     // not strictly increasing (among themselves and after the entry before them), or overwriting
-                     // a committed entry
+                     // outside [0, kMaxTimestampMicros] or not strictly increasing (among themselves and after the
+                     // entry before them), or overwriting a committed entry
   kBadConfig,        // append: a config-change entry whose data does not decode or does not apply
-  kBadSnapshot,      // snapshot metadata or chunk inconsistent (term above the message's, no voters, time going back)
+  kBadSnapshot,      // snapshot metadata or chunk inconsistent (term above the message's, no voters, time going back
+                     // or out of range)
   kBadResponse,      // a response acknowledging what this leader never sent (an index past its log, a future round)
   kRivalLeader,      // an append, heartbeat or snapshot in this leader's own term from another node
 };

@@ -21,6 +21,10 @@ namespace mayfly::replication {
 // the job of peer authentication, not of this bound.
 inline constexpr Term kMaxTerm{(uint64_t{1} << 63) - 1};
 
+// Entry and snapshot timestamps lie in [0, kMaxTimestampMicros] (2^62 µs, about the year 148,000), so `ts + 1` and
+// TTL arithmetic on them never overflow; a message carrying one outside is malformed.
+inline constexpr int64_t kMaxTimestampMicros = int64_t{1} << 62;
+
 enum class EntryType : uint8_t {
   kNormal = 0,        // a state-machine command; `data` is opaque to Raft
   kConfigChange = 1,  // `data` is an encoded ConfigChange (see codec.h)

@@ -144,6 +144,11 @@ TEST(Hostile, EntriesWhoseTimestampsDoNotIncreaseAreRefused) {
                  RejectReason::kBadEntries);
   expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, last_ts - 1'000'000)}),
                  RejectReason::kBadEntries);
+  // Outside [0, 2^62] (so that ts + 1 can never overflow).
+  expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, INT64_MAX)}),
+                 RejectReason::kBadEntries);
+  expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, kMaxTimestampMicros + 1)}),
+                 RejectReason::kBadEntries);
   // Replacing an uncommitted suffix: the new entry must still come after the entry before it. Node 2 gets entry
   // "c" but the leader never hears its ack (and node 3 is away), so "c" stays uncommitted on node 2.
   cluster.isolate(N(3));
@@ -278,6 +283,8 @@ TEST(Hostile, RivalLeadersAndAcknowledgementsOfWhatWasNeverSentAreRefused) {
   expect_refused(cluster, bad, RejectReason::kBadSnapshot);
   bad = snapshot;
   bad.snapshot.ts_micros = 1;  // time going back below what the follower committed
+  expect_refused(cluster, bad, RejectReason::kBadSnapshot);
+  bad.snapshot.ts_micros = INT64_MAX;
   expect_refused(cluster, bad, RejectReason::kBadSnapshot);
   expect_cluster_healthy(cluster);
 }
