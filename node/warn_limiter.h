@@ -4,6 +4,7 @@
 // Thread-safety: none; one instance belongs to one thread (the driver's, or the RPC thread's).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -17,7 +18,10 @@ class WarnLimiter {
 
   // nullopt: stay quiet now. Otherwise log now; the value is how many lines for `key` were held back since the last.
   std::optional<uint64_t> admit(const std::string& key, int64_t now_ms) {
-    auto [it, fresh] = keys_.try_emplace(key, State{now_ms, 0});
+    // Keys may come from the sender (a claimed node id): past kMaxKeys distinct ones, new keys share one slot, so
+    // neither the map nor the log grows with how many ids a sender makes up.
+    const bool overflow = keys_.size() >= kMaxKeys && !keys_.contains(key);
+    auto [it, fresh] = keys_.try_emplace(overflow ? std::string(kOverflowKey) : key, State{now_ms, 0});
     if (!fresh && now_ms - it->second.last_ms < interval_ms_) {
       ++it->second.suppressed;
       return std::nullopt;
@@ -32,8 +36,10 @@ class WarnLimiter {
     int64_t last_ms;
     uint64_t suppressed;
   };
+  static constexpr size_t kMaxKeys = 1024;
+  static constexpr const char* kOverflowKey = "\x01overflow";
   int64_t interval_ms_;
-  std::map<std::string, State> keys_;  // bounded: keys are sender ids x a fixed set of reasons
+  std::map<std::string, State> keys_;  // at most kMaxKeys + 1
 };
 
 }  // namespace mayfly::node
