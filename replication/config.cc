@@ -20,7 +20,9 @@ Status RaftConfig::validate() const {
   if (max_message_bytes < 1 || max_message_bytes > kMaxPayloadBytes) {
     return invalid("max_message_bytes must be in [1, 8 MiB]");
   }
-  if (max_entry_bytes < 1 || max_entry_bytes > kMaxPayloadBytes) return invalid("max_entry_bytes must be in [1, 8 MiB]");
+  if (max_entry_bytes < 1 || max_entry_bytes > kMaxPayloadBytes) {
+    return invalid("max_entry_bytes must be in [1, 8 MiB]");
+  }
   if (max_uncommitted_bytes < 1) return invalid("max_uncommitted_bytes must be >= 1");
   if (max_committed_bytes_per_ready < 1) return invalid("max_committed_bytes_per_ready must be >= 1");
   if (snapshot_chunk_bytes < 1 || snapshot_chunk_bytes > kMaxPayloadBytes) {

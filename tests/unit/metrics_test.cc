@@ -31,13 +31,15 @@ TEST(Metrics, RaftFiguresAndLeaderChanges) {
 TEST(Metrics, RefusedPeerMessagesByBoundedReason) {
   Metrics metrics(2);
   std::string text = metrics.scrape_text();
-  EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"term_out_of_range\"} 0"))
+  EXPECT_TRUE(
+      contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"term_out_of_range\"} 0"))
       << "every reason is exported from the start";
   metrics.add_peer_message_rejected("bad_entries");
   metrics.add_peer_message_rejected("bad_entries");
   metrics.add_peer_message_rejected("made-up reason from nowhere");
   text = metrics.scrape_text();
-  EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"bad_entries\"} 2")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"bad_entries\"} 2"))
+      << text;
   EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"other\"} 1")) << text;
   EXPECT_EQ(text.find("made-up"), std::string::npos);
 }

@@ -132,12 +132,14 @@ TEST(Hostile, EntriesWhoseTimestampsDoNotIncreaseAreRefused) {
   // Decreasing among themselves.
   expect_refused(cluster,
                  append_after_last(cluster, N(1), N(2),
-                                   {next_entry(follower, 1, term, last_ts + 100), next_entry(follower, 2, term, last_ts + 50)}),
+                                   {next_entry(follower, 1, term, last_ts + 100),
+                                    next_entry(follower, 2, term, last_ts + 50)}),
                  RejectReason::kBadEntries);
   // Equal among themselves.
   expect_refused(cluster,
                  append_after_last(cluster, N(1), N(2),
-                                   {next_entry(follower, 1, term, last_ts + 100), next_entry(follower, 2, term, last_ts + 100)}),
+                                   {next_entry(follower, 1, term, last_ts + 100),
+                                    next_entry(follower, 2, term, last_ts + 100)}),
                  RejectReason::kBadEntries);
   // Not after the follower's last entry (the assert at the append used to abort here).
   expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, last_ts)}),
@@ -147,7 +149,8 @@ TEST(Hostile, EntriesWhoseTimestampsDoNotIncreaseAreRefused) {
   // Outside [0, 2^62] (so that ts + 1 can never overflow).
   expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, INT64_MAX)}),
                  RejectReason::kBadEntries);
-  expect_refused(cluster, append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, kMaxTimestampMicros + 1)}),
+  expect_refused(cluster,
+                 append_after_last(cluster, N(1), N(2), {next_entry(follower, 1, term, kMaxTimestampMicros + 1)}),
                  RejectReason::kBadEntries);
   // Replacing an uncommitted suffix: the new entry must still come after the entry before it. Node 2 gets entry
   // "c" but the leader never hears its ack (and node 3 is away), so "c" stays uncommitted on node 2.
