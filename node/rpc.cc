@@ -354,17 +354,27 @@ PeerLink* RpcHost::link(NodeId peer) {
 }
 
 void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
+  const auto refuse = [&](const std::string& why) {
+    metrics_.add_peer_message_rejected("undecodable");
+    if (std::optional<uint64_t> held_back = undecodable_warnings_.admit(std::to_string(from.value()), steady_ms())) {
+      spdlog::warn("refused a message from node {} (undecodable): {}; {} more like it not logged", from.value(), why,
+                   *held_back);
+    }
+  };
+  // A sender never puts more than kMaxMessagesPerDelivery in one delivery; a list of millions of empty elements fits
+  // in the traversal limit (8 bytes each) but is not decoded, nor is room reserved for it.
+  if (messages.size() > kMaxMessagesPerDelivery) {
+    refuse("a delivery of " + std::to_string(messages.size()) + " messages (at most " +
+           std::to_string(kMaxMessagesPerDelivery) + ")");
+    return;
+  }
   std::vector<replication::Message> decoded;
   decoded.reserve(messages.size());
   for (capnp::Data::Reader bytes : messages) {
     Result<replication::Message> message =
         replication::decode_message(std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
     if (!message.is_ok()) {
-      metrics_.add_peer_message_rejected("undecodable");
-      if (std::optional<uint64_t> held_back = undecodable_warnings_.admit(std::to_string(from.value()), steady_ms())) {
-        spdlog::warn("refused a message from node {} (undecodable): {}; {} more like it not logged", from.value(),
-                     message.status().to_string(), *held_back);
-      }
+      refuse(message.status().to_string());
       continue;
     }
     decoded.push_back(std::move(message).value());

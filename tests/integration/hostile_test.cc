@@ -10,13 +10,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/codec.h"
@@ -241,6 +242,12 @@ TEST(IntegrationHostile, MessagesDeclaringFarMoreThanTheyCarryAreRefusedWithoutT
     ASSERT_TRUE(deliver(peer, std::vector<std::string>(128, header)));
   }
   EXPECT_TRUE(wait_until([&] { return rejected(cluster, 1, "undecodable") >= 512; }, milliseconds(5000)));
+  // A delivery of a million empty messages (8 MB of list pointers, within the traversal limit): refused whole.
+  const double before_list = rejected(cluster, 1, "undecodable");
+  ASSERT_TRUE(deliver(peer, std::vector<std::string>(1'000'000)));
+  EXPECT_TRUE(wait_until([&] { return rejected(cluster, 1, "undecodable") >= before_list + 1; }, milliseconds(5000)));
+  std::this_thread::sleep_for(milliseconds(200));
+  EXPECT_EQ(rejected(cluster, 1, "undecodable"), before_list + 1) << "refused whole, not decoded one by one";
 
   // The peak resident size (VmHWM), so memory taken and given back in between counts too.
   const int64_t peak_after = status_kb(cluster.pid(1), "VmHWM:");
