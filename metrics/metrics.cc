@@ -115,6 +115,11 @@ Metrics::Metrics(uint64_t node_id)
                            .Name("mayfly_ttl_reads_skipped_expired_total")
                            .Help("Items reads passed over because they had expired")
                            .Register(*registry_)),
+      snapshot_errors_(BuildCounter()
+                           .Name("mayfly_raft_snapshot_errors_total")
+                           .Help("Snapshot transfers that failed on this node: read (of the leader's snapshot file), "
+                                 "receive (an incoming snapshot refused or not written)")
+                           .Register(*registry_)),
       live_items_(BuildGauge().Name("mayfly_storage_live_items").Help("Items users can see (expired items excluded)").Register(*registry_)),
       billable_bytes_(BuildGauge()
                           .Name("mayfly_storage_billable_bytes")
@@ -166,6 +171,7 @@ Metrics::Metrics(uint64_t node_id)
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
   expired_skipped_.Add({{"node", node_}});
+  for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
   fsync_latency_.Add({{"node", node_}}, latency_buckets());
   proposal_latency_.Add({{"node", node_}}, latency_buckets());
 }
@@ -200,6 +206,10 @@ void Metrics::observe_request(const std::string& op, int status, double seconds)
 
 void Metrics::add_expired_skipped(int64_t items) {
   if (items > 0) expired_skipped_.Add({{"node", node_}}).Increment(static_cast<double>(items));
+}
+
+void Metrics::add_snapshot_errors(const std::string& kind, uint64_t count) {
+  if (count > 0) snapshot_errors_.Add({{"node", node_}, {"kind", kind}}).Increment(static_cast<double>(count));
 }
 
 void Metrics::set_containers(const std::vector<ContainerFigures>& containers) {
