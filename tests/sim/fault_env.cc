@@ -207,4 +207,18 @@ leveldb::Status IoFaultEnv::NewWritableFile(const std::string& name, leveldb::Wr
   return status;
 }
 
+leveldb::Status IoFaultEnv::RenameFile(const std::string& from, const std::string& to) {
+  leveldb::Status status = target()->RenameFile(from, to);
+  if (status.ok()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    renames_.emplace_back(from, to);
+  }
+  return status;
+}
+
+std::vector<std::pair<std::string, std::string>> IoFaultEnv::renames() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return renames_;
+}
+
 }  // namespace mayfly::sim

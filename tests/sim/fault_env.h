@@ -13,6 +13,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mayfly::sim {
 
@@ -63,10 +65,13 @@ class IoFaultEnv final : public leveldb::EnvWrapper {
   void fail_reads_matching(std::string pattern);
   void fail_syncs_matching(std::string pattern);
   uint64_t injected_faults() const { return injected_.load(); }
+  // Every successful RenameFile, as (from, to), in order.
+  std::vector<std::pair<std::string, std::string>> renames();
 
   leveldb::Status NewSequentialFile(const std::string& name, leveldb::SequentialFile** result) override;
   leveldb::Status NewRandomAccessFile(const std::string& name, leveldb::RandomAccessFile** result) override;
   leveldb::Status NewWritableFile(const std::string& name, leveldb::WritableFile** result) override;
+  leveldb::Status RenameFile(const std::string& from, const std::string& to) override;
 
  private:
   class RandomAccessFile;
@@ -78,6 +83,7 @@ class IoFaultEnv final : public leveldb::EnvWrapper {
   std::mutex mutex_;
   std::string read_pattern_;
   std::string sync_pattern_;
+  std::vector<std::pair<std::string, std::string>> renames_;
   std::atomic<uint64_t> injected_{0};
 };
 

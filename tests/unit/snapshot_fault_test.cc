@@ -276,6 +276,10 @@ TEST_F(SnapshotFaultTest, SnapshotFileIsRenamedIntoPlaceAndItsDirectorySynced) {
   ASSERT_NO_FATAL_FAILURE(build_leader_with_snapshot());
   const std::string snapshots = leader_dir_.path() + "/snapshots";
   EXPECT_GE(std::count(synced_directories_.begin(), synced_directories_.end(), snapshots), 1);
+  const std::string name = snapshots + "/snapshot-" + std::to_string(snapshot_.index.value());
+  const std::vector<std::pair<std::string, std::string>> renames = leader_env_.renames();
+  EXPECT_NE(std::find(renames.begin(), renames.end(), std::make_pair(name + ".tmp", name)), renames.end())
+      << "written under a temporary name, then renamed";
   std::vector<std::string> files = files_in(snapshots);
   EXPECT_EQ(files, std::vector<std::string>{"snapshot-" + std::to_string(snapshot_.index.value())});
 
