@@ -19,6 +19,9 @@ Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
   MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<StateMachine> state, StateMachine::open(store_options));
   SyncDirectory sync_directory = options.sync_directory;
   if (!sync_directory && options.env == nullptr) sync_directory = sync_directory_posix;
+  // LevelDB makes its own files durable (and its directory, for the MANIFEST), but not the entry of db/ itself in a
+  // data directory it has just created.
+  if (sync_directory) MAYFLY_RETURN_IF_ERROR(sync_directory(options.data_dir));
   MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<LevelDbLogStorage> log,
                           LevelDbLogStorage::open(state->leveldb(), options.env, options.data_dir + "/snapshots",
                                                   options.bootstrap, std::move(sync_directory)));

@@ -272,6 +272,41 @@ TEST_F(SnapshotFaultTest, IncomingSnapshotCompleteButNotPersistedIsDiscardedAfte
   EXPECT_GE((*restarted)->state().applied().index, snapshot_.index);
 }
 
+TEST_F(SnapshotFaultTest, AbsurdDeclaredSnapshotSizesAreRefusedWithoutWritingAnything) {
+  ASSERT_NO_FATAL_FAILURE(build_leader_with_snapshot());
+  ASSERT_NO_FATAL_FAILURE(add_follower());
+  ASSERT_NO_FATAL_FAILURE(round());
+  const Term term = leader_->core().term();
+  const std::string snapshots = follower_dir_.path() + "/snapshots";
+  // A chunk declaring a petabyte (over max_snapshot_bytes): refused and counted, no file, no memory reserved.
+  replication::SnapshotMetadata forged = snapshot_;
+  forged.index = LogIndex(snapshot_.index.value() + 1000);
+  forged.size_bytes = uint64_t{1} << 50;
+  Message chunk{.type = MessageType::kSnapshot, .from = NodeId(1), .to = NodeId(2), .term = term};
+  chunk.snapshot = forged;
+  chunk.snapshot_chunk = "x";
+  (void)follower_->step(chunk);
+  EXPECT_EQ(follower_->core().status().snapshot_receive_errors, 1u);
+  EXPECT_FALSE(any_starts_with(files_in(snapshots), "incoming-"));
+  // Under max_snapshot_bytes (16 GiB) but more than half the free disk of a small file system is refused by the
+  // sink; checked directly here, as the free space of the test machine is unknown.
+  forged.size_bytes = uint64_t{15} << 30;
+  Status begun = follower_->log().receive_begin(forged);
+  if (!begun.is_ok()) {
+    EXPECT_EQ(begun.code(), StatusCode::kInvalidArgument) << begun.to_string();
+    EXPECT_NE(begun.message().find("free"), std::string::npos) << begun.to_string();
+    EXPECT_FALSE(any_starts_with(files_in(snapshots), "incoming-"));
+  } else {
+    follower_->log().receive_abort();
+  }
+  forged.size_bytes = uint64_t{1} << 62;
+  begun = follower_->log().receive_begin(forged);
+  EXPECT_EQ(begun.code(), StatusCode::kInvalidArgument) << begun.to_string();
+  EXPECT_FALSE(any_starts_with(files_in(snapshots), "incoming-"));
+  // The follower is unharmed: the real snapshot still arrives.
+  ASSERT_NO_FATAL_FAILURE(rounds_until([&] { return follower_caught_up(); }, 300, "the follower's snapshot"));
+}
+
 TEST_F(SnapshotFaultTest, SnapshotFileIsRenamedIntoPlaceAndItsDirectorySynced) {
   ASSERT_NO_FATAL_FAILURE(build_leader_with_snapshot());
   const std::string snapshots = leader_dir_.path() + "/snapshots";
