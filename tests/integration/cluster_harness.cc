@@ -276,6 +276,7 @@ bool Cluster::spawn(size_t n) {
     }
     env = {"LD_PRELOAD=" + library, "FAKETIME=" + offset->second, "FAKETIME_DONT_FAKE_MONOTONIC=1"};
   }
+  env.insert(env.end(), options_.extra_env.begin(), options_.extra_env.end());
   {
     std::ofstream log(log_path(n), std::ios::app);
     log << "===== [harness] starting node " << n << ":";
