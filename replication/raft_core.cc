@@ -560,8 +560,9 @@ void RaftCore::handle_snapshot(const Message& message) {
     if (Status written = sink_->receive_append(message.snapshot_chunk); !written.is_ok()) {
       ++snapshot_receive_errors_;
       last_snapshot_error_ = "cannot write the incoming snapshot: " + written.to_string();
+      // No answer: the leader resends after two silent heartbeats and is then told to start over, so a disk that
+      // keeps failing costs one attempt per two heartbeats, not a storm of retransmissions.
       drop_incoming_snapshot();
-      reject_snapshot_chunk(message, 0);
       return;
     }
   } else {
@@ -588,8 +589,7 @@ void RaftCore::handle_snapshot(const Message& message) {
     if (Status finished = sink_->receive_finish(); !finished.is_ok()) {
       ++snapshot_receive_errors_;
       last_snapshot_error_ = "cannot write the incoming snapshot: " + finished.to_string();
-      drop_incoming_snapshot();
-      reject_snapshot_chunk(message, 0);
+      drop_incoming_snapshot();  // no answer, as above
       return;
     }
   }

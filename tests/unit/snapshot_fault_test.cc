@@ -75,7 +75,9 @@ class SnapshotFaultTest : public ::testing::Test {
   }
 
   Result<std::unique_ptr<Replica>> open_follower_at(const std::string& dir) {
-    return Replica::open(options_for(NodeId(2), dir));
+    ReplicaOptions options = options_for(NodeId(2), dir);
+    options.env = &follower_env_;
+    return Replica::open(options);
   }
 
   Replica* replica(NodeId id) { return id == NodeId(1) ? leader_.get() : follower_.get(); }
@@ -152,6 +154,7 @@ class SnapshotFaultTest : public ::testing::Test {
   TempDir leader_dir_;
   TempDir follower_dir_;
   sim::IoFaultEnv leader_env_;
+  sim::IoFaultEnv follower_env_;
   std::unique_ptr<Replica> leader_;
   std::unique_ptr<Replica> follower_;
   int64_t now_ = kT0;
@@ -270,6 +273,23 @@ TEST_F(SnapshotFaultTest, IncomingSnapshotCompleteButNotPersistedIsDiscardedAfte
   auto restarted = open_follower_at(follower_dir_.path());
   ASSERT_TRUE(restarted.is_ok()) << restarted.status().to_string();
   EXPECT_GE((*restarted)->state().applied().index, snapshot_.index);
+}
+
+TEST_F(SnapshotFaultTest, FollowerThatCannotWriteTheIncomingSnapshotRetriesAtAPaceAndRecovers) {
+  ASSERT_NO_FATAL_FAILURE(build_leader_with_snapshot());
+  follower_env_.fail_syncs_matching("/snapshots/incoming-");  // receive_finish's fsync fails
+  ASSERT_NO_FATAL_FAILURE(add_follower());
+  constexpr int kRounds = 100;  // 1 s of ticks; heartbeats every 2 ticks
+  for (int i = 0; i < kRounds; ++i) ASSERT_NO_FATAL_FAILURE(round());  // round() fails on a message storm
+  const uint64_t errors = follower_->core().status().snapshot_receive_errors;
+  EXPECT_GE(errors, 2u) << "the follower kept trying";
+  EXPECT_LE(errors, static_cast<uint64_t>(kRounds / 4)) << "at most one attempt per two heartbeats";
+  EXPECT_NE(follower_->core().status().last_snapshot_error.find("injected EIO"), std::string::npos);
+  EXPECT_EQ(follower_->state().applied().index, LogIndex(0));
+  EXPECT_FALSE(any_starts_with(files_in(follower_dir_.path() + "/snapshots"), "incoming-"))
+      << "failed transfers leave no files";
+  follower_env_.fail_syncs_matching("");
+  ASSERT_NO_FATAL_FAILURE(rounds_until([&] { return follower_caught_up(); }, 300, "the follower's snapshot"));
 }
 
 TEST_F(SnapshotFaultTest, AbsurdDeclaredSnapshotSizesAreRefusedWithoutWritingAnything) {
