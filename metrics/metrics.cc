@@ -119,6 +119,11 @@ Metrics::Metrics(uint64_t node_id)
                                   .Name("mayfly_peer_messages_rejected_total")
                                   .Help("Raft messages from peers refused as malformed, by reason")
                                   .Register(*registry_)),
+      snapshot_errors_(BuildCounter()
+                           .Name("mayfly_raft_snapshot_errors_total")
+                           .Help("Snapshot transfers that failed on this node: read (of the leader's snapshot file), "
+                                 "receive (an incoming snapshot refused or not written)")
+                           .Register(*registry_)),
       live_items_(BuildGauge().Name("mayfly_storage_live_items").Help("Items users can see (expired items excluded)").Register(*registry_)),
       billable_bytes_(BuildGauge()
                           .Name("mayfly_storage_billable_bytes")
@@ -171,6 +176,7 @@ Metrics::Metrics(uint64_t node_id)
   leader_changes_.Add({{"node", node_}});
   expired_skipped_.Add({{"node", node_}});
   for (const char* reason : kPeerRejectReasons) peer_messages_rejected_.Add({{"node", node_}, {"reason", reason}});
+  for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
   fsync_latency_.Add({{"node", node_}}, latency_buckets());
   proposal_latency_.Add({{"node", node_}}, latency_buckets());
 }
@@ -211,6 +217,8 @@ void Metrics::add_peer_message_rejected(const std::string& reason) {
   bool known = false;
   for (const char* name : kPeerRejectReasons) known = known || reason == name;
   peer_messages_rejected_.Add({{"node", node_}, {"reason", known ? reason : std::string("other")}}).Increment();
+void Metrics::add_snapshot_errors(const std::string& kind, uint64_t count) {
+  if (count > 0) snapshot_errors_.Add({{"node", node_}, {"kind", kind}}).Increment(static_cast<double>(count));
 }
 
 void Metrics::set_containers(const std::vector<ContainerFigures>& containers) {

@@ -52,6 +52,9 @@ class Metrics {
   void add_expired_skipped(int64_t items);
   // A peer message was refused: `reason` is one of kPeerRejectReasons (anything else counts as "other").
   void add_peer_message_rejected(const std::string& reason);
+  // Snapshot transfers that failed locally: kind "read" (a leader could not read its snapshot file) or "receive" (a
+  // follower refused or could not write an incoming one).
+  void add_snapshot_errors(const std::string& kind, uint64_t count);
   // Containers, refreshed periodically by the driver; containers no longer listed are dropped.
   void set_containers(const std::vector<ContainerFigures>& containers);
   // The garbage collector deleted `items`/`bytes` from `container`, with these deletion lags (delete - expiry).
@@ -94,6 +97,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& request_latency_;
   prometheus::Family<prometheus::Counter>& expired_skipped_;
   prometheus::Family<prometheus::Counter>& peer_messages_rejected_;
+  prometheus::Family<prometheus::Counter>& snapshot_errors_;
   prometheus::Family<prometheus::Gauge>& live_items_;
   prometheus::Family<prometheus::Gauge>& billable_bytes_;
   prometheus::Family<prometheus::Gauge>& backlog_items_;

@@ -1,8 +1,11 @@
 #include "node/driver.h"
 
+#include <kj/exception.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <exception>
+#include <typeinfo>
 
 #include "replication/codec.h"
 #include "storage/document.h"
@@ -11,6 +14,23 @@
 namespace mayfly::node {
 
 using replication::Role;
+
+namespace {
+
+// What the exception being handled is, for the log (call inside a catch block).
+std::string describe_current_exception() {
+  try {
+    throw;
+  } catch (const kj::Exception& exception) {
+    return "kj::Exception: " + std::string(kj::str(exception).cStr());
+  } catch (const std::exception& exception) {
+    return std::string(typeid(exception).name()) + ": " + exception.what();
+  } catch (...) {
+    return "an exception of unknown type";
+  }
+}
+
+}  // namespace
 
 Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> replica, Clock& clock,
                metrics::Metrics& metrics, RequestUnitAccount& request_units)
@@ -39,6 +59,26 @@ void Driver::start(DriverOutput& output) {
   last_proposal_ms_ = steady_ms();
   last_gc_ms_ = steady_ms();
   boost::asio::post(io_, [this] { on_tick(); });
+}
+
+void Driver::run() {
+  try {
+    io_.run();
+  } catch (...) {
+    fail_on_exception("the driver thread", describe_current_exception());
+  }
+}
+
+void Driver::fail_on_exception(std::string_view where, const std::string& cause) {
+  spdlog::critical("uncaught exception on {}, stopping this node: {}", where, cause);
+  failed_ = true;
+  try {
+    stop();  // answers what is pending with 503
+  } catch (...) {
+    spdlog::critical("another exception while stopping: {}", describe_current_exception());
+  }
+  io_.stop();
+  spdlog::default_logger()->flush();
 }
 
 void Driver::stop() {
@@ -346,9 +386,28 @@ void Driver::flush() {
     schedule_expiry_entry();
     if (replica_->has_ready()) schedule_flush();  // proposals made just now
   }
+  note_snapshot_errors();
   batch_.view = view();
   output_->deliver(std::move(batch_));
   batch_ = DriverBatch{};
+}
+
+void Driver::note_snapshot_errors() {
+  const replication::RaftStatus status = replica_->core().status();
+  const uint64_t reads = status.snapshot_read_errors - snapshot_read_errors_seen_;
+  const uint64_t receives = status.snapshot_receive_errors - snapshot_receive_errors_seen_;
+  if (reads == 0 && receives == 0) return;
+  snapshot_read_errors_seen_ = status.snapshot_read_errors;
+  snapshot_receive_errors_seen_ = status.snapshot_receive_errors;
+  metrics_.add_snapshot_errors("read", reads);
+  metrics_.add_snapshot_errors("receive", receives);
+  snapshot_errors_unlogged_ += reads + receives;
+  const int64_t now = steady_ms();
+  if (snapshot_error_logged_ms_ != 0 && now - snapshot_error_logged_ms_ < 5000) return;
+  spdlog::error("snapshot transfer failed ({} time(s) since the last report; retried at the next heartbeat): {}",
+                snapshot_errors_unlogged_, status.last_snapshot_error);
+  snapshot_errors_unlogged_ = 0;
+  snapshot_error_logged_ms_ = now;
 }
 
 void Driver::serve_waiting_reads() {
@@ -448,7 +507,17 @@ void Driver::maybe_start_snapshot() {
   spdlog::info("taking a snapshot at index {} in the background", job->index.value());
   const storage::LevelDbLogStorage& log = replica_->log();
   snapshot_thread_ = std::thread([this, job, &log] {
-    job->run(log);
+    try {
+      job->run(log);
+    } catch (...) {
+      // Handed to the driver thread, which stops the node with the cause in the log.
+      std::string cause = describe_current_exception();
+      boost::asio::post(io_, [this, cause = std::move(cause)] {
+        if (snapshot_thread_.joinable()) snapshot_thread_.join();
+        fail_on_exception("the snapshot thread", cause);
+      });
+      return;
+    }
     boost::asio::post(io_, [this, job] { finish_snapshot(*job); });
   });
 }

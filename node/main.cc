@@ -94,11 +94,12 @@ int main(int argc, char** argv) {
     return figures;
   });
   driver.start(rpc);
-  driver.io().run();
+  driver.run();  // catches what escapes the driver thread: logged, then the same clean stop as a storage failure
   metrics.set_expiring_source(nullptr);  // before the state machine it reads goes away
   rpc.stop();
   if (driver.failed()) {
-    spdlog::critical("stopped after a storage failure; the data directory needs attention before a restart");
+    spdlog::critical("stopped after a failure (see above); closing the store");
+    spdlog::default_logger()->flush();
     return 1;
   }
   spdlog::info("stopped cleanly");

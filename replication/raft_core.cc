@@ -70,7 +70,7 @@ std::string_view reject_reason_name(RejectReason reason) {
 // Construction
 
 Result<std::unique_ptr<RaftCore>> RaftCore::create(const RaftConfig& config, const LogStorage& storage, Prng prng,
-                                                   LogIndex applied) {
+                                                   LogIndex applied, SnapshotSink* sink) {
   MAYFLY_RETURN_IF_ERROR(config.validate());
   const HardState hard_state = storage.hard_state();
   const SnapshotMetadata snapshot = storage.snapshot_metadata();
@@ -90,14 +90,14 @@ Result<std::unique_ptr<RaftCore>> RaftCore::create(const RaftConfig& config, con
     return Status::invalid_argument("applied " + id_text(applied.value()) + " past commit " +
                                     id_text(committed.value()));
   }
-  std::unique_ptr<RaftCore> core(new RaftCore(config, storage, std::move(prng), committed, applied));
+  std::unique_ptr<RaftCore> core(new RaftCore(config, storage, std::move(prng), committed, applied, sink));
   core->load_membership();
   return core;
 }
 
 RaftCore::RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prng, LogIndex committed,
-                   LogIndex applied)
-    : config_(config), storage_(storage), prng_(std::move(prng)), log_(storage, committed, applied) {
+                   LogIndex applied, SnapshotSink* sink)
+    : config_(config), storage_(storage), prng_(std::move(prng)), log_(storage, committed, applied), sink_(sink) {
   const HardState hard_state = storage.hard_state();
   persisted_hard_state_ = hard_state;
   become_follower(hard_state.term, NodeId(0));
@@ -125,7 +125,7 @@ void RaftCore::reset(Term term) {
   if (term_ != term) {
     term_ = term;
     vote_ = NodeId(0);
-    incoming_snapshot_.reset();
+    drop_incoming_snapshot();
   }
   leader_ = NodeId(0);
   election_elapsed_ticks_ = 0;
@@ -270,9 +270,15 @@ void RaftCore::tick_heartbeat() {
     broadcast_heartbeat();
     // Snapshot chunks travel without retransmission of their own: when acks stop for two heartbeat intervals,
     // resume from the last acknowledged offset.
+    // A transfer stopped by a failed read of the snapshot file is retried here, once per heartbeat interval.
     for (auto& [id, progress] : progress_) {
-      if (progress.state != ProgressState::kSnapshot || progress.snapshot_chunks_in_flight == 0) continue;
-      if (!progress.recent_active) continue;  // do not stream a snapshot at a node that stopped answering
+      if (progress.state != ProgressState::kSnapshot || !progress.recent_active) continue;
+      if (progress.snapshot_read_failed) {
+        progress.snapshot_read_failed = false;
+        send_snapshot_chunks(id, progress);
+        continue;
+      }
+      if (progress.snapshot_chunks_in_flight == 0) continue;
       if (++progress.snapshot_stalled_heartbeats >= 2) {
         progress.rewind_snapshot(progress.snapshot_acked_offset);
         send_snapshot_chunks(id, progress);
@@ -652,52 +658,100 @@ void RaftCore::handle_snapshot(const Message& message) {
   const SnapshotMetadata& metadata = message.snapshot;
   if (metadata.index <= log_.committed()) {
     // Already have it (e.g. a retransmitted chunk after we installed it): tell the leader where we are.
-    incoming_snapshot_.reset();
+    drop_incoming_snapshot();
     send(Message{.type = MessageType::kAppendResponse, .to = message.from, .term = term_, .index = log_.committed()});
     return;
   }
   if (metadata.size_bytes > config_.max_snapshot_bytes) {
-    incoming_snapshot_.reset();
-    return;  // refuse: the leader keeps retrying, and an operator sees the follower stuck
+    // Refuse: the leader keeps retrying, and an operator sees the follower stuck (and the count).
+    drop_incoming_snapshot();
+    ++snapshot_receive_errors_;
+    last_snapshot_error_ = "refused a snapshot declaring " + std::to_string(metadata.size_bytes) +
+                           " bytes (max_snapshot_bytes " + std::to_string(config_.max_snapshot_bytes) + ")";
+    return;
   }
-  if (message.snapshot_offset == 0) incoming_snapshot_ = Snapshot{metadata, {}};
+  if (message.snapshot_offset == 0) {
+    drop_incoming_snapshot();
+    if (sink_ != nullptr) {
+      if (Status begun = sink_->receive_begin(metadata); !begun.is_ok()) {
+        ++snapshot_receive_errors_;
+        last_snapshot_error_ = "cannot receive the snapshot at " + id_text(metadata.index.value()) + ": " +
+                               begun.to_string();
+        return;  // like a refused size: the leader retries
+      }
+    }
+    incoming_snapshot_ = Snapshot{.metadata = metadata, .data = {}, .staged = sink_ != nullptr};
+    incoming_received_ = 0;
+  }
   const bool same_snapshot = incoming_snapshot_.has_value() && incoming_snapshot_->metadata == metadata;
-  if (!same_snapshot || message.snapshot_offset != incoming_snapshot_->data.size() ||
+  if (!same_snapshot || message.snapshot_offset != incoming_received_ ||
       message.snapshot_offset + message.snapshot_chunk.size() > metadata.size_bytes ||
       (message.snapshot_done && message.snapshot_offset + message.snapshot_chunk.size() != metadata.size_bytes)) {
     // Out of order (a lost or reordered chunk) or a different snapshot: ask for what we can use.
-    send(Message{.type = MessageType::kSnapshotResponse,
-                 .to = message.from,
-                 .term = term_,
-                 .index = metadata.index,
-                 .reject = true,
-                 .snapshot = metadata,
-                 .snapshot_offset = same_snapshot ? incoming_snapshot_->data.size() : 0});
+    reject_snapshot_chunk(message, same_snapshot ? incoming_received_ : 0);
     return;
   }
-  incoming_snapshot_->data += message.snapshot_chunk;
+  if (sink_ != nullptr) {
+    if (Status written = sink_->receive_append(message.snapshot_chunk); !written.is_ok()) {
+      ++snapshot_receive_errors_;
+      last_snapshot_error_ = "cannot write the incoming snapshot: " + written.to_string();
+      // No answer: the leader resends after two silent heartbeats and is then told to start over, so a disk that
+      // keeps failing costs one attempt per two heartbeats, not a storm of retransmissions.
+      drop_incoming_snapshot();
+      return;
+    }
+  } else {
+    incoming_snapshot_->data += message.snapshot_chunk;
+  }
+  incoming_received_ += message.snapshot_chunk.size();
   if (!message.snapshot_done) {
     send(Message{.type = MessageType::kSnapshotResponse,
                  .to = message.from,
                  .term = term_,
                  .index = metadata.index,
                  .snapshot = metadata,
-                 .snapshot_offset = incoming_snapshot_->data.size()});
+                 .snapshot_offset = incoming_received_});
     return;
   }
-  Snapshot snapshot = std::move(*incoming_snapshot_);
-  incoming_snapshot_.reset();
   if (log_.match_term(metadata.index, metadata.term)) {
     // Our log already has the snapshot's last entry: everything up to it is committed, keep the log (Raft §7).
+    drop_incoming_snapshot();
     log_.commit_to(metadata.index);
     send(Message{.type = MessageType::kAppendResponse, .to = message.from, .term = term_, .index = log_.committed()});
     return;
   }
+  if (sink_ != nullptr) {
+    if (Status finished = sink_->receive_finish(); !finished.is_ok()) {
+      ++snapshot_receive_errors_;
+      last_snapshot_error_ = "cannot write the incoming snapshot: " + finished.to_string();
+      drop_incoming_snapshot();  // no answer, as above
+      return;
+    }
+  }
+  Snapshot snapshot = std::move(*incoming_snapshot_);
+  incoming_snapshot_.reset();
+  incoming_received_ = 0;
   base_membership_ = metadata.membership;
   base_membership_index_ = metadata.index;
   membership_changes_.clear();
   log_.restore(std::move(snapshot));
   send(Message{.type = MessageType::kAppendResponse, .to = message.from, .term = term_, .index = log_.last_index()});
+}
+
+void RaftCore::drop_incoming_snapshot() {
+  if (incoming_snapshot_.has_value() && sink_ != nullptr) sink_->receive_abort();
+  incoming_snapshot_.reset();
+  incoming_received_ = 0;
+}
+
+void RaftCore::reject_snapshot_chunk(const Message& message, uint64_t offset) {
+  send(Message{.type = MessageType::kSnapshotResponse,
+               .to = message.from,
+               .term = term_,
+               .index = message.snapshot.index,
+               .reject = true,
+               .snapshot = message.snapshot,
+               .snapshot_offset = offset});
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -819,8 +873,15 @@ void RaftCore::send_snapshot_chunks(NodeId to, Progress& progress) {
     const uint64_t offset = progress.snapshot_sent_offset;
     Result<std::string> chunk = storage_.read_snapshot_chunk(snapshot.index, offset, config_.snapshot_chunk_bytes);
     if (!chunk.is_ok()) {
-      MAYFLY_ASSERT_MSG(chunk.status().code() == StatusCode::kNotFound, "read snapshot chunk: %s",
-                        chunk.status().to_string().c_str());
+      if (chunk.status().code() != StatusCode::kNotFound) {
+        // The file could not be read (EIO, EMFILE, ...): the node's state is intact, only this transfer stalls.
+        // Count it and try again at the next heartbeat; the follower keeps asking meanwhile.
+        ++snapshot_read_errors_;
+        last_snapshot_error_ = "read snapshot " + id_text(snapshot.index.value()) + " for node " +
+                               id_text(to.value()) + ": " + chunk.status().to_string();
+        progress.snapshot_read_failed = true;
+        return;
+      }
       // The snapshot was replaced by a newer one: start over with it. (The same one again would loop forever.)
       const LogIndex gone = snapshot.index;
       progress.become_snapshot(storage_.snapshot_metadata());
@@ -1244,6 +1305,9 @@ RaftStatus RaftCore::status() const {
     status.progress[id] = RaftStatus::FollowerProgress{progress.match, progress.next, progress.state,
                                                        progress.recent_active};
   }
+  status.snapshot_read_errors = snapshot_read_errors_;
+  status.snapshot_receive_errors = snapshot_receive_errors_;
+  status.last_snapshot_error = last_snapshot_error_;
   return status;
 }
 

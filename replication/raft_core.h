@@ -27,7 +27,9 @@
 // - Replicated time: every entry carries ts_micros = max(driver's now, previous entry's ts + 1), stamped by the
 //   leader. Because each entry is stamped after its predecessor in the leader's log, ts increases strictly along
 //   every log, across leader changes too.
-// - Errors from LogStorage reads are fatal (asserts): the node's state is then unknown.
+// - Errors from LogStorage reads are fatal (asserts): the node's state is then unknown. Except the snapshot file: a
+//   leader that cannot read it (EIO, EMFILE) counts the error (RaftStatus::snapshot_read_errors) and retries the
+//   transfer at the next heartbeat; the follower keeps waiting.
 //
 // Thread-safety: not thread-safe. One RaftCore belongs to one thread (the driver's).
 #pragma once
@@ -144,14 +146,22 @@ struct RaftStatus {
     bool recent_active = false;
   };
   std::map<NodeId, FollowerProgress> progress;  // leader only
+  // Snapshot transfers that went wrong locally, since the core was created. Leader: reads of its snapshot file that
+  // failed (other than "replaced by a newer one"); the transfer is retried at the next heartbeat. Follower: incoming
+  // snapshots refused (declared size over max_snapshot_bytes or what the sink can hold) or whose sink failed.
+  uint64_t snapshot_read_errors = 0;
+  uint64_t snapshot_receive_errors = 0;
+  std::string last_snapshot_error;  // the latest of either, for the log
 };
 
 class RaftCore {
  public:
   // Builds a core from what `storage` holds (which outlives the core). `applied` is the index the state machine has
   // already applied (0: the storage's snapshot index), so a restart does not re-apply entries.
+  // With a `sink` (not owned; outlives the core), a follower streams incoming snapshots into it and hands them out
+  // staged (Snapshot::staged); without one it assembles them in memory.
   static Result<std::unique_ptr<RaftCore>> create(const RaftConfig& config, const LogStorage& storage, Prng prng,
-                                                  LogIndex applied = LogIndex(0));
+                                                  LogIndex applied = LogIndex(0), SnapshotSink* sink = nullptr);
 
   RaftCore(const RaftCore&) = delete;
   RaftCore& operator=(const RaftCore&) = delete;
@@ -224,7 +234,8 @@ class RaftCore {
     std::optional<LogIndex> last_committed;
   };
 
-  RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prng, LogIndex committed, LogIndex applied);
+  RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prng, LogIndex committed, LogIndex applied,
+           SnapshotSink* sink);
   void load_membership();
 
   // Roles.
@@ -251,6 +262,10 @@ class RaftCore {
   void handle_append(const Message& message);
   void handle_heartbeat(const Message& message);
   void handle_snapshot(const Message& message);
+  // Follower: drops the incoming snapshot transfer, if any (and the sink's partial file).
+  void drop_incoming_snapshot();
+  // Follower: asks the leader to resend the snapshot `metadata` from `offset`.
+  void reject_snapshot_chunk(const Message& message, uint64_t offset);
   void handle_append_response(const Message& message, Progress& progress);
   void handle_heartbeat_response(const Message& message, Progress& progress);
   void handle_snapshot_response(const Message& message, Progress& progress);
@@ -331,7 +346,13 @@ class RaftCore {
   std::vector<std::pair<NodeId, std::string>> reads_before_commit_;  // leader: waiting for a commit in its term
   std::vector<ReadState> read_states_;
 
-  std::optional<Snapshot> incoming_snapshot_;  // follower: chunks received so far
+  // Follower: the snapshot transfer under way — its bytes so far in `data`, or (staged) in sink_ — and their count.
+  SnapshotSink* sink_;
+  std::optional<Snapshot> incoming_snapshot_;
+  uint64_t incoming_received_ = 0;
+  uint64_t snapshot_read_errors_ = 0;
+  uint64_t snapshot_receive_errors_ = 0;
+  std::string last_snapshot_error_;
 
   std::vector<Message> messages_;
   std::optional<ReadyInFlight> ready_in_flight_;

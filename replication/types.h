@@ -111,9 +111,12 @@ struct SnapshotMetadata {
 };
 
 // A complete snapshot as handed to the driver for installing: metadata plus the state machine's opaque bytes.
+// `staged`: the bytes are not in `data` (empty) but in the file the core's SnapshotSink assembled and fsync'd (a
+// follower streaming a leader's snapshot to disk); the driver's storage takes that file.
 struct Snapshot {
   SnapshotMetadata metadata;
   std::string data;
+  bool staged = false;
 
   bool operator==(const Snapshot&) const = default;
 };

@@ -44,6 +44,18 @@ TEST(Metrics, RefusedPeerMessagesByBoundedReason) {
   EXPECT_EQ(text.find("made-up"), std::string::npos);
 }
 
+TEST(Metrics, SnapshotErrorsAreCountedByKindFromZero) {
+  Metrics metrics(2);
+  std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_snapshot_errors_total{kind=\"read\",node=\"2\"} 0")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_snapshot_errors_total{kind=\"receive\",node=\"2\"} 0")) << text;
+  metrics.add_snapshot_errors("read", 3);
+  metrics.add_snapshot_errors("receive", 0);
+  text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_snapshot_errors_total{kind=\"read\",node=\"2\"} 3")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_snapshot_errors_total{kind=\"receive\",node=\"2\"} 0")) << text;
+}
+
 TEST(Metrics, ContainersAppearAndDisappear) {
   Metrics metrics(1);
   metrics.set_containers({ContainerFigures{"db/c", 10, 1000, 4, 400, 2.5}, ContainerFigures{"db/d", 1, 10, 0, 0, 0}});
