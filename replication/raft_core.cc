@@ -611,10 +611,7 @@ std::optional<int64_t> RaftCore::quorum_clock_estimate(int64_t now_micros) const
       clocks.push_back(now_micros);
       continue;
     }
-    auto it = clock_reports_.find(voter);
-    if (it == clock_reports_.end()) continue;
-    const int64_t elapsed_ticks = std::min<int64_t>(ticks_ - it->second.at_tick, int64_t{1} << 32);
-    clocks.push_back(add_saturating(it->second.clock_micros, elapsed_ticks * config_.tick_interval_micros));
+    if (std::optional<int64_t> clock = clock_estimate(voter)) clocks.push_back(*clock);
   }
   // Voters that never reported count as unknown; with fewer than a quorum known there is no estimate. Taking the
   // quorum-th highest of the known ones can only underestimate (an unknown clock might have been higher).
@@ -630,8 +627,19 @@ int64_t RaftCore::time_ceiling_micros(int64_t now_micros) const {
   }
   if (!leader_start_time_established_) return kNoCeiling;
   // No quorum of reports yet: time moves no faster than our ticks since the election.
-  const int64_t elapsed_ticks = std::min<int64_t>(ticks_ - leader_since_tick_, int64_t{1} << 32);
-  return add_saturating(leader_start_ts_micros_, elapsed_ticks * config_.tick_interval_micros);
+  return add_saturating(leader_start_ts_micros_, micros_since_tick(leader_since_tick_));
+}
+
+int64_t RaftCore::micros_since_tick(int64_t tick) const {
+  const int64_t elapsed_ticks = std::max<int64_t>(0, ticks_ - tick);
+  const int64_t max_ticks = std::numeric_limits<int64_t>::max() / config_.tick_interval_micros;
+  return std::min(elapsed_ticks, max_ticks) * config_.tick_interval_micros;
+}
+
+std::optional<int64_t> RaftCore::clock_estimate(NodeId member) const {
+  auto it = clock_reports_.find(member);
+  if (it == clock_reports_.end()) return std::nullopt;
+  return add_saturating(it->second.clock_micros, micros_since_tick(it->second.at_tick));
 }
 
 int64_t RaftCore::stamp(int64_t now_micros) {
@@ -1186,12 +1194,10 @@ RaftStatus RaftCore::status() const {
   status.transfer_target = transfer_target_;
   if (role_ == Role::kLeader) {
     for (NodeId voter : membership().voters) {
-      auto it = clock_reports_.find(voter);
-      if (voter == config_.self || it == clock_reports_.end()) continue;
-      const int64_t elapsed_ticks = std::min<int64_t>(ticks_ - it->second.at_tick, int64_t{1} << 32);
-      const int64_t estimate = add_saturating(it->second.clock_micros, elapsed_ticks * config_.tick_interval_micros);
+      const std::optional<int64_t> estimate = voter == config_.self ? std::nullopt : clock_estimate(voter);
+      if (!estimate) continue;
       int64_t offset = 0;
-      if (__builtin_sub_overflow(estimate, now_micros_, &offset)) offset = kNoCeiling;
+      if (__builtin_sub_overflow(*estimate, now_micros_, &offset)) offset = kNoCeiling;
       status.clock_offsets_micros[voter] = offset;
     }
   }

@@ -252,6 +252,10 @@ class RaftCore {
 
   // Replicated time.
   void note_clock_report(const Message& message);
+  // Wall-clock time our ticks since `tick` stand for (saturating).
+  int64_t micros_since_tick(int64_t tick) const;
+  // A member's clock now: its last report plus our ticks since; nullopt if it never reported.
+  std::optional<int64_t> clock_estimate(NodeId member) const;
   std::optional<int64_t> quorum_clock_estimate(int64_t now_micros) const;
   int64_t time_ceiling_micros(int64_t now_micros) const;
   // The ts of the next entry the leader appends (counts holds).
