@@ -3,6 +3,7 @@
 // writes keep working with a _ts near the real time, and the leader reports the offset and the hold.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,7 +84,9 @@ TEST(IntegrationClock, LeaderClockAnHourAheadDoesNotExpireDataEarly) {
   ASSERT_EQ(cluster.wait_for_leader(milliseconds(2000)), kFastNode) << "the test needs the fast node to lead";
   const std::optional<NodeStatus> after_wait = cluster.status(kFastNode);
   ASSERT_TRUE(after_wait.has_value());
-  EXPECT_LT(after_wait->commit - before_wait->commit, 200u) << "time entries back to back";
+  EXPECT_LT(after_wait->commit - before_wait->commit, 100u) << "time entries back to back";
+  std::printf("entries committed in 3 s under the fast leader: %llu\n",
+              static_cast<unsigned long long>(after_wait->commit - before_wait->commit));
   EXPECT_EQ(read_everywhere(cluster, client, ids, "3 s after the transfer"), 0);
   for (size_t n = 1; n <= cluster.size(); ++n) {
     const std::optional<NodeStatus> status = cluster.status(n);
