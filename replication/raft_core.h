@@ -154,11 +154,14 @@ class RaftCore {
   // --- Inputs ---
   // One message from a peer. InvalidArgument for a message not meant for this node or malformed (drop it).
   Status step(const Message& message);
-  // Time passes by one tick; `now_micros` is the driver's wall clock, remembered for stamping entries.
+  // Time passes by one tick; `now_micros` is the driver's wall clock, remembered for stamping entries and reported
+  // in this node's responses. Call it every config.tick_interval_micros: a leader counts ticks to estimate how far
+  // its voters' clocks moved since they reported them.
   void tick(int64_t now_micros);
   // Appends a command to the log (leader only). Unavailable when not leader, during a leadership transfer, or over
   // max_uncommitted_bytes (retry later); InvalidArgument over max_entry_bytes. The first form stamps with the
-  // `now` of the last tick; the second with `now_micros` (and remembers it).
+  // `now` of the last tick; the second with `now_micros` (and remembers it) — each capped by the max-clock-offset
+  // ceiling and never below the previous entry's ts + 1.
   Result<Proposal> propose(std::string data);
   Result<Proposal> propose(std::string data, int64_t now_micros);
   // Appends an empty entry that only advances replicated time.
