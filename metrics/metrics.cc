@@ -95,6 +95,16 @@ Metrics::Metrics(uint64_t node_id)
                           .Name("mayfly_raft_leader_changes_total")
                           .Help("Times this node saw the leader change")
                           .Register(*registry_)),
+      clock_offset_(BuildGauge()
+                        .Name("mayfly_clock_offset_seconds")
+                        .Help("Leader only: a voter's wall clock minus the leader's, as the leader estimates it from "
+                              "the clocks voters report")
+                        .Register(*registry_)),
+      clock_held_back_(BuildCounter()
+                           .Name("mayfly_clock_held_back_total")
+                           .Help("Entries this node stamped below its own clock because it ran more than "
+                                 "--max-clock-offset ahead of a quorum of voters")
+                           .Register(*registry_)),
       fsync_latency_(BuildHistogram()
                          .Name("mayfly_raft_fsync_latency_seconds")
                          .Help("Time to persist one Ready (one fsync'd LevelDB write batch)")
@@ -174,6 +184,7 @@ Metrics::Metrics(uint64_t node_id)
   raft_term_.Add({{"node", node_}}).Set(0);
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
+  clock_held_back_.Add({{"node", node_}});
   expired_skipped_.Add({{"node", node_}});
   for (const char* reason : kPeerRejectReasons) peer_messages_rejected_.Add({{"node", node_}, {"reason", reason}});
   for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
@@ -196,6 +207,24 @@ void Metrics::set_raft(const RaftFigures& figures) {
     if (last_leader_ != 0) leader_changes_.Add(node).Increment();
     last_leader_ = figures.leader;
   }
+}
+
+void Metrics::set_clock_offsets(const std::map<uint64_t, double>& offset_seconds_by_peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (uint64_t peer : known_clock_peers_) {
+    if (!offset_seconds_by_peer.contains(peer)) {
+      clock_offset_.Remove(&clock_offset_.Add({{"node", node_}, {"peer", std::to_string(peer)}}));
+    }
+  }
+  known_clock_peers_.clear();
+  for (const auto& [peer, seconds] : offset_seconds_by_peer) {
+    clock_offset_.Add({{"node", node_}, {"peer", std::to_string(peer)}}).Set(seconds);
+    known_clock_peers_.push_back(peer);
+  }
+}
+
+void Metrics::add_clock_held_back(uint64_t entries) {
+  clock_held_back_.Add({{"node", node_}}).Increment(static_cast<double>(entries));
 }
 
 void Metrics::observe_fsync(double seconds) { fsync_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds); }

@@ -47,6 +47,11 @@ class Metrics {
   void set_raft(const RaftFigures& figures);
   void observe_fsync(double seconds);
   void observe_proposal(double seconds);  // propose -> applied on the leader
+  // Replicated time (leader): each other voter's clock minus ours, in seconds, as the leader estimates it; peers not
+  // listed (every peer, on a follower) are dropped. And entries stamped below our clock by the max-clock-offset
+  // ceiling.
+  void set_clock_offsets(const std::map<uint64_t, double>& offset_seconds_by_peer);
+  void add_clock_held_back(uint64_t entries);
   // Requests, where they are answered.
   void observe_request(const std::string& op, int status, double seconds);
   void add_expired_skipped(int64_t items);
@@ -91,6 +96,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& raft_applied_index_;
   prometheus::Family<prometheus::Gauge>& applied_time_lag_;
   prometheus::Family<prometheus::Counter>& leader_changes_;
+  prometheus::Family<prometheus::Gauge>& clock_offset_;
+  prometheus::Family<prometheus::Counter>& clock_held_back_;
   prometheus::Family<prometheus::Histogram>& fsync_latency_;
   prometheus::Family<prometheus::Histogram>& proposal_latency_;
   prometheus::Family<prometheus::Counter>& requests_;
@@ -115,6 +122,7 @@ class Metrics {
   std::string last_role_;
   uint64_t last_leader_ = 0;
   std::vector<std::string> known_containers_;
+  std::vector<uint64_t> known_clock_peers_;
 };
 
 // Serves a registry on http://HOST:PORT/metrics (civetweb inside prometheus-cpp).

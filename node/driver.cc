@@ -478,6 +478,7 @@ void Driver::on_tick() {
   }
   expire_requests();
   publish_metrics();
+  publish_clock();
   schedule_flush();
   tick_timer_.expires_after(std::chrono::milliseconds(config_.tick_interval_ms));
   tick_timer_.async_wait([this](const boost::system::error_code& error) {
@@ -560,6 +561,30 @@ void Driver::publish_metrics() {
   metrics_.set_containers(figures);
 }
 
+void Driver::publish_clock() {
+  const replication::RaftStatus status = replica_->core().status();
+  std::map<uint64_t, double> offsets;
+  for (const auto& [peer, micros] : status.clock_offsets_micros) {
+    offsets[peer.value()] = static_cast<double>(micros) / 1e6;
+  }
+  metrics_.set_clock_offsets(offsets);
+  if (status.clock_holds == clock_holds_seen_) return;
+  const uint64_t held = status.clock_holds - clock_holds_seen_;
+  clock_holds_seen_ = status.clock_holds;
+  metrics_.add_clock_held_back(held);
+  clock_holds_unreported_ += held;
+  constexpr int64_t kWarningIntervalMs = 10'000;
+  const int64_t now = steady_ms();
+  if (last_clock_warning_ms_ && now - *last_clock_warning_ms_ < kWarningIntervalMs) return;
+  last_clock_warning_ms_ = now;
+  spdlog::warn("leader clock is {:.3f} s ahead of the quorum; cluster time held at {:.6f} s since the epoch "
+               "(--max-clock-offset {} ms; {} entries held back since the last warning). Check this node's clock.",
+               static_cast<double>(status.last_clock_hold_ahead_micros) / 1e6,
+               static_cast<double>(status.last_clock_hold_ts_micros) / 1e6, config_.max_clock_offset_ms,
+               clock_holds_unreported_);
+  clock_holds_unreported_ = 0;
+}
+
 void Driver::auto_promote_learners() {
   const replication::RaftStatus status = replica_->core().status();
   for (NodeId learner : status.membership.learners) {
@@ -580,7 +605,10 @@ void Driver::schedule_expiry_entry() {
   if (!next.is_ok()) return fatal(next.status());
   if (!*next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == **next)) return;
   scheduled_expiry_micros_ = **next;
-  const int64_t wait_micros = std::max<int64_t>(0, **next - clock_.now_micros());
+  // A leader held back by --max-clock-offset can stamp no further than its ceiling: wait for that to reach the
+  // expiry too, or a leader whose clock ran ahead would append time entries back to back.
+  const int64_t now = std::min(clock_.now_micros(), replica_->core().time_ceiling_micros());
+  const int64_t wait_micros = std::max<int64_t>(0, **next - now);
   deadline_timer_.expires_after(std::chrono::microseconds(wait_micros));
   deadline_timer_.async_wait([this](const boost::system::error_code& error) {
     if (!error) on_deadline_timer();

@@ -126,6 +126,8 @@ class Driver {
   void auto_promote_learners();
   void schedule_expiry_entry();
   void publish_metrics();
+  // Clock offsets and max-clock-offset holds: metrics, and a rate-limited warning while time is held back.
+  void publish_clock();
   void maybe_start_snapshot();
   void finish_snapshot(storage::Replica::SnapshotJob& job);
   void charge_applied(const storage::AppliedEntry& applied, Reply* reply);
@@ -164,6 +166,9 @@ class Driver {
   int64_t last_container_metrics_ms_ = 0;
   std::optional<int64_t> scheduled_expiry_micros_;
   uint64_t expiry_checked_at_applied_ = 0;
+  uint64_t clock_holds_seen_ = 0;        // RaftStatus::clock_holds already counted
+  uint64_t clock_holds_unreported_ = 0;  // holds since the last warning
+  std::optional<int64_t> last_clock_warning_ms_;
   std::thread snapshot_thread_;  // exports a snapshot off the driver thread; at most one at a time
   WarnLimiter rejected_warnings_{1000};  // refused peer messages: one line per sender and reason per second
   WarnLimiter term_warnings_{10000};     // a term at its maximum: one line per 10 s

@@ -10,7 +10,7 @@ namespace {
 
 // Bumped when a layout changes; decoders refuse versions they do not know.
 constexpr uint8_t kEntryFormat = 1;
-constexpr uint8_t kMessageFormat = 1;
+constexpr uint8_t kMessageFormat = 2;  // 2: Message::clock_micros at the end
 constexpr uint8_t kConfigChangeFormat = 1;
 constexpr uint8_t kHardStateFormat = 1;
 constexpr uint8_t kSnapshotMetadataFormat = 1;
@@ -136,6 +136,7 @@ std::string encode_message(const Message& message) {
   codec::put_u8(out, message.snapshot_done ? 1 : 0);
   codec::put_varint(out, message.read_round);
   codec::put_bytes(out, message.context);
+  codec::put_varint_signed(out, message.clock_micros);
   return out;
 }
 
@@ -160,7 +161,7 @@ Result<Message> decode_message(std::string_view bytes) {
       !reader.get_bool(message.leadership_transfer) || !get_snapshot_metadata(reader, message.snapshot) ||
       !reader.get_varint(message.snapshot_offset) || !get_string(reader, message.snapshot_chunk) ||
       !reader.get_bool(message.snapshot_done) || !reader.get_varint(message.read_round) ||
-      !get_string(reader, message.context) || !reader.done()) {
+      !get_string(reader, message.context) || !reader.get_varint_signed(message.clock_micros) || !reader.done()) {
     return malformed("message body");
   }
   return message;

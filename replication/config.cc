@@ -30,6 +30,12 @@ Status RaftConfig::validate() const {
   }
   if (max_snapshot_bytes < 1) return invalid("max_snapshot_bytes must be >= 1");
   if (max_pending_read_requests < 1) return invalid("max_pending_read_requests must be >= 1");
+  if (tick_interval_micros < 1 || tick_interval_micros > 3'600'000'000) {
+    return invalid("tick_interval_micros must be in 1..3600000000");
+  }
+  if (max_clock_offset_micros < 0 || max_clock_offset_micros > 86'400'000'000) {
+    return invalid("max_clock_offset_micros must be in 0..86400000000 (a day)");
+  }
   return Status::ok();
 }
 

@@ -1,6 +1,7 @@
 #include "replication/raft_core.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "common/assert.h"
@@ -24,6 +25,27 @@ bool must_wait_for_persist(MessageType type) {
     default:
       return false;
   }
+}
+
+// Responses report the sender's clock to a leader or candidate (RaftCore's replicated-time ceiling).
+bool reports_clock(MessageType type) {
+  switch (type) {
+    case MessageType::kAppendResponse:
+    case MessageType::kHeartbeatResponse:
+    case MessageType::kPreVoteResponse:
+    case MessageType::kVoteResponse:
+    case MessageType::kSnapshotResponse:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr int64_t kNoCeiling = std::numeric_limits<int64_t>::max();
+
+// a + b for b >= 0, saturating at INT64_MAX (clock reports come from the network).
+int64_t add_saturating(int64_t a, int64_t b) {
+  return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b;
 }
 
 }  // namespace
@@ -167,11 +189,16 @@ void RaftCore::become_leader() {
   leader_ = config_.self;
   role_ = Role::kLeader;
   sync_progress_with_membership();
+  leader_since_tick_ = ticks_;
+  leader_start_ts_micros_ = log_.last_ts_micros();
+  // Bootstrap entries are stamped with their index: such a log carries no cluster time yet.
+  leader_start_time_established_ = log_.last_ts_micros() > static_cast<int64_t>(log_.last_index().value());
   // Raft §8: a new leader commits an entry of its own term, which commits everything before it. It also carries
   // cluster time forward from the last entry.
+  const int64_t ts = stamp(now_micros_);
   append_as_leader(Entry{.term = term_,
                          .index = log_.last_index().next(),
-                         .ts_micros = std::max(now_micros_, log_.last_ts_micros() + 1),
+                         .ts_micros = ts,
                          .type = EntryType::kEmpty,
                          .data = {}});
   broadcast_append(/*send_if_empty=*/true);
@@ -236,6 +263,7 @@ int RaftCore::tally_votes() const {
 void RaftCore::tick(int64_t now_micros) {
   assert_no_ready_in_flight();
   now_micros_ = now_micros;
+  ++ticks_;
   if (role_ == Role::kLeader) {
     tick_heartbeat();
   } else {
@@ -311,6 +339,7 @@ Status RaftCore::step(const Message& message) {
     last_rejection_ = refusal->reason;
     return Status::invalid_argument(std::string(reject_reason_name(refusal->reason)) + ": " + refusal->what);
   }
+  note_clock_report(message);
 
   if (message.term > term_) {
     if (is_vote_request(message.type)) {
@@ -755,6 +784,65 @@ void RaftCore::reject_snapshot_chunk(const Message& message, uint64_t offset) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// Replicated time
+
+void RaftCore::note_clock_report(const Message& message) {
+  // Only members' reports are kept (the map stays bounded); a stale or delayed report only underestimates.
+  if (!reports_clock(message.type) || message.clock_micros <= 0 || !membership().contains(message.from)) return;
+  clock_reports_[message.from] = ClockReport{message.clock_micros, ticks_};
+}
+
+std::optional<int64_t> RaftCore::quorum_clock_estimate(int64_t now_micros) const {
+  const Membership& members = membership();
+  std::vector<int64_t> clocks;
+  for (NodeId voter : members.voters) {
+    if (voter == config_.self) {
+      clocks.push_back(now_micros);
+      continue;
+    }
+    if (std::optional<int64_t> clock = clock_estimate(voter)) clocks.push_back(*clock);
+  }
+  // Voters that never reported count as unknown; with fewer than a quorum known there is no estimate. Taking the
+  // quorum-th highest of the known ones can only underestimate (an unknown clock might have been higher).
+  if (members.voters.empty() || clocks.size() < members.quorum_size()) return std::nullopt;
+  std::sort(clocks.begin(), clocks.end(), std::greater<>());
+  return clocks[members.quorum_size() - 1];
+}
+
+int64_t RaftCore::time_ceiling_micros(int64_t now_micros) const {
+  if (role_ != Role::kLeader) return kNoCeiling;
+  if (std::optional<int64_t> quorum = quorum_clock_estimate(now_micros)) {
+    return add_saturating(*quorum, config_.max_clock_offset_micros);
+  }
+  if (!leader_start_time_established_) return kNoCeiling;
+  // No quorum of reports yet: time moves no faster than our ticks since the election.
+  return add_saturating(leader_start_ts_micros_, micros_since_tick(leader_since_tick_));
+}
+
+int64_t RaftCore::micros_since_tick(int64_t tick) const {
+  const int64_t elapsed_ticks = std::max<int64_t>(0, ticks_ - tick);
+  const int64_t max_ticks = std::numeric_limits<int64_t>::max() / config_.tick_interval_micros;
+  return std::min(elapsed_ticks, max_ticks) * config_.tick_interval_micros;
+}
+
+std::optional<int64_t> RaftCore::clock_estimate(NodeId member) const {
+  auto it = clock_reports_.find(member);
+  if (it == clock_reports_.end()) return std::nullopt;
+  return add_saturating(it->second.clock_micros, micros_since_tick(it->second.at_tick));
+}
+
+int64_t RaftCore::stamp(int64_t now_micros) {
+  const int64_t ceiling = time_ceiling_micros(now_micros);
+  const int64_t ts = std::max(std::min(now_micros, ceiling), log_.last_ts_micros() + 1);
+  if (ts < now_micros) {  // only the ceiling makes ts fall below our clock
+    ++clock_holds_;
+    last_clock_hold_ahead_micros_ = now_micros - ts;
+    last_clock_hold_ts_micros_ = ts;
+  }
+  return ts;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // Leader side of replication
 
 Result<Proposal> RaftCore::propose(std::string data) {
@@ -808,7 +896,7 @@ Result<Proposal> RaftCore::propose_entry(EntryType type, std::string data, int64
   now_micros_ = now_micros;
   Entry entry{.term = term_,
               .index = log_.last_index().next(),
-              .ts_micros = std::max(now_micros, log_.last_ts_micros() + 1),
+              .ts_micros = stamp(now_micros),
               .type = type,
               .data = std::move(data)};
   const Proposal proposal{entry.index, entry.term, entry.ts_micros};
@@ -1301,6 +1389,18 @@ RaftStatus RaftCore::status() const {
   }
   status.membership = membership();
   status.transfer_target = transfer_target_;
+  if (role_ == Role::kLeader) {
+    for (NodeId voter : membership().voters) {
+      const std::optional<int64_t> estimate = voter == config_.self ? std::nullopt : clock_estimate(voter);
+      if (!estimate) continue;
+      int64_t offset = 0;
+      if (__builtin_sub_overflow(*estimate, now_micros_, &offset)) offset = kNoCeiling;
+      status.clock_offsets_micros[voter] = offset;
+    }
+  }
+  status.clock_holds = clock_holds_;
+  status.last_clock_hold_ahead_micros = last_clock_hold_ahead_micros_;
+  status.last_clock_hold_ts_micros = last_clock_hold_ts_micros_;
   for (const auto& [id, progress] : progress_) {
     status.progress[id] = RaftStatus::FollowerProgress{progress.match, progress.next, progress.state,
                                                        progress.recent_active};
@@ -1377,6 +1477,7 @@ void RaftCore::check_invariants() const {
 
 void RaftCore::send(Message message) {
   message.from = config_.self;
+  if (reports_clock(message.type)) message.clock_micros = now_micros_;
   messages_.push_back(std::move(message));
 }
 

@@ -24,9 +24,16 @@
 //   that change commits (without counting itself), then steps down.
 // - The leader counts itself toward a commit quorum only for entries the driver has persisted (advance), so a
 //   leader crash can never lose an entry its followers were told is committed.
-// - Replicated time: every entry carries ts_micros = max(driver's now, previous entry's ts + 1), stamped by the
-//   leader. Because each entry is stamped after its predecessor in the leader's log, ts increases strictly along
-//   every log, across leader changes too.
+// - Replicated time: every entry carries ts_micros = max(min(driver's now, ceiling), previous entry's ts + 1),
+//   stamped by the leader. Because each entry is stamped after its predecessor in the leader's log, ts increases
+//   strictly along every log, across leader changes too. The ceiling keeps a leader whose clock jumped forward from
+//   dragging cluster time (and expiry) with it: followers report their clocks in their responses
+//   (Message::clock_micros); the leader estimates each voter's clock as its last report plus the leader's own ticks
+//   since then × tick_interval_micros (ticks, not the leader's wall clock, measure elapsed time), and the ceiling is
+//   the clock a quorum of voters (itself included) has at least, plus max_clock_offset_micros. A leader without a
+//   quorum of reports (peers that never ticked, or of an older version) caps at the log's time when it was elected
+//   plus its ticks since; a log still at bootstrap time (entries stamped with their index) has no time to protect
+//   and takes the leader's clock. A single voter is its own quorum: nothing bounds its clock.
 // - Errors from LogStorage reads are fatal (asserts): the node's state is then unknown. Except the snapshot file: a
 //   leader that cannot read it (EIO, EMFILE) counts the error (RaftStatus::snapshot_read_errors) and retries the
 //   transfer at the next heartbeat; the follower keeps waiting.
@@ -139,6 +146,14 @@ struct RaftStatus {
   int64_t ticks_since_leader_contact = -1;
   Membership membership;
   NodeId transfer_target;  // leader only: 0 unless a transfer is in progress
+  // Leader only: each other voter's estimated clock minus ours at the last tick (positive: it is ahead), for the
+  // voters that reported one.
+  std::map<NodeId, int64_t> clock_offsets_micros;
+  // Entries this node stamped below its own clock because of the max-clock-offset ceiling (since it started), and
+  // the latest such entry: how far our clock was ahead of its ts, and the ts.
+  uint64_t clock_holds = 0;
+  int64_t last_clock_hold_ahead_micros = 0;
+  int64_t last_clock_hold_ts_micros = 0;
   struct FollowerProgress {
     LogIndex match;
     LogIndex next;
@@ -170,11 +185,14 @@ class RaftCore {
   // One message from a peer. InvalidArgument for a message not meant for this node or malformed (dropped; nothing
   // changed); last_rejection() then says why. No content of a message can trip an assert.
   Status step(const Message& message);
-  // Time passes by one tick; `now_micros` is the driver's wall clock, remembered for stamping entries.
+  // Time passes by one tick; `now_micros` is the driver's wall clock, remembered for stamping entries and reported
+  // in this node's responses. Call it every config.tick_interval_micros: a leader counts ticks to estimate how far
+  // its voters' clocks moved since they reported them.
   void tick(int64_t now_micros);
   // Appends a command to the log (leader only). Unavailable when not leader, during a leadership transfer, or over
   // max_uncommitted_bytes (retry later); InvalidArgument over max_entry_bytes. The first form stamps with the
-  // `now` of the last tick; the second with `now_micros` (and remembers it).
+  // `now` of the last tick; the second with `now_micros` (and remembers it) — each capped by the max-clock-offset
+  // ceiling and never below the previous entry's ts + 1.
   Result<Proposal> propose(std::string data);
   Result<Proposal> propose(std::string data, int64_t now_micros);
   // Appends an empty entry that only advances replicated time.
@@ -212,6 +230,10 @@ class RaftCore {
   RejectReason last_rejection() const { return last_rejection_; }
   // True once the term reached kMaxTerm: this node can no longer campaign (it still follows and votes).
   bool term_exhausted() const { return term_ >= kMaxTerm; }
+  // Leader: the highest ts it may stamp now (see "Replicated time" above; INT64_MAX when nothing bounds it). A
+  // driver that waits for replicated time to reach an instant should wait for this, not only its own clock, to
+  // reach it. Not leader: INT64_MAX.
+  int64_t time_ceiling_micros() const { return time_ceiling_micros(now_micros_); }
   // Always-on checks of the core's invariants; aborts the process when one does not hold.
   void check_invariants() const;
 
@@ -280,6 +302,17 @@ class RaftCore {
   std::optional<Refusal> validate_append_against_log(const Message& message) const;
   std::optional<Refusal> validate_snapshot(const Message& message) const;
 
+  // Replicated time.
+  void note_clock_report(const Message& message);
+  // Wall-clock time our ticks since `tick` stand for (saturating).
+  int64_t micros_since_tick(int64_t tick) const;
+  // A member's clock now: its last report plus our ticks since; nullopt if it never reported.
+  std::optional<int64_t> clock_estimate(NodeId member) const;
+  std::optional<int64_t> quorum_clock_estimate(int64_t now_micros) const;
+  int64_t time_ceiling_micros(int64_t now_micros) const;
+  // The ts of the next entry the leader appends (counts holds).
+  int64_t stamp(int64_t now_micros);
+
   // Leader replication.
   Result<Proposal> propose_entry(EntryType type, std::string data, int64_t now_micros);
   void append_as_leader(Entry entry);
@@ -327,6 +360,22 @@ class RaftCore {
   int64_t heartbeat_elapsed_ticks_ = 0;
   int64_t randomized_election_timeout_ticks_ = 0;
   int64_t now_micros_ = 0;
+  int64_t ticks_ = 0;  // every tick since this core was created (its monotonic measure of elapsed time)
+
+  // The clock each member last reported (Message::clock_micros) and ticks_ when it arrived. Kept across roles: a
+  // report plus the ticks since is an estimate whenever it is used.
+  struct ClockReport {
+    int64_t clock_micros;
+    int64_t at_tick;
+  };
+  std::map<NodeId, ClockReport> clock_reports_;
+  // Leader: ticks_ and the log's last ts when it was elected, and whether that log had any time to protect.
+  int64_t leader_since_tick_ = 0;
+  int64_t leader_start_ts_micros_ = 0;
+  bool leader_start_time_established_ = false;
+  uint64_t clock_holds_ = 0;
+  int64_t last_clock_hold_ahead_micros_ = 0;
+  int64_t last_clock_hold_ts_micros_ = 0;
 
   std::map<NodeId, bool> votes_;         // candidate: who granted (true) or refused (false)
   std::map<NodeId, Progress> progress_;  // leader: every member, self included
