@@ -246,6 +246,8 @@ void Metrics::add_peer_message_rejected(const std::string& reason) {
   bool known = false;
   for (const char* name : kPeerRejectReasons) known = known || reason == name;
   peer_messages_rejected_.Add({{"node", node_}, {"reason", known ? reason : std::string("other")}}).Increment();
+}
+
 void Metrics::add_snapshot_errors(const std::string& kind, uint64_t count) {
   if (count > 0) snapshot_errors_.Add({{"node", node_}, {"kind", kind}}).Increment(static_cast<double>(count));
 }

@@ -35,9 +35,9 @@ struct ExpiringFigures {
 
 // The `reason` label of mayfly_peer_messages_rejected_total: "undecodable" (the transport could not decode it) and
 // the names of replication::RejectReason (the Raft core refused it), plus "wrong_sender" for the peer handshake.
-inline constexpr std::array<const char*, 9> kPeerRejectReasons = {
-    "undecodable", "wrong_sender", "wrong_recipient", "term_out_of_range", "bad_entries",
-    "bad_config",  "bad_snapshot", "bad_response",    "rival_leader"};
+inline constexpr std::array<const char*, 10> kPeerRejectReasons = {
+    "undecodable", "wrong_sender", "wrong_recipient", "not_member",   "term_out_of_range",
+    "bad_entries", "bad_config",   "bad_snapshot",    "bad_response", "rival_leader"};
 
 class Metrics {
  public:
