@@ -16,7 +16,10 @@ class StrongId {
   constexpr explicit StrongId(uint64_t value) : value_(value) {}
   constexpr uint64_t value() const { return value_; }
   constexpr auto operator<=>(const StrongId&) const = default;
-  constexpr StrongId next() const { return StrongId(value_ + 1); }
+  // The successor; saturates at the largest value instead of wrapping to 0 (callers that must move on, like an
+  // election, check has_next() first).
+  constexpr StrongId next() const { return has_next() ? StrongId(value_ + 1) : *this; }
+  constexpr bool has_next() const { return value_ != UINT64_MAX; }
   constexpr StrongId prev() const { return StrongId(value_ - 1); }
   friend std::ostream& operator<<(std::ostream& out, StrongId id) { return out << id.value_; }
 

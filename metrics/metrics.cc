@@ -95,6 +95,16 @@ Metrics::Metrics(uint64_t node_id)
                           .Name("mayfly_raft_leader_changes_total")
                           .Help("Times this node saw the leader change")
                           .Register(*registry_)),
+      clock_offset_(BuildGauge()
+                        .Name("mayfly_clock_offset_seconds")
+                        .Help("Leader only: a voter's wall clock minus the leader's, as the leader estimates it from "
+                              "the clocks voters report")
+                        .Register(*registry_)),
+      clock_held_back_(BuildCounter()
+                           .Name("mayfly_clock_held_back_total")
+                           .Help("Entries this node stamped below its own clock because it ran more than "
+                                 "--max-clock-offset ahead of a quorum of voters")
+                           .Register(*registry_)),
       fsync_latency_(BuildHistogram()
                          .Name("mayfly_raft_fsync_latency_seconds")
                          .Help("Time to persist one Ready (one fsync'd LevelDB write batch)")
@@ -114,6 +124,15 @@ Metrics::Metrics(uint64_t node_id)
       expired_skipped_(BuildCounter()
                            .Name("mayfly_ttl_reads_skipped_expired_total")
                            .Help("Items reads passed over because they had expired")
+                           .Register(*registry_)),
+      peer_messages_rejected_(BuildCounter()
+                                  .Name("mayfly_peer_messages_rejected_total")
+                                  .Help("Raft messages from peers refused as malformed, by reason")
+                                  .Register(*registry_)),
+      snapshot_errors_(BuildCounter()
+                           .Name("mayfly_raft_snapshot_errors_total")
+                           .Help("Snapshot transfers that failed on this node: read (of the leader's snapshot file), "
+                                 "receive (an incoming snapshot refused or not written)")
                            .Register(*registry_)),
       live_items_(BuildGauge().Name("mayfly_storage_live_items").Help("Items users can see (expired items excluded)").Register(*registry_)),
       billable_bytes_(BuildGauge()
@@ -165,7 +184,10 @@ Metrics::Metrics(uint64_t node_id)
   raft_term_.Add({{"node", node_}}).Set(0);
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
+  clock_held_back_.Add({{"node", node_}});
   expired_skipped_.Add({{"node", node_}});
+  for (const char* reason : kPeerRejectReasons) peer_messages_rejected_.Add({{"node", node_}, {"reason", reason}});
+  for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
   fsync_latency_.Add({{"node", node_}}, latency_buckets());
   proposal_latency_.Add({{"node", node_}}, latency_buckets());
 }
@@ -187,6 +209,24 @@ void Metrics::set_raft(const RaftFigures& figures) {
   }
 }
 
+void Metrics::set_clock_offsets(const std::map<uint64_t, double>& offset_seconds_by_peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (uint64_t peer : known_clock_peers_) {
+    if (!offset_seconds_by_peer.contains(peer)) {
+      clock_offset_.Remove(&clock_offset_.Add({{"node", node_}, {"peer", std::to_string(peer)}}));
+    }
+  }
+  known_clock_peers_.clear();
+  for (const auto& [peer, seconds] : offset_seconds_by_peer) {
+    clock_offset_.Add({{"node", node_}, {"peer", std::to_string(peer)}}).Set(seconds);
+    known_clock_peers_.push_back(peer);
+  }
+}
+
+void Metrics::add_clock_held_back(uint64_t entries) {
+  clock_held_back_.Add({{"node", node_}}).Increment(static_cast<double>(entries));
+}
+
 void Metrics::observe_fsync(double seconds) { fsync_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds); }
 
 void Metrics::observe_proposal(double seconds) {
@@ -200,6 +240,16 @@ void Metrics::observe_request(const std::string& op, int status, double seconds)
 
 void Metrics::add_expired_skipped(int64_t items) {
   if (items > 0) expired_skipped_.Add({{"node", node_}}).Increment(static_cast<double>(items));
+}
+
+void Metrics::add_peer_message_rejected(const std::string& reason) {
+  bool known = false;
+  for (const char* name : kPeerRejectReasons) known = known || reason == name;
+  peer_messages_rejected_.Add({{"node", node_}, {"reason", known ? reason : std::string("other")}}).Increment();
+}
+
+void Metrics::add_snapshot_errors(const std::string& kind, uint64_t count) {
+  if (count > 0) snapshot_errors_.Add({{"node", node_}, {"kind", kind}}).Increment(static_cast<double>(count));
 }
 
 void Metrics::set_containers(const std::vector<ContainerFigures>& containers) {

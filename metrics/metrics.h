@@ -33,6 +33,12 @@ struct ExpiringFigures {
   std::array<int64_t, kExpiringWindowsSeconds.size()> counts{};
 };
 
+// The `reason` label of mayfly_peer_messages_rejected_total: "undecodable" (the transport could not decode it) and
+// the names of replication::RejectReason (the Raft core refused it), plus "wrong_sender" for the peer handshake.
+inline constexpr std::array<const char*, 10> kPeerRejectReasons = {
+    "undecodable", "wrong_sender", "wrong_recipient", "not_member",   "term_out_of_range",
+    "bad_entries", "bad_config",   "bad_snapshot",    "bad_response", "rival_leader"};
+
 class Metrics {
  public:
   explicit Metrics(uint64_t node_id);
@@ -41,9 +47,19 @@ class Metrics {
   void set_raft(const RaftFigures& figures);
   void observe_fsync(double seconds);
   void observe_proposal(double seconds);  // propose -> applied on the leader
+  // Replicated time (leader): each other voter's clock minus ours, in seconds, as the leader estimates it; peers not
+  // listed (every peer, on a follower) are dropped. And entries stamped below our clock by the max-clock-offset
+  // ceiling.
+  void set_clock_offsets(const std::map<uint64_t, double>& offset_seconds_by_peer);
+  void add_clock_held_back(uint64_t entries);
   // Requests, where they are answered.
   void observe_request(const std::string& op, int status, double seconds);
   void add_expired_skipped(int64_t items);
+  // A peer message was refused: `reason` is one of kPeerRejectReasons (anything else counts as "other").
+  void add_peer_message_rejected(const std::string& reason);
+  // Snapshot transfers that failed locally: kind "read" (a leader could not read its snapshot file) or "receive" (a
+  // follower refused or could not write an incoming one).
+  void add_snapshot_errors(const std::string& kind, uint64_t count);
   // Containers, refreshed periodically by the driver; containers no longer listed are dropped.
   void set_containers(const std::vector<ContainerFigures>& containers);
   // The garbage collector deleted `items`/`bytes` from `container`, with these deletion lags (delete - expiry).
@@ -81,11 +97,15 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& raft_applied_index_;
   prometheus::Family<prometheus::Gauge>& applied_time_lag_;
   prometheus::Family<prometheus::Counter>& leader_changes_;
+  prometheus::Family<prometheus::Gauge>& clock_offset_;
+  prometheus::Family<prometheus::Counter>& clock_held_back_;
   prometheus::Family<prometheus::Histogram>& fsync_latency_;
   prometheus::Family<prometheus::Histogram>& proposal_latency_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_latency_;
   prometheus::Family<prometheus::Counter>& expired_skipped_;
+  prometheus::Family<prometheus::Counter>& peer_messages_rejected_;
+  prometheus::Family<prometheus::Counter>& snapshot_errors_;
   prometheus::Family<prometheus::Gauge>& live_items_;
   prometheus::Family<prometheus::Gauge>& billable_bytes_;
   prometheus::Family<prometheus::Gauge>& backlog_items_;
@@ -103,6 +123,7 @@ class Metrics {
   std::string last_role_;
   uint64_t last_leader_ = 0;
   std::vector<std::string> known_containers_;
+  std::vector<uint64_t> known_clock_peers_;
 };
 
 // Serves a registry on http://HOST:PORT/metrics (civetweb inside prometheus-cpp).

@@ -14,10 +14,6 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
                          .Help("Requests and handshakes refused: no_key and unknown_key (401), forbidden (403), peer "
                                "(a failed peer proof)")
                          .Register(*metrics.registry())),
-      peer_rejected_(prometheus::BuildCounter()
-                         .Name("mayfly_peer_messages_rejected_total")
-                         .Help("Raft messages from peers refused, by reason")
-                         .Register(*metrics.registry())),
       connections_(prometheus::BuildGauge()
                        .Name("mayfly_connections")
                        .Help("Open RPC connections, by whether they have authenticated")
@@ -35,10 +31,6 @@ void SecurityMetrics::set_open(bool clients_open, bool peers_open) {
 
 void SecurityMetrics::add_auth_failure(const char* reason) {
   auth_failures_.Add({{"node", node_}, {"reason", reason}}).Increment();
-}
-
-void SecurityMetrics::add_peer_message_rejected(const char* reason) {
-  peer_rejected_.Add({{"node", node_}, {"reason", reason}}).Increment();
 }
 
 void SecurityMetrics::set_connections(int64_t authenticated, int64_t unauthenticated) {

@@ -22,8 +22,6 @@ class SecurityMetrics {
   void set_open(bool clients_open, bool peers_open);
   // Refusals: "no_key", "unknown_key", "forbidden" (a key without the needed role), "peer" (a failed peer proof).
   void add_auth_failure(const char* reason);
-  // Raft messages refused before reaching the core: "wrong_sender", "not_member", ...
-  void add_peer_message_rejected(const char* reason);
   // Connections: open ones by state, and those closed or refused by the node: "limit", "evicted",
   // "handshake_timeout", "accept_error".
   void set_connections(int64_t authenticated, int64_t unauthenticated);
@@ -33,7 +31,6 @@ class SecurityMetrics {
   std::string node_;
   prometheus::Family<prometheus::Gauge>& open_;
   prometheus::Family<prometheus::Counter>& auth_failures_;
-  prometheus::Family<prometheus::Counter>& peer_rejected_;
   prometheus::Family<prometheus::Gauge>& connections_;
   prometheus::Family<prometheus::Counter>& connections_refused_;
 };

@@ -56,6 +56,9 @@ Status NodeConfig::validate() const {
     return invalid("election timeout must be longer than the heartbeat interval");
   }
   if (time_entry_interval_ms < 1) return invalid("time entry interval must be >= 1 ms");
+  if (max_clock_offset_ms < 1 || max_clock_offset_ms > 86'400'000) {
+    return invalid("--max-clock-offset must be 1..86400000 ms (a day)");
+  }
   if (request_timeout_ms < 100) return invalid("request timeout must be >= 100 ms");
   if (max_connections < 8 || max_connections > 1'000'000) return invalid("--max-connections must be 8..1000000");
   if (handshake_timeout_ms < 100 || handshake_timeout_ms > 600'000) {
@@ -115,6 +118,10 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--election-timeout-ticks", config.election_timeout_ticks)->capture_default_str();
   app.add_option("--heartbeat-ticks", config.heartbeat_interval_ticks)->capture_default_str();
   app.add_option("--time-entry-ms", config.time_entry_interval_ms, "idle time entry interval")->capture_default_str();
+  app.add_option("--max-clock-offset", config.max_clock_offset_ms,
+                 "ms: the leader stamps replicated time at most this far ahead of the clock a quorum of voters "
+                 "reports (a leader whose clock jumps forward cannot expire data early)")
+      ->capture_default_str();
   app.add_option("--request-timeout-ms", config.request_timeout_ms)->capture_default_str();
   app.add_option("--bounded-staleness-entries", config.bounded_staleness_entries)->capture_default_str();
   app.add_option("--bounded-staleness-ms", config.bounded_staleness_ms)->capture_default_str();

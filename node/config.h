@@ -37,6 +37,7 @@ struct NodeConfig {
   int64_t election_timeout_ticks = 30;      // 300-600 ms with the default tick
   int64_t heartbeat_interval_ticks = 5;
   int64_t time_entry_interval_ms = 100;     // the leader appends a time entry when the log was idle this long
+  int64_t max_clock_offset_ms = 500;        // a leader stamps entries at most this far ahead of a quorum's clocks
   int64_t request_timeout_ms = 10000;       // a request not answered by then gets 503 (outcome unknown for writes)
   int64_t bounded_staleness_entries = 1000; // `bounded` reads: at most this many entries behind the leader
   int64_t bounded_staleness_ms = 5000;      //   and at most this much replicated time behind

@@ -1,8 +1,11 @@
 #include "node/driver.h"
 
+#include <kj/exception.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <exception>
+#include <typeinfo>
 
 #include "replication/codec.h"
 #include "storage/document.h"
@@ -11,6 +14,23 @@
 namespace mayfly::node {
 
 using replication::Role;
+
+namespace {
+
+// What the exception being handled is, for the log (call inside a catch block).
+std::string describe_current_exception() {
+  try {
+    throw;
+  } catch (const kj::Exception& exception) {
+    return "kj::Exception: " + std::string(kj::str(exception).cStr());
+  } catch (const std::exception& exception) {
+    return std::string(typeid(exception).name()) + ": " + exception.what();
+  } catch (...) {
+    return "an exception of unknown type";
+  }
+}
+
+}  // namespace
 
 Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> replica, Clock& clock,
                metrics::Metrics& metrics, RequestUnitAccount& request_units)
@@ -39,6 +59,26 @@ void Driver::start(DriverOutput& output) {
   last_proposal_ms_ = steady_ms();
   last_gc_ms_ = steady_ms();
   boost::asio::post(io_, [this] { on_tick(); });
+}
+
+void Driver::run() {
+  try {
+    io_.run();
+  } catch (...) {
+    fail_on_exception("the driver thread", describe_current_exception());
+  }
+}
+
+void Driver::fail_on_exception(std::string_view where, const std::string& cause) {
+  spdlog::critical("uncaught exception on {}, stopping this node: {}", where, cause);
+  failed_ = true;
+  try {
+    stop();  // answers what is pending with 503
+  } catch (...) {
+    spdlog::critical("another exception while stopping: {}", describe_current_exception());
+  }
+  io_.stop();
+  spdlog::default_logger()->flush();
 }
 
 void Driver::stop() {
@@ -135,7 +175,15 @@ void Driver::on_messages(std::vector<replication::Message> messages) {
   if (stopped_) return;
   for (const replication::Message& message : messages) {
     Status status = replica_->step(message);
-    if (!status.is_ok()) spdlog::debug("dropped message {}: {}", message.describe(), status.to_string());
+    if (status.is_ok()) continue;
+    // Refused: the core changed nothing. Count it by reason and say so (rate-limited per sender and reason).
+    const std::string reason(replication::reject_reason_name(replica_->core().last_rejection()));
+    metrics_.add_peer_message_rejected(reason);
+    if (std::optional<uint64_t> held_back =
+            rejected_warnings_.admit(std::to_string(message.from.value()) + "/" + reason, steady_ms())) {
+      spdlog::warn("refused a message from node {} ({}): {}; {} more like it not logged", message.from.value(),
+                   reason, status.to_string(), *held_back);
+    }
   }
   schedule_flush();
 }
@@ -338,9 +386,28 @@ void Driver::flush() {
     schedule_expiry_entry();
     if (replica_->has_ready()) schedule_flush();  // proposals made just now
   }
+  note_snapshot_errors();
   batch_.view = view();
   output_->deliver(std::move(batch_));
   batch_ = DriverBatch{};
+}
+
+void Driver::note_snapshot_errors() {
+  const replication::RaftStatus status = replica_->core().status();
+  const uint64_t reads = status.snapshot_read_errors - snapshot_read_errors_seen_;
+  const uint64_t receives = status.snapshot_receive_errors - snapshot_receive_errors_seen_;
+  if (reads == 0 && receives == 0) return;
+  snapshot_read_errors_seen_ = status.snapshot_read_errors;
+  snapshot_receive_errors_seen_ = status.snapshot_receive_errors;
+  metrics_.add_snapshot_errors("read", reads);
+  metrics_.add_snapshot_errors("receive", receives);
+  snapshot_errors_unlogged_ += reads + receives;
+  const int64_t now = steady_ms();
+  if (snapshot_error_logged_ms_ != 0 && now - snapshot_error_logged_ms_ < 5000) return;
+  spdlog::error("snapshot transfer failed ({} time(s) since the last report; retried at the next heartbeat): {}",
+                snapshot_errors_unlogged_, status.last_snapshot_error);
+  snapshot_errors_unlogged_ = 0;
+  snapshot_error_logged_ms_ = now;
 }
 
 void Driver::serve_waiting_reads() {
@@ -397,6 +464,11 @@ void Driver::on_tick() {
   }
   replica_->tick(clock_.now_micros());
   const int64_t now = steady_ms();
+  if (replica_->core().term_exhausted() && term_warnings_.admit("term", now)) {
+    spdlog::error("term {} reached the maximum {}: this node can no longer campaign (a hostile peer sent a huge "
+                  "term; it still follows and votes)",
+                  replica_->core().term().value(), replication::kMaxTerm.value());
+  }
   if (replica_->core().role() == Role::kLeader && now - last_proposal_ms_ >= config_.time_entry_interval_ms) {
     if (replica_->propose_time_entry(clock_.now_micros()).is_ok()) last_proposal_ms_ = now;
   }
@@ -406,6 +478,7 @@ void Driver::on_tick() {
   }
   expire_requests();
   publish_metrics();
+  publish_clock();
   schedule_flush();
   tick_timer_.expires_after(std::chrono::milliseconds(config_.tick_interval_ms));
   tick_timer_.async_wait([this](const boost::system::error_code& error) {
@@ -435,7 +508,17 @@ void Driver::maybe_start_snapshot() {
   spdlog::info("taking a snapshot at index {} in the background", job->index.value());
   const storage::LevelDbLogStorage& log = replica_->log();
   snapshot_thread_ = std::thread([this, job, &log] {
-    job->run(log);
+    try {
+      job->run(log);
+    } catch (...) {
+      // Handed to the driver thread, which stops the node with the cause in the log.
+      std::string cause = describe_current_exception();
+      boost::asio::post(io_, [this, cause = std::move(cause)] {
+        if (snapshot_thread_.joinable()) snapshot_thread_.join();
+        fail_on_exception("the snapshot thread", cause);
+      });
+      return;
+    }
     boost::asio::post(io_, [this, job] { finish_snapshot(*job); });
   });
 }
@@ -478,6 +561,30 @@ void Driver::publish_metrics() {
   metrics_.set_containers(figures);
 }
 
+void Driver::publish_clock() {
+  const replication::RaftStatus status = replica_->core().status();
+  std::map<uint64_t, double> offsets;
+  for (const auto& [peer, micros] : status.clock_offsets_micros) {
+    offsets[peer.value()] = static_cast<double>(micros) / 1e6;
+  }
+  metrics_.set_clock_offsets(offsets);
+  if (status.clock_holds == clock_holds_seen_) return;
+  const uint64_t held = status.clock_holds - clock_holds_seen_;
+  clock_holds_seen_ = status.clock_holds;
+  metrics_.add_clock_held_back(held);
+  clock_holds_unreported_ += held;
+  constexpr int64_t kWarningIntervalMs = 10'000;
+  const int64_t now = steady_ms();
+  if (last_clock_warning_ms_ && now - *last_clock_warning_ms_ < kWarningIntervalMs) return;
+  last_clock_warning_ms_ = now;
+  spdlog::warn("leader clock is {:.3f} s ahead of the quorum; cluster time held at {:.6f} s since the epoch "
+               "(--max-clock-offset {} ms; {} entries held back since the last warning). Check this node's clock.",
+               static_cast<double>(status.last_clock_hold_ahead_micros) / 1e6,
+               static_cast<double>(status.last_clock_hold_ts_micros) / 1e6, config_.max_clock_offset_ms,
+               clock_holds_unreported_);
+  clock_holds_unreported_ = 0;
+}
+
 void Driver::auto_promote_learners() {
   const replication::RaftStatus status = replica_->core().status();
   for (NodeId learner : status.membership.learners) {
@@ -498,7 +605,10 @@ void Driver::schedule_expiry_entry() {
   if (!next.is_ok()) return fatal(next.status());
   if (!*next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == **next)) return;
   scheduled_expiry_micros_ = **next;
-  const int64_t wait_micros = std::max<int64_t>(0, **next - clock_.now_micros());
+  // A leader held back by --max-clock-offset can stamp no further than its ceiling: wait for that to reach the
+  // expiry too, or a leader whose clock ran ahead would append time entries back to back.
+  const int64_t now = std::min(clock_.now_micros(), replica_->core().time_ceiling_micros());
+  const int64_t wait_micros = std::max<int64_t>(0, **next - now);
   deadline_timer_.expires_after(std::chrono::microseconds(wait_micros));
   deadline_timer_.async_wait([this](const boost::system::error_code& error) {
     if (!error) on_deadline_timer();

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "node/config.h"
 #include "node/request.h"
 #include "node/request_units.h"
+#include "node/warn_limiter.h"
 #include "replication/message.h"
 #include "storage/replica.h"
 
@@ -70,8 +72,13 @@ class Driver {
   ~Driver();
 
   boost::asio::io_context& io() { return io_; }
-  // Starts the timers; output receives every flush. Then run io() on the driver thread.
+  // Starts the timers; output receives every flush. Then call run() on the driver thread.
   void start(DriverOutput& output);
+  // Runs io() on the calling thread (the driver thread) until the node stops. An exception escaping a handler
+  // (std::bad_alloc, a kj::Exception, anything) or the background snapshot thread ends here: its cause is logged
+  // (critical), the node stops as after a storage failure — pending requests get 503, failed() is true — and run()
+  // returns; the caller then closes the store and exits non-zero.
+  void run();
   // Stops timers and answers every pending request with 503, then lets io().run() return.
   void stop();
   // SIGTERM: a leader first hands leadership to its most caught-up voter (TimeoutNow), so a planned restart costs
@@ -119,12 +126,18 @@ class Driver {
   void auto_promote_learners();
   void schedule_expiry_entry();
   void publish_metrics();
+  // Clock offsets and max-clock-offset holds: metrics, and a rate-limited warning while time is held back.
+  void publish_clock();
   void maybe_start_snapshot();
   void finish_snapshot(storage::Replica::SnapshotJob& job);
   void charge_applied(const storage::AppliedEntry& applied, Reply* reply);
   int64_t steady_ms() const;
   Reply not_leader(std::string what) const;
   void fatal(const Status& status);
+  // After an exception: log `cause`, stop, mark failed.
+  void fail_on_exception(std::string_view where, const std::string& cause);
+  // Logs and counts snapshot transfer errors the core saw since the last call (at most one log line per 5 s).
+  void note_snapshot_errors();
 
   NodeConfig config_;
   std::unique_ptr<storage::Replica> replica_;
@@ -153,7 +166,16 @@ class Driver {
   int64_t last_container_metrics_ms_ = 0;
   std::optional<int64_t> scheduled_expiry_micros_;
   uint64_t expiry_checked_at_applied_ = 0;
+  uint64_t clock_holds_seen_ = 0;        // RaftStatus::clock_holds already counted
+  uint64_t clock_holds_unreported_ = 0;  // holds since the last warning
+  std::optional<int64_t> last_clock_warning_ms_;
   std::thread snapshot_thread_;  // exports a snapshot off the driver thread; at most one at a time
+  WarnLimiter rejected_warnings_{1000};  // refused peer messages: one line per sender and reason per second
+  WarnLimiter term_warnings_{10000};     // a term at its maximum: one line per 10 s
+  uint64_t snapshot_read_errors_seen_ = 0;
+  uint64_t snapshot_receive_errors_seen_ = 0;
+  uint64_t snapshot_errors_unlogged_ = 0;
+  int64_t snapshot_error_logged_ms_ = 0;
 };
 
 }  // namespace mayfly::node

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
   options.raft.self = config.id;
   options.raft.election_timeout_ticks = config.election_timeout_ticks;
   options.raft.heartbeat_interval_ticks = config.heartbeat_interval_ticks;
+  options.raft.tick_interval_micros = config.tick_interval_ms * 1000;
+  options.raft.max_clock_offset_micros = config.max_clock_offset_ms * 1000;
   options.seed = static_cast<uint64_t>(SystemClock().now_micros()) ^ (config.id.value() << 48);
   options.snapshot_interval_entries = config.snapshot_interval_entries;
   options.log_entries_kept_after_snapshot = config.log_entries_kept_after_snapshot;
@@ -109,11 +111,12 @@ int main(int argc, char** argv) {
     return figures;
   });
   driver.start(rpc);
-  driver.io().run();
+  driver.run();  // catches what escapes the driver thread: logged, then the same clean stop as a storage failure
   metrics.set_expiring_source(nullptr);  // before the state machine it reads goes away
   rpc.stop();
   if (driver.failed()) {
-    spdlog::critical("stopped after a storage failure; the data directory needs attention before a restart");
+    spdlog::critical("stopped after a failure (see above); closing the store");
+    spdlog::default_logger()->flush();
     return 1;
   }
   spdlog::info("stopped cleanly");

@@ -33,9 +33,16 @@ int64_t steady_ms() {
 
 std::string role_text(replication::Role role) { return std::string(replication::role_name(role)); }
 
+// Every incoming Cap'n Proto message (client requests, peer deliveries, forwarded replies) is limited to 16 MiB
+// (2 Mi words). The largest honest ones: a peer delivery (kMaxBytesPerDelivery, plus at most one Raft message of
+// ~4 MiB past it), a forwarded reply (a 4 MiB page plus its last 2 MB item), a write carrying a 2 MB item. Cap'n
+// Proto checks a message's declared size against this limit when it reads the segment table, before allocating, so
+// a frame declaring 100 MB in a few bytes is refused (the connection fails) and never reserved.
+constexpr uint64_t kTraversalLimitWords = uint64_t{2} << 20;
+
 capnp::ReaderOptions reader_options() {
   capnp::ReaderOptions options;
-  options.traversalLimitInWords = 64 * 1024 * 1024;  // 512 MB: a 2 MB item or a snapshot chunk is far below
+  options.traversalLimitInWords = kTraversalLimitWords;
   return options;
 }
 
@@ -703,7 +710,16 @@ PeerLink* RpcHost::link(NodeId peer) {
 }
 
 void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
-  static int64_t last_log_ms = 0;
+  // A sender never puts more than kMaxMessagesPerDelivery in one delivery; a list of millions of empty elements fits
+  // in the traversal limit (8 bytes each) but is not decoded, nor is room reserved for it.
+  if (messages.size() > kMaxMessagesPerDelivery) {
+    metrics_.add_peer_message_rejected("undecodable");
+    if (std::optional<uint64_t> held_back = refused_warnings_.admit(std::to_string(from.value()), steady_ms())) {
+      spdlog::warn("refused a delivery of {} messages from node {} (at most {}); {} more like it not logged",
+                   messages.size(), from.value(), kMaxMessagesPerDelivery, *held_back);
+    }
+    return;
+  }
   // A node that is neither voter nor learner (removed, or never added) is not heard. Before this node knows any
   // membership (a --join node waiting for its first snapshot) every authenticated peer is.
   const bool member = (view_.voters.empty() && view_.learners.empty()) || view_.voters.contains(from) ||
@@ -724,10 +740,11 @@ void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
       refusal = "not_member";
     }
     if (refusal != nullptr) {
-      security_metrics_.add_peer_message_rejected(refusal);
-      if (log_now(last_log_ms)) {
-        spdlog::warn("refusing a Raft message on node {}'s link ({}): {}", from.value(), refusal,
-                     message.is_ok() ? message->describe() : message.status().to_string());
+      metrics_.add_peer_message_rejected(refusal);
+      if (std::optional<uint64_t> held_back =
+              refused_warnings_.admit(std::to_string(from.value()) + "/" + refusal, steady_ms())) {
+        spdlog::warn("refused a Raft message on node {}'s link ({}): {}; {} more like it not logged", from.value(),
+                     refusal, message.is_ok() ? message->describe() : message.status().to_string(), *held_back);
       }
       continue;
     }

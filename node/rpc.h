@@ -34,6 +34,7 @@
 #include "node/driver.h"
 #include "node/keyring.h"
 #include "node/request.h"
+#include "node/warn_limiter.h"
 #include "proto/mayfly.capnp.h"
 
 namespace mayfly::node {
@@ -109,6 +110,7 @@ class RpcHost final : public DriverOutput {
   uint64_t next_connection_id_ = 1;
   std::map<uint64_t, kj::Own<ServedConnection>> connections_;  // ordered by id: the oldest first
   size_t authenticated_connections_ = 0;
+  WarnLimiter refused_warnings_{1000};  // one line per sender per second
   NodeView view_;
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;

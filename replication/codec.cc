@@ -10,7 +10,7 @@ namespace {
 
 // Bumped when a layout changes; decoders refuse versions they do not know.
 constexpr uint8_t kEntryFormat = 1;
-constexpr uint8_t kMessageFormat = 1;
+constexpr uint8_t kMessageFormat = 2;  // 2: Message::clock_micros at the end
 constexpr uint8_t kConfigChangeFormat = 1;
 constexpr uint8_t kHardStateFormat = 1;
 constexpr uint8_t kSnapshotMetadataFormat = 1;
@@ -32,10 +32,10 @@ bool get_string(codec::Reader& reader, std::string& value) {
   return true;
 }
 
-// A count read from the input can be at most the bytes left (each element takes at least one byte), which bounds
-// allocations by the input size.
-bool get_count(codec::Reader& reader, uint64_t& count) {
-  return reader.get_varint(count) && count <= reader.rest().size();
+// A count read from the input can be at most what the bytes left can hold at `min_element_bytes` per element and at
+// most `max_count`, which bounds allocations by the input size (see codec.h).
+bool get_count(codec::Reader& reader, uint64_t& count, size_t min_element_bytes, size_t max_count) {
+  return reader.get_varint(count) && count <= reader.rest().size() / min_element_bytes && count <= max_count;
 }
 
 void put_entry(std::string& out, const Entry& entry) {
@@ -63,7 +63,7 @@ void put_id_set(std::string& out, const std::set<NodeId>& ids) {
 
 bool get_id_set(codec::Reader& reader, std::set<NodeId>& ids) {
   uint64_t count;
-  if (!get_count(reader, count)) return false;
+  if (!get_count(reader, count, 1, kMaxMembers)) return false;
   for (uint64_t i = 0; i < count; ++i) {
     NodeId id;
     if (!get_id(reader, id) || !ids.insert(id).second) return false;  // duplicates are malformed
@@ -136,17 +136,20 @@ std::string encode_message(const Message& message) {
   codec::put_u8(out, message.snapshot_done ? 1 : 0);
   codec::put_varint(out, message.read_round);
   codec::put_bytes(out, message.context);
+  codec::put_varint_signed(out, message.clock_micros);
   return out;
 }
 
 Result<Message> decode_message(std::string_view bytes) {
+  if (bytes.size() > kMaxEncodedMessageBytes) return malformed("message: too large");
   codec::Reader reader(bytes);
   Message message;
   uint8_t type;
   uint64_t entry_count;
   if (!check_version(reader, kMessageFormat) || !reader.get_u8(type) || type > kMaxMessageType ||
       !get_id(reader, message.from) || !get_id(reader, message.to) || !get_id(reader, message.term) ||
-      !get_id(reader, message.log_term) || !get_id(reader, message.index) || !get_count(reader, entry_count)) {
+      !get_id(reader, message.log_term) || !get_id(reader, message.index) ||
+      !get_count(reader, entry_count, kMinEncodedEntryBytes, kMaxDecodedEntries)) {
     return malformed("message header");
   }
   message.type = static_cast<MessageType>(type);
@@ -158,7 +161,7 @@ Result<Message> decode_message(std::string_view bytes) {
       !reader.get_bool(message.leadership_transfer) || !get_snapshot_metadata(reader, message.snapshot) ||
       !reader.get_varint(message.snapshot_offset) || !get_string(reader, message.snapshot_chunk) ||
       !reader.get_bool(message.snapshot_done) || !reader.get_varint(message.read_round) ||
-      !get_string(reader, message.context) || !reader.done()) {
+      !get_string(reader, message.context) || !reader.get_varint_signed(message.clock_micros) || !reader.done()) {
     return malformed("message body");
   }
   return message;

@@ -44,6 +44,13 @@ struct RaftConfig {
   // ReadIndex requests waiting on the leader for confirmation.
   int64_t max_pending_read_requests = 4096;
 
+  // Replicated time. The wall-clock time one tick stands for (the driver's tick interval): a leader measures the
+  // time since a follower's clock report in its own ticks, never by its wall clock (the thing that may jump).
+  int64_t tick_interval_micros = 10'000;
+  // A leader stamps entries at most this far ahead of the clock a quorum of voters (itself included) has at least
+  // (like CockroachDB's max-offset), so a leader whose clock jumps forward cannot expire data early.
+  int64_t max_clock_offset_micros = 500'000;
+
   Status validate() const;
 };
 

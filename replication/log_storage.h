@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -55,6 +56,24 @@ class LogStorage {
   // snapshot has been replaced by a newer one (the core then restarts the transfer with the new one).
   virtual Result<std::string> read_snapshot_chunk(LogIndex snapshot_index, uint64_t offset,
                                                   uint64_t max_bytes) const = 0;
+};
+
+// Where a follower writes a snapshot arriving from the leader, chunk by chunk, so that memory does not grow with the
+// snapshot's size (the in-memory alternative, without a sink, holds the whole snapshot until it is installed).
+// receive_begin() starts a transfer (dropping any partial one); receive_append() adds the next bytes; receive_finish()
+// makes the complete
+// data durable under a staging name that is never mistaken for a snapshot — the driver's storage takes it when it
+// persists the Ready's snapshot (Snapshot::staged); receive_abort() drops a partial transfer. A failed call leaves
+// no transfer: the core answers so that the leader starts over later. receive_begin refuses (InvalidArgument) a declared size
+// the sink cannot hold, e.g. more than the free disk.
+// Thread-safety: called by the core only, on its thread.
+class SnapshotSink {
+ public:
+  virtual ~SnapshotSink() = default;
+  virtual Status receive_begin(const SnapshotMetadata& metadata) = 0;
+  virtual Status receive_append(std::string_view chunk) = 0;
+  virtual Status receive_finish() = 0;
+  virtual void receive_abort() = 0;
 };
 
 // An in-memory LogStorage for tests and the simulator, with the write side a driver needs.

@@ -69,6 +69,7 @@ std::string Message::describe() const {
   }
   if (read_round != 0) out += " read_round=" + std::to_string(read_round);
   if (leadership_transfer) out += " transfer";
+  if (clock_micros != 0) out += " clock=" + std::to_string(clock_micros);
   return out;
 }
 

@@ -69,6 +69,10 @@ struct Message {
   uint64_t read_round = 0;
   std::string context;
 
+  // Responses (append, heartbeat, (pre-)vote, snapshot): the sender's wall clock at its last tick, in µs since the
+  // epoch; 0 when unknown. Leaders bound replicated time by what a quorum reports (RaftConfig::max_clock_offset).
+  int64_t clock_micros = 0;
+
   bool operator==(const Message&) const = default;
   std::string describe() const;  // one line for logs and test failures, without payloads
 };

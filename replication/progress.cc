@@ -30,6 +30,7 @@ void Progress::become_probe() {
   snapshot_sent_offset = snapshot_acked_offset = 0;
   snapshot_done_sent = false;
   snapshot_chunks_in_flight = snapshot_stalled_heartbeats = 0;
+  snapshot_read_failed = false;
 }
 
 void Progress::become_replicate() {
@@ -47,6 +48,7 @@ void Progress::become_snapshot(const SnapshotMetadata& metadata) {
   snapshot_sent_offset = snapshot_acked_offset = 0;
   snapshot_done_sent = false;
   snapshot_chunks_in_flight = snapshot_stalled_heartbeats = 0;
+  snapshot_read_failed = false;
 }
 
 void Progress::rewind_snapshot(uint64_t offset) {
@@ -56,6 +58,7 @@ void Progress::rewind_snapshot(uint64_t offset) {
   snapshot_done_sent = false;
   snapshot_chunks_in_flight = 0;
   snapshot_stalled_heartbeats = 0;
+  snapshot_read_failed = false;
 }
 
 bool Progress::maybe_update(LogIndex index) {

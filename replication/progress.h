@@ -67,6 +67,7 @@ struct Progress {
   bool snapshot_done_sent = false;
   int64_t snapshot_chunks_in_flight = 0;
   int64_t snapshot_stalled_heartbeats = 0;
+  bool snapshot_read_failed = false;  // the leader could not read its snapshot file: retry at the next heartbeat
 
   uint64_t read_round_acked = 0;  // highest ReadIndex round this follower acknowledged
 

@@ -1,6 +1,7 @@
 #include "replication/raft_core.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "common/assert.h"
@@ -26,6 +27,27 @@ bool must_wait_for_persist(MessageType type) {
   }
 }
 
+// Responses report the sender's clock to a leader or candidate (RaftCore's replicated-time ceiling).
+bool reports_clock(MessageType type) {
+  switch (type) {
+    case MessageType::kAppendResponse:
+    case MessageType::kHeartbeatResponse:
+    case MessageType::kPreVoteResponse:
+    case MessageType::kVoteResponse:
+    case MessageType::kSnapshotResponse:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr int64_t kNoCeiling = std::numeric_limits<int64_t>::max();
+
+// a + b for b >= 0, saturating at INT64_MAX (clock reports come from the network).
+int64_t add_saturating(int64_t a, int64_t b) {
+  return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b;
+}
+
 }  // namespace
 
 std::string_view role_name(Role role) {
@@ -42,11 +64,35 @@ std::string_view role_name(Role role) {
   return "unknown";
 }
 
+std::string_view reject_reason_name(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kNone:
+      return "none";
+    case RejectReason::kWrongSender:
+      return "wrong_sender";
+    case RejectReason::kWrongRecipient:
+      return "wrong_recipient";
+    case RejectReason::kTermOutOfRange:
+      return "term_out_of_range";
+    case RejectReason::kBadEntries:
+      return "bad_entries";
+    case RejectReason::kBadConfig:
+      return "bad_config";
+    case RejectReason::kBadSnapshot:
+      return "bad_snapshot";
+    case RejectReason::kBadResponse:
+      return "bad_response";
+    case RejectReason::kRivalLeader:
+      return "rival_leader";
+  }
+  return "unknown";
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Construction
 
 Result<std::unique_ptr<RaftCore>> RaftCore::create(const RaftConfig& config, const LogStorage& storage, Prng prng,
-                                                   LogIndex applied) {
+                                                   LogIndex applied, SnapshotSink* sink) {
   MAYFLY_RETURN_IF_ERROR(config.validate());
   const HardState hard_state = storage.hard_state();
   const SnapshotMetadata snapshot = storage.snapshot_metadata();
@@ -66,14 +112,14 @@ Result<std::unique_ptr<RaftCore>> RaftCore::create(const RaftConfig& config, con
     return Status::invalid_argument("applied " + id_text(applied.value()) + " past commit " +
                                     id_text(committed.value()));
   }
-  std::unique_ptr<RaftCore> core(new RaftCore(config, storage, std::move(prng), committed, applied));
+  std::unique_ptr<RaftCore> core(new RaftCore(config, storage, std::move(prng), committed, applied, sink));
   core->load_membership();
   return core;
 }
 
 RaftCore::RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prng, LogIndex committed,
-                   LogIndex applied)
-    : config_(config), storage_(storage), prng_(std::move(prng)), log_(storage, committed, applied) {
+                   LogIndex applied, SnapshotSink* sink)
+    : config_(config), storage_(storage), prng_(std::move(prng)), log_(storage, committed, applied), sink_(sink) {
   const HardState hard_state = storage.hard_state();
   persisted_hard_state_ = hard_state;
   become_follower(hard_state.term, NodeId(0));
@@ -101,7 +147,7 @@ void RaftCore::reset(Term term) {
   if (term_ != term) {
     term_ = term;
     vote_ = NodeId(0);
-    incoming_snapshot_.reset();
+    drop_incoming_snapshot();
   }
   leader_ = NodeId(0);
   election_elapsed_ticks_ = 0;
@@ -143,11 +189,16 @@ void RaftCore::become_leader() {
   leader_ = config_.self;
   role_ = Role::kLeader;
   sync_progress_with_membership();
+  leader_since_tick_ = ticks_;
+  leader_start_ts_micros_ = log_.last_ts_micros();
+  // Bootstrap entries are stamped with their index: such a log carries no cluster time yet.
+  leader_start_time_established_ = log_.last_ts_micros() > static_cast<int64_t>(log_.last_index().value());
   // Raft §8: a new leader commits an entry of its own term, which commits everything before it. It also carries
   // cluster time forward from the last entry.
+  const int64_t ts = stamp(now_micros_);
   append_as_leader(Entry{.term = term_,
                          .index = log_.last_index().next(),
-                         .ts_micros = std::max(now_micros_, log_.last_ts_micros() + 1),
+                         .ts_micros = ts,
                          .type = EntryType::kEmpty,
                          .data = {}});
   broadcast_append(/*send_if_empty=*/true);
@@ -159,6 +210,8 @@ bool RaftCore::promotable() const {
 
 void RaftCore::campaign(CampaignKind kind, bool leadership_transfer) {
   if (!promotable()) return;
+  // Campaigning needs term_.next() within kMaxTerm; a node there stays a follower (the driver logs it loudly).
+  if (term_exhausted()) return;
   Term vote_term;
   MessageType request;
   if (kind == CampaignKind::kPreElection) {
@@ -210,6 +263,7 @@ int RaftCore::tally_votes() const {
 void RaftCore::tick(int64_t now_micros) {
   assert_no_ready_in_flight();
   now_micros_ = now_micros;
+  ++ticks_;
   if (role_ == Role::kLeader) {
     tick_heartbeat();
   } else {
@@ -244,9 +298,15 @@ void RaftCore::tick_heartbeat() {
     broadcast_heartbeat();
     // Snapshot chunks travel without retransmission of their own: when acks stop for two heartbeat intervals,
     // resume from the last acknowledged offset.
+    // A transfer stopped by a failed read of the snapshot file is retried here, once per heartbeat interval.
     for (auto& [id, progress] : progress_) {
-      if (progress.state != ProgressState::kSnapshot || progress.snapshot_chunks_in_flight == 0) continue;
-      if (!progress.recent_active) continue;  // do not stream a snapshot at a node that stopped answering
+      if (progress.state != ProgressState::kSnapshot || !progress.recent_active) continue;
+      if (progress.snapshot_read_failed) {
+        progress.snapshot_read_failed = false;
+        send_snapshot_chunks(id, progress);
+        continue;
+      }
+      if (progress.snapshot_chunks_in_flight == 0) continue;
       if (++progress.snapshot_stalled_heartbeats >= 2) {
         progress.rewind_snapshot(progress.snapshot_acked_offset);
         send_snapshot_chunks(id, progress);
@@ -274,14 +334,12 @@ bool RaftCore::quorum_active() const {
 
 Status RaftCore::step(const Message& message) {
   assert_no_ready_in_flight();
-  if (message.to != config_.self) {
-    return Status::invalid_argument("message for node " + id_text(message.to.value()) + " stepped into node " +
-                                    id_text(config_.self.value()));
+  last_rejection_ = RejectReason::kNone;
+  if (std::optional<Refusal> refusal = validate(message)) {
+    last_rejection_ = refusal->reason;
+    return Status::invalid_argument(std::string(reject_reason_name(refusal->reason)) + ": " + refusal->what);
   }
-  if (message.from == NodeId(0) || message.from == config_.self) {
-    return Status::invalid_argument("message from invalid sender " + id_text(message.from.value()));
-  }
-  if (message.type == MessageType::kAppend) MAYFLY_RETURN_IF_ERROR(validate_append(message));
+  note_clock_report(message);
 
   if (message.term > term_) {
     if (is_vote_request(message.type)) {
@@ -331,19 +389,129 @@ Status RaftCore::step(const Message& message) {
   return Status::ok();
 }
 
-Status RaftCore::validate_append(const Message& message) const {
+std::optional<RaftCore::Refusal> RaftCore::validate(const Message& message) const {
+  if (message.to != config_.self) {
+    return Refusal{RejectReason::kWrongRecipient, "message for node " + id_text(message.to.value()) +
+                                                      " stepped into node " + id_text(config_.self.value())};
+  }
+  if (message.from == NodeId(0) || message.from == config_.self) {
+    return Refusal{RejectReason::kWrongSender, "message from invalid sender " + id_text(message.from.value())};
+  }
+  if (message.term > kMaxTerm || message.log_term > kMaxTerm || message.snapshot.term > kMaxTerm) {
+    return Refusal{RejectReason::kTermOutOfRange, "term " + id_text(message.term.value()) + " (log term " +
+                                                      id_text(message.log_term.value()) + ") above the maximum " +
+                                                      id_text(kMaxTerm.value())};
+  }
+  if (message.type == MessageType::kAppend) {
+    if (std::optional<Refusal> refusal = validate_append(message)) return refusal;
+  }
+  if (message.type == MessageType::kSnapshot) {
+    if (std::optional<Refusal> refusal = validate_snapshot(message)) return refusal;
+  }
+  // What follows checks content against local state; a message from an older term is only answered, never acted
+  // on, so it is not checked (an old leader's entries may well conflict with what is committed now).
+  if (message.term < term_) return std::nullopt;
+  const bool from_leader = message.type == MessageType::kAppend || message.type == MessageType::kHeartbeat ||
+                           message.type == MessageType::kSnapshot;
+  if (role_ == Role::kLeader && message.term == term_) {
+    if (from_leader) {
+      // Election safety says this cannot come from a correct peer: refuse it rather than follow a second leader.
+      return Refusal{RejectReason::kRivalLeader, "node " + id_text(config_.self.value()) + " leads term " +
+                                                     id_text(term_.value()) + " but got " + message.describe()};
+    }
+    if (message.type == MessageType::kAppendResponse && !message.reject && message.index > log_.last_index()) {
+      return Refusal{RejectReason::kBadResponse, "acknowledges index " + id_text(message.index.value()) +
+                                                     " past the last index " + id_text(log_.last_index().value())};
+    }
+    if (message.type == MessageType::kHeartbeatResponse && message.read_round > read_round_) {
+      return Refusal{RejectReason::kBadResponse, "acknowledges read round " + id_text(message.read_round) +
+                                                     " never sent (latest " + id_text(read_round_) + ")"};
+    }
+  }
+  if (message.type == MessageType::kAppend) return validate_append_against_log(message);
+  if (message.type == MessageType::kSnapshot && message.snapshot.index > log_.committed() &&
+      message.snapshot.ts_micros <= log_.ts_at(log_.committed())) {
+    return Refusal{RejectReason::kBadSnapshot, "snapshot time " + std::to_string(message.snapshot.ts_micros) +
+                                                   " not after the committed entry's"};
+  }
+  return std::nullopt;
+}
+
+std::optional<RaftCore::Refusal> RaftCore::validate_append(const Message& message) const {
+  const auto bad = [](std::string what) { return Refusal{RejectReason::kBadEntries, "append: " + std::move(what)}; };
+  if (message.log_term > message.term) return bad("log_term above the leader's term");
+  if (message.index.value() > UINT64_MAX - message.entries.size()) return bad("entry indexes overflow");
   LogIndex expected = message.index.next();
   Term previous_term = message.log_term;
-  if (message.log_term > message.term) return Status::invalid_argument("append: log_term above the leader's term");
+  const Entry* previous = nullptr;
   for (const Entry& entry : message.entries) {
-    if (entry.index != expected) return Status::invalid_argument("append: entries not contiguous");
-    if (entry.term < previous_term || entry.term > message.term) {
-      return Status::invalid_argument("append: entry terms out of order");
+    if (entry.index != expected) return bad("entries not contiguous");
+    if (entry.term < previous_term || entry.term > message.term) return bad("entry terms out of order");
+    if (entry.ts_micros < 0 || entry.ts_micros > kMaxTimestampMicros) {
+      return bad("entry " + id_text(entry.index.value()) + " has ts " + std::to_string(entry.ts_micros) +
+                 " outside [0, 2^62]");
+    }
+    if (previous != nullptr && entry.ts_micros <= previous->ts_micros) {
+      return bad("entry " + id_text(entry.index.value()) + " does not advance time");
     }
     expected = expected.next();
     previous_term = entry.term;
+    previous = &entry;
   }
-  return Status::ok();
+  return std::nullopt;
+}
+
+std::optional<RaftCore::Refusal> RaftCore::validate_append_against_log(const Message& message) const {
+  // Mirrors handle_append: only entries that would be appended are checked.
+  if (message.index < log_.committed() || !log_.match_term(message.index, message.log_term)) return std::nullopt;
+  const LogIndex conflict = log_.find_conflict(message.entries);
+  if (conflict == LogIndex(0)) return std::nullopt;
+  if (conflict <= log_.committed()) {
+    return Refusal{RejectReason::kBadEntries, "append: entry " + id_text(conflict.value()) +
+                                                  " conflicts with a committed entry (commit " +
+                                                  id_text(log_.committed().value()) + ")"};
+  }
+  // Entries before `conflict` match ours (same index and term: the same entry), so the first fresh one must come
+  // after our entry before it in time, as every entry of a log does.
+  const size_t first_fresh = conflict.value() - message.index.value() - 1;
+  const Entry& fresh = message.entries[first_fresh];
+  if (fresh.ts_micros <= log_.ts_at(conflict.prev())) {
+    return Refusal{RejectReason::kBadEntries, "append: entry " + id_text(conflict.value()) + " at ts " +
+                                                  std::to_string(fresh.ts_micros) + " does not advance time"};
+  }
+  // Config changes take effect when appended: each must decode and apply to the membership before it.
+  Membership members = membership_at(conflict.prev());
+  for (size_t i = first_fresh; i < message.entries.size(); ++i) {
+    const Entry& entry = message.entries[i];
+    if (entry.type != EntryType::kConfigChange) continue;
+    Result<ConfigChange> change = decode_config_change(entry.data);
+    if (!change.is_ok()) {
+      return Refusal{RejectReason::kBadConfig, "config entry " + id_text(entry.index.value()) + ": " +
+                                                   change.status().to_string()};
+    }
+    const Status applied = apply_config_change(*change, members);
+    if (!applied.is_ok()) {
+      return Refusal{RejectReason::kBadConfig, "config entry " + id_text(entry.index.value()) + ": " +
+                                                   applied.to_string()};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<RaftCore::Refusal> RaftCore::validate_snapshot(const Message& message) const {
+  const SnapshotMetadata& metadata = message.snapshot;
+  const auto bad = [](std::string what) {
+    return Refusal{RejectReason::kBadSnapshot, "snapshot: " + std::move(what)};
+  };
+  if (metadata.term > message.term) return bad("term above the leader's");
+  if (metadata.index == LogIndex(0) || metadata.term == Term(0)) return bad("no index or term");
+  if (metadata.membership.voters.empty()) return bad("no voters");
+  if (metadata.ts_micros < 0 || metadata.ts_micros > kMaxTimestampMicros) return bad("ts outside [0, 2^62]");
+  if (message.snapshot_offset > metadata.size_bytes ||
+      message.snapshot_chunk.size() > metadata.size_bytes - message.snapshot_offset) {
+    return bad("chunk outside the snapshot");
+  }
+  return std::nullopt;
 }
 
 void RaftCore::handle_vote_request(const Message& message) {
@@ -434,6 +602,7 @@ void RaftCore::step_leader(const Message& message) {
     case MessageType::kAppend:
     case MessageType::kHeartbeat:
     case MessageType::kSnapshot:
+      // validate() refuses these (kRivalLeader); reaching here is a bug in the core.
       MAYFLY_UNREACHABLE("election safety: node %llu leads term %llu but got %s from node %llu",
                          as_ull(config_.self.value()), as_ull(term_.value()), message.describe().c_str(),
                          as_ull(message.from.value()));
@@ -489,13 +658,14 @@ void RaftCore::handle_append(const Message& message) {
   const LogIndex last_new = LogIndex(message.index.value() + message.entries.size());
   const LogIndex conflict = log_.find_conflict(message.entries);
   if (conflict != LogIndex(0)) {
+    // validate_append_against_log refused anything these two asserts check; they guard the core's own logic.
     MAYFLY_ASSERT_MSG(conflict > log_.committed(), "leader %llu conflicts with committed entry %llu",
                       as_ull(message.from.value()), as_ull(conflict.value()));
     if (conflict <= log_.last_index()) note_truncation(conflict);
     std::vector<Entry> fresh(message.entries.begin() + static_cast<ptrdiff_t>(conflict.value() -
                                                                               message.index.value() - 1),
                              message.entries.end());
-    MAYFLY_ASSERT_MSG(fresh.front().ts_micros > log_.last_ts_micros() || conflict <= log_.last_index(),
+    MAYFLY_ASSERT_MSG(fresh.front().ts_micros > log_.ts_at(conflict.prev()),
                       "leader's entry %llu does not advance time", as_ull(conflict.value()));
     log_.append(fresh);
     note_appended_entries(fresh);
@@ -517,52 +687,159 @@ void RaftCore::handle_snapshot(const Message& message) {
   const SnapshotMetadata& metadata = message.snapshot;
   if (metadata.index <= log_.committed()) {
     // Already have it (e.g. a retransmitted chunk after we installed it): tell the leader where we are.
-    incoming_snapshot_.reset();
+    drop_incoming_snapshot();
     send(Message{.type = MessageType::kAppendResponse, .to = message.from, .term = term_, .index = log_.committed()});
     return;
   }
   if (metadata.size_bytes > config_.max_snapshot_bytes) {
-    incoming_snapshot_.reset();
-    return;  // refuse: the leader keeps retrying, and an operator sees the follower stuck
+    // Refuse: the leader keeps retrying, and an operator sees the follower stuck (and the count).
+    drop_incoming_snapshot();
+    ++snapshot_receive_errors_;
+    last_snapshot_error_ = "refused a snapshot declaring " + std::to_string(metadata.size_bytes) +
+                           " bytes (max_snapshot_bytes " + std::to_string(config_.max_snapshot_bytes) + ")";
+    return;
   }
-  if (message.snapshot_offset == 0) incoming_snapshot_ = Snapshot{metadata, {}};
+  if (message.snapshot_offset == 0) {
+    drop_incoming_snapshot();
+    if (sink_ != nullptr) {
+      if (Status begun = sink_->receive_begin(metadata); !begun.is_ok()) {
+        ++snapshot_receive_errors_;
+        last_snapshot_error_ = "cannot receive the snapshot at " + id_text(metadata.index.value()) + ": " +
+                               begun.to_string();
+        return;  // like a refused size: the leader retries
+      }
+    }
+    incoming_snapshot_ = Snapshot{.metadata = metadata, .data = {}, .staged = sink_ != nullptr};
+    incoming_received_ = 0;
+  }
   const bool same_snapshot = incoming_snapshot_.has_value() && incoming_snapshot_->metadata == metadata;
-  if (!same_snapshot || message.snapshot_offset != incoming_snapshot_->data.size() ||
+  if (!same_snapshot || message.snapshot_offset != incoming_received_ ||
       message.snapshot_offset + message.snapshot_chunk.size() > metadata.size_bytes ||
       (message.snapshot_done && message.snapshot_offset + message.snapshot_chunk.size() != metadata.size_bytes)) {
     // Out of order (a lost or reordered chunk) or a different snapshot: ask for what we can use.
-    send(Message{.type = MessageType::kSnapshotResponse,
-                 .to = message.from,
-                 .term = term_,
-                 .index = metadata.index,
-                 .reject = true,
-                 .snapshot = metadata,
-                 .snapshot_offset = same_snapshot ? incoming_snapshot_->data.size() : 0});
+    reject_snapshot_chunk(message, same_snapshot ? incoming_received_ : 0);
     return;
   }
-  incoming_snapshot_->data += message.snapshot_chunk;
+  if (sink_ != nullptr) {
+    if (Status written = sink_->receive_append(message.snapshot_chunk); !written.is_ok()) {
+      ++snapshot_receive_errors_;
+      last_snapshot_error_ = "cannot write the incoming snapshot: " + written.to_string();
+      // No answer: the leader resends after two silent heartbeats and is then told to start over, so a disk that
+      // keeps failing costs one attempt per two heartbeats, not a storm of retransmissions.
+      drop_incoming_snapshot();
+      return;
+    }
+  } else {
+    incoming_snapshot_->data += message.snapshot_chunk;
+  }
+  incoming_received_ += message.snapshot_chunk.size();
   if (!message.snapshot_done) {
     send(Message{.type = MessageType::kSnapshotResponse,
                  .to = message.from,
                  .term = term_,
                  .index = metadata.index,
                  .snapshot = metadata,
-                 .snapshot_offset = incoming_snapshot_->data.size()});
+                 .snapshot_offset = incoming_received_});
     return;
   }
-  Snapshot snapshot = std::move(*incoming_snapshot_);
-  incoming_snapshot_.reset();
   if (log_.match_term(metadata.index, metadata.term)) {
     // Our log already has the snapshot's last entry: everything up to it is committed, keep the log (Raft §7).
+    drop_incoming_snapshot();
     log_.commit_to(metadata.index);
     send(Message{.type = MessageType::kAppendResponse, .to = message.from, .term = term_, .index = log_.committed()});
     return;
   }
+  if (sink_ != nullptr) {
+    if (Status finished = sink_->receive_finish(); !finished.is_ok()) {
+      ++snapshot_receive_errors_;
+      last_snapshot_error_ = "cannot write the incoming snapshot: " + finished.to_string();
+      drop_incoming_snapshot();  // no answer, as above
+      return;
+    }
+  }
+  Snapshot snapshot = std::move(*incoming_snapshot_);
+  incoming_snapshot_.reset();
+  incoming_received_ = 0;
   base_membership_ = metadata.membership;
   base_membership_index_ = metadata.index;
   membership_changes_.clear();
   log_.restore(std::move(snapshot));
   send(Message{.type = MessageType::kAppendResponse, .to = message.from, .term = term_, .index = log_.last_index()});
+}
+
+void RaftCore::drop_incoming_snapshot() {
+  if (incoming_snapshot_.has_value() && sink_ != nullptr) sink_->receive_abort();
+  incoming_snapshot_.reset();
+  incoming_received_ = 0;
+}
+
+void RaftCore::reject_snapshot_chunk(const Message& message, uint64_t offset) {
+  send(Message{.type = MessageType::kSnapshotResponse,
+               .to = message.from,
+               .term = term_,
+               .index = message.snapshot.index,
+               .reject = true,
+               .snapshot = message.snapshot,
+               .snapshot_offset = offset});
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Replicated time
+
+void RaftCore::note_clock_report(const Message& message) {
+  // Only members' reports are kept (the map stays bounded); a stale or delayed report only underestimates.
+  if (!reports_clock(message.type) || message.clock_micros <= 0 || !membership().contains(message.from)) return;
+  clock_reports_[message.from] = ClockReport{message.clock_micros, ticks_};
+}
+
+std::optional<int64_t> RaftCore::quorum_clock_estimate(int64_t now_micros) const {
+  const Membership& members = membership();
+  std::vector<int64_t> clocks;
+  for (NodeId voter : members.voters) {
+    if (voter == config_.self) {
+      clocks.push_back(now_micros);
+      continue;
+    }
+    if (std::optional<int64_t> clock = clock_estimate(voter)) clocks.push_back(*clock);
+  }
+  // Voters that never reported count as unknown; with fewer than a quorum known there is no estimate. Taking the
+  // quorum-th highest of the known ones can only underestimate (an unknown clock might have been higher).
+  if (members.voters.empty() || clocks.size() < members.quorum_size()) return std::nullopt;
+  std::sort(clocks.begin(), clocks.end(), std::greater<>());
+  return clocks[members.quorum_size() - 1];
+}
+
+int64_t RaftCore::time_ceiling_micros(int64_t now_micros) const {
+  if (role_ != Role::kLeader) return kNoCeiling;
+  if (std::optional<int64_t> quorum = quorum_clock_estimate(now_micros)) {
+    return add_saturating(*quorum, config_.max_clock_offset_micros);
+  }
+  if (!leader_start_time_established_) return kNoCeiling;
+  // No quorum of reports yet: time moves no faster than our ticks since the election.
+  return add_saturating(leader_start_ts_micros_, micros_since_tick(leader_since_tick_));
+}
+
+int64_t RaftCore::micros_since_tick(int64_t tick) const {
+  const int64_t elapsed_ticks = std::max<int64_t>(0, ticks_ - tick);
+  const int64_t max_ticks = std::numeric_limits<int64_t>::max() / config_.tick_interval_micros;
+  return std::min(elapsed_ticks, max_ticks) * config_.tick_interval_micros;
+}
+
+std::optional<int64_t> RaftCore::clock_estimate(NodeId member) const {
+  auto it = clock_reports_.find(member);
+  if (it == clock_reports_.end()) return std::nullopt;
+  return add_saturating(it->second.clock_micros, micros_since_tick(it->second.at_tick));
+}
+
+int64_t RaftCore::stamp(int64_t now_micros) {
+  const int64_t ceiling = time_ceiling_micros(now_micros);
+  const int64_t ts = std::max(std::min(now_micros, ceiling), log_.last_ts_micros() + 1);
+  if (ts < now_micros) {  // only the ceiling makes ts fall below our clock
+    ++clock_holds_;
+    last_clock_hold_ahead_micros_ = now_micros - ts;
+    last_clock_hold_ts_micros_ = ts;
+  }
+  return ts;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -619,7 +896,7 @@ Result<Proposal> RaftCore::propose_entry(EntryType type, std::string data, int64
   now_micros_ = now_micros;
   Entry entry{.term = term_,
               .index = log_.last_index().next(),
-              .ts_micros = std::max(now_micros, log_.last_ts_micros() + 1),
+              .ts_micros = stamp(now_micros),
               .type = type,
               .data = std::move(data)};
   const Proposal proposal{entry.index, entry.term, entry.ts_micros};
@@ -684,8 +961,15 @@ void RaftCore::send_snapshot_chunks(NodeId to, Progress& progress) {
     const uint64_t offset = progress.snapshot_sent_offset;
     Result<std::string> chunk = storage_.read_snapshot_chunk(snapshot.index, offset, config_.snapshot_chunk_bytes);
     if (!chunk.is_ok()) {
-      MAYFLY_ASSERT_MSG(chunk.status().code() == StatusCode::kNotFound, "read snapshot chunk: %s",
-                        chunk.status().to_string().c_str());
+      if (chunk.status().code() != StatusCode::kNotFound) {
+        // The file could not be read (EIO, EMFILE, ...): the node's state is intact, only this transfer stalls.
+        // Count it and try again at the next heartbeat; the follower keeps asking meanwhile.
+        ++snapshot_read_errors_;
+        last_snapshot_error_ = "read snapshot " + id_text(snapshot.index.value()) + " for node " +
+                               id_text(to.value()) + ": " + chunk.status().to_string();
+        progress.snapshot_read_failed = true;
+        return;
+      }
       // The snapshot was replaced by a newer one: start over with it. (The same one again would loop forever.)
       const LogIndex gone = snapshot.index;
       progress.become_snapshot(storage_.snapshot_metadata());
@@ -870,7 +1154,8 @@ void RaftCore::note_appended_entries(const std::vector<Entry>& entries) {
                       change.status().to_string().c_str());
     Membership next = membership();
     const Status applied = apply_config_change(*change, next);
-    // The leader validated the change against the same log prefix, so it applies here too.
+    // The leader validated the change against the same log prefix (and a follower's validate_append_against_log
+    // checked it again on arrival), so it applies here too.
     MAYFLY_ASSERT_MSG(applied.is_ok(), "config entry %llu: %s", as_ull(entry.index.value()),
                       applied.to_string().c_str());
     membership_changes_.emplace_back(entry.index, std::move(next));
@@ -1104,10 +1389,25 @@ RaftStatus RaftCore::status() const {
   }
   status.membership = membership();
   status.transfer_target = transfer_target_;
+  if (role_ == Role::kLeader) {
+    for (NodeId voter : membership().voters) {
+      const std::optional<int64_t> estimate = voter == config_.self ? std::nullopt : clock_estimate(voter);
+      if (!estimate) continue;
+      int64_t offset = 0;
+      if (__builtin_sub_overflow(*estimate, now_micros_, &offset)) offset = kNoCeiling;
+      status.clock_offsets_micros[voter] = offset;
+    }
+  }
+  status.clock_holds = clock_holds_;
+  status.last_clock_hold_ahead_micros = last_clock_hold_ahead_micros_;
+  status.last_clock_hold_ts_micros = last_clock_hold_ts_micros_;
   for (const auto& [id, progress] : progress_) {
     status.progress[id] = RaftStatus::FollowerProgress{progress.match, progress.next, progress.state,
                                                        progress.recent_active};
   }
+  status.snapshot_read_errors = snapshot_read_errors_;
+  status.snapshot_receive_errors = snapshot_receive_errors_;
+  status.last_snapshot_error = last_snapshot_error_;
   return status;
 }
 
@@ -1177,6 +1477,7 @@ void RaftCore::check_invariants() const {
 
 void RaftCore::send(Message message) {
   message.from = config_.self;
+  if (reports_clock(message.type)) message.clock_micros = now_micros_;
   messages_.push_back(std::move(message));
 }
 

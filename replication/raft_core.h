@@ -24,10 +24,19 @@
 //   that change commits (without counting itself), then steps down.
 // - The leader counts itself toward a commit quorum only for entries the driver has persisted (advance), so a
 //   leader crash can never lose an entry its followers were told is committed.
-// - Replicated time: every entry carries ts_micros = max(driver's now, previous entry's ts + 1), stamped by the
-//   leader. Because each entry is stamped after its predecessor in the leader's log, ts increases strictly along
-//   every log, across leader changes too.
-// - Errors from LogStorage reads are fatal (asserts): the node's state is then unknown.
+// - Replicated time: every entry carries ts_micros = max(min(driver's now, ceiling), previous entry's ts + 1),
+//   stamped by the leader. Because each entry is stamped after its predecessor in the leader's log, ts increases
+//   strictly along every log, across leader changes too. The ceiling keeps a leader whose clock jumped forward from
+//   dragging cluster time (and expiry) with it: followers report their clocks in their responses
+//   (Message::clock_micros); the leader estimates each voter's clock as its last report plus the leader's own ticks
+//   since then × tick_interval_micros (ticks, not the leader's wall clock, measure elapsed time), and the ceiling is
+//   the clock a quorum of voters (itself included) has at least, plus max_clock_offset_micros. A leader without a
+//   quorum of reports (peers that never ticked, or of an older version) caps at the log's time when it was elected
+//   plus its ticks since; a log still at bootstrap time (entries stamped with their index) has no time to protect
+//   and takes the leader's clock. A single voter is its own quorum: nothing bounds its clock.
+// - Errors from LogStorage reads are fatal (asserts): the node's state is then unknown. Except the snapshot file: a
+//   leader that cannot read it (EIO, EMFILE) counts the error (RaftStatus::snapshot_read_errors) and retries the
+//   transfer at the next heartbeat; the follower keeps waiting.
 //
 // Thread-safety: not thread-safe. One RaftCore belongs to one thread (the driver's).
 #pragma once
@@ -55,6 +64,26 @@ namespace mayfly::replication {
 
 enum class Role : uint8_t { kFollower, kPreCandidate, kCandidate, kLeader };
 std::string_view role_name(Role role);
+
+// Why RaftCore::step refused a message. Everything in a message is checked before it changes any state, so a refused
+// message changed nothing; the driver counts it (the name is the `reason` label of
+// mayfly_peer_messages_rejected_total) and logs it with the sender.
+enum class RejectReason : uint8_t {
+  kNone = 0,
+  kWrongSender,      // from is 0 or this node itself
+  kWrongRecipient,   // to is another node
+  kTermOutOfRange,   // a term (message, log_term, snapshot) above kMaxTerm
+  kBadEntries,       // append: entries not contiguous after `index`, terms not within [log_term, term], timestamps
+                     // outside [0, kMaxTimestampMicros] or not strictly increasing (among themselves and after the
+                     // entry before them), or overwriting a committed entry
+  kBadConfig,        // append: a config-change entry whose data does not decode or does not apply
+  kBadSnapshot,      // snapshot metadata or chunk inconsistent (term above the message's, no voters, time going back
+                     // or out of range)
+  kBadResponse,      // a response acknowledging what this leader never sent (an index past its log, a future round)
+  kRivalLeader,      // an append, heartbeat or snapshot in this leader's own term from another node
+};
+inline constexpr size_t kRejectReasonCount = 9;
+std::string_view reject_reason_name(RejectReason reason);
 
 // Everything the driver must do after one batch of inputs, in this order (see the driver loop above).
 // A value; the driver may hand its parts to other threads (e.g. messages to the transport).
@@ -117,6 +146,14 @@ struct RaftStatus {
   int64_t ticks_since_leader_contact = -1;
   Membership membership;
   NodeId transfer_target;  // leader only: 0 unless a transfer is in progress
+  // Leader only: each other voter's estimated clock minus ours at the last tick (positive: it is ahead), for the
+  // voters that reported one.
+  std::map<NodeId, int64_t> clock_offsets_micros;
+  // Entries this node stamped below its own clock because of the max-clock-offset ceiling (since it started), and
+  // the latest such entry: how far our clock was ahead of its ts, and the ts.
+  uint64_t clock_holds = 0;
+  int64_t last_clock_hold_ahead_micros = 0;
+  int64_t last_clock_hold_ts_micros = 0;
   struct FollowerProgress {
     LogIndex match;
     LogIndex next;
@@ -124,26 +161,38 @@ struct RaftStatus {
     bool recent_active = false;
   };
   std::map<NodeId, FollowerProgress> progress;  // leader only
+  // Snapshot transfers that went wrong locally, since the core was created. Leader: reads of its snapshot file that
+  // failed (other than "replaced by a newer one"); the transfer is retried at the next heartbeat. Follower: incoming
+  // snapshots refused (declared size over max_snapshot_bytes or what the sink can hold) or whose sink failed.
+  uint64_t snapshot_read_errors = 0;
+  uint64_t snapshot_receive_errors = 0;
+  std::string last_snapshot_error;  // the latest of either, for the log
 };
 
 class RaftCore {
  public:
   // Builds a core from what `storage` holds (which outlives the core). `applied` is the index the state machine has
   // already applied (0: the storage's snapshot index), so a restart does not re-apply entries.
+  // With a `sink` (not owned; outlives the core), a follower streams incoming snapshots into it and hands them out
+  // staged (Snapshot::staged); without one it assembles them in memory.
   static Result<std::unique_ptr<RaftCore>> create(const RaftConfig& config, const LogStorage& storage, Prng prng,
-                                                  LogIndex applied = LogIndex(0));
+                                                  LogIndex applied = LogIndex(0), SnapshotSink* sink = nullptr);
 
   RaftCore(const RaftCore&) = delete;
   RaftCore& operator=(const RaftCore&) = delete;
 
   // --- Inputs ---
-  // One message from a peer. InvalidArgument for a message not meant for this node or malformed (drop it).
+  // One message from a peer. InvalidArgument for a message not meant for this node or malformed (dropped; nothing
+  // changed); last_rejection() then says why. No content of a message can trip an assert.
   Status step(const Message& message);
-  // Time passes by one tick; `now_micros` is the driver's wall clock, remembered for stamping entries.
+  // Time passes by one tick; `now_micros` is the driver's wall clock, remembered for stamping entries and reported
+  // in this node's responses. Call it every config.tick_interval_micros: a leader counts ticks to estimate how far
+  // its voters' clocks moved since they reported them.
   void tick(int64_t now_micros);
   // Appends a command to the log (leader only). Unavailable when not leader, during a leadership transfer, or over
   // max_uncommitted_bytes (retry later); InvalidArgument over max_entry_bytes. The first form stamps with the
-  // `now` of the last tick; the second with `now_micros` (and remembers it).
+  // `now` of the last tick; the second with `now_micros` (and remembers it) — each capped by the max-clock-offset
+  // ceiling and never below the previous entry's ts + 1.
   Result<Proposal> propose(std::string data);
   Result<Proposal> propose(std::string data, int64_t now_micros);
   // Appends an empty entry that only advances replicated time.
@@ -177,6 +226,14 @@ class RaftCore {
   Role role() const { return role_; }
   Term term() const { return term_; }
   NodeId leader() const { return leader_; }
+  // Why the latest step refused its message (kNone after a step that returned OK).
+  RejectReason last_rejection() const { return last_rejection_; }
+  // True once the term reached kMaxTerm: this node can no longer campaign (it still follows and votes).
+  bool term_exhausted() const { return term_ >= kMaxTerm; }
+  // Leader: the highest ts it may stamp now (see "Replicated time" above; INT64_MAX when nothing bounds it). A
+  // driver that waits for replicated time to reach an instant should wait for this, not only its own clock, to
+  // reach it. Not leader: INT64_MAX.
+  int64_t time_ceiling_micros() const { return time_ceiling_micros(now_micros_); }
   // Always-on checks of the core's invariants; aborts the process when one does not hold.
   void check_invariants() const;
 
@@ -199,7 +256,8 @@ class RaftCore {
     std::optional<LogIndex> last_committed;
   };
 
-  RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prng, LogIndex committed, LogIndex applied);
+  RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prng, LogIndex committed, LogIndex applied,
+           SnapshotSink* sink);
   void load_membership();
 
   // Roles.
@@ -226,10 +284,34 @@ class RaftCore {
   void handle_append(const Message& message);
   void handle_heartbeat(const Message& message);
   void handle_snapshot(const Message& message);
+  // Follower: drops the incoming snapshot transfer, if any (and the sink's partial file).
+  void drop_incoming_snapshot();
+  // Follower: asks the leader to resend the snapshot `metadata` from `offset`.
+  void reject_snapshot_chunk(const Message& message, uint64_t offset);
   void handle_append_response(const Message& message, Progress& progress);
   void handle_heartbeat_response(const Message& message, Progress& progress);
   void handle_snapshot_response(const Message& message, Progress& progress);
-  Status validate_append(const Message& message) const;
+  struct Refusal {
+    RejectReason reason;
+    std::string what;
+  };
+  // Checks of a message before it may change anything: its own consistency, then (for what would be acted on)
+  // against the log.
+  std::optional<Refusal> validate(const Message& message) const;
+  std::optional<Refusal> validate_append(const Message& message) const;
+  std::optional<Refusal> validate_append_against_log(const Message& message) const;
+  std::optional<Refusal> validate_snapshot(const Message& message) const;
+
+  // Replicated time.
+  void note_clock_report(const Message& message);
+  // Wall-clock time our ticks since `tick` stand for (saturating).
+  int64_t micros_since_tick(int64_t tick) const;
+  // A member's clock now: its last report plus our ticks since; nullopt if it never reported.
+  std::optional<int64_t> clock_estimate(NodeId member) const;
+  std::optional<int64_t> quorum_clock_estimate(int64_t now_micros) const;
+  int64_t time_ceiling_micros(int64_t now_micros) const;
+  // The ts of the next entry the leader appends (counts holds).
+  int64_t stamp(int64_t now_micros);
 
   // Leader replication.
   Result<Proposal> propose_entry(EntryType type, std::string data, int64_t now_micros);
@@ -278,6 +360,22 @@ class RaftCore {
   int64_t heartbeat_elapsed_ticks_ = 0;
   int64_t randomized_election_timeout_ticks_ = 0;
   int64_t now_micros_ = 0;
+  int64_t ticks_ = 0;  // every tick since this core was created (its monotonic measure of elapsed time)
+
+  // The clock each member last reported (Message::clock_micros) and ticks_ when it arrived. Kept across roles: a
+  // report plus the ticks since is an estimate whenever it is used.
+  struct ClockReport {
+    int64_t clock_micros;
+    int64_t at_tick;
+  };
+  std::map<NodeId, ClockReport> clock_reports_;
+  // Leader: ticks_ and the log's last ts when it was elected, and whether that log had any time to protect.
+  int64_t leader_since_tick_ = 0;
+  int64_t leader_start_ts_micros_ = 0;
+  bool leader_start_time_established_ = false;
+  uint64_t clock_holds_ = 0;
+  int64_t last_clock_hold_ahead_micros_ = 0;
+  int64_t last_clock_hold_ts_micros_ = 0;
 
   std::map<NodeId, bool> votes_;         // candidate: who granted (true) or refused (false)
   std::map<NodeId, Progress> progress_;  // leader: every member, self included
@@ -297,10 +395,17 @@ class RaftCore {
   std::vector<std::pair<NodeId, std::string>> reads_before_commit_;  // leader: waiting for a commit in its term
   std::vector<ReadState> read_states_;
 
-  std::optional<Snapshot> incoming_snapshot_;  // follower: chunks received so far
+  // Follower: the snapshot transfer under way — its bytes so far in `data`, or (staged) in sink_ — and their count.
+  SnapshotSink* sink_;
+  std::optional<Snapshot> incoming_snapshot_;
+  uint64_t incoming_received_ = 0;
+  uint64_t snapshot_read_errors_ = 0;
+  uint64_t snapshot_receive_errors_ = 0;
+  std::string last_snapshot_error_;
 
   std::vector<Message> messages_;
   std::optional<ReadyInFlight> ready_in_flight_;
+  RejectReason last_rejection_ = RejectReason::kNone;
 };
 
 }  // namespace mayfly::replication

@@ -184,7 +184,8 @@ void RaftLog::check_invariants() const {
   MAYFLY_ASSERT(first_index() <= last_index().next());
   if (pending_snapshot_) {
     MAYFLY_ASSERT(unstable_offset_ == pending_snapshot_->metadata.index.next());
-    MAYFLY_ASSERT(pending_snapshot_->metadata.size_bytes == pending_snapshot_->data.size());
+    MAYFLY_ASSERT(pending_snapshot_->staged ? pending_snapshot_->data.empty()
+                                            : pending_snapshot_->metadata.size_bytes == pending_snapshot_->data.size());
   } else {
     MAYFLY_ASSERT(unstable_offset_ <= storage_.last_index().next());
   }

@@ -40,6 +40,8 @@ class RaftLog {
   // The highest index <= `index` whose term is <= `term` (fast backtracking, etcd's findConflictByTerm).
   LogIndex find_conflict_by_term(LogIndex index, Term term) const;
   int64_t last_ts_micros() const { return last_ts_micros_; }
+  // ts of the entry at `index`, first_index() - 1 <= index <= last_index() (the snapshot's ts at its index).
+  int64_t ts_at(LogIndex index) const;
 
   // Appends contiguous `entries`; every entry at index >= entries.front().index is replaced. Never below commit.
   void append(std::vector<Entry> entries);
@@ -63,7 +65,6 @@ class RaftLog {
 
  private:
   LogIndex apply_from() const;
-  int64_t ts_at(LogIndex index) const;
 
   const LogStorage& storage_;
   std::optional<Snapshot> pending_snapshot_;

@@ -14,6 +14,17 @@
 
 namespace mayfly::replication {
 
+// The largest term a node adopts or campaigns in (2^63 - 1). A message carrying a higher term is malformed and
+// refused, so a forged term near 2^64 - 1 is never adopted and Term::next() never has to wrap. A node whose term
+// reached kMaxTerm (only possible through a hostile, in-range term: ~9.2e18 honest elections are out of reach) can
+// no longer campaign and logs that loudly; it still follows and votes. Keeping forged messages out altogether is
+// the job of peer authentication, not of this bound.
+inline constexpr Term kMaxTerm{(uint64_t{1} << 63) - 1};
+
+// Entry and snapshot timestamps lie in [0, kMaxTimestampMicros] (2^62 µs, about the year 148,000), so `ts + 1` and
+// TTL arithmetic on them never overflow; a message carrying one outside is malformed.
+inline constexpr int64_t kMaxTimestampMicros = int64_t{1} << 62;
+
 enum class EntryType : uint8_t {
   kNormal = 0,        // a state-machine command; `data` is opaque to Raft
   kConfigChange = 1,  // `data` is an encoded ConfigChange (see codec.h)
@@ -100,9 +111,12 @@ struct SnapshotMetadata {
 };
 
 // A complete snapshot as handed to the driver for installing: metadata plus the state machine's opaque bytes.
+// `staged`: the bytes are not in `data` (empty) but in the file the core's SnapshotSink assembled and fsync'd (a
+// follower streaming a leader's snapshot to disk); the driver's storage takes that file.
 struct Snapshot {
   SnapshotMetadata metadata;
   std::string data;
+  bool staged = false;
 
   bool operator==(const Snapshot&) const = default;
 };

@@ -1,6 +1,12 @@
 #include "storage/raft_log_store.h"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <leveldb/db.h>
 #include <leveldb/env.h>
@@ -33,21 +39,55 @@ std::string encode_base(LogIndex index, Term term) {
 
 std::string text(LogIndex index) { return std::to_string(index.value()); }
 
+std::string parent_directory(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 }  // namespace
 
-LevelDbLogStorage::LevelDbLogStorage(leveldb::DB* db, leveldb::Env* env, std::string snapshot_dir)
-    : db_(db), env_(env != nullptr ? env : leveldb::Env::Default()), snapshot_dir_(std::move(snapshot_dir)) {}
+Status sync_directory_posix(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::io_error("open directory " + path + ": " + std::strerror(errno));
+  const int synced = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (synced != 0) return Status::io_error("fsync directory " + path + ": " + std::strerror(error));
+  return Status::ok();
+}
+
+LevelDbLogStorage::LevelDbLogStorage(leveldb::DB* db, leveldb::Env* env, std::string snapshot_dir,
+                                     SyncDirectory sync_directory)
+    : db_(db),
+      env_(env != nullptr ? env : leveldb::Env::Default()),
+      snapshot_dir_(std::move(snapshot_dir)),
+      sync_directory_(std::move(sync_directory)) {}
+
+LevelDbLogStorage::~LevelDbLogStorage() { receive_abort(); }
 
 Result<std::unique_ptr<LevelDbLogStorage>> LevelDbLogStorage::open(leveldb::DB* db, leveldb::Env* env,
                                                                    std::string snapshot_dir,
-                                                                   const replication::Membership& bootstrap) {
-  std::unique_ptr<LevelDbLogStorage> storage(new LevelDbLogStorage(db, env, std::move(snapshot_dir)));
+                                                                   const replication::Membership& bootstrap,
+                                                                   SyncDirectory sync_directory) {
+  std::unique_ptr<LevelDbLogStorage> storage(
+      new LevelDbLogStorage(db, env, std::move(snapshot_dir), std::move(sync_directory)));
   const leveldb::Status created = storage->env_->CreateDir(storage->snapshot_dir_);
   if (!created.ok() && !storage->env_->FileExists(storage->snapshot_dir_)) {
     return from_leveldb(created, "create snapshot directory " + storage->snapshot_dir_);
   }
+  if (created.ok() && storage->sync_directory_) {
+    MAYFLY_RETURN_IF_ERROR(storage->sync_directory_(parent_directory(storage->snapshot_dir_)));
+  }
   MAYFLY_RETURN_IF_ERROR(storage->load());
-  storage->remove_snapshot_files_except(storage->snapshot_.index);  // leftovers of a crash mid-snapshot
+  // Leftovers of a crash mid-snapshot: older snapshots, `.tmp` files, incoming transfers (partial or never taken).
+  storage->remove_snapshot_files_except(storage->snapshot_.index);
+  std::vector<std::string> children;
+  if (storage->env_->GetChildren(storage->snapshot_dir_, &children).ok()) {
+    for (const std::string& child : children) {
+      if (child.rfind("incoming-", 0) == 0) storage->env_->RemoveFile(storage->snapshot_dir_ + "/" + child);
+    }
+  }
   const bool fresh = storage->hard_state_ == HardState{} && storage->terms_.empty() &&
                      storage->snapshot_.index == LogIndex(0);
   if (fresh && (!bootstrap.voters.empty() || !bootstrap.learners.empty())) {
@@ -155,9 +195,20 @@ std::string LevelDbLogStorage::snapshot_path(LogIndex index) const {
   return snapshot_dir_ + "/snapshot-" + std::to_string(index.value());
 }
 
+std::string LevelDbLogStorage::incoming_path(LogIndex index) const {
+  return snapshot_dir_ + "/incoming-" + std::to_string(index.value());
+}
+
+Status LevelDbLogStorage::sync_snapshot_dir() const {
+  if (!sync_directory_) return Status::ok();
+  return sync_directory_(snapshot_dir_);
+}
+
 void LevelDbLogStorage::remove_snapshot_files_except(LogIndex index) {
   std::vector<std::string> children;
   if (!env_->GetChildren(snapshot_dir_, &children).ok()) return;
+  // Also a `snapshot-<n>.tmp` whose export is still running on another thread: that job then fails to rename it and
+  // is dropped, as it would be anyway (a newer snapshot is being recorded).
   const std::string keep = "snapshot-" + std::to_string(index.value());
   for (const std::string& child : children) {
     if (child.rfind("snapshot-", 0) == 0 && child != keep) env_->RemoveFile(snapshot_dir_ + "/" + child);
@@ -178,15 +229,106 @@ Status LevelDbLogStorage::write_batch(void* batch, bool sync) {
 }
 
 Status LevelDbLogStorage::write_snapshot_data(LogIndex index, std::string_view data) const {
+  // Write-then-rename: `snapshot-<index>` only ever names complete, fsync'd data.
   const std::string path = snapshot_path(index);
+  const std::string temporary = path + ".tmp";
   leveldb::WritableFile* raw = nullptr;
-  Status status = from_leveldb(env_->NewWritableFile(path, &raw), "create " + path);
+  Status status = from_leveldb(env_->NewWritableFile(temporary, &raw), "create " + temporary);
   if (status.is_ok()) {
     std::unique_ptr<leveldb::WritableFile> file(raw);
-    status = from_leveldb(file->Append(leveldb::Slice(data.data(), data.size())), "write " + path);
-    if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + path);
-    if (status.is_ok()) status = from_leveldb(file->Close(), "close " + path);
+    status = from_leveldb(file->Append(leveldb::Slice(data.data(), data.size())), "write " + temporary);
+    if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + temporary);
+    if (status.is_ok()) status = from_leveldb(file->Close(), "close " + temporary);
   }
+  if (status.is_ok()) status = from_leveldb(env_->RenameFile(temporary, path), "rename " + temporary);
+  if (status.is_ok()) status = sync_snapshot_dir();
+  if (!status.is_ok()) env_->RemoveFile(temporary);
+  return status;
+}
+
+Status LevelDbLogStorage::receive_begin(const SnapshotMetadata& metadata) {
+  receive_abort();
+  if (!failure_.is_ok()) return failure_;
+  struct statvfs fs {};
+  if (::statvfs(snapshot_dir_.c_str(), &fs) == 0) {  // not on a real file system (the simulator's Env): no bound
+    const uint64_t available = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (metadata.size_bytes > available / 2) {
+      return Status::invalid_argument("snapshot at " + text(metadata.index) + " declares " +
+                                      std::to_string(metadata.size_bytes) + " bytes; " + snapshot_dir_ + " has " +
+                                      std::to_string(available) + " free (twice the size is needed)");
+    }
+  }
+  const std::string path = incoming_path(metadata.index) + ".part";
+  leveldb::WritableFile* raw = nullptr;
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(env_->NewWritableFile(path, &raw), "create " + path));
+  incoming_file_.reset(raw);
+  incoming_ = metadata;
+  incoming_bytes_ = 0;
+  return Status::ok();
+}
+
+Status LevelDbLogStorage::receive_append(std::string_view chunk) {
+  if (!incoming_) return Status::internal("no incoming snapshot");
+  const std::string path = incoming_path(incoming_->index) + ".part";
+  if (incoming_bytes_ + chunk.size() > incoming_->size_bytes) {
+    receive_abort();
+    return Status::invalid_argument("incoming snapshot longer than declared");
+  }
+  Status status = from_leveldb(incoming_file_->Append(leveldb::Slice(chunk.data(), chunk.size())), "write " + path);
+  // Flush: what was acknowledged to the leader is in the file, not in a buffer that grows (durability comes with
+  // receive_finish's fsync; a crash before it leaves only a .part file, removed at the next open).
+  if (status.is_ok()) status = from_leveldb(incoming_file_->Flush(), "write " + path);
+  if (!status.is_ok()) {
+    receive_abort();
+    return status;
+  }
+  incoming_bytes_ += chunk.size();
+  return Status::ok();
+}
+
+Status LevelDbLogStorage::receive_finish() {
+  if (!incoming_) return Status::internal("no incoming snapshot");
+  const std::string path = incoming_path(incoming_->index);
+  const std::string part = path + ".part";
+  Status status = incoming_bytes_ == incoming_->size_bytes
+                      ? Status::ok()
+                      : Status::invalid_argument("incoming snapshot shorter than declared");
+  if (status.is_ok()) status = from_leveldb(incoming_file_->Sync(), "fsync " + part);
+  if (status.is_ok()) status = from_leveldb(incoming_file_->Close(), "close " + part);
+  if (status.is_ok()) status = from_leveldb(env_->RenameFile(part, path), "rename " + part);
+  if (status.is_ok()) status = sync_snapshot_dir();
+  if (!status.is_ok()) {
+    receive_abort();
+    env_->RemoveFile(path);
+    return status;
+  }
+  incoming_file_.reset();
+  incoming_.reset();
+  incoming_bytes_ = 0;
+  return Status::ok();
+}
+
+void LevelDbLogStorage::receive_abort() {
+  if (!incoming_) return;
+  incoming_file_.reset();  // closes it
+  env_->RemoveFile(incoming_path(incoming_->index) + ".part");
+  incoming_.reset();
+  incoming_bytes_ = 0;
+}
+
+Status LevelDbLogStorage::take_staged_snapshot(const SnapshotMetadata& metadata) {
+  if (!failure_.is_ok()) return failure_;
+  const std::string from = incoming_path(metadata.index);
+  const std::string to = snapshot_path(metadata.index);
+  uint64_t size = 0;
+  Status status = from_leveldb(env_->GetFileSize(from, &size), "size of " + from);
+  if (status.is_ok() && size != metadata.size_bytes) {
+    return Status::invalid_argument("persist: staged snapshot " + from + " has " + std::to_string(size) +
+                                    " bytes, its record " + std::to_string(metadata.size_bytes));
+  }
+  if (status.is_ok()) status = from_leveldb(env_->RenameFile(from, to), "rename " + from);
+  if (status.is_ok()) status = sync_snapshot_dir();
+  if (!status.is_ok()) failure_ = status;
   return status;
 }
 
@@ -207,9 +349,14 @@ Status LevelDbLogStorage::persist(const std::optional<Snapshot>& snapshot, const
   if (snapshot) {
     const SnapshotMetadata& metadata = snapshot->metadata;
     if (metadata.index < snapshot_.index) return Status::invalid_argument("persist: snapshot older than current");
-    if (metadata.size_bytes != snapshot->data.size()) return Status::invalid_argument("persist: snapshot size");
     // The data first: the record that points at it is only written once the file is durable.
-    MAYFLY_RETURN_IF_ERROR(write_snapshot_file(metadata.index, snapshot->data));
+    if (snapshot->staged) {
+      if (!snapshot->data.empty()) return Status::invalid_argument("persist: staged snapshot with data");
+      MAYFLY_RETURN_IF_ERROR(take_staged_snapshot(metadata));
+    } else {
+      if (metadata.size_bytes != snapshot->data.size()) return Status::invalid_argument("persist: snapshot size");
+      MAYFLY_RETURN_IF_ERROR(write_snapshot_file(metadata.index, snapshot->data));
+    }
     for (uint64_t i = first_index().value(); i <= last_index().value(); ++i) batch.Delete(raft_entry_key(i));
     batch.Put(raft_meta_key("snap"), replication::encode_snapshot_metadata(metadata));
     base_index = metadata.index;

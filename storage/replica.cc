@@ -17,14 +17,19 @@ Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
   store_options.env = options.env;
   store_options.block_cache_bytes = options.block_cache_bytes;
   MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<StateMachine> state, StateMachine::open(store_options));
+  SyncDirectory sync_directory = options.sync_directory;
+  if (!sync_directory && options.env == nullptr) sync_directory = sync_directory_posix;
+  // LevelDB makes its own files durable (and its directory, for the MANIFEST), but not the entry of db/ itself in a
+  // data directory it has just created.
+  if (sync_directory) MAYFLY_RETURN_IF_ERROR(sync_directory(options.data_dir));
   MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<LevelDbLogStorage> log,
                           LevelDbLogStorage::open(state->leveldb(), options.env, options.data_dir + "/snapshots",
-                                                  options.bootstrap));
+                                                  options.bootstrap, std::move(sync_directory)));
   std::unique_ptr<Replica> replica(new Replica(options, std::move(state), std::move(log)));
   MAYFLY_RETURN_IF_ERROR(replica->recover_snapshot());
   MAYFLY_ASSIGN_OR_RETURN(replica->core_,
                           replication::RaftCore::create(options.raft, *replica->log_, Prng(options.seed),
-                                                        replica->state_->applied().index));
+                                                        replica->state_->applied().index, replica->log_.get()));
   return replica;
 }
 
@@ -101,8 +106,21 @@ Result<ReplicaOutput> Replica::process_ready(const SendNow& send_now) {
     for (replication::Message& message : ready.messages_after_persist) output.messages.push_back(std::move(message));
     // (3) Install, apply, answer reads.
     if (ready.snapshot) {
-      MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(ready.snapshot->data));
-      MAYFLY_ASSERT(state_->applied().index == ready.snapshot->metadata.index);
+      if (ready.snapshot->staged) {
+        // Streamed to disk on arrival; persist() made it the snapshot file. (Installing is one atomic LevelDB batch,
+        // so it needs the data once in memory here, as the leader needed it to export.)
+        const replication::SnapshotMetadata& metadata = ready.snapshot->metadata;
+        MAYFLY_ASSIGN_OR_RETURN(std::string data, log_->read_snapshot_chunk(metadata.index, 0, metadata.size_bytes));
+        MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(data));
+      } else {
+        MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(ready.snapshot->data));
+      }
+      if (state_->applied().index != ready.snapshot->metadata.index) {
+        // The bytes came from the leader: a mismatch is corrupt data, not a broken invariant of this process.
+        return Status::corruption("installed snapshot applies index " +
+                                  std::to_string(state_->applied().index.value()) + ", its record says " +
+                                  std::to_string(ready.snapshot->metadata.index.value()));
+      }
       output.snapshot_installed = ready.snapshot->metadata;
     }
     for (const Entry& entry : ready.committed_entries) {
@@ -131,6 +149,7 @@ std::unique_ptr<Replica::SnapshotJob> Replica::begin_snapshot() {
 }
 
 void Replica::SnapshotJob::run(const LevelDbLogStorage& log) {
+  // Callers catch exceptions (std::bad_alloc) around this: it runs on a thread of its own.
   Result<std::string> data = view->export_snapshot();
   if (!data.is_ok()) {
     status = data.status();

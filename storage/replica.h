@@ -11,6 +11,9 @@
 // again; if a crash came between persisting an installed snapshot and installing it into the state machine, the
 // snapshot is installed from its file first.
 //
+// Snapshots from the leader stream to a file as they arrive (the log store is the core's SnapshotSink); once
+// persisted, the state is installed from that file.
+//
 // Thread-safety: one thread (the driver's). The state machine's read methods may be used from other threads.
 #pragma once
 
@@ -43,6 +46,9 @@ struct ReplicaOptions {
   // a large export never stalls the driver past an election timeout (mayflyd).
   bool background_snapshots = false;
   size_t block_cache_bytes = 64 << 20;
+  // Makes a rename in a directory durable (snapshot files). Empty: fsync the directory (POSIX) when `env` is the real
+  // file system, nothing for another Env (the simulator's takes renames as durable at once).
+  SyncDirectory sync_directory;
 
   ReplicaOptions() {
     raft.max_entry_bytes = 4 << 20;    // a 2 MB item plus its command must fit in one entry

@@ -301,6 +301,7 @@ bool Cluster::spawn(size_t n) {
     }
     env = {"LD_PRELOAD=" + library, "FAKETIME=" + offset->second, "FAKETIME_DONT_FAKE_MONOTONIC=1"};
   }
+  env.insert(env.end(), options_.extra_env.begin(), options_.extra_env.end());
   {
     std::ofstream log(log_path(n), std::ios::app);
     log << "===== [harness] starting node " << n << ":";
@@ -308,6 +309,7 @@ bool Cluster::spawn(size_t n) {
     for (const std::string& e : env) log << " (" << e << ")";
     log << "\n";
   }
+  node.exit_status.reset();
   node.pid = spawn_process(node_argv(n), env, "/dev/null", log_path(n), log_path(n), true);
   return node.pid > 0;
 }
@@ -327,12 +329,18 @@ bool Cluster::reap(size_t n, milliseconds timeout, int* status) {
   return reaped;
 }
 
+std::optional<int> Cluster::exit_status(size_t n) {
+  if (running(n)) return std::nullopt;
+  return nodes_.at(n - 1).exit_status;
+}
+
 bool Cluster::running(size_t n) {
   Node& node = nodes_.at(n - 1);
   if (node.pid <= 0) return false;
   int status = 0;
   const pid_t result = ::waitpid(node.pid, &status, WNOHANG);
   if (result == node.pid) {
+    node.exit_status = status;
     std::cerr << "[cluster] node " << n << " (pid " << node.pid << ") exited on its own: "
               << (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
                                     : "signal " + std::to_string(WTERMSIG(status)))

@@ -46,6 +46,8 @@ struct ClusterOptions {
   std::vector<std::string> extra_flags;
   // Node number (1..N) -> libfaketime offset, e.g. "+5s" or "-5s" (FAKETIME_DONT_FAKE_MONOTONIC=1 is set too).
   std::map<size_t, std::string> clock_offset;
+  // Environment added for every node (e.g. "LD_PRELOAD=" a test-only fault library); not with clock_offset.
+  std::vector<std::string> extra_env;
   // Serve Prometheus metrics from every node (--metrics on a port of its own; see Cluster::scrape).
   bool metrics = false;
   // Keys and a cluster secret (README "Security"): every node gets --keys-file and --cluster-secret-file, and the
@@ -102,6 +104,9 @@ class Cluster {
   // Removes node n's data directory (the node must not be running).
   void wipe_node(size_t n);
   bool running(size_t n);  // reaps the process if it exited on its own
+  // The wait status of node n's last process if it has exited on its own (reaped by running() or here); nullopt
+  // while it runs.
+  std::optional<int> exit_status(size_t n);
   // Extra flags for node n's next starts (e.g. {"--join"}); replaces what was set before.
   void set_node_flags(size_t n, std::vector<std::string> flags) { node_flags_[n] = std::move(flags); }
   pid_t pid(size_t n) const;
@@ -155,6 +160,7 @@ class Cluster {
  private:
   struct Node {
     pid_t pid = -1;
+    std::optional<int> exit_status;  // of a process that exited on its own (seen by running())
   };
   bool spawn(size_t n);
   bool wait_listening(size_t n, milliseconds timeout);

@@ -124,4 +124,101 @@ std::unique_ptr<FaultEnv> FaultEnv::crash_copy() {
   return copy;
 }
 
+// ---- IoFaultEnv -----------------------------------------------------------------------------------------------
+
+// Reads fail once the pattern is set, also on a file opened before (a snapshot file is opened per chunk, LevelDB's
+// tables stay open).
+class IoFaultEnv::RandomAccessFile final : public leveldb::RandomAccessFile {
+ public:
+  RandomAccessFile(leveldb::RandomAccessFile* inner, IoFaultEnv* env, std::string name)
+      : inner_(inner), env_(env), name_(std::move(name)) {}
+  leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice* result, char* scratch) const override {
+    if (env_->matches_read(name_)) return env_->injected(name_);
+    return inner_->Read(offset, n, result, scratch);
+  }
+
+ private:
+  std::unique_ptr<leveldb::RandomAccessFile> inner_;
+  IoFaultEnv* env_;
+  std::string name_;
+};
+
+class IoFaultEnv::WritableFile final : public leveldb::WritableFile {
+ public:
+  WritableFile(leveldb::WritableFile* inner, IoFaultEnv* env, std::string name)
+      : inner_(inner), env_(env), name_(std::move(name)) {}
+  leveldb::Status Append(const leveldb::Slice& data) override { return inner_->Append(data); }
+  leveldb::Status Close() override { return inner_->Close(); }
+  leveldb::Status Flush() override { return inner_->Flush(); }
+  leveldb::Status Sync() override {
+    if (env_->matches_sync(name_)) return env_->injected(name_);
+    return inner_->Sync();
+  }
+
+ private:
+  std::unique_ptr<leveldb::WritableFile> inner_;
+  IoFaultEnv* env_;
+  std::string name_;
+};
+
+IoFaultEnv::IoFaultEnv(leveldb::Env* target) : leveldb::EnvWrapper(target) {}
+IoFaultEnv::~IoFaultEnv() = default;
+
+void IoFaultEnv::fail_reads_matching(std::string pattern) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  read_pattern_ = std::move(pattern);
+}
+
+void IoFaultEnv::fail_syncs_matching(std::string pattern) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  sync_pattern_ = std::move(pattern);
+}
+
+bool IoFaultEnv::matches_read(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !read_pattern_.empty() && name.find(read_pattern_) != std::string::npos;
+}
+
+bool IoFaultEnv::matches_sync(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !sync_pattern_.empty() && name.find(sync_pattern_) != std::string::npos;
+}
+
+leveldb::Status IoFaultEnv::injected(const std::string& name) {
+  injected_.fetch_add(1);
+  return leveldb::Status::IOError(name, "Input/output error (injected EIO)");
+}
+
+leveldb::Status IoFaultEnv::NewSequentialFile(const std::string& name, leveldb::SequentialFile** result) {
+  if (matches_read(name)) return injected(name);
+  return target()->NewSequentialFile(name, result);
+}
+
+leveldb::Status IoFaultEnv::NewRandomAccessFile(const std::string& name, leveldb::RandomAccessFile** result) {
+  if (matches_read(name)) return injected(name);
+  leveldb::Status status = target()->NewRandomAccessFile(name, result);
+  if (status.ok()) *result = new RandomAccessFile(*result, this, name);
+  return status;
+}
+
+leveldb::Status IoFaultEnv::NewWritableFile(const std::string& name, leveldb::WritableFile** result) {
+  leveldb::Status status = target()->NewWritableFile(name, result);
+  if (status.ok()) *result = new WritableFile(*result, this, name);
+  return status;
+}
+
+leveldb::Status IoFaultEnv::RenameFile(const std::string& from, const std::string& to) {
+  leveldb::Status status = target()->RenameFile(from, to);
+  if (status.ok()) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    renames_.emplace_back(from, to);
+  }
+  return status;
+}
+
+std::vector<std::pair<std::string, std::string>> IoFaultEnv::renames() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return renames_;
+}
+
 }  // namespace mayfly::sim

@@ -8,10 +8,13 @@
 
 #include <leveldb/env.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mayfly::sim {
 
@@ -46,6 +49,42 @@ class FaultEnv final : public leveldb::EnvWrapper {
   std::mutex mutex_;
   std::map<std::string, FileState> files_;
   uint64_t bytes_lost_ = 0;
+};
+
+// IoFaultEnv: wraps another Env (by default the real file system, leveldb::Env::Default()) and makes I/O on files
+// whose path contains a pattern fail with EIO — opening or reading them (fail_reads_matching), or fsyncing them
+// (fail_syncs_matching) — until cleared. Counts the failures it injected. Use it as ReplicaOptions::env to test what a
+// node does when its disk returns errors.
+// Thread-safety: patterns may be changed while LevelDB's background thread uses the Env (locked).
+class IoFaultEnv final : public leveldb::EnvWrapper {
+ public:
+  explicit IoFaultEnv(leveldb::Env* target = leveldb::Env::Default());
+  ~IoFaultEnv() override;
+
+  // Empty pattern: no faults of that kind.
+  void fail_reads_matching(std::string pattern);
+  void fail_syncs_matching(std::string pattern);
+  uint64_t injected_faults() const { return injected_.load(); }
+  // Every successful RenameFile, as (from, to), in order.
+  std::vector<std::pair<std::string, std::string>> renames();
+
+  leveldb::Status NewSequentialFile(const std::string& name, leveldb::SequentialFile** result) override;
+  leveldb::Status NewRandomAccessFile(const std::string& name, leveldb::RandomAccessFile** result) override;
+  leveldb::Status NewWritableFile(const std::string& name, leveldb::WritableFile** result) override;
+  leveldb::Status RenameFile(const std::string& from, const std::string& to) override;
+
+ private:
+  class RandomAccessFile;
+  class WritableFile;
+  bool matches_read(const std::string& name);
+  bool matches_sync(const std::string& name);
+  leveldb::Status injected(const std::string& name);
+
+  std::mutex mutex_;
+  std::string read_pattern_;
+  std::string sync_pattern_;
+  std::vector<std::pair<std::string, std::string>> renames_;
+  std::atomic<uint64_t> injected_{0};
 };
 
 }  // namespace mayfly::sim

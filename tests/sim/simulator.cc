@@ -241,7 +241,14 @@ class Simulation {
       // The wire: encode and decode, as the transport will.
       auto decoded = replication::decode_message(replication::encode_message(message));
       if (!decoded.is_ok()) return fail("message does not survive encoding: " + message.describe());
-      (void)target.replica->step(*decoded);  // InvalidArgument for stale/misdirected messages: dropped, as a node would
+      // Every peer here is correct, so a refusal as malformed (replication::RejectReason) is a false positive of
+      // the core's validation of what arrives from the network.
+      const Status stepped = target.replica->step(*decoded);
+      if (!stepped.is_ok()) {
+        return fail("a correct peer's message was refused (" +
+                    std::string(replication::reject_reason_name(target.replica->core().last_rejection())) +
+                    "): " + message.describe() + ": " + stepped.to_string());
+      }
       ++result_.messages_delivered;
     }
   }

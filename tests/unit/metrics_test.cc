@@ -28,6 +28,52 @@ TEST(Metrics, RaftFiguresAndLeaderChanges) {
   EXPECT_TRUE(contains_line(text, "mayfly_applied_time_lag_seconds{node=\"3\"} 0.5"));
 }
 
+TEST(Metrics, RefusedPeerMessagesByBoundedReason) {
+  Metrics metrics(2);
+  std::string text = metrics.scrape_text();
+  EXPECT_TRUE(
+      contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"term_out_of_range\"} 0"))
+      << "every reason is exported from the start";
+  metrics.add_peer_message_rejected("bad_entries");
+  metrics.add_peer_message_rejected("bad_entries");
+  metrics.add_peer_message_rejected("made-up reason from nowhere");
+  text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"bad_entries\"} 2"))
+      << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_peer_messages_rejected_total{node=\"2\",reason=\"other\"} 1")) << text;
+  EXPECT_EQ(text.find("made-up"), std::string::npos);
+}
+
+TEST(Metrics, SnapshotErrorsAreCountedByKindFromZero) {
+  Metrics metrics(2);
+  std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_snapshot_errors_total{kind=\"read\",node=\"2\"} 0")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_snapshot_errors_total{kind=\"receive\",node=\"2\"} 0")) << text;
+  metrics.add_snapshot_errors("read", 3);
+  metrics.add_snapshot_errors("receive", 0);
+  text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_snapshot_errors_total{kind=\"read\",node=\"2\"} 3")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_raft_snapshot_errors_total{kind=\"receive\",node=\"2\"} 0")) << text;
+}
+
+TEST(Metrics, ClockOffsetsPerPeerAndHeldBack) {
+  Metrics metrics(1);
+  EXPECT_TRUE(contains_line(metrics.scrape_text(), "mayfly_clock_held_back_total{node=\"1\"} 0"));
+  metrics.set_clock_offsets({{2, -3600.25}, {3, 0.5}});
+  metrics.add_clock_held_back(4);
+  metrics.add_clock_held_back(1);
+  std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_clock_offset_seconds{node=\"1\",peer=\"2\"} -3600.25")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_clock_offset_seconds{node=\"1\",peer=\"3\"} 0.5"));
+  EXPECT_TRUE(contains_line(text, "mayfly_clock_held_back_total{node=\"1\"} 5"));
+  metrics.set_clock_offsets({{3, 0.25}});  // node 2 left the voters
+  text = metrics.scrape_text();
+  EXPECT_EQ(text.find("peer=\"2\""), std::string::npos) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_clock_offset_seconds{node=\"1\",peer=\"3\"} 0.25"));
+  metrics.set_clock_offsets({});  // no longer leader
+  EXPECT_EQ(metrics.scrape_text().find("mayfly_clock_offset_seconds{"), std::string::npos);
+}
+
 TEST(Metrics, ContainersAppearAndDisappear) {
   Metrics metrics(1);
   metrics.set_containers({ContainerFigures{"db/c", 10, 1000, 4, 400, 2.5}, ContainerFigures{"db/d", 1, 10, 0, 0, 0}});

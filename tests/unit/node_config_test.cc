@@ -90,5 +90,17 @@ TEST(NodeConfig, ConnectionLimitsAreRangeChecked) {
   EXPECT_EQ(ok.config.handshake_timeout_ms, 2000);
 }
 
+TEST(NodeConfig, MaxClockOffsetDefaultsTo500MsAndIsRangeChecked) {
+  EXPECT_EQ(parse(kBase).config.max_clock_offset_ms, 500);
+  const ParsedFlags ok = parse(with({"--max-clock-offset", "250"}));
+  ASSERT_LT(ok.exit_code, 0) << ok.output;
+  EXPECT_EQ(ok.config.max_clock_offset_ms, 250);
+  for (const char* bad : {"0", "-1", "86400001"}) {
+    const ParsedFlags parsed = parse(with({"--max-clock-offset", bad}));
+    EXPECT_EQ(parsed.exit_code, 2) << bad << " must be a usage error";
+    EXPECT_NE(parsed.output.find("--max-clock-offset"), std::string::npos) << parsed.output;
+  }
+}
+
 }  // namespace
 }  // namespace mayfly::node

@@ -37,6 +37,7 @@ Message full_message() {
   message.snapshot_done = true;
   message.read_round = 77;
   message.context = "read-42";
+  message.clock_micros = 1'700'000'000'123'456;
   return message;
 }
 
@@ -95,7 +96,7 @@ TEST(Codec, TrailingBytesAreRejected) {
 
 TEST(Codec, UnknownVersionsAndEnumValuesAreRejected) {
   std::string bytes = encode_message(Message{});
-  bytes[0] = 2;  // version
+  bytes[0] = 3;  // version
   EXPECT_FALSE(decode_message(bytes).is_ok());
   bytes = encode_message(Message{});
   bytes[1] = static_cast<char>(kMaxMessageType + 1);  // type
