@@ -267,9 +267,25 @@ void Metrics::set_containers(const std::vector<ContainerFigures>& containers) {
   for (const std::string& gone : known_containers_) {
     if (std::find(now.begin(), now.end(), gone) != now.end()) continue;
     const prometheus::Labels labels{{"node", node_}, {"container", gone}};
-    for (auto* family : {&live_items_, &billable_bytes_, &backlog_items_, &backlog_bytes_, &oldest_expired_age_}) {
+    for (auto* family : {&live_items_, &billable_bytes_, &backlog_items_, &backlog_bytes_, &oldest_expired_age_,
+                         &spare_request_units_}) {
       family->Remove(&family->Add(labels));
     }
+    for (auto* family : {&deleted_items_, &deleted_bytes_, &throttled_, &collector_request_units_}) {
+      family->Remove(&family->Add(labels));
+    }
+    deletion_lag_.Remove(&deletion_lag_.Add(labels, lag_buckets()));
+  }
+  // Request-unit series of containers that no longer exist (their op label is whatever was charged).
+  for (auto it = charged_ops_.begin(); it != charged_ops_.end();) {
+    if (std::find(now.begin(), now.end(), it->first) != now.end()) {
+      ++it;
+      continue;
+    }
+    for (const std::string& op : it->second) {
+      request_units_.Remove(&request_units_.Add({{"node", node_}, {"container", it->first}, {"op", op}}));
+    }
+    it = charged_ops_.erase(it);
   }
   known_containers_ = std::move(now);
 }
@@ -284,6 +300,10 @@ void Metrics::observe_collected(const std::string& container, int64_t items, int
 }
 
 void Metrics::add_request_units(const std::string& container, const std::string& op, double request_units) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    charged_ops_[container].insert(op);
+  }
   request_units_.Add({{"node", node_}, {"container", container}, {"op", op}}).Increment(request_units);
 }
 

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,7 @@ class Metrics {
   uint64_t last_leader_ = 0;
   std::vector<std::string> known_containers_;
   std::vector<uint64_t> known_clock_peers_;
+  std::map<std::string, std::set<std::string>> charged_ops_;  // container -> ops with a request-units series
 };
 
 // Serves a registry on http://HOST:PORT/metrics (civetweb inside prometheus-cpp).

@@ -559,6 +559,9 @@ void Driver::publish_metrics() {
     figures.push_back(std::move(container));
   }
   metrics_.set_containers(figures);
+  std::vector<std::string> names;
+  for (const metrics::ContainerFigures& container : figures) names.push_back(container.container);
+  request_units_.retain(names);
 }
 
 void Driver::publish_clock() {

@@ -1,5 +1,7 @@
 #include "node/request_units.h"
 
+#include <algorithm>
+
 #include <limits>
 
 namespace mayfly::node {
@@ -59,6 +61,22 @@ void RequestUnitAccount::collector_spent(const std::string& container, const sto
   if (throughput.mode == storage::Throughput::Mode::kServerless) {
     metrics_.add_request_units(container, "ttl_delete", request_units);
   }
+}
+
+void RequestUnitAccount::retain(const std::vector<std::string>& existing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = meters_.begin(); it != meters_.end();) {
+    if (std::find(existing.begin(), existing.end(), it->first) == existing.end()) {
+      it = meters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+size_t RequestUnitAccount::meter_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return meters_.size();
 }
 
 }  // namespace mayfly::node

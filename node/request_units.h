@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "metrics/metrics.h"
@@ -34,6 +35,10 @@ class RequestUnitAccount {
   // The collector spent `request_units` deleting on `container`: free for provisioned containers, consumed RU (kind
   // ttl_delete) for serverless ones.
   void collector_spent(const std::string& container, const storage::Throughput& throughput, double request_units);
+  // Drops the meters of every container not in `existing` ("database/container"): a dropped container's meters go
+  // with it, so names that come and go cannot grow the table.
+  void retain(const std::vector<std::string>& existing);
+  size_t meter_count() const;
 
  private:
   struct Meters {
@@ -43,7 +48,7 @@ class RequestUnitAccount {
   };
   Clock& clock_;
   metrics::Metrics& metrics_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::map<std::string, Meters> meters_;
 };
 

@@ -802,8 +802,11 @@ bool RpcHost::fresh_enough(const Operation& operation) const {
 Reply RpcHost::serve_read(const Operation& operation) {
   const ReadQuery& query = operation.read;
   const std::string container = query.database + "/" + query.container;
+  // Meters and metric series exist only for containers that exist: reads of made-up names create neither.
+  bool container_exists = false;
   if (!query.container.empty()) {
     if (std::optional<storage::ContainerRecord> record = state_.container_record(query.database, query.container)) {
+      container_exists = true;
       const int64_t wait_ms = request_units_.throttle_ms(container, record->throughput, ttl::read_charge(0, false));
       if (wait_ms > 0) {
         Reply throttled = throttled_reply(wait_ms);
@@ -819,7 +822,7 @@ Reply RpcHost::serve_read(const Operation& operation) {
   reply.served_by = config_.id;
   reply.leader_hint = view_.leader;
   reply.request_charge = read_request_charge(reply.result, operation.consistency == Consistency::kStrong);
-  if (!query.container.empty()) request_units_.charge(container, op_name(operation), reply.request_charge);
+  if (container_exists) request_units_.charge(container, op_name(operation), reply.request_charge);
   return reply;
 }
 

@@ -23,6 +23,7 @@
 #include "common/codec.h"
 #include "proto/mayfly.capnp.h"
 #include "replication/codec.h"
+#include "common/auth.h"
 #include "tests/integration/cluster_harness.h"
 
 namespace mayfly::it {
@@ -42,12 +43,28 @@ struct PeerConnection {
   std::unique_ptr<proto::Peer::Client> peer;
 };
 
-PeerConnection connect_as_peer(const std::string& endpoint, uint64_t from) {
+// Opens node n's peer API as node `from`, through the authenticated handshake with the cluster's secret (these
+// tests play a member that has gone bad, or a forger who has the secret: peer authentication keeps everyone else out,
+// see security_test.cc).
+PeerConnection connect_as_peer(const Cluster& cluster, size_t n, uint64_t from) {
+  std::ifstream secret_file(cluster.secret_file());
+  std::string secret;
+  secret_file >> secret;
   PeerConnection connection;
-  connection.rpc = std::make_unique<capnp::EzRpcClient>(endpoint);
-  auto request = connection.rpc->getMain<proto::Mayfly>().openPeerRequest();
+  connection.rpc = std::make_unique<capnp::EzRpcClient>(cluster.endpoint(n));
+  auto& wait = connection.rpc->getWaitScope();
+  proto::Mayfly::Client main = connection.rpc->getMain<proto::Mayfly>();
+  const std::string client_nonce = auth::random_nonce();
+  auto hello = main.helloRequest();
+  hello.setClientNonce(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(client_nonce.data()), client_nonce.size()));
+  auto greeted = hello.send().wait(wait);
+  const std::string server_nonce(reinterpret_cast<const char*>(greeted.getServerNonce().begin()),
+                                 greeted.getServerNonce().size());
+  const std::string proof = auth::peer_client_proof(secret, "mayfly", from, client_nonce, server_nonce);
+  auto request = main.openPeerRequest();
   request.setFrom(from);
   request.setCluster("mayfly");
+  request.setProof(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(proof.data()), proof.size()));
   connection.peer = std::make_unique<proto::Peer::Client>(request.send().getPeer());
   return connection;
 }
@@ -119,7 +136,7 @@ TEST(IntegrationHostile, ForgedMaxTermHeartbeatIsRefusedAndTheClusterKeepsALeade
   ASSERT_TRUE(cluster.start());
   create_store(cluster);
   for (size_t n = 1; n <= 3; ++n) {
-    PeerConnection peer = connect_as_peer(cluster.endpoint(n), other_node(n));
+    PeerConnection peer = connect_as_peer(cluster, n, other_node(n));
     Message heartbeat = forged(MessageType::kHeartbeat, other_node(n), n, UINT64_MAX);
     heartbeat.commit = LogIndex(UINT64_MAX);
     Message vote = forged(MessageType::kVote, other_node(n), n, UINT64_MAX);
@@ -145,7 +162,7 @@ TEST(IntegrationHostile, DecreasingTimestampsGarbageConfigAndRivalLeadersKillNoN
     std::optional<NodeStatus> status = cluster.status(n);
     ASSERT_TRUE(status.has_value());
     const uint64_t from = n == leader ? other_node(n) : leader;  // pose as the leader to followers
-    PeerConnection peer = connect_as_peer(cluster.endpoint(n), from);
+    PeerConnection peer = connect_as_peer(cluster, n, from);
     std::vector<std::string> messages;
     // The node's last entry is at or a little past its commit and (time entries every 100 ms) of the current term:
     // aim appends at each of those indexes so one of them matches the log and would be appended.
@@ -237,7 +254,7 @@ TEST(IntegrationHostile, MessagesDeclaringFarMoreThanTheyCarryAreRefusedWithoutT
   codec::put_u8(header, static_cast<uint8_t>(MessageType::kAppend));
   for (uint64_t id : {2, 1, 1, 1, 1}) codec::put_varint(header, id);  // from, to, term, log_term, index
   codec::put_varint(header, 100'000);
-  PeerConnection peer = connect_as_peer(cluster.endpoint(1), 2);
+  PeerConnection peer = connect_as_peer(cluster, 1, 2);
   for (int round = 0; round < 4; ++round) {
     ASSERT_TRUE(deliver(peer, std::vector<std::string>(128, header)));
   }
