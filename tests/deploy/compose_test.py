@@ -408,6 +408,24 @@ class Deployment:
             check(mode == ["mayfly", "600"] * 2, f"mayfly{n}: secret files are {mode}, want mayfly 600")
         log("without a key: 401 on every node; readonly key: 403 on db create; docker exec mayfly uses the admin key; "
             "secrets in the containers are mayfly's, mode 600")
+        # README: a new client key = a new line in the keys file, then `docker-compose up -d mayfly-secrets`
+        # (copied again; the nodes re-read it, no restart).
+        new_key = os.path.join(self.tmp, "rotated.key")
+        key = run(["openssl", "rand", "-base64", "32"]).stdout.strip()
+        with open(new_key, "w") as f:
+            f.write(key + "\n")
+        with open(os.path.join(self.secrets, "keys"), "a") as f:
+            f.write(f"readonly {key} rotated\n")
+        check(self.cli("cluster", "status", node=1, key_file=new_key).get("status") == 401, "new key before rotation")
+        started_at = {n: self.inspect(f"mayfly{n}", "{{.State.StartedAt}}") for n in (1, 2, 3)}
+        self.compose("up", "-d", "--no-build", "mayfly-secrets")
+        for n in (1, 2, 3):
+            wait_until(f"node {n} accepting the new key", lambda n=n: self.cli("cluster", "status", node=n,
+                       key_file=new_key).get("status") == 200, 30, poll=0.5)
+        check(started_at == {n: self.inspect(f"mayfly{n}", "{{.State.StartedAt}}") for n in (1, 2, 3)},
+              "a node restarted for the key rotation")
+        log("a key added to the keys file is accepted by every node after `docker-compose up -d mayfly-secrets`, "
+            "no restart")
 
     # 1. TTL --------------------------------------------------------------------------------------------------------
     def ttl_expiry(self):
