@@ -3,8 +3,10 @@
 
 Builds the images offline (a Debian bookworm base made with debootstrap and `docker import`, cached by its tag; the
 mayfly image; Prometheus from Debian's package), brings up deploy/docker-compose.yml (three mayflyd and Prometheus;
-Grafana is behind the `grafana` profile and has no Debian package, so it is not started), and then, from the host
-through the published ports:
+Grafana is behind the `grafana` profile and has no Debian package, so it is not started) keyed with secrets that
+deploy/make-secrets.sh makes in the test's temp dir ($MAYFLY_SECRETS), and then, from the host through the published
+ports, every CLI call with `--key-file` admin.key (a call without a key must get 401, the readonly key 403 on a write,
+and a key added to the keys file must work after `docker-compose up -d mayfly-secrets`):
 
   1. TTL: writes items with TTLs and watches them expire on all three containers, at every consistency level, and
      the collector delete them on every node;
