@@ -3,8 +3,10 @@
 
 Builds the images offline (a Debian bookworm base made with debootstrap and `docker import`, cached by its tag; the
 mayfly image; Prometheus from Debian's package), brings up deploy/docker-compose.yml (three mayflyd and Prometheus;
-Grafana is behind the `grafana` profile and has no Debian package, so it is not started), and then, from the host
-through the published ports:
+Grafana is behind the `grafana` profile and has no Debian package, so it is not started) keyed with secrets that
+deploy/make-secrets.sh makes in the test's temp dir ($MAYFLY_SECRETS), and then, from the host through the published
+ports, every CLI call with `--key-file` admin.key (a call without a key must get 401, the readonly key 403 on a write,
+and a key added to the keys file must work after `docker-compose up -d mayfly-secrets`):
 
   1. TTL: writes items with TTLs and watches them expire on all three containers, at every consistency level, and
      the collector delete them on every node;
@@ -111,15 +113,20 @@ def free_ports(count):
 
 
 class Cli:
-    """The host-built `mayfly` CLI against the published ports (endpoint i = node i)."""
+    """The host-built `mayfly` CLI against the published ports (endpoint i = node i), with the admin key
+    (--key-file, as README "Deploy" says) unless key_file=None is passed."""
 
-    def __init__(self, binary, endpoints):
+    def __init__(self, binary, endpoints, key_file=None):
         self.binary = binary
         self.endpoints = endpoints  # node id -> "127.0.0.1:port"
+        self.key_file = key_file
 
-    def __call__(self, *args, node=None, consistency=None, timeout_ms=10000):
+    def __call__(self, *args, node=None, consistency=None, timeout_ms=10000, key_file=""):
         endpoints = self.endpoints[node] if node else ",".join(self.endpoints[n] for n in sorted(self.endpoints))
         argv = [self.binary, "--endpoints", endpoints, "--timeout-ms", str(timeout_ms)]
+        key_file = self.key_file if key_file == "" else key_file
+        if key_file:
+            argv += ["--key-file", key_file]
         if consistency:
             argv += ["--consistency", consistency]
         argv += list(args)
@@ -147,7 +154,12 @@ class Deployment:
         os.chmod(self.tmp, 0o755)
         self.compose_files = [self.compose_file]
         self.image = options.image
+        # Keys and the cluster secret, made by deploy/make-secrets.sh into the temp dir (never deploy/secrets/).
+        self.secrets = os.path.join(self.tmp, "secrets")
         self.env = dict(os.environ)
+        for name in ("MAYFLY_KEY", "MAYFLY_KEY_FILE"):  # the host CLI gets its key from --key-file only
+            self.env.pop(name, None)
+            os.environ.pop(name, None)
         self.env.update({
             "MAYFLY_IMAGE": self.image,
             "MAYFLY_PROMETHEUS_IMAGE": options.prometheus_image,
@@ -155,10 +167,11 @@ class Deployment:
             "MAYFLY_CLUSTER": self.project,
             "MAYFLY_PROMETHEUS_CONFIG": os.path.join(self.tmp, "prometheus.yml"),
             "MAYFLY_PROMETHEUS_ALERTS": os.path.join(self.tmp, "alerts.yml"),
+            "MAYFLY_SECRETS": self.secrets,
             "COMPOSE_PROJECT_NAME": self.project,
         })
         self.env.pop("COMPOSE_PROFILES", None)
-        self.cli = Cli(options.cli, {})
+        self.cli = Cli(options.cli, {}, key_file=os.path.join(self.secrets, "admin.key"))
         self.pick_ports()
         self.compose_up = False
         self.acked_ledger = []  # ids of shop/ledger writes acknowledged by earlier writers
@@ -282,6 +295,10 @@ class Deployment:
         check(not unknown, f"dashboard metrics not defined in metrics/metrics.cc: {unknown}")
         log(f"dashboard uses {len(names)} metric families, all defined in metrics/metrics.cc")
         self.compose("config", "-q")
+        for name in ("keys", "cluster-secret"):
+            for compose_file in ("docker-compose.yml", "docker-compose.node4.yml"):
+                text = open(os.path.join(self.deploy, compose_file)).read()
+                check(f"--{name}-file" in text, f"{compose_file}: a node without --{name}-file")
         services = self.compose("--profile", "grafana", "config", "--services").stdout.split()
         check("grafana" in services, f"grafana service missing: {services}")
 
@@ -323,6 +340,30 @@ class Deployment:
                 f.write(text)
             os.chmod(os.path.join(self.tmp, name), 0o644)
 
+    def make_secrets(self):
+        """deploy/make-secrets.sh into the temp dir: 0600 files; a second run keeps them (idempotent)."""
+        script = os.path.join(self.deploy, "make-secrets.sh")
+        run(["bash", script, self.secrets], timeout=60)
+        files = ("keys", "cluster-secret", "admin.key", "readwrite.key", "readonly.key")
+        for name in files:
+            path = os.path.join(self.secrets, name)
+            check(os.path.isfile(path), f"make-secrets.sh did not make {name}")
+            mode = os.stat(path).st_mode & 0o777
+            check(mode == 0o600, f"{name} has mode {mode:o}, not 600")
+        roles = {}
+        for line in open(os.path.join(self.secrets, "keys")):
+            words = line.split()
+            if words:
+                roles[words[0]] = words[1]
+        check(sorted(roles) == ["admin", "readonly", "readwrite"], f"keys file roles: {sorted(roles)}")
+        for role, key in roles.items():
+            check(open(os.path.join(self.secrets, f"{role}.key")).read().strip() == key, f"{role}.key != keys")
+        before = {name: open(os.path.join(self.secrets, name)).read() for name in files}
+        run(["bash", script, self.secrets], timeout=60)
+        check(before == {name: open(os.path.join(self.secrets, name)).read() for name in files},
+              "make-secrets.sh run again changed existing secrets (it must keep them without --force)")
+        log(f"secrets made in {self.secrets} (0600; kept by a second run); the CLI uses --key-file admin.key")
+
     def bring_up(self):
         self.compose_up = True
         try:
@@ -343,11 +384,50 @@ class Deployment:
             wait_until(f"mayfly{n} healthy", lambda n=n: self.inspect(f"mayfly{n}", "{{.State.Health.Status}}")
                        == "healthy", 90, poll=1)
             check(self.inspect(f"mayfly{n}", "{{.Config.User}}") not in ("", "0", "root"), "node runs as root")
+        self.keys_required()
         wait_until("Prometheus up", lambda: self.prometheus("/api/v1/query", query="up"), 60, poll=1)
         wait_until("Prometheus scraping all three nodes",
                    lambda: len([r for r in self.prometheus("/api/v1/query", query='up{job="mayfly"} == 1')["result"]])
                    == 3, 60, poll=1)
         self.cli.ok("db", "create", "shop")
+
+    def keys_required(self):
+        """The cluster is keyed: without a key every request is 401; inside the containers the admin key is there."""
+        for n in (1, 2, 3):
+            response = self.cli("cluster", "status", node=n, key_file=None)
+            check(response.get("status") == 401, f"mayfly without a key against node {n}: {response} (want 401)")
+        response = self.cli("db", "list", key_file=None)
+        check(response.get("status") == 401, f"mayfly db list without a key: {response} (want 401)")
+        readonly = self.cli("db", "create", "nope", key_file=os.path.join(self.secrets, "readonly.key"))
+        check(readonly.get("status") == 403, f"db create with the readonly key: {readonly} (want 403)")
+        inside = run(["docker", "exec", self.container("mayfly1"), "mayfly", "cluster", "status"], timeout=60,
+                     check_rc=False)
+        check(inside.returncode == 0 and '"status":200' in inside.stdout.replace(" ", ""),
+              f"docker exec mayfly1 mayfly cluster status (MAYFLY_KEY_FILE): {inside.stdout}{inside.stderr}")
+        for n in (1, 2, 3):
+            mode = run(["docker", "exec", self.container(f"mayfly{n}"), "stat", "-c", "%U %a",
+                        "/run/secrets/mayfly/keys", "/run/secrets/mayfly/cluster-secret"], timeout=60).stdout.split()
+            check(mode == ["mayfly", "600"] * 2, f"mayfly{n}: secret files are {mode}, want mayfly 600")
+        log("without a key: 401 on every node; readonly key: 403 on db create; docker exec mayfly uses the admin key; "
+            "secrets in the containers are mayfly's, mode 600")
+        # README: a new client key = a new line in the keys file, then `docker-compose up -d mayfly-secrets`
+        # (copied again; the nodes re-read it, no restart).
+        new_key = os.path.join(self.tmp, "rotated.key")
+        key = run(["openssl", "rand", "-base64", "32"]).stdout.strip()
+        with open(new_key, "w") as f:
+            f.write(key + "\n")
+        with open(os.path.join(self.secrets, "keys"), "a") as f:
+            f.write(f"readonly {key} rotated\n")
+        check(self.cli("cluster", "status", node=1, key_file=new_key).get("status") == 401, "new key before rotation")
+        started_at = {n: self.inspect(f"mayfly{n}", "{{.State.StartedAt}}") for n in (1, 2, 3)}
+        self.compose("up", "-d", "--no-build", "mayfly-secrets")
+        for n in (1, 2, 3):
+            wait_until(f"node {n} accepting the new key", lambda n=n: self.cli("cluster", "status", node=n,
+                       key_file=new_key).get("status") == 200, 30, poll=0.5)
+        check(started_at == {n: self.inspect(f"mayfly{n}", "{{.State.StartedAt}}") for n in (1, 2, 3)},
+              "a node restarted for the key rotation")
+        log("a key added to the keys file is accepted by every node after `docker-compose up -d mayfly-secrets`, "
+            "no restart")
 
     # 1. TTL --------------------------------------------------------------------------------------------------------
     def ttl_expiry(self):
@@ -808,7 +888,8 @@ def main():
         d.phase("images (base, mayfly, prometheus)", d.build_images)
         d.write_test_prometheus_files()
         d.phase("promtool check rules / test rules / check config", d.promtool)
-        d.phase("docker-compose up (3 nodes + Prometheus)", d.bring_up)
+        d.phase("secrets (deploy/make-secrets.sh)", d.make_secrets)
+        d.phase("docker-compose up (3 nodes + Prometheus, keyed)", d.bring_up)
         d.phase("TTL: items expire on all three containers", d.ttl_expiry)
         d.phase("failover: docker stop, docker kill, network disconnect", d.failover)
         d.phase("README: rolling restart with leadership transfer", d.rolling_restart)
