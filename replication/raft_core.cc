@@ -28,18 +28,7 @@ bool must_wait_for_persist(MessageType type) {
 }
 
 // Responses report the sender's clock to a leader or candidate (RaftCore's replicated-time ceiling).
-bool reports_clock(MessageType type) {
-  switch (type) {
-    case MessageType::kAppendResponse:
-    case MessageType::kHeartbeatResponse:
-    case MessageType::kPreVoteResponse:
-    case MessageType::kVoteResponse:
-    case MessageType::kSnapshotResponse:
-      return true;
-    default:
-      return false;
-  }
-}
+bool reports_clock(MessageType type) { return is_response(type) && type != MessageType::kReadIndexResponse; }
 
 constexpr int64_t kNoCeiling = std::numeric_limits<int64_t>::max();
 

@@ -22,16 +22,8 @@ using client::Request;
 using client::Response;
 
 void setup(client::Client& c) {
-  Request db;
-  db.op = Op::kCreateDatabase;
-  db.database = "d";
-  ASSERT_EQ(c.execute(db).status, 201);
-  Request container;
-  container.op = Op::kCreateContainer;
-  container.database = "d";
-  container.container = "c";
-  container.settings.partition_key_path = "/pk";
-  ASSERT_EQ(c.execute(container).status, 201);
+  ASSERT_EQ(c.execute(db_req(Op::kCreateDatabase, "d")).status, 201);
+  ASSERT_EQ(c.execute(create_container("d", "c", "/pk")).status, 201);
 }
 
 void write_items(client::Client& c, int64_t from, int64_t to) {
