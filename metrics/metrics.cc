@@ -334,9 +334,29 @@ std::string Metrics::scrape_text() const {
   return serializer.Serialize(families);
 }
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, const Metrics& metrics) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, const Metrics& metrics,
+                                                            const std::string& basic_auth) {
   try {
     auto exposer = std::make_unique<prometheus::Exposer>(address, 1);
+    if (!basic_auth.empty()) {
+      const size_t colon = basic_auth.find(':');
+      const std::string user = basic_auth.substr(0, colon);
+      const std::string password = colon == std::string::npos ? std::string() : basic_auth.substr(colon + 1);
+      exposer->RegisterAuth(
+          [user, password](const std::string& given_user, const std::string& given_password) {
+            // Both compared in full, in time that depends only on the lengths.
+            auto same = [](const std::string& a, const std::string& b) {
+              if (a.size() != b.size()) return false;
+              unsigned char differ = 0;
+              for (size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+              return differ == 0;
+            };
+            const bool user_ok = same(user, given_user);
+            const bool password_ok = same(password, given_password);
+            return user_ok && password_ok;
+          },
+          "mayfly");
+    }
     for (const std::shared_ptr<prometheus::Collectable>& collectable : metrics.collectables()) {
       exposer->RegisterCollectable(collectable);
     }

@@ -131,7 +131,10 @@ class Metrics {
 // Serves a registry on http://HOST:PORT/metrics (civetweb inside prometheus-cpp).
 class MetricsServer {
  public:
-  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, const Metrics& metrics);
+  // `basic_auth` "USER:PASSWORD": scrapes must carry these HTTP basic-auth credentials (compared in constant time),
+  // anything else gets 401; empty: no authentication.
+  static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, const Metrics& metrics,
+                                                      const std::string& basic_auth = std::string());
 
  private:
   explicit MetricsServer(std::unique_ptr<prometheus::Exposer> exposer) : exposer_(std::move(exposer)) {}

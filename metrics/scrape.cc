@@ -7,12 +7,33 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
 namespace mayfly::metrics {
 
-std::optional<std::string> http_get(const std::string& host_port, const std::string& path) {
+namespace {
+
+std::string base64(const std::string& bytes) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t chunk = static_cast<uint8_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) chunk |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) chunk |= static_cast<uint8_t>(bytes[i + 2]);
+    out.push_back(alphabet[(chunk >> 18) & 63]);
+    out.push_back(alphabet[(chunk >> 12) & 63]);
+    out.push_back(i + 1 < bytes.size() ? alphabet[(chunk >> 6) & 63] : '=');
+    out.push_back(i + 2 < bytes.size() ? alphabet[chunk & 63] : '=');
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> http_get(const std::string& host_port, const std::string& path,
+                                    const std::string& basic_auth) {
   const size_t colon = host_port.rfind(':');
   if (colon == std::string::npos) return std::nullopt;
   sockaddr_in address{};
@@ -26,7 +47,9 @@ std::optional<std::string> http_get(const std::string& host_port, const std::str
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
   std::string response;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host_port + "\r\n\r\n";
+    std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host_port + "\r\n";
+    if (!basic_auth.empty()) request += "Authorization: Basic " + base64(basic_auth) + "\r\n";
+    request += "\r\n";
     if (::write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       char buffer[16384];
       // Bounded: HTTP/1.0, so the server closes after the body; a stalled server hits the 5 s receive timeout.
@@ -75,8 +98,8 @@ Scrape Scrape::parse(const std::string& text) {
   return scrape;
 }
 
-std::optional<Scrape> Scrape::fetch(const std::string& host_port) {
-  std::optional<std::string> body = http_get(host_port, "/metrics");
+std::optional<Scrape> Scrape::fetch(const std::string& host_port, const std::string& basic_auth) {
+  std::optional<std::string> body = http_get(host_port, "/metrics", basic_auth);
   if (!body) return std::nullopt;
   return parse(*body);
 }

@@ -13,7 +13,9 @@
 namespace mayfly::metrics {
 
 // GET http://<host:port><path>; the body of a 200 answer, or nullopt (no answer, not 200, timeout).
-std::optional<std::string> http_get(const std::string& host_port, const std::string& path);
+// `basic_auth` "USER:PASSWORD" is sent as HTTP basic authentication; empty: none.
+std::optional<std::string> http_get(const std::string& host_port, const std::string& path,
+                                    const std::string& basic_auth = std::string());
 
 class Scrape {
  public:
@@ -25,7 +27,7 @@ class Scrape {
 
   static Scrape parse(const std::string& text);
   // Scrapes http://<host_port>/metrics; nullopt if the node did not answer.
-  static std::optional<Scrape> fetch(const std::string& host_port);
+  static std::optional<Scrape> fetch(const std::string& host_port, const std::string& basic_auth = std::string());
 
   // The sum of the samples named `name` whose labels include every pair of `match` (0 when none).
   double sum(const std::string& name, const std::map<std::string, std::string>& match = {}) const;

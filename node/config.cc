@@ -99,7 +99,9 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "else --listen)");
   app.add_option("--peers", peers, "the voters of a new cluster: 1=HOST:PORT,2=HOST:PORT,... (this node included)");
   app.add_option("--data", config.data_dir, "data directory (created if missing)")->required();
-  app.add_option("--metrics", config.metrics, "HOST:PORT for Prometheus metrics");
+  app.add_option("--metrics", config.metrics, "HOST:PORT for Prometheus metrics (e.g. 127.0.0.1:9101)");
+  app.add_option("--metrics-auth-file", config.metrics_auth_file,
+                 "a file holding USER:PASSWORD that metrics scrapes must send as HTTP basic auth (mode 0600)");
   app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_option("--cluster", config.cluster, "cluster name; peers of another cluster are refused")
       ->capture_default_str();

@@ -20,6 +20,7 @@ struct NodeConfig {
   std::map<NodeId, std::string> peers;      // every voter of a new cluster, this node included: id -> host:port
   std::string data_dir;
   std::string metrics;                      // host:port for Prometheus (empty: off)
+  std::string metrics_auth_file;            // USER:PASSWORD that scrapes must send (HTTP basic auth); empty: none
   std::string log_level = "info";           // trace, debug, info, warn, error
   std::string cluster = "mayfly";           // peers refuse nodes of another cluster
   bool join = false;                        // start empty and wait to be added (cluster add-member)

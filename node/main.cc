@@ -57,8 +57,20 @@ int main(int argc, char** argv) {
   metrics::Metrics metrics(config.id.value());
   std::unique_ptr<metrics::MetricsServer> metrics_server;
   if (!config.metrics.empty()) {
+    std::string metrics_auth;
+    if (!config.metrics_auth_file.empty()) {
+      Result<std::string> read = auth::read_secret_file(config.metrics_auth_file);
+      if (!read.is_ok() || read->find(':') == std::string::npos || read->front() == ':') {
+        spdlog::critical("--metrics-auth-file: {}", read.is_ok() ? std::string("it must hold USER:PASSWORD")
+                                                                 : read.status().message());
+        return 2;
+      }
+      metrics_auth = std::move(read).value();
+    } else if (!node::is_loopback_listen(config.metrics)) {
+      spdlog::warn("metrics on {} without --metrics-auth-file: anyone who reaches it reads them", config.metrics);
+    }
     Result<std::unique_ptr<metrics::MetricsServer>> started =
-        metrics::MetricsServer::start(config.metrics, metrics);
+        metrics::MetricsServer::start(config.metrics, metrics, metrics_auth);
     if (!started.is_ok()) {
       spdlog::critical("{}", started.status().to_string());
       return 1;

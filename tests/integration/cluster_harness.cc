@@ -211,6 +211,11 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)), nodes_(
     write_private(secret_file(), make_key() + "\n");
     write_private(admin_key_file(), admin_key_ + "\n");
   }
+  if (!options_.metrics_auth.empty()) {
+    const std::string path = dir_ + "/metrics-auth";
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << options_.metrics_auth << "\n";
+    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  }
 }
 
 void Cluster::pick_ports() {
@@ -269,6 +274,9 @@ std::vector<std::string> Cluster::node_argv(size_t n) const {
                                    std::to_string(options_.heartbeat_ticks)};
   if (options_.auth) {
     argv.insert(argv.end(), {"--keys-file", keys_file(), "--cluster-secret-file", secret_file()});
+  }
+  if (options_.metrics && !options_.metrics_auth.empty()) {
+    argv.insert(argv.end(), {"--metrics-auth-file", dir_ + "/metrics-auth"});
   }
   if (options_.metrics) {
     argv.push_back("--metrics");
@@ -627,7 +635,9 @@ namespace mayfly::it {
 
 // ---- metrics ------------------------------------------------------------------------------------------------------
 
-std::optional<Scrape> Cluster::scrape(size_t n) const { return Scrape::fetch(metrics_endpoint(n)); }
+std::optional<Scrape> Cluster::scrape(size_t n) const {
+  return Scrape::fetch(metrics_endpoint(n), options_.metrics_auth);
+}
 
 // ---- request builders -----------------------------------------------------------------------------------------------
 

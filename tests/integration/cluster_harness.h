@@ -50,6 +50,8 @@ struct ClusterOptions {
   std::vector<std::string> extra_env;
   // Serve Prometheus metrics from every node (--metrics on a port of its own; see Cluster::scrape).
   bool metrics = false;
+  // With metrics: USER:PASSWORD every node requires of scrapes (--metrics-auth-file); Cluster::scrape sends it.
+  std::string metrics_auth;
   // Keys and a cluster secret (README "Security"): every node gets --keys-file and --cluster-secret-file, and the
   // harness's clients and CLI runs use the admin key. false: the nodes run open, as on a loopback dev machine.
   bool auth = true;

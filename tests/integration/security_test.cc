@@ -332,6 +332,22 @@ TEST(Security, AnAuthenticatedPeerCannotSpeakForAnotherNodeNorCanANonMember) {
   EXPECT_EQ(admin.execute(db_req(Op::kCreateDatabase, "after")).status, 201);
 }
 
+TEST(Security, MetricsWithBasicAuthRefuseScrapesWithoutTheCredentials) {
+  const std::string credentials = "prometheus:scrape-password-0123456789";
+  Cluster cluster({.name = "sec-metrics", .metrics = true, .metrics_auth = credentials});
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    EXPECT_TRUE(cluster.scrape(node).has_value()) << "node " << node << " refused the right credentials";
+    EXPECT_FALSE(metrics::http_get(cluster.metrics_endpoint(node), "/metrics").has_value())
+        << "node " << node << " served metrics without credentials";
+    EXPECT_FALSE(metrics::http_get(cluster.metrics_endpoint(node), "/metrics", "prometheus:wrong-password-0000000")
+                     .has_value());
+    EXPECT_FALSE(metrics::http_get(cluster.metrics_endpoint(node), "/metrics", "other:scrape-password-0123456789")
+                     .has_value());
+  }
+}
+
 // Running open on a non-loopback address needs --insecure; the refusal says why and what to do.
 TEST(Security, AnOpenNodeRefusesANonLoopbackListenerWithoutInsecure) {
   const std::string dir = (fs::temp_directory_path() / "mayfly-sec-open").string();
