@@ -626,7 +626,8 @@ void RpcHost::secure(kj::Own<kj::AsyncIoStream> stream) {
                         admit(kj::mv(secured));
                       },
                       [this](kj::Exception&& exception) {
-                        // Plaintext, a client that does not trust our CA, or no handshake in time: closed.
+                        // Plaintext, no TLS version or cipher in common, or no handshake within the timeout: closed.
+                        // (A client that refuses our certificate does so after the handshake: it just disconnects.)
                         --tls_handshakes_;
                         security_metrics_.add_connection_refused("tls");
                         if (log_now(last_log_ms)) {

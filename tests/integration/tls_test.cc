@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,12 @@ bool replicated_everywhere(Cluster& cluster, client::Client& client, const Reque
 TEST(Tls, TlsClientWritesAndReadsReplicateOverTlsPeers) {
   Cluster cluster({.name = "tls-ok", .metrics = true});
   start_tls_cluster(cluster);
+  // make-certs.sh leaves the keys readable by their owner only.
+  for (const char* key : {"/certs/ca.key", "/certs/node1.key", "/certs/node3.key"}) {
+    EXPECT_EQ(std::filesystem::status(cluster.dir() + key).permissions(),
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+        << key;
+  }
   client::Client client(cluster.client_options());
   ASSERT_EQ(run(client, db_req(Op::kCreateDatabase, "t"), 1).status, 201);
   ASSERT_EQ(run(client, create_container("t", "c", "/pk"), 2).status, 201);  // forwarded to the leader over TLS
