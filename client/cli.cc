@@ -22,6 +22,7 @@ struct Arguments {
   std::string endpoints;
   std::string key;
   std::string key_file;
+  std::string tls_ca;
   std::string consistency;
   std::string session_token;
   uint32_t timeout_ms = 10000;
@@ -219,6 +220,9 @@ class Grammar {
                     "the client key (default $MAYFLY_KEY); prefer --key-file: arguments show in process lists");
     app_.add_option("--key-file", arguments_.key_file,
                     "a file holding the client key, alone or as a keys-file line ROLE KEY (default $MAYFLY_KEY_FILE)");
+    app_.add_option("--tls-ca", arguments_.tls_ca,
+                    "connect with TLS, trusting only the CA certificate in this PEM file (default $MAYFLY_TLS_CA; "
+                    "unset: plaintext)");
     app_.add_option("--consistency", arguments_.consistency, "read consistency (default session)")
         ->check(CLI::IsMember({"strong", "bounded", "session", "eventual"}));
     app_.add_option("--session-token", arguments_.session_token, "session token of an earlier response");
@@ -450,6 +454,7 @@ CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& e
     CliCommand command;
     command.options.endpoints = resolve_endpoints(arguments, environment);
     command.options.key = resolve_key(arguments, environment);
+    command.options.tls_ca = !arguments.tls_ca.empty() ? arguments.tls_ca : environment.tls_ca.value_or("");
     command.options.request_timeout_ms = arguments.timeout_ms;
     command.request = build_request(grammar.parsed_op(), arguments, environment);
     result.command = std::move(command);

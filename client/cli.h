@@ -2,7 +2,7 @@
 // object. Kept apart from main() (mayfly_cli.cc) so tests can drive it without a process or a server.
 //
 // Grammar (global options first; they are also accepted after the command):
-//   mayfly [--endpoints H:P,H:P] [--consistency strong|bounded|session|eventual] [--session-token T]
+//   mayfly [--endpoints H:P,H:P] [--key-file F] [--tls-ca CA.pem] [--consistency strong|bounded|session|eventual] [--session-token T]
 //          [--timeout-ms N] <command>
 //   cluster status | cluster add-member ID H:P | cluster remove-member ID | cluster transfer-leader ID
 //   db create DB | db delete DB | db list
@@ -36,6 +36,7 @@ struct CliEnvironment {
   std::optional<std::string> endpoints;   // $MAYFLY_ENDPOINTS; --endpoints wins over it
   std::optional<std::string> key;         // $MAYFLY_KEY; --key and --key-file win over it
   std::optional<std::string> key_file;    // $MAYFLY_KEY_FILE; used when neither --key, --key-file nor $MAYFLY_KEY is
+  std::optional<std::string> tls_ca;      // $MAYFLY_TLS_CA; --tls-ca wins over it
   std::istream* standard_input = nullptr;  // read for a "-" JSON argument; null: "-" is a usage error
 };
 

@@ -1,8 +1,11 @@
 #include "client/client.h"
 
 #include <capnp/ez-rpc.h>
+#include <capnp/rpc-twoparty.h>
+#include <sys/socket.h>
 #include <kj/async-io.h>
 #include <kj/debug.h>
+#include <kj/io.h>
 #include <kj/time.h>
 #include <kj/timer.h>
 
@@ -12,6 +15,7 @@
 #include "client/policy.h"
 #include "common/assert.h"
 #include "common/auth.h"
+#include "common/tls.h"
 #include "client/wire.h"
 #include "proto/mayfly.capnp.h"
 
@@ -78,16 +82,41 @@ constexpr const char* kAuthRefusal =
     "holds it; no request was sent to it";
 
 struct Connection {
-  Connection(const std::string& address, kj::TimePoint opened_at, std::string client_key)
-      : rpc(kj::heap<capnp::EzRpcClient>(address)),
+  // `tls` null: plaintext through EzRpcClient. Otherwise the connection is made here, through the network of the
+  // thread's EzRpc context, and wrapped with TLS (the node's certificate must chain to ClientOptions::tls_ca and name
+  // the endpoint's host); EzRpcClient then only holds the shared event loop, on a local socket pair nothing uses.
+  Connection(const std::string& address, kj::TimePoint opened_at, std::string client_key, tls::Context* tls)
+      : loop_socket(tls != nullptr ? idle_socket() : kj::AutoCloseFd()),
+        rpc(tls != nullptr ? kj::heap<capnp::EzRpcClient>(loop_socket.get()) : kj::heap<capnp::EzRpcClient>(address)),
         key(std::move(client_key)),
-        session(open_session(*rpc, this->key)),
+        main(tls != nullptr ? proto::Mayfly::Client(connect_tls(address, *tls)) : rpc->getMain<proto::Mayfly>()),
+        session(open_session(main, this->key)),
         last_answer_at(opened_at) {}
+
+  // One end of a socket pair whose other end is closed at once: EzRpcClient's own connection, idle (it sees EOF).
+  static kj::AutoCloseFd idle_socket() {
+    int ends[2];
+    KJ_SYSCALL(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends));
+    kj::AutoCloseFd other(ends[1]);
+    return kj::AutoCloseFd(ends[0]);
+  }
+
+  kj::Promise<proto::Mayfly::Client> connect_tls(const std::string& address, tls::Context& tls) {
+    return rpc->getIoProvider()
+        .getNetwork()
+        .parseAddress(address)
+        .then([](kj::Own<kj::NetworkAddress> resolved) { return resolved->connect(); })
+        .then([&tls, address](kj::Own<kj::AsyncIoStream> stream) { return tls.wrap_client(kj::mv(stream), address); })
+        .then([this](kj::Own<kj::AsyncIoStream> secured) {
+          tls_stream = kj::mv(secured);
+          tls_rpc = kj::heap<capnp::TwoPartyClient>(*tls_stream);
+          return tls_rpc->bootstrap().castAs<proto::Mayfly>();
+        });
+  }
 
   // The handshake (proto Mayfly, common/auth.h): hello, then openSession with this key's proof; the node's proof
   // must match before the session is used, so requests never go to a node that does not hold the key.
-  static kj::ForkedPromise<proto::Session::Client> open_session(capnp::EzRpcClient& client, const std::string& key) {
-    proto::Mayfly::Client main = client.getMain<proto::Mayfly>();
+  static kj::ForkedPromise<proto::Session::Client> open_session(proto::Mayfly::Client main, const std::string& key) {
     const std::string client_nonce = auth::random_nonce();
     auto hello = main.helloRequest();
     hello.setClientNonce(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(client_nonce.data()), client_nonce.size()));
@@ -119,8 +148,12 @@ struct Connection {
         .fork();
   }
 
-  kj::Own<capnp::EzRpcClient> rpc;
+  kj::AutoCloseFd loop_socket;              // with TLS: EzRpcClient's idle socket (closed after it)
+  kj::Own<capnp::EzRpcClient> rpc;         // the thread's shared event loop (and, without TLS, the connection)
+  kj::Own<kj::AsyncIoStream> tls_stream;   // with TLS: the connection
+  kj::Own<capnp::TwoPartyClient> tls_rpc;  //   and its RPC system
   std::string key;
+  proto::Mayfly::Client main;
   kj::ForkedPromise<proto::Session::Client> session;
   bool broken = false;            // a call saw it fail: the next use opens a new one
   kj::TimePoint last_answer_at;   // when an execute call last got its answer on it (or when it was opened)
@@ -137,6 +170,11 @@ class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
       : options_(std::move(options)), routing_(options_.endpoints), prng_(options_.jitter_seed) {
+    if (!options_.tls_ca.empty()) {
+      Result<std::unique_ptr<tls::Context>> loaded = tls::Context::load(options_.tls_ca);
+      KJ_REQUIRE(loaded.is_ok(), loaded.status().message());
+      tls_ = std::move(loaded).value();
+    }
     connections_.resize(routing_.endpoint_count());
   }
 
@@ -197,7 +235,7 @@ class Client::Impl {
     std::shared_ptr<Connection>& slot = connections_.at(endpoint);
     if (slot == nullptr || slot->broken) {
       const kj::TimePoint now = timer_ != nullptr ? timer_->now() : kj::origin<kj::TimePoint>();
-      auto fresh = std::make_shared<Connection>(routing_.address(endpoint), now, options_.key);
+      auto fresh = std::make_shared<Connection>(routing_.address(endpoint), now, options_.key, tls_.get());
       if (timer_ == nullptr) {
         timer_ = &fresh->rpc->getIoProvider().getTimer();
         fresh->last_answer_at = timer_->now();
@@ -236,7 +274,7 @@ class Client::Impl {
     Connection* raw = conn.get();
     kj::Promise<proto::Session::Client> session = raw->session.addBranch();
     if (call.write && timer_->now() - raw->last_answer_at >= options_.write_probe_idle_ms * kj::MILLISECONDS) {
-      raw->session = Connection::open_session(*raw->rpc, raw->key);
+      raw->session = Connection::open_session(raw->main, raw->key);
       session = raw->session.addBranch();
     }
     Request request = call.request;
@@ -344,6 +382,7 @@ class Client::Impl {
   Routing routing_;
   SessionTokens tokens_;
   Prng prng_;
+  std::unique_ptr<tls::Context> tls_;  // with ClientOptions::tls_ca; outlives the connections
   std::vector<std::shared_ptr<Connection>> connections_;  // by endpoint; null until first used
   kj::Timer* timer_ = nullptr;  // the shared event loop's timer; set with the first connection
 };

@@ -155,6 +155,10 @@ struct ClientOptions {
   // The client key (README "Security"); empty: none, for a cluster that runs without keys. The key never crosses the
   // wire: each connection proves it holds it (and checks that the node holds it too, refusing a node that cannot).
   std::string key;
+  // A PEM file with the CA that signed the nodes' certificates (README "Security"); empty: plaintext. When set, every
+  // connection is TLS, trusting only this CA (not the system store), and the node's certificate must name the host
+  // of the endpoint dialled (for 127.0.0.1, a DNS SAN "127.0.0.1": deploy/make-certs.sh writes DNS and IP SANs).
+  std::string tls_ca;
 };
 
 // A connection to a Mayfly cluster that runs its Cap'n Proto event loop on the calling thread (via capnp::EzRpcClient:
@@ -165,7 +169,8 @@ struct ClientOptions {
 // waited on (or dropped) on that thread and must not outlive the Client.
 class Client {
  public:
-  // Fails (kj::Exception) only on an empty or malformed endpoint list; connections are opened on first use.
+  // Fails (kj::Exception) only on an empty or malformed endpoint list or an unusable tls_ca; connections are opened
+  // on first use.
   explicit Client(ClientOptions options);
   ~Client();
   Client(const Client&) = delete;

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   }
   if (const char* key = std::getenv("MAYFLY_KEY"); key != nullptr) environment.key = key;
   if (const char* key_file = std::getenv("MAYFLY_KEY_FILE"); key_file != nullptr) environment.key_file = key_file;
+  if (const char* tls_ca = std::getenv("MAYFLY_TLS_CA"); tls_ca != nullptr) environment.tls_ca = tls_ca;
   environment.standard_input = &std::cin;
 
   CliParse parsed = parse_cli(args, environment);

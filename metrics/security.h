@@ -23,7 +23,7 @@ class SecurityMetrics {
   // Refusals: "no_key", "unknown_key", "forbidden" (a key without the needed role), "peer" (a failed peer proof).
   void add_auth_failure(const char* reason);
   // Connections: open ones by state, and those closed or refused by the node: "limit", "evicted",
-  // "handshake_timeout", "accept_error".
+  // "handshake_timeout", "accept_error", "tls" (a failed TLS handshake: plaintext, an untrusted CA, or too slow).
   void set_connections(int64_t authenticated, int64_t unauthenticated);
   void add_connection_refused(const char* reason);
 

@@ -64,6 +64,10 @@ Status NodeConfig::validate() const {
   if (handshake_timeout_ms < 100 || handshake_timeout_ms > 600'000) {
     return invalid("--handshake-timeout-ms must be 100..600000");
   }
+  const int tls_files = int{!tls_cert_file.empty()} + int{!tls_key_file.empty()} + int{!tls_ca_file.empty()};
+  if (tls_files != 0 && tls_files != 3) {
+    return invalid("--tls-cert, --tls-key and --tls-ca go together: give all three (TLS) or none (plaintext)");
+  }
   if ((keys_file.empty() || cluster_secret_file.empty()) && !insecure && !is_loopback_listen(listen)) {
     return invalid("--listen " + listen + " is not a loopback address, but " +
                    (keys_file.empty() ? std::string("--keys-file") : std::string("--cluster-secret-file")) +
@@ -115,6 +119,11 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--handshake-timeout-ms", config.handshake_timeout_ms,
                  "a connection that has not authenticated by then is closed")
       ->capture_default_str();
+  app.add_option("--tls-cert", config.tls_cert_file,
+                 "PEM certificate this node serves TLS with (with --tls-key and --tls-ca; README \"Security\")");
+  app.add_option("--tls-key", config.tls_key_file, "PEM private key of --tls-cert");
+  app.add_option("--tls-ca", config.tls_ca_file,
+                 "PEM CA certificate: peers' certificates must be signed by it (the system store is not used)");
   app.add_flag("--join", config.join, "start empty and wait to be added with `mayfly cluster add-member`");
   app.add_option("--tick-ms", config.tick_interval_ms, "Raft tick")->capture_default_str();
   app.add_option("--election-timeout-ticks", config.election_timeout_ticks)->capture_default_str();

@@ -33,6 +33,12 @@ struct NodeConfig {
   bool insecure = false;                    // allow running open on a non-loopback address
   int64_t max_connections = 1024;           // connections beyond this are refused (oldest unauthenticated evicted)
   int64_t handshake_timeout_ms = 5000;      // a connection not authenticated by then is closed
+  // TLS on the RPC port: all three or none. With them the node serves TLS only (this certificate and key) and
+  // connects to its peers with TLS, trusting only the CA in tls_ca_file (common/tls.h).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  bool tls() const { return !tls_cert_file.empty(); }
 
   int64_t tick_interval_ms = 10;            // one Raft tick
   int64_t election_timeout_ticks = 30;      // 300-600 ms with the default tick

@@ -184,6 +184,20 @@ class PeerLink {
     return host_.network()
         .parseAddress(address_)
         .then([](kj::Own<kj::NetworkAddress> address) { return address->connect(); })
+        .then([this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+          tls::Context* tls = host_.tls();
+          if (tls == nullptr) return kj::mv(stream);
+          // The peer must present a certificate signed by the cluster CA (--tls-ca) naming the host of its address.
+          return tls->wrap_client(kj::mv(stream), address_).catch_([this](kj::Exception&& exception)
+                                                                        -> kj::Own<kj::AsyncIoStream> {
+            if (log_now(last_tls_log_ms_)) {
+              spdlog::warn("TLS handshake with node {} at {} failed (is its certificate signed by --tls-ca and "
+                           "issued for this address's host?): {}",
+                           peer_.value(), address_, exception.getDescription().cStr());
+            }
+            kj::throwFatalException(kj::mv(exception));
+          });
+        })
         .then([this](kj::Own<kj::AsyncIoStream> stream) {
           connection_ = kj::heap<OutgoingConnection>(kj::mv(stream));
           const std::string client_nonce = auth::random_nonce();
@@ -276,6 +290,7 @@ class PeerLink {
   bool sending_ = false;
   bool waiting_to_reconnect_ = false;
   int64_t backoff_ms_ = 50;
+  int64_t last_tls_log_ms_ = 0;
   kj::Own<kj::TaskSet> tasks_;  // last: destroyed first, cancelling callbacks that use the members above
 };
 
@@ -521,6 +536,17 @@ void RpcHost::run(std::promise<Status>& started) {
                                           exception->getDescription().cStr()));
     return;
   }
+  if (config_.tls()) {
+    Result<std::unique_ptr<tls::Context>> loaded =
+        tls::Context::load(config_.tls_ca_file, config_.tls_cert_file, config_.tls_key_file, timer_,
+                           config_.handshake_timeout_ms);
+    if (!loaded.is_ok()) {
+      listener_ = nullptr;
+      started.set_value(loaded.status());
+      return;
+    }
+    tls_ = std::move(loaded).value();
+  }
   tasks_ = kj::heap<kj::TaskSet>(task_errors_);
   executor_ = kj::getCurrentThreadExecutor().addRef();
   auto shutdown = kj::newPromiseAndFulfiller<void>();
@@ -538,7 +564,7 @@ void RpcHost::run(std::promise<Status>& started) {
     };
     return Refresher::loop(*this);
   }());
-  spdlog::info("node {} listening on {}", config_.id.value(), config_.listen);
+  spdlog::info("node {} listening on {}{}", config_.id.value(), config_.listen, tls_ != nullptr ? " (TLS)" : "");
   started.set_value(Status::ok());
   shutdown.promise.wait(wait_scope);
   // Leaving the loop. New writes now get 503 at once. Writes already forwarded are in the leader's hands: wait
@@ -558,13 +584,18 @@ void RpcHost::run(std::promise<Status>& started) {
   links_.clear();
   connections_.clear();
   listener_ = nullptr;
+  tls_ = nullptr;
 }
 
 kj::Promise<void> RpcHost::accept_loop() {
   return listener_->accept()
       .then(
           [this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
-            admit(kj::mv(stream));
+            if (tls_ != nullptr) {
+              secure(kj::mv(stream));
+            } else {
+              admit(kj::mv(stream));
+            }
             return kj::READY_NOW;
           },
           [this](kj::Exception&& exception) -> kj::Promise<void> {
@@ -577,6 +608,33 @@ kj::Promise<void> RpcHost::accept_loop() {
             return timer_->afterDelay(50 * kj::MILLISECONDS);
           })
       .then([this] { return accept_loop(); });
+}
+
+void RpcHost::secure(kj::Own<kj::AsyncIoStream> stream) {
+  static int64_t last_log_ms = 0;
+  if (stopping_) return;
+  // Handshakes in progress are bounded like connections (and by the handshake timeout, TlsContext's acceptTimeout).
+  if (tls_handshakes_ >= static_cast<size_t>(config_.max_connections)) {
+    security_metrics_.add_connection_refused("limit");
+    return;  // `stream` goes out of scope: closed
+  }
+  ++tls_handshakes_;
+  tasks_->add(tls_->wrap_server(kj::mv(stream))
+                  .then(
+                      [this](kj::Own<kj::AsyncIoStream> secured) {
+                        --tls_handshakes_;
+                        admit(kj::mv(secured));
+                      },
+                      [this](kj::Exception&& exception) {
+                        // Plaintext, no TLS version or cipher in common, or no handshake within the timeout: closed.
+                        // (A client that refuses our certificate does so after the handshake: it just disconnects.)
+                        --tls_handshakes_;
+                        security_metrics_.add_connection_refused("tls");
+                        if (log_now(last_log_ms)) {
+                          spdlog::warn("refused a connection: TLS handshake failed: {}",
+                                       exception.getDescription().cStr());
+                        }
+                      }));
 }
 
 void RpcHost::admit(kj::Own<kj::AsyncIoStream> stream) {

@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "common/tls.h"
 #include "metrics/security.h"
 #include "node/config.h"
 #include "node/driver.h"
@@ -68,6 +69,8 @@ class RpcHost final : public DriverOutput {
   kj::Network& network() { return *network_; }
   const std::string& cluster_secret() const { return cluster_secret_; }
   Keyring& keyring() { return keyring_; }
+  // The TLS context (--tls-cert/--tls-key/--tls-ca); nullptr when the node speaks plaintext.
+  tls::Context* tls() { return tls_.get(); }
   metrics::SecurityMetrics& security_metrics() { return security_metrics_; }
   // The connection `id` has authenticated (as a client session or a peer): it is no longer evicted first nor closed
   // by the handshake timeout.
@@ -78,6 +81,8 @@ class RpcHost final : public DriverOutput {
  private:
   void run(std::promise<Status>& started);
   kj::Promise<void> accept_loop();
+  // With TLS: the handshake first (a failure is refused as "tls"), then admit.
+  void secure(kj::Own<kj::AsyncIoStream> stream);
   void admit(kj::Own<kj::AsyncIoStream> stream);
   void close_connection(uint64_t id, const char* reason);
   void publish_connection_counts();
@@ -107,6 +112,8 @@ class RpcHost final : public DriverOutput {
   kj::Timer* timer_ = nullptr;
   kj::Network* network_ = nullptr;
   kj::Own<kj::ConnectionReceiver> listener_;
+  std::unique_ptr<tls::Context> tls_;
+  size_t tls_handshakes_ = 0;  // accepted streams in their TLS handshake
   uint64_t next_connection_id_ = 1;
   std::map<uint64_t, kj::Own<ServedConnection>> connections_;  // ordered by id: the oldest first
   size_t authenticated_connections_ = 0;

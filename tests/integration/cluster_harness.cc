@@ -451,6 +451,7 @@ client::ClientOptions Cluster::client_options() const {
   options.endpoints = ports_;
   options.request_timeout_ms = 10000;
   options.key = admin_key_;
+  options.tls_ca = tls_ca_;
   return options;
 }
 
@@ -575,6 +576,9 @@ CliResult Cluster::cli(const std::vector<std::string>& args, std::optional<size_
   if (options_.auth && std::find(args.begin(), args.end(), "--key") == args.end() &&
       std::find(args.begin(), args.end(), "--key-file") == args.end()) {
     argv.insert(argv.end(), {"--key-file", admin_key_file()});
+  }
+  if (!tls_ca_.empty() && std::find(args.begin(), args.end(), "--tls-ca") == args.end()) {
+    argv.insert(argv.end(), {"--tls-ca", tls_ca_});
   }
   argv.insert(argv.end(), args.begin(), args.end());
   CliResult result;

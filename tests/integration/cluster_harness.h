@@ -111,6 +111,9 @@ class Cluster {
   std::optional<int> exit_status(size_t n);
   // Extra flags for node n's next starts (e.g. {"--join"}); replaces what was set before.
   void set_node_flags(size_t n, std::vector<std::string> flags) { node_flags_[n] = std::move(flags); }
+  // The CA (PEM file) the harness's clients and CLI runs trust: they connect with TLS (ClientOptions::tls_ca,
+  // --tls-ca). Empty (the default): plaintext. Set it before the first status query.
+  void set_tls_ca(std::string path) { tls_ca_ = std::move(path); }
   pid_t pid(size_t n) const;
 
   size_t size() const { return options_.nodes; }
@@ -177,6 +180,7 @@ class Cluster {
   std::vector<std::string> metrics_ports_;  // likewise, with options_.metrics
   std::vector<Node> nodes_;
   std::map<size_t, std::vector<std::string>> node_flags_;
+  std::string tls_ca_;
   std::unique_ptr<client::Client> admin_;
   std::string admin_key_, readwrite_key_, readonly_key_;
   std::thread::id admin_thread_;

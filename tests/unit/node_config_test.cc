@@ -81,6 +81,25 @@ TEST(NodeConfig, RunningOpenOnANonLoopbackAddressNeedsInsecure) {
   EXPECT_FALSE(is_loopback_listen("[::]:1"));
 }
 
+TEST(NodeConfig, TlsFlagsGoTogether) {
+  const ParsedFlags none = parse(kBase);
+  ASSERT_LT(none.exit_code, 0) << none.output;
+  EXPECT_FALSE(none.config.tls());
+  const ParsedFlags all = parse(with({"--tls-cert", "n.crt", "--tls-key", "n.key", "--tls-ca", "ca.crt"}));
+  ASSERT_LT(all.exit_code, 0) << all.output;
+  EXPECT_TRUE(all.config.tls());
+  EXPECT_EQ(all.config.tls_cert_file, "n.crt");
+  EXPECT_EQ(all.config.tls_key_file, "n.key");
+  EXPECT_EQ(all.config.tls_ca_file, "ca.crt");
+  for (const std::vector<std::string>& partial :
+       {std::vector<std::string>{"--tls-cert", "n.crt"}, std::vector<std::string>{"--tls-cert", "n.crt", "--tls-key", "n.key"},
+        std::vector<std::string>{"--tls-ca", "ca.crt"}, std::vector<std::string>{"--tls-key", "n.key", "--tls-ca", "ca.crt"}}) {
+    const ParsedFlags refused = parse(with(partial));
+    EXPECT_EQ(refused.exit_code, 2) << partial.front();
+    EXPECT_NE(refused.output.find("all three"), std::string::npos) << refused.output;
+  }
+}
+
 TEST(NodeConfig, ConnectionLimitsAreRangeChecked) {
   EXPECT_EQ(parse(with({"--max-connections", "0"})).exit_code, 2);
   EXPECT_EQ(parse(with({"--handshake-timeout-ms", "10"})).exit_code, 2);

@@ -286,6 +286,20 @@ TEST(CliParse, EndpointsDefaultEnvironmentAndFlag) {
   expect_usage_error({"db", "list"}, "MAYFLY_ENDPOINTS", environment);
 }
 
+TEST(CliParse, TlsCaFlagAndEnvironment) {
+  const CliParse plain = parse({"db", "list"});
+  ASSERT_TRUE(plain.command.has_value());
+  EXPECT_EQ(plain.command->options.tls_ca, "");
+  CliEnvironment environment;
+  environment.tls_ca = "/etc/mayfly/ca.crt";
+  const CliParse from_environment = parse({"db", "list"}, environment);
+  ASSERT_TRUE(from_environment.command.has_value());
+  EXPECT_EQ(from_environment.command->options.tls_ca, "/etc/mayfly/ca.crt");
+  const CliParse flag_wins = parse({"--tls-ca", "other.crt", "db", "list"}, environment);
+  ASSERT_TRUE(flag_wins.command.has_value());
+  EXPECT_EQ(flag_wins.command->options.tls_ca, "other.crt");
+}
+
 TEST(CliParse, HelpAndMissingCommand) {
   const CliParse help = parse({"--help"});
   EXPECT_FALSE(help.command.has_value());
