@@ -105,7 +105,12 @@ void prepare(Cluster& cluster, client::Client& admin) {
   ASSERT_NE(cluster.wait_for_leader(), 0u);
   ASSERT_EQ(run(admin, db_req(Op::kCreateDatabase, "sec")).status, 201);
   ASSERT_EQ(run(admin, create_container("sec", "c", "/pk")).status, 201);
-  ASSERT_EQ(run(admin, item_write(Op::kCreateItem, "sec", "c", R"({"id":"a","pk":"p","v":1})")).status, 201);
+  const client::Response created = run(admin, item_write(Op::kCreateItem, "sec", "c", R"({"id":"a","pk":"p","v":1})"));
+  ASSERT_EQ(created.status, 201);
+  // Every node has applied the item, so a fresh client's read (no session token yet) finds it anywhere.
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    ASSERT_TRUE(cluster.wait_applied(node, std::stoull(created.session_token))) << "node " << node;
+  }
 }
 
 TEST(Security, NoKeyAndUnknownKeyGet401OnEveryNodeAndChangeNothing) {
