@@ -7,6 +7,11 @@
 #   cluster-secret  the nodes' --cluster-secret-file: every member holds it (peers prove it by challenge-response)
 #   admin.key readwrite.key readonly.key
 #                   each key alone, for the CLI: --key-file FILE or MAYFLY_KEY_FILE=FILE
+#   ca.crt ca.key mayfly1..4.crt/.key
+#                   TLS between nodes and clients (deploy/make-certs.sh): a CA and one cert per compose node, with
+#                   DNS SANs mayflyN, localhost and 127.0.0.1 (host CLI: --tls-ca DIR/ca.crt)
+#   metrics-auth    the nodes' --metrics-auth-file (prometheus:PASSWORD); prometheus-password: PASSWORD alone, for
+#                   Prometheus' basic_auth password_file
 #
 #   deploy/make-secrets.sh [--force] [DIR]
 #
@@ -22,7 +27,7 @@ force=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --force) force=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "usage: $0 [--force] [DIR]" >&2; exit 2 ;;
     *) dir="$1"; shift ;;
   esac
@@ -75,6 +80,34 @@ for role in "${roles[@]}"; do
   make_file "$role.key" key_of "$role"
 done
 
+# Metrics credentials: the nodes' USER:PASSWORD file and the password alone for Prometheus (no newline).
+make_file metrics-auth bash -c 'echo "prometheus:$(openssl rand -hex 24)"'
+password_of() {
+  local password
+  password="$(sed -n '1s/^[^:]*://p' "$dir/metrics-auth")"
+  [ -n "$password" ] || { echo "make-secrets: $dir/metrics-auth is not USER:PASSWORD (edit it or use --force)" >&2; return 1; }
+  printf '%s' "$password"
+}
+if [ "$force" = 0 ] && [ -s "$dir/prometheus-password" ] && [ "$(cat "$dir/prometheus-password")" != "$(password_of)" ]; then
+  log "note: $dir/prometheus-password differs from the password in $dir/metrics-auth (kept; --force remakes both)"
+fi
+make_file prometheus-password password_of
+
+# TLS: a CA (ca.crt, ca.key) and a certificate per compose node (mayflyN.crt, mayflyN.key), by make-certs.sh; the
+# CA is kept (new nodes join), a node's certificate is made only when missing (or with --force).
+if [ "$force" = 1 ]; then rm -f "$dir/ca.crt" "$dir/ca.key" "$dir/ca.srl"; fi
+for n in 1 2 3 4; do
+  if [ "$force" = 0 ] && [ -s "$dir/mayfly$n.crt" ] && [ -s "$dir/mayfly$n.key" ] && [ -s "$dir/ca.crt" ]; then
+    kept+=("mayfly$n.crt" "mayfly$n.key")
+    chmod 600 "$dir/mayfly$n.crt" "$dir/mayfly$n.key"
+    continue
+  fi
+  bash "$here/make-certs.sh" "$dir" "mayfly$n,localhost,127.0.0.1" >/dev/null
+  chmod 600 "$dir/mayfly$n.crt" "$dir/mayfly$n.key"
+  made+=("mayfly$n.crt" "mayfly$n.key")
+done
+chmod 600 "$dir/ca.crt" "$dir/ca.key"
+
 [ ${#made[@]} -eq 0 ] || log "made ${made[*]} in $dir (mode 0600)"
 [ ${#kept[@]} -eq 0 ] || log "kept ${kept[*]} (already there; --force makes them anew)"
 if [ "$dir" = "$here/secrets" ]; then compose_env=""; else compose_env="MAYFLY_SECRETS=$dir "; fi
@@ -83,7 +116,10 @@ make-secrets: how to use them
   compose:  cd $here && ${compose_env}docker-compose up -d
             (the mayfly-secrets service installs them, owned by the nodes' user, where every node reads them)
   nodes:    mayflyd ... --keys-file $dir/keys --cluster-secret-file $dir/cluster-secret
-  CLI:      mayfly --key-file $dir/admin.key ...   or   export MAYFLY_KEY_FILE=$dir/admin.key
+            --tls-cert $dir/mayflyN.crt --tls-key $dir/mayflyN.key --tls-ca $dir/ca.crt
+            --metrics-auth-file $dir/metrics-auth   (scrape: basic auth, prometheus-password)
+  CLI:      mayfly --key-file $dir/admin.key --tls-ca $dir/ca.crt ...
+            or   export MAYFLY_KEY_FILE=$dir/admin.key MAYFLY_TLS_CA=$dir/ca.crt
             (readwrite.key: data only; readonly.key: reads only)
 Never commit them. A new client key is a new line in keys: the nodes re-read it (with compose, after
 docker-compose up -d mayfly-secrets).

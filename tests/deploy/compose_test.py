@@ -5,8 +5,10 @@ Builds the images offline (a Debian bookworm base made with debootstrap and `doc
 mayfly image; Prometheus from Debian's package), brings up deploy/docker-compose.yml (three mayflyd and Prometheus;
 Grafana is behind the `grafana` profile and has no Debian package, so it is not started) keyed with secrets that
 deploy/make-secrets.sh makes in the test's temp dir ($MAYFLY_SECRETS), and then, from the host through the published
-ports, every CLI call with `--key-file` admin.key (a call without a key must get 401, the readonly key 403 on a write,
-and a key added to the keys file must work after `docker-compose up -d mayfly-secrets`):
+ports, every CLI call with `--key-file` admin.key and `--tls-ca` ca.crt (the nodes serve TLS only, with certificates
+make-secrets.sh makes; a plaintext call must fail; a call without a key must get 401, the readonly key 403 on a write,
+and a key added to the keys file must work after `docker-compose up -d mayfly-secrets`; /metrics without credentials
+must get 401 while Prometheus, with basic_auth, has every target up):
 
   1. TTL: writes items with TTLs and watches them expire on all three containers, at every consistency level, and
      the collector delete them on every node;
@@ -36,6 +38,7 @@ up by the next one (projects named mayflytest<PID> whose process is gone).
 Python 3 standard library only. Every wait is bounded and polls for a condition.
 """
 import argparse
+import base64
 import json
 import math
 import os
@@ -49,6 +52,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -114,19 +118,24 @@ def free_ports(count):
 
 class Cli:
     """The host-built `mayfly` CLI against the published ports (endpoint i = node i), with the admin key
-    (--key-file, as README "Deploy" says) unless key_file=None is passed."""
+    (--key-file, as README "Deploy" says) unless key_file=None is passed, and the cluster CA (--tls-ca: the nodes
+    serve TLS only) unless tls_ca=None is passed."""
 
-    def __init__(self, binary, endpoints, key_file=None):
+    def __init__(self, binary, endpoints, key_file=None, tls_ca=None):
         self.binary = binary
         self.endpoints = endpoints  # node id -> "127.0.0.1:port"
         self.key_file = key_file
+        self.tls_ca = tls_ca
 
-    def __call__(self, *args, node=None, consistency=None, timeout_ms=10000, key_file=""):
+    def __call__(self, *args, node=None, consistency=None, timeout_ms=10000, key_file="", tls_ca=""):
         endpoints = self.endpoints[node] if node else ",".join(self.endpoints[n] for n in sorted(self.endpoints))
         argv = [self.binary, "--endpoints", endpoints, "--timeout-ms", str(timeout_ms)]
         key_file = self.key_file if key_file == "" else key_file
         if key_file:
             argv += ["--key-file", key_file]
+        tls_ca = self.tls_ca if tls_ca == "" else tls_ca
+        if tls_ca:
+            argv += ["--tls-ca", tls_ca]
         if consistency:
             argv += ["--consistency", consistency]
         argv += list(args)
@@ -157,7 +166,7 @@ class Deployment:
         # Keys and the cluster secret, made by deploy/make-secrets.sh into the temp dir (never deploy/secrets/).
         self.secrets = os.path.join(self.tmp, "secrets")
         self.env = dict(os.environ)
-        for name in ("MAYFLY_KEY", "MAYFLY_KEY_FILE"):  # the host CLI gets its key from --key-file only
+        for name in ("MAYFLY_KEY", "MAYFLY_KEY_FILE", "MAYFLY_TLS_CA"):  # the host CLI: --key-file, --tls-ca only
             self.env.pop(name, None)
             os.environ.pop(name, None)
         self.env.update({
@@ -171,7 +180,8 @@ class Deployment:
             "COMPOSE_PROJECT_NAME": self.project,
         })
         self.env.pop("COMPOSE_PROFILES", None)
-        self.cli = Cli(options.cli, {}, key_file=os.path.join(self.secrets, "admin.key"))
+        self.cli = Cli(options.cli, {}, key_file=os.path.join(self.secrets, "admin.key"),
+                       tls_ca=os.path.join(self.secrets, "ca.crt"))
         self.pick_ports()
         self.compose_up = False
         self.acked_ledger = []  # ids of shop/ledger writes acknowledged by earlier writers
@@ -241,8 +251,13 @@ class Deployment:
                    lambda: (self.node_status(n) or {}).get("applied", 0) >= target, timeout)
         return target
 
-    def scrape(self, n):
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[n]}/metrics", timeout=5) as response:
+    def scrape(self, n, credentials=True):
+        """Node n's /metrics with the basic-auth credentials of secrets/metrics-auth (credentials=False: none)."""
+        request = urllib.request.Request(f"http://127.0.0.1:{self.metrics_ports[n]}/metrics")
+        if credentials:
+            user_password = open(os.path.join(self.secrets, "metrics-auth")).read().strip()
+            request.add_header("Authorization", "Basic " + base64.b64encode(user_password.encode()).decode())
+        with urllib.request.urlopen(request, timeout=5) as response:
             return response.read().decode()
 
     def metric(self, n, name, labels):
@@ -295,10 +310,12 @@ class Deployment:
         check(not unknown, f"dashboard metrics not defined in metrics/metrics.cc: {unknown}")
         log(f"dashboard uses {len(names)} metric families, all defined in metrics/metrics.cc")
         self.compose("config", "-q")
-        for name in ("keys", "cluster-secret"):
+        for name in ("keys-file", "cluster-secret-file", "tls-cert", "tls-key", "tls-ca", "metrics-auth-file"):
             for compose_file in ("docker-compose.yml", "docker-compose.node4.yml"):
                 text = open(os.path.join(self.deploy, compose_file)).read()
-                check(f"--{name}-file" in text, f"{compose_file}: a node without --{name}-file")
+                check(f"--{name}" in text, f"{compose_file}: a node without --{name}")
+        prometheus_yml = open(os.path.join(self.deploy, "prometheus", "prometheus.yml")).read()
+        check("password_file:" in prometheus_yml, "prometheus.yml: the mayfly job scrapes without basic_auth")
         services = self.compose("--profile", "grafana", "config", "--services").stdout.split()
         check("grafana" in services, f"grafana service missing: {services}")
 
@@ -344,7 +361,9 @@ class Deployment:
         """deploy/make-secrets.sh into the temp dir: 0600 files; a second run keeps them (idempotent)."""
         script = os.path.join(self.deploy, "make-secrets.sh")
         run(["bash", script, self.secrets], timeout=60)
-        files = ("keys", "cluster-secret", "admin.key", "readwrite.key", "readonly.key")
+        files = ("keys", "cluster-secret", "admin.key", "readwrite.key", "readonly.key", "metrics-auth",
+                 "prometheus-password", "ca.crt", "ca.key") + tuple(f"mayfly{n}.{ext}" for n in (1, 2, 3, 4)
+                                                                for ext in ("crt", "key"))
         for name in files:
             path = os.path.join(self.secrets, name)
             check(os.path.isfile(path), f"make-secrets.sh did not make {name}")
@@ -358,11 +377,21 @@ class Deployment:
         check(sorted(roles) == ["admin", "readonly", "readwrite"], f"keys file roles: {sorted(roles)}")
         for role, key in roles.items():
             check(open(os.path.join(self.secrets, f"{role}.key")).read().strip() == key, f"{role}.key != keys")
+        user, _, password = open(os.path.join(self.secrets, "metrics-auth")).read().strip().partition(":")
+        check(user == "prometheus" and len(password) >= 32, "metrics-auth is not prometheus:PASSWORD")
+        check(open(os.path.join(self.secrets, "prometheus-password")).read() == password,
+              "prometheus-password is not metrics-auth's password")
+        for n in (1, 2, 3, 4):
+            sans = run(["openssl", "x509", "-in", os.path.join(self.secrets, f"mayfly{n}.crt"), "-noout", "-ext",
+                        "subjectAltName"]).stdout
+            for san in (f"DNS:mayfly{n}", "DNS:localhost", "DNS:127.0.0.1"):
+                check(san in sans, f"mayfly{n}.crt lacks {san}: {sans}")
         before = {name: open(os.path.join(self.secrets, name)).read() for name in files}
         run(["bash", script, self.secrets], timeout=60)
         check(before == {name: open(os.path.join(self.secrets, name)).read() for name in files},
               "make-secrets.sh run again changed existing secrets (it must keep them without --force)")
-        log(f"secrets made in {self.secrets} (0600; kept by a second run); the CLI uses --key-file admin.key")
+        log(f"secrets made in {self.secrets} (0600; kept by a second run): keys, certificates for mayfly1..4, "
+            "metrics credentials; the CLI uses --key-file admin.key --tls-ca ca.crt")
 
     def bring_up(self):
         self.compose_up = True
@@ -385,11 +414,38 @@ class Deployment:
                        == "healthy", 90, poll=1)
             check(self.inspect(f"mayfly{n}", "{{.Config.User}}") not in ("", "0", "root"), "node runs as root")
         self.keys_required()
+        self.tls_required()
         wait_until("Prometheus up", lambda: self.prometheus("/api/v1/query", query="up"), 60, poll=1)
         wait_until("Prometheus scraping all three nodes",
                    lambda: len([r for r in self.prometheus("/api/v1/query", query='up{job="mayfly"} == 1')["result"]])
                    == 3, 60, poll=1)
+        self.metrics_auth_required()
         self.cli.ok("db", "create", "shop")
+
+    def tls_required(self):
+        """The nodes serve TLS only: a plaintext CLI call (no --tls-ca) fails; with the CA it answers."""
+        for n in (1, 2, 3):
+            response = self.cli("cluster", "status", node=n, tls_ca=None, timeout_ms=3000)
+            check(response.get("status") != 200 and "role" not in json.dumps(response.get("body", "")),
+                  f"plaintext mayfly cluster status against node {n} answered: {response}")
+            check(self.node_status(n) is not None, f"node {n} does not answer over TLS with --tls-ca")
+        log(f"plaintext CLI calls fail on every node (e.g. {str(response)[:160]}); with --tls-ca ca.crt they answer")
+
+    def metrics_auth_required(self):
+        """/metrics refuses a scrape without credentials (401) while Prometheus scrapes every node with them."""
+        for n in (1, 2, 3):
+            try:
+                self.scrape(n, credentials=False)
+                raise Failure(f"node {n} served /metrics without credentials")
+            except urllib.error.HTTPError as error:
+                check(error.code == 401, f"node {n}: /metrics without credentials got {error.code}, want 401")
+            check("mayfly_" in self.scrape(n), f"node {n}: /metrics with credentials has no mayfly_ metric")
+        up = self.prometheus("/api/v1/targets", state="active")["activeTargets"]
+        mayfly = [t for t in up if t["labels"].get("job") == "mayfly"]
+        check(len(mayfly) == 3 and all(t["health"] == "up" for t in mayfly),
+              f"Prometheus targets of job mayfly: {[(t['scrapeUrl'], t['health'], t['lastError']) for t in mayfly]}")
+        log("/metrics without credentials: 401 on every node; with them: served; Prometheus (basic_auth, "
+            "password_file) has all three mayfly targets up")
 
     def keys_required(self):
         """The cluster is keyed: without a key every request is 401; inside the containers the admin key is there."""
