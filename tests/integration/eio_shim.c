@@ -35,34 +35,35 @@ static int forward(const char* symbol, const char* path, int flags, mode_t mode)
   return real(path, flags, mode);
 }
 
-int open(const char* path, int flags, ...) {
-  mode_t mode = 0;
-  if (flags & (O_CREAT | O_TMPFILE)) {
-    va_list args;
-    va_start(args, flags);
-    mode = (mode_t)va_arg(args, int);
-    va_end(args);
-  }
+static int open_or_fail(const char* symbol, const char* path, int flags, mode_t mode) {
   if (should_fail(path, flags)) {
     errno = EIO;
     return -1;
   }
-  return forward("open", path, flags, mode);
+  return forward(symbol, path, flags, mode);
+}
+
+/* The mode argument is there only with O_CREAT or O_TMPFILE. */
+#define MODE_ARGUMENT(flags, mode)               \
+  do {                                           \
+    if ((flags) & (O_CREAT | O_TMPFILE)) {       \
+      va_list args;                              \
+      va_start(args, flags);                     \
+      (mode) = (mode_t)va_arg(args, int);        \
+      va_end(args);                              \
+    }                                            \
+  } while (0)
+
+int open(const char* path, int flags, ...) {
+  mode_t mode = 0;
+  MODE_ARGUMENT(flags, mode);
+  return open_or_fail("open", path, flags, mode);
 }
 
 int open64(const char* path, int flags, ...) {
   mode_t mode = 0;
-  if (flags & (O_CREAT | O_TMPFILE)) {
-    va_list args;
-    va_start(args, flags);
-    mode = (mode_t)va_arg(args, int);
-    va_end(args);
-  }
-  if (should_fail(path, flags)) {
-    errno = EIO;
-    return -1;
-  }
-  return forward("open64", path, flags, mode);
+  MODE_ARGUMENT(flags, mode);
+  return open_or_fail("open64", path, flags, mode);
 }
 
 /* The data directory's trigger for an fd's file under `<data>/db/`. */

@@ -48,6 +48,17 @@ void start_tls_cluster(Cluster& cluster) {
   ASSERT_NE(cluster.wait_for_leader(), 0u);
 }
 
+// Nodes 1 and 2 report the same leader (for clusters whose node 3 the harness's status client cannot reach).
+bool nodes_one_and_two_agree_on_a_leader(Cluster& cluster) {
+  return wait_until(
+      [&] {
+        std::optional<NodeStatus> one = cluster.status(1);
+        std::optional<NodeStatus> two = cluster.status(2);
+        return one && two && one->leader != 0 && one->leader == two->leader;
+      },
+      milliseconds(10000), milliseconds(50));
+}
+
 client::Response run(client::Client& client, Request request, size_t node) {
   request.endpoint = node;
   return client.execute(request);
@@ -165,13 +176,7 @@ TEST(Tls, NodeWithCertificateOfAnotherCaIsCutOff) {
   cluster.set_tls_ca(certs + "/ca.crt");
   ASSERT_TRUE(cluster.start());
   // Nodes 1 and 2 elect a leader between them (node 3 cannot be asked with the cluster CA).
-  ASSERT_TRUE(wait_until(
-      [&] {
-        std::optional<NodeStatus> one = cluster.status(1);
-        std::optional<NodeStatus> two = cluster.status(2);
-        return one && two && one->leader != 0 && one->leader == two->leader;
-      },
-      milliseconds(10000), milliseconds(50)));
+  ASSERT_TRUE(nodes_one_and_two_agree_on_a_leader(cluster));
   client::ClientOptions options = cluster.client_options();
   options.endpoints.pop_back();  // node 3 cannot be reached with the cluster CA
   client::Client client(options);
@@ -212,13 +217,7 @@ TEST(Tls, CertificateMustNameTheHostDialled) {
   for (size_t n = 1; n <= 3; ++n) cluster.set_node_flags(n, tls_flags(n, certs, certs));
   cluster.set_tls_ca(certs + "/ca.crt");
   ASSERT_TRUE(cluster.start());
-  ASSERT_TRUE(wait_until(
-      [&] {
-        std::optional<NodeStatus> one = cluster.status(1);
-        std::optional<NodeStatus> two = cluster.status(2);
-        return one && two && one->leader != 0 && one->leader == two->leader;
-      },
-      milliseconds(10000), milliseconds(50)));
+  ASSERT_TRUE(nodes_one_and_two_agree_on_a_leader(cluster));
   client::ClientOptions options = quick(cluster.client_options());
   client::Client client(options);
   Request status;
