@@ -7,6 +7,8 @@
 #include <iterator>
 #include <optional>
 
+#include "common/auth.h"
+
 namespace mayfly::metrics {
 namespace {
 
@@ -345,14 +347,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& a
       exposer->RegisterAuth(
           [user, password](const std::string& given_user, const std::string& given_password) {
             // Both compared in full, in time that depends only on the lengths.
-            auto same = [](const std::string& a, const std::string& b) {
-              if (a.size() != b.size()) return false;
-              unsigned char differ = 0;
-              for (size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
-              return differ == 0;
-            };
-            const bool user_ok = same(user, given_user);
-            const bool password_ok = same(password, given_password);
+            const bool user_ok = auth::constant_time_equal(user, given_user);
+            const bool password_ok = auth::constant_time_equal(password, given_password);
             return user_ok && password_ok;
           },
           "mayfly");
