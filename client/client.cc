@@ -273,9 +273,15 @@ class Client::Impl {
   kj::Promise<Attempt> attempt(std::shared_ptr<Connection> conn, const Call& call) {
     Connection* raw = conn.get();
     kj::Promise<proto::Session::Client> session = raw->session.addBranch();
-    if (call.write && timer_->now() - raw->last_answer_at >= options_.write_probe_idle_ms * kj::MILLISECONDS) {
+    // The loop's now() is the time of its last turn, which can be long ago for a caller that was away from the loop:
+    // measure the quiet spell with the clock itself (the same monotonic clock the timer reads).
+    const kj::TimePoint now = kj::max(timer_->now(), kj::systemPreciseMonotonicClock().now());
+    if (call.write && now - raw->last_answer_at >= options_.write_probe_idle_ms * kj::MILLISECONDS) {
       raw->session = Connection::open_session(raw->main, raw->key);
       session = raw->session.addBranch();
+      // One probe per quiet spell: the other writes of a burst wait on this one's session (a node answers one
+      // openSession per hello on a connection, so concurrent handshakes on it would spoil each other's proofs).
+      raw->last_answer_at = now;
     }
     Request request = call.request;
     const Consistency consistency = call.consistency;

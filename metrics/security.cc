@@ -21,8 +21,27 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
       connections_refused_(prometheus::BuildCounter()
                                .Name("mayfly_connections_refused_total")
                                .Help("Connections the node refused or closed: limit, evicted, handshake_timeout, "
-                                     "accept_error")
-                               .Register(*metrics.registry())) {}
+                                     "idle, accept_error, tls")
+                               .Register(*metrics.registry())),
+      shed_(prometheus::BuildCounter()
+                .Name("mayfly_requests_shed_total")
+                .Help("Requests answered 503 at once because too many were waiting on this node "
+                      "(--max-pending-requests): kind=driver (writes, strong and catching-up reads), kind=read")
+                .Register(*metrics.registry())),
+      handoff_dropped_(prometheus::BuildCounter()
+                           .Name("mayfly_handoff_messages_dropped_total")
+                           .Help("Raft messages the driver produced that were dropped because the RPC thread had "
+                                 "64 MiB of them queued already (Raft resends)")
+                           .Register(*metrics.registry())) {
+  for (const char* kind : {"driver", "read"}) shed_.Add({{"node", node_}, {"kind", kind}});
+  handoff_dropped_.Add({{"node", node_}});
+}
+
+void SecurityMetrics::add_shed(const char* kind) { shed_.Add({{"node", node_}, {"kind", kind}}).Increment(); }
+
+void SecurityMetrics::add_handoff_dropped(uint64_t messages) {
+  handoff_dropped_.Add({{"node", node_}}).Increment(static_cast<double>(messages));
+}
 
 void SecurityMetrics::set_open(bool clients_open, bool peers_open) {
   open_.Add({{"node", node_}, {"what", "clients"}}).Set(clients_open ? 1 : 0);

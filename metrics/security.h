@@ -23,9 +23,14 @@ class SecurityMetrics {
   // Refusals: "no_key", "unknown_key", "forbidden" (a key without the needed role), "peer" (a failed peer proof).
   void add_auth_failure(const char* reason);
   // Connections: open ones by state, and those closed or refused by the node: "limit", "evicted",
-  // "handshake_timeout", "accept_error", "tls" (a failed TLS handshake: plaintext, an untrusted CA, or too slow).
+  // "handshake_timeout", "idle" (a client connection with no call for --idle-timeout-ms), "accept_error", "tls" (a
+  // failed TLS handshake: plaintext, an untrusted CA, or too slow).
   void set_connections(int64_t authenticated, int64_t unauthenticated);
   void add_connection_refused(const char* reason);
+  // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver" or
+  // "read"), and Raft messages dropped between the driver and the RPC thread.
+  void add_shed(const char* kind);
+  void add_handoff_dropped(uint64_t messages);
 
  private:
   std::string node_;
@@ -33,6 +38,8 @@ class SecurityMetrics {
   prometheus::Family<prometheus::Counter>& auth_failures_;
   prometheus::Family<prometheus::Gauge>& connections_;
   prometheus::Family<prometheus::Counter>& connections_refused_;
+  prometheus::Family<prometheus::Counter>& shed_;
+  prometheus::Family<prometheus::Counter>& handoff_dropped_;
 };
 
 }  // namespace mayfly::metrics

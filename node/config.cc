@@ -61,6 +61,15 @@ Status NodeConfig::validate() const {
   }
   if (request_timeout_ms < 100) return invalid("request timeout must be >= 100 ms");
   if (max_connections < 8 || max_connections > 1'000'000) return invalid("--max-connections must be 8..1000000");
+  // Above the client library's write probe (ClientOptions::write_probe_idle_ms, 1 s): a write after a quiet spell
+  // re-opens its session first, so a connection closed for being idle fails before the write is sent.
+  if (idle_timeout_ms != 0 && (idle_timeout_ms < 2000 || idle_timeout_ms > 86'400'000)) {
+    return invalid("--idle-timeout-ms must be 0 (never) or 2000..86400000");
+  }
+  if (max_pending_requests < 16 || max_pending_requests > 1'000'000) {
+    return invalid("--max-pending-requests must be 16..1000000");
+  }
+  if (read_threads < 1 || read_threads > 64) return invalid("--read-threads must be 1..64");
   if (handshake_timeout_ms < 100 || handshake_timeout_ms > 600'000) {
     return invalid("--handshake-timeout-ms must be 100..600000");
   }
@@ -118,6 +127,14 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--max-connections", config.max_connections, "open connections at most")->capture_default_str();
   app.add_option("--handshake-timeout-ms", config.handshake_timeout_ms,
                  "a connection that has not authenticated by then is closed")
+      ->capture_default_str();
+  app.add_option("--idle-timeout-ms", config.idle_timeout_ms,
+                 "a client connection with no call for this long is closed (0: never; peers are never closed)")
+      ->capture_default_str();
+  app.add_option("--max-pending-requests", config.max_pending_requests,
+                 "requests waiting on the driver or the read threads at most; beyond, 503 with retry-after")
+      ->capture_default_str();
+  app.add_option("--read-threads", config.read_threads, "threads that execute reads and queries")
       ->capture_default_str();
   app.add_option("--tls-cert", config.tls_cert_file,
                  "PEM certificate this node serves TLS with (with --tls-key and --tls-ca; README \"Security\")");

@@ -171,9 +171,9 @@ void Driver::schedule_flush() {
 
 // ---- inputs -----------------------------------------------------------------------------------------------------
 
-void Driver::on_messages(std::vector<replication::Message> messages) {
-  if (stopped_) return;
+void Driver::on_messages(std::vector<replication::Message> messages, uint64_t delivery) {
   for (const replication::Message& message : messages) {
+    if (stopped_) break;
     Status status = replica_->step(message);
     if (status.is_ok()) continue;
     // Refused: the core changed nothing. Count it by reason and say so (rate-limited per sender and reason).
@@ -184,6 +184,11 @@ void Driver::on_messages(std::vector<replication::Message> messages) {
       spdlog::warn("refused a message from node {} ({}): {}; {} more like it not logged", message.from.value(),
                    reason, status.to_string(), *held_back);
     }
+  }
+  if (delivery != 0 && output_ != nullptr) {
+    DriverBatch taken;
+    taken.deliveries_taken.push_back(delivery);
+    output_->deliver(std::move(taken));
   }
   schedule_flush();
 }

@@ -56,6 +56,7 @@ struct DriverBatch {
   std::map<NodeId, std::vector<std::string>> messages;  // encoded Raft messages, per destination, in order
   std::vector<std::pair<uint64_t, Reply>> replies;      // request id -> reply
   std::optional<NodeView> view;                         // absent in the early hand-off of a leader's appends
+  std::vector<uint64_t> deliveries_taken;               // peer deliveries the driver has stepped (their RPCs return)
 };
 
 // Implemented by the RPC side. deliver() is called on the driver thread.
@@ -86,7 +87,9 @@ class Driver {
   void stop_gracefully();
 
   // Inputs (driver thread).
-  void on_messages(std::vector<replication::Message> messages);
+  // `delivery` (non-zero) is acknowledged in a batch of its own once the messages are stepped: the peer's deliver
+  // call returns only then, so a sender has at most one delivery waiting for this driver (backpressure).
+  void on_messages(std::vector<replication::Message> messages, uint64_t delivery = 0);
   void on_request(uint64_t request_id, Operation operation);
 
   const storage::StateMachine& state() const { return replica_->state(); }

@@ -82,5 +82,6 @@ storage::OpResult execute_read(const storage::StateMachine& state, const ReadQue
 inline constexpr uint32_t kSubstatusNoLeader = 1;         // not applied; retry (the leader hint may help)
 inline constexpr uint32_t kSubstatusOutcomeUnknown = 2;   // a write whose fate is unknown (leader lost mid-commit)
 inline constexpr uint32_t kSubstatusReplicaBehind = 3;    // a read this replica cannot serve fresh enough yet
+inline constexpr uint32_t kSubstatusOverloaded = 4;       // not executed: too many requests waiting on this node; retry
 
 }  // namespace mayfly::node

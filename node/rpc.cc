@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 
@@ -124,6 +125,9 @@ struct ServedConnection {
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   bool authenticated = false;
+  bool peer = false;          // an authenticated peer: never closed for being idle
+  int64_t calls = 0;          // client calls in flight
+  int64_t last_active_ms = 0; // steady ms of the last call's start or end (or of the handshake)
   kj::Promise<void> watcher = nullptr;  // closes the connection when the other side goes away
 };
 
@@ -301,10 +305,22 @@ namespace {
 class SessionImpl final : public proto::Session::Server {
  public:
   // `key_id` empty: the session was opened without a (known) key; `refusal` says which ("no_key", "unknown_key").
-  SessionImpl(RpcHost& host, std::string key_id, std::string key_name, const char* refusal)
-      : host_(host), key_id_(std::move(key_id)), key_name_(std::move(key_name)), refusal_(refusal) {}
+  SessionImpl(RpcHost& host, uint64_t connection, std::string key_id, std::string key_name, const char* refusal)
+      : host_(host),
+        connection_(connection),
+        key_id_(std::move(key_id)),
+        key_name_(std::move(key_name)),
+        refusal_(refusal) {}
 
   kj::Promise<void> execute(ExecuteContext context) override {
+    host_.call_started(connection_);
+    return run(context).attach(kj::defer([host = &host_, connection = connection_] {
+      host->call_finished(connection);
+    }));
+  }
+
+ private:
+  kj::Promise<void> run(ExecuteContext& context) {
     auto request = context.getParams().getRequest();
     if (std::optional<Reply> refused = authorize(request)) {
       refused->served_by = host_.config().id;
@@ -323,7 +339,6 @@ class SessionImpl final : public proto::Session::Server {
     });
   }
 
- private:
   // 401 without a valid key, 403 when the key's role is not enough; nothing is executed or charged then.
   std::optional<Reply> authorize(proto::Request::Reader request) {
     Keyring& keyring = host_.keyring();
@@ -351,6 +366,7 @@ class SessionImpl final : public proto::Session::Server {
   }
 
   RpcHost& host_;
+  const uint64_t connection_;
   const std::string key_id_;
   const std::string key_name_;
   const char* refusal_;
@@ -362,8 +378,7 @@ class PeerImpl final : public proto::Peer::Server {
   PeerImpl(RpcHost& host, NodeId from) : host_(host), from_(from) {}
 
   kj::Promise<void> deliver(DeliverContext context) override {
-    host_.receive(from_, context.getParams().getMessages());
-    return kj::READY_NOW;
+    return host_.receive(from_, context.getParams().getMessages());
   }
 
   kj::Promise<void> forward(ForwardContext context) override {
@@ -409,8 +424,8 @@ class MayflyImpl final : public proto::Mayfly::Server {
     Keyring& keyring = host_.keyring();
     auto results = context.getResults();
     if (keyring.open()) {
-      host_.mark_authenticated(connection_);
-      results.setSession(kj::heap<SessionImpl>(host_, std::string(), "open", nullptr));
+      host_.mark_authenticated(connection_, false);
+      results.setSession(kj::heap<SessionImpl>(host_, connection_, std::string(), "open", nullptr));
       return kj::READY_NOW;
     }
     const capnp::Data::Reader proof = context.getParams().getProof();
@@ -422,12 +437,13 @@ class MayflyImpl final : public proto::Mayfly::Server {
     server_nonce_.clear();  // one open per hello
     if (!match) {
       // Still a session, so the caller gets a 401 with a message rather than a broken connection.
-      results.setSession(kj::heap<SessionImpl>(host_, std::string(), std::string(), had_proof ? "unknown_key" : "no_key"));
+      results.setSession(
+          kj::heap<SessionImpl>(host_, connection_, std::string(), std::string(), had_proof ? "unknown_key" : "no_key"));
       return kj::READY_NOW;
     }
-    host_.mark_authenticated(connection_);
+    host_.mark_authenticated(connection_, false);
     results.setServerProof(data_of(match->server_proof));
-    results.setSession(kj::heap<SessionImpl>(host_, match->key_id, match->name, nullptr));
+    results.setSession(kj::heap<SessionImpl>(host_, connection_, match->key_id, match->name, nullptr));
     return kj::READY_NOW;
   }
 
@@ -463,7 +479,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
           auth::peer_server_proof(secret, config.cluster, config.id.value(), client_nonce_, server_nonce_)));
       server_nonce_.clear();
     }
-    host_.mark_authenticated(connection_);
+    host_.mark_authenticated(connection_, true);
     results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from)));
     return kj::READY_NOW;
   }
@@ -487,7 +503,8 @@ RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& met
       state_(driver.state()),
       keyring_(std::move(keyring)),
       cluster_secret_(std::move(cluster_secret)),
-      security_metrics_(metrics) {
+      security_metrics_(metrics),
+      reads_(static_cast<size_t>(config.read_threads)) {
   view_.self = config.id;
   security_metrics_.set_open(keyring_.open(), cluster_secret_.empty());
   security_metrics_.set_connections(0, 0);
@@ -552,6 +569,8 @@ void RpcHost::run(std::promise<Status>& started) {
   auto shutdown = kj::newPromiseAndFulfiller<void>();
   shutdown_ = kj::mv(shutdown.fulfiller);
   tasks_->add(accept_loop());
+  tasks_->add(drain_mailbox());
+  if (config_.idle_timeout_ms > 0) tasks_->add(sweep_idle_connections());
   tasks_->add([this]() -> kj::Promise<void> {
     // The keys file is looked at every kKeysRefreshMs, so a rotation reaches open sessions without a restart.
     struct Refresher {
@@ -567,6 +586,7 @@ void RpcHost::run(std::promise<Status>& started) {
   spdlog::info("node {} listening on {}{}", config_.id.value(), config_.listen, tls_ != nullptr ? " (TLS)" : "");
   started.set_value(Status::ok());
   shutdown.promise.wait(wait_scope);
+  for (DriverBatch& batch : mailbox_.take()) apply_batch(batch);  // the driver's last answers (it has stopped)
   // Leaving the loop. New writes now get 503 at once. Writes already forwarded are in the leader's hands: wait
   // (bounded) for their answers, so their clients learn the outcome instead of seeing the connection cut. Then answer
   // what is still pending, give the loop a moment to write those answers out, and drop links and tasks here.
@@ -577,8 +597,11 @@ void RpcHost::run(std::promise<Status>& started) {
   if (forwards_in_flight_ > 0) {
     spdlog::warn("stopping with {} forwarded writes unanswered by the leader", forwards_in_flight_);
   }
+  for (DriverBatch& batch : mailbox_.take()) apply_batch(batch);
   for (auto& [id, fulfiller] : pending_) fulfiller->fulfill(shutting_down());
   pending_.clear();
+  for (auto& [id, fulfiller] : deliveries_) fulfiller->fulfill();
+  deliveries_.clear();
   timer_->afterDelay(kShutdownFlushMs * kj::MILLISECONDS).wait(wait_scope);
   tasks_ = nullptr;
   links_.clear();
@@ -685,12 +708,47 @@ void RpcHost::close_connection(uint64_t id, const char* reason) {
   closing = nullptr;
 }
 
-void RpcHost::mark_authenticated(uint64_t connection_id) {
+void RpcHost::mark_authenticated(uint64_t connection_id, bool peer) {
   auto it = connections_.find(connection_id);
   if (it == connections_.end() || it->second->authenticated) return;
   it->second->authenticated = true;
+  it->second->peer = peer;
+  it->second->last_active_ms = steady_ms();
   ++authenticated_connections_;
   publish_connection_counts();
+}
+
+void RpcHost::call_started(uint64_t connection_id) {
+  auto it = connections_.find(connection_id);
+  if (it == connections_.end()) return;
+  ++it->second->calls;
+  it->second->last_active_ms = steady_ms();
+}
+
+void RpcHost::call_finished(uint64_t connection_id) {
+  auto it = connections_.find(connection_id);
+  if (it == connections_.end()) return;
+  --it->second->calls;
+  it->second->last_active_ms = steady_ms();
+}
+
+kj::Promise<void> RpcHost::sweep_idle_connections() {
+  const int64_t every_ms = std::clamp<int64_t>(config_.idle_timeout_ms / 4, 25, 1000);
+  return timer_->afterDelay(every_ms * kj::MILLISECONDS).then([this] {
+    // A client connection that has authenticated and made no call for --idle-timeout-ms is closed; a client library
+    // reconnects on its next call (its writes re-open the session first after a quiet spell, so none is lost to it).
+    // Peers are never closed here: a quiet link between two followers carries the next election's votes.
+    const int64_t now = steady_ms();
+    std::vector<uint64_t> idle;
+    for (const auto& [id, connection] : connections_) {
+      if (connection->authenticated && !connection->peer && connection->calls == 0 &&
+          now - connection->last_active_ms >= config_.idle_timeout_ms) {
+        idle.push_back(id);
+      }
+    }
+    for (uint64_t id : idle) close_connection(id, "idle");
+    return sweep_idle_connections();
+  });
 }
 
 void RpcHost::publish_connection_counts() {
@@ -719,6 +777,9 @@ void RpcHost::stop() {
     spdlog::warn("stopping the RPC loop: {}", exception->getDescription().cStr());
   }
   thread_.join();
+  mailbox_.close();
+  reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones finish
+  reads_.join();
 }
 
 void RpcHost::TaskErrors::taskFailed(kj::Exception&& exception) {
@@ -726,14 +787,26 @@ void RpcHost::TaskErrors::taskFailed(kj::Exception&& exception) {
 }
 
 void RpcHost::deliver(DriverBatch batch) {
-  if (!running_) return;
-  KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { executor_->executeSync([&] { apply_batch(batch); }); })) {
-    spdlog::warn("driver output lost (RPC loop gone): {}", exception->getDescription().cStr());
-  }
+  uint64_t dropped = 0;
+  mailbox_.post(std::move(batch), &dropped);
+  if (dropped > 0) security_metrics_.add_handoff_dropped(dropped);
+}
+
+kj::Promise<void> RpcHost::drain_mailbox() {
+  return mailbox_.next().then([this](std::vector<DriverBatch> batches) {
+    for (DriverBatch& batch : batches) apply_batch(batch);
+    return drain_mailbox();
+  });
 }
 
 void RpcHost::apply_batch(DriverBatch& batch) {
   if (batch.view) view_ = *batch.view;
+  for (uint64_t delivery : batch.deliveries_taken) {
+    auto it = deliveries_.find(delivery);
+    if (it == deliveries_.end()) continue;
+    it->second->fulfill();
+    deliveries_.erase(it);
+  }
   for (auto& [id, reply] : batch.replies) {
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;  // timed out already
@@ -767,7 +840,7 @@ PeerLink* RpcHost::link(NodeId peer) {
   return raw;
 }
 
-void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
+kj::Promise<void> RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
   // A sender never puts more than kMaxMessagesPerDelivery in one delivery; a list of millions of empty elements fits
   // in the traversal limit (8 bytes each) but is not decoded, nor is room reserved for it.
   if (messages.size() > kMaxMessagesPerDelivery) {
@@ -776,7 +849,7 @@ void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
       spdlog::warn("refused a delivery of {} messages from node {} (at most {}); {} more like it not logged",
                    messages.size(), from.value(), kMaxMessagesPerDelivery, *held_back);
     }
-    return;
+    return kj::READY_NOW;
   }
   // A node that is neither voter nor learner (removed, or never added) is not heard. Before this node knows any
   // membership (a --join node waiting for its first snapshot) every authenticated peer is.
@@ -808,10 +881,16 @@ void RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
     }
     decoded.push_back(std::move(message).value());
   }
-  if (decoded.empty()) return;
-  boost::asio::post(driver_.io(), [this, decoded = std::move(decoded)]() mutable {
-    driver_.on_messages(std::move(decoded));
+  if (decoded.empty() || stopping_) return kj::READY_NOW;
+  // The call returns when the driver has taken the messages: a peer (whose link sends one delivery at a time) never
+  // has more than one waiting in the driver's queue, however slow this node is.
+  const uint64_t delivery = next_delivery_id_++;
+  auto taken = kj::newPromiseAndFulfiller<void>();
+  deliveries_.emplace(delivery, kj::mv(taken.fulfiller));
+  boost::asio::post(driver_.io(), [this, delivery, decoded = std::move(decoded)]() mutable {
+    driver_.on_messages(std::move(decoded), delivery);
   });
+  return kj::mv(taken.promise);
 }
 
 Reply RpcHost::shutting_down() const {
@@ -823,16 +902,55 @@ Reply RpcHost::shutting_down() const {
   return reply;
 }
 
+std::optional<Reply> RpcHost::shed_if_full(const char* kind) {
+  const auto limit = static_cast<size_t>(config_.max_pending_requests);
+  if (pending_.size() < limit && static_cast<size_t>(reads_queued_.load()) < limit) return std::nullopt;
+  static int64_t last_log_ms = 0;
+  security_metrics_.add_shed(kind);
+  if (log_now(last_log_ms)) {
+    spdlog::warn("shedding load: {} requests are waiting on this node (--max-pending-requests {})", pending_.size(),
+                 config_.max_pending_requests);
+  }
+  Reply reply = Reply::error(503, "node " + std::to_string(config_.id.value()) +
+                                      " is overloaded (too many requests waiting); nothing was done: retry shortly "
+                                      "or on another node");
+  reply.result.substatus = kSubstatusOverloaded;
+  reply.retry_after_ms = 100;
+  reply.served_by = config_.id;
+  return reply;
+}
+
 kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   if (stopping_) return shutting_down();  // the driver has stopped: nothing would answer
+  if (std::optional<Reply> shed = shed_if_full("driver")) return kj::mv(*shed);
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
   boost::asio::post(driver_.io(), [this, id, operation = std::move(operation)]() mutable {
     driver_.on_request(id, std::move(operation));
   });
+  return await_reply(id, kj::mv(reply.promise));
+}
+
+kj::Promise<Reply> RpcHost::read_async(Operation operation) {
+  if (stopping_) return shutting_down();
+  if (std::optional<Reply> shed = shed_if_full("read")) return kj::mv(*shed);
+  const uint64_t id = next_request_id_++;
+  auto reply = kj::newPromiseAndFulfiller<Reply>();
+  pending_.emplace(id, kj::mv(reply.fulfiller));
+  ++reads_queued_;
+  boost::asio::post(reads_, [this, id, leader = view_.leader, operation = std::move(operation)] {
+    DriverBatch answer;
+    answer.replies.emplace_back(id, serve_read(operation, leader));
+    --reads_queued_;
+    mailbox_.post(std::move(answer));
+  });
+  return await_reply(id, kj::mv(reply.promise));
+}
+
+kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
   const int64_t timeout_ms = config_.request_timeout_ms;
-  return reply.promise.exclusiveJoin(timer_->afterDelay(timeout_ms * kj::MILLISECONDS).then([this, id] {
+  return reply.exclusiveJoin(timer_->afterDelay(timeout_ms * kj::MILLISECONDS).then([this, id] {
     pending_.erase(id);
     Reply timed_out = Reply::error(503, "no answer from the cluster in time (the outcome of a write is unknown)");
     timed_out.result.substatus = kSubstatusOutcomeUnknown;
@@ -857,7 +975,7 @@ bool RpcHost::fresh_enough(const Operation& operation) const {
   return false;
 }
 
-Reply RpcHost::serve_read(const Operation& operation) {
+Reply RpcHost::serve_read(const Operation& operation, NodeId leader_hint) {
   const ReadQuery& query = operation.read;
   const std::string container = query.database + "/" + query.container;
   // Meters and metric series exist only for containers that exist: reads of made-up names create neither.
@@ -869,7 +987,7 @@ Reply RpcHost::serve_read(const Operation& operation) {
       if (wait_ms > 0) {
         Reply throttled = throttled_reply(wait_ms);
         throttled.served_by = config_.id;
-        throttled.leader_hint = view_.leader;
+        throttled.leader_hint = leader_hint;
         return throttled;
       }
     }
@@ -878,7 +996,7 @@ Reply RpcHost::serve_read(const Operation& operation) {
   Reply reply{execute_read(state_, query, applied.ts_micros)};
   reply.session_token = std::max(applied.index.value(), operation.session_token);
   reply.served_by = config_.id;
-  reply.leader_hint = view_.leader;
+  reply.leader_hint = leader_hint;
   reply.request_charge = read_request_charge(reply.result, operation.consistency == Consistency::kStrong);
   if (container_exists) request_units_.charge(container, op_name(operation), reply.request_charge);
   return reply;
@@ -898,10 +1016,10 @@ kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader r
 kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader request, bool forwarded) {
   switch (operation.kind) {
     case Operation::Kind::kRead: {
-      if (fresh_enough(operation)) return serve_read(operation);
+      if (fresh_enough(operation)) return read_async(std::move(operation));
       Operation read = operation;
-      return to_driver(std::move(operation)).then([this, read = std::move(read)](Reply reply) {
-        return reply.serve_here ? serve_read(read) : reply;
+      return to_driver(std::move(operation)).then([this, read = std::move(read)](Reply reply) mutable {
+        return reply.serve_here ? read_async(std::move(read)) : kj::Promise<Reply>(kj::mv(reply));
       });
     }
     case Operation::Kind::kClusterStatus:

@@ -12,17 +12,25 @@
 // established clients keep their slots), closes connections that do not authenticate in time, and limits the calls
 // in flight per connection (Cap'n Proto's flow limit).
 //
-// The bridge (DESIGN.md §5): RPC → driver by boost::asio::post; driver → RPC by kj::Executor::executeSync, once per
-// flush with every reply and message of that flush. No object is touched by both threads, except the state
-// machine's read methods, which are thread-safe.
+// Threads (README "Code map"): the kj thread runs the RPC system and never waits on the others; the driver thread
+// (Boost.Asio) runs Raft and applies; --read-threads (a Boost.Asio thread pool) execute reads and queries on the
+// state machine's thread-safe read methods, so neither a large query nor a burst of reads delays a heartbeat. RPC →
+// driver and RPC → read threads by boost::asio::post; back to the kj thread through the Mailbox (node/mailbox.h),
+// which never blocks the sender. What waits is bounded: requests waiting on the driver or the read threads by
+// --max-pending-requests (beyond: 503 at once), a peer's deliveries to one in the driver's queue (its deliver call
+// returns when the driver has stepped the messages), Raft messages queued for the kj thread by the mailbox.
 //
-// Thread-safety: start/stop from the main thread; deliver from the driver thread; everything else on the kj thread.
+// Thread-safety: start/stop from the main thread; deliver from the driver thread and the read threads; everything
+// else on the kj thread.
 #pragma once
 
 #include <kj/async-io.h>
 #include <kj/async.h>
 #include <kj/timer.h>
 
+#include <boost/asio/thread_pool.hpp>
+
+#include <atomic>
 #include <future>
 #include <map>
 #include <memory>
@@ -34,6 +42,7 @@
 #include "node/config.h"
 #include "node/driver.h"
 #include "node/keyring.h"
+#include "node/mailbox.h"
 #include "node/request.h"
 #include "node/warn_limiter.h"
 #include "proto/mayfly.capnp.h"
@@ -56,13 +65,15 @@ class RpcHost final : public DriverOutput {
   // Stops the loop and joins the thread. Idempotent.
   void stop();
 
-  // DriverOutput (driver thread).
+  // DriverOutput (driver thread, read threads): queued for the kj thread, never waits for it.
   void deliver(DriverBatch batch) override;
 
   // --- kj thread ---
   // Executes a client (or forwarded) request and records it in the request metrics.
   kj::Promise<Reply> handle(Operation operation, proto::Request::Reader request, bool forwarded);
-  void receive(NodeId from, capnp::List<capnp::Data>::Reader messages);
+  // Peer messages from `from` (authenticated): validated, then handed to the driver. Resolves once the driver has
+  // stepped them (at once when nothing was accepted).
+  kj::Promise<void> receive(NodeId from, capnp::List<capnp::Data>::Reader messages);
   std::string own_status_json() const;
   const NodeConfig& config() const { return config_; }
   kj::Timer& timer() { return *timer_; }
@@ -74,7 +85,10 @@ class RpcHost final : public DriverOutput {
   metrics::SecurityMetrics& security_metrics() { return security_metrics_; }
   // The connection `id` has authenticated (as a client session or a peer): it is no longer evicted first nor closed
   // by the handshake timeout.
-  void mark_authenticated(uint64_t connection_id);
+  void mark_authenticated(uint64_t connection_id, bool peer);
+  // A call on client connection `connection_id` starts / ends (for --idle-timeout-ms).
+  void call_started(uint64_t connection_id);
+  void call_finished(uint64_t connection_id);
   // Reads the keys file again if it changed (every open and every few seconds), logging what changed.
   void refresh_keys();
 
@@ -87,9 +101,18 @@ class RpcHost final : public DriverOutput {
   void close_connection(uint64_t id, const char* reason);
   void publish_connection_counts();
   void apply_batch(DriverBatch& batch);
+  kj::Promise<void> drain_mailbox();
+  kj::Promise<void> sweep_idle_connections();
+  // Waits for the reply to request `id` (registered in pending_), or answers 503 after --request-timeout-ms.
+  kj::Promise<Reply> await_reply(uint64_t id, kj::Promise<Reply> reply);
+  // A read executed on a read thread.
+  kj::Promise<Reply> read_async(Operation operation);
+  // 503 (kSubstatusOverloaded) when --max-pending-requests are waiting; counted under `kind`.
+  std::optional<Reply> shed_if_full(const char* kind);
   kj::Promise<Reply> route(Operation operation, proto::Request::Reader request, bool forwarded);
   kj::Promise<Reply> to_driver(Operation operation);
-  Reply serve_read(const Operation& operation);
+  // Any thread (a read thread, normally): the read at this node's applied state.
+  Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
   kj::Promise<Reply> cluster_status();
   PeerLink* link(NodeId peer);
@@ -104,7 +127,10 @@ class RpcHost final : public DriverOutput {
   std::string cluster_secret_;
   metrics::SecurityMetrics security_metrics_;
   std::thread thread_;
-  kj::Own<const kj::Executor> executor_;  // the kj thread's, for the driver to call into
+  kj::Own<const kj::Executor> executor_;  // the kj thread's, for stop()
+  Mailbox mailbox_;                       // driver and read threads -> kj thread
+  boost::asio::thread_pool reads_;        // --read-threads
+  std::atomic<int64_t> reads_queued_{0};  // handed to reads_ and not finished (timed-out ones included)
   kj::Own<kj::PromiseFulfiller<void>> shutdown_;
   bool running_ = false;
 
@@ -120,7 +146,9 @@ class RpcHost final : public DriverOutput {
   WarnLimiter refused_warnings_{1000};  // one line per sender per second
   NodeView view_;
   uint64_t next_request_id_ = 1;
-  std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;
+  std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;  // waiting on the driver or a read thread
+  uint64_t next_delivery_id_ = 1;
+  std::map<uint64_t, kj::Own<kj::PromiseFulfiller<void>>> deliveries_;  // peer deliveries the driver has not taken
   bool stopping_ = false;           // shutting down: no new work for the driver or the leader
   size_t forwards_in_flight_ = 0;  // writes forwarded to the leader, not answered yet
   std::map<NodeId, std::unique_ptr<PeerLink>> links_;

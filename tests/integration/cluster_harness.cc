@@ -475,7 +475,10 @@ std::optional<NodeStatus> Cluster::status(size_t n) {
   client::Request request;
   request.op = client::Op::kClusterStatus;
   request.endpoint = n;
-  const client::Response response = admin().execute(request);
+  client::Response response = admin().execute(request);
+  if (response.substatus == client::kSubstatusReadConnectionLost) {
+    response = admin().execute(request);  // the node closed the connection (restarted, or --idle-timeout-ms)
+  }
   if (response.status != 200 || response.served_by != n) return std::nullopt;
   const boost::json::value body = parse_json(response.body);
   if (!body.is_object()) return std::nullopt;
