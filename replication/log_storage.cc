@@ -12,6 +12,14 @@ std::string index_text(LogIndex index) { return std::to_string(index.value()); }
 
 }  // namespace
 
+StorageFailure::StorageFailure(Status status) : std::runtime_error(status.to_string()), status_(std::move(status)) {}
+
+void storage_read_failed(const Status& status, std::string_view operation) {
+  MAYFLY_ASSERT_MSG(!status.is_ok() && status.code() != StatusCode::kNotFound, "log storage, %.*s: %s",
+                    static_cast<int>(operation.size()), operation.data(), status.to_string().c_str());
+  throw StorageFailure(status.with_context(operation));
+}
+
 std::vector<Entry> bootstrap_entries(const Membership& membership) {
   std::vector<ConfigChange> changes;
   for (NodeId voter : membership.voters) changes.push_back(ConfigChange{ConfigChangeType::kAddVoter, voter});

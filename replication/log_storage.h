@@ -12,8 +12,12 @@
 // bootstrap_entries(membership) as committed entries and bootstrap_hard_state(membership); a node that will join
 // an existing cluster starts empty (no entries, zero hard state) and waits for the leader.
 //
-// Errors: a read outside the stored range returns NotFound (the core checks ranges first, so this is a bug);
-// any other error (I/O, corruption) is fatal for the core, which asserts — the node's state is unknown.
+// Errors: a read outside the stored range returns NotFound (the core checks ranges first, so this is a bug, and the
+// core asserts). Any other error (I/O, corruption, too many open files) is the disk's: the core cannot go on without
+// the entry, and unwinding every caller for it would put a Status on dozens of pure functions, so it throws
+// StorageFailure out of whatever call needed the read — step, tick, propose, ready, advance, or RaftCore::create,
+// which returns it as a Status. The core is then unusable; the driver stops the node (the log line names the read and
+// the storage's error) and a restart reopens the store. Except the snapshot file: see RaftCore.
 //
 // Thread-safety: implementations are used by one thread (the driver's) at a time; MemoryLogStorage is not
 // thread-safe.
@@ -21,6 +25,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +40,22 @@ namespace mayfly::replication {
 std::vector<Entry> bootstrap_entries(const Membership& membership);
 // The hard state that goes with it: term 1, no vote, the bootstrap entries committed.
 HardState bootstrap_hard_state(const Membership& membership);
+
+// A LogStorage read failed with something other than NotFound; status() names the read and carries the storage's
+// own error ("IoError: Raft log entries [12, 20): read raft entry 12: IO error: .../000005.ldb: Input/output error").
+// Thrown by the core (see Errors above); what() is status().to_string().
+class StorageFailure : public std::runtime_error {
+ public:
+  explicit StorageFailure(Status status);
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+// What the core does with a LogStorage read's error (never OK): asserts on NotFound (the core asked outside the stored
+// range: its own bug); throws StorageFailure, with `operation` in front of the storage's message, on anything else.
+[[noreturn]] void storage_read_failed(const Status& status, std::string_view operation);
 
 class LogStorage {
  public:

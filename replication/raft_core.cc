@@ -101,9 +101,15 @@ Result<std::unique_ptr<RaftCore>> RaftCore::create(const RaftConfig& config, con
     return Status::invalid_argument("applied " + id_text(applied.value()) + " past commit " +
                                     id_text(committed.value()));
   }
-  std::unique_ptr<RaftCore> core(new RaftCore(config, storage, std::move(prng), committed, applied, sink));
-  core->load_membership();
-  return core;
+  // Both read the log (the last entry's time, every entry since the snapshot for the membership): a read error there
+  // is a Status for the caller, which cannot start the node.
+  try {
+    std::unique_ptr<RaftCore> core(new RaftCore(config, storage, std::move(prng), committed, applied, sink));
+    core->load_membership();
+    return core;
+  } catch (const StorageFailure& failure) {
+    return failure.status();
+  }
 }
 
 RaftCore::RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prng, LogIndex committed,
@@ -1341,8 +1347,10 @@ void RaftCore::advance(const Ready& ready) {
                     as_ull(storage_.last_index().value()), as_ull(stable_last.value()));
   if (in_flight.last_entry) {
     Result<Term> stored_term = storage_.term(stable_last);
-    MAYFLY_ASSERT_MSG(stored_term.is_ok() && *stored_term == in_flight.last_entry->second,
-                      "storage does not hold the persisted entries");
+    if (!stored_term.is_ok()) {
+      storage_read_failed(stored_term.status(), "Raft log term of entry " + id_text(stable_last.value()));
+    }
+    MAYFLY_ASSERT_MSG(*stored_term == in_flight.last_entry->second, "storage does not hold the persisted entries");
   }
   if (in_flight.last_committed) log_.applied_to(*in_flight.last_committed);
 

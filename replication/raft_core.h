@@ -34,9 +34,11 @@
 //   quorum of reports (peers that never ticked, or of an older version) caps at the log's time when it was elected
 //   plus its ticks since; a log still at bootstrap time (entries stamped with their index) has no time to protect
 //   and takes the leader's clock. A single voter is its own quorum: nothing bounds its clock.
-// - Errors from LogStorage reads are fatal (asserts): the node's state is then unknown. Except the snapshot file: a
-//   leader that cannot read it (EIO, EMFILE) counts the error (RaftStatus::snapshot_read_errors) and retries the
-//   transfer at the next heartbeat; the follower keeps waiting.
+// - Errors from LogStorage reads are fatal: a read outside the stored range asserts (a bug of the core); a disk
+//   error (I/O, corruption) throws StorageFailure out of the call that needed the read (create() returns it as a
+//   Status), after which this core must not be used — the node stops, and a restart rebuilds the core from the log.
+//   Except the snapshot file: a leader that cannot read it (EIO, EMFILE) counts the error
+//   (RaftStatus::snapshot_read_errors) and retries the transfer at the next heartbeat; the follower keeps waiting.
 //
 // Thread-safety: not thread-safe. One RaftCore belongs to one thread (the driver's).
 #pragma once

@@ -1,11 +1,19 @@
 #include "replication/raft_log.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "common/assert.h"
 
 namespace mayfly::replication {
+namespace {
+
+std::string range_text(LogIndex low, LogIndex high) {
+  return "[" + std::to_string(low.value()) + ", " + std::to_string(high.value()) + ")";
+}
+
+}  // namespace
 
 RaftLog::RaftLog(const LogStorage& storage, LogIndex committed, LogIndex applied)
     : storage_(storage), unstable_offset_(storage.last_index().next()), committed_(committed), applied_(applied) {
@@ -38,8 +46,7 @@ std::optional<Term> RaftLog::term(LogIndex index) const {
   }
   if (index.next() < storage_.first_index()) return std::nullopt;  // compacted
   Result<Term> stored = storage_.term(index);
-  MAYFLY_ASSERT_MSG(stored.is_ok(), "log storage term(%llu): %s", static_cast<unsigned long long>(index.value()),
-                    stored.status().to_string().c_str());
+  if (!stored.is_ok()) storage_read_failed(stored.status(), "Raft log term of entry " + std::to_string(index.value()));
   return *stored;
 }
 
@@ -64,7 +71,7 @@ std::vector<Entry> RaftLog::slice(LogIndex low, LogIndex high, uint64_t max_byte
   if (low < unstable_offset_) {
     const LogIndex stored_high = std::min(high, unstable_offset_);
     Result<std::vector<Entry>> stored = storage_.entries(low, stored_high, max_bytes);
-    MAYFLY_ASSERT_MSG(stored.is_ok(), "log storage entries: %s", stored.status().to_string().c_str());
+    if (!stored.is_ok()) storage_read_failed(stored.status(), "Raft log entries " + range_text(low, stored_high));
     out = std::move(stored).value();
     MAYFLY_ASSERT(!out.empty() && out.front().index == low);
     for (const Entry& entry : out) total_bytes += entry.size_bytes();
@@ -174,7 +181,8 @@ int64_t RaftLog::ts_at(LogIndex index) const {
     return snapshot.ts_micros;
   }
   Result<std::vector<Entry>> stored = storage_.entries(index, index.next(), 1);
-  MAYFLY_ASSERT_MSG(stored.is_ok(), "log storage entries: %s", stored.status().to_string().c_str());
+  if (!stored.is_ok()) storage_read_failed(stored.status(), "Raft log time of entry " + std::to_string(index.value()));
+  MAYFLY_ASSERT(!stored->empty() && stored->front().index == index);
   return stored->front().ts_micros;
 }
 
