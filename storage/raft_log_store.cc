@@ -39,6 +39,14 @@ std::string encode_base(LogIndex index, Term term) {
 
 std::string text(LogIndex index) { return std::to_string(index.value()); }
 
+// Reads of the log check LevelDB's block checksums: a flipped bit on disk is reported (Corruption) instead of being
+// decoded into an entry, applied or sent to a follower.
+leveldb::ReadOptions log_read_options() {
+  leveldb::ReadOptions options;
+  options.verify_checksums = true;
+  return options;
+}
+
 std::string parent_directory(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -124,9 +132,12 @@ Status LevelDbLogStorage::load() {
     return from_leveldb(status, "read raft compaction point");
   }
   const std::string prefix = raft_entry_prefix();
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(log_read_options()));
   uint64_t expected = base_index_.value() + 1;
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    // A block LevelDB could not read (EIO, a checksum mismatch) is skipped by its iterator, its error kept in
+    // status(): stop at it, before the next block's entries look like a gap.
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan raft log"));
     MAYFLY_ASSIGN_OR_RETURN(Entry entry,
                             replication::decode_entry(std::string_view(it->value().data(), it->value().size())));
     if (entry.index.value() != expected) {
@@ -153,20 +164,28 @@ Result<std::vector<Entry>> LevelDbLogStorage::entries(LogIndex low, LogIndex hig
     return Status::not_found("entries [" + text(low) + ", " + text(high) + ") outside [" + text(first_index()) +
                              ", " + text(last_index().next()) + ")");
   }
+  Result<std::vector<Entry>> read = read_entries(low, high, max_bytes);
+  // Sticky like a write error: the disk failed under the log, or its bytes are not what was written.
+  if (!read.is_ok() && failure_.is_ok()) failure_ = read.status();
+  return read;
+}
+
+Result<std::vector<Entry>> LevelDbLogStorage::read_entries(LogIndex low, LogIndex high, uint64_t max_bytes) const {
   std::vector<Entry> out;
   uint64_t total_bytes = 0;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(log_read_options()));
   it->Seek(raft_entry_key(low.value()));
   for (uint64_t i = low.value(); i < high.value(); ++i, it->Next()) {
+    // status() first: LevelDB's iterator steps over a block it could not read and keeps the error there.
+    if (!it->status().ok()) return from_leveldb(it->status(), "read raft entry " + std::to_string(i));
     if (!it->Valid() || it->key() != leveldb::Slice(raft_entry_key(i))) {
-      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "read raft log"));
       return Status::corruption("raft entry " + std::to_string(i) + " missing");
     }
-    MAYFLY_ASSIGN_OR_RETURN(Entry entry,
-                            replication::decode_entry(std::string_view(it->value().data(), it->value().size())));
-    total_bytes += entry.size_bytes();
+    Result<Entry> entry = replication::decode_entry(std::string_view(it->value().data(), it->value().size()));
+    if (!entry.is_ok()) return entry.status().with_context("raft entry " + std::to_string(i));
+    total_bytes += entry->size_bytes();
     if (!out.empty() && total_bytes > max_bytes) break;
-    out.push_back(std::move(entry));
+    out.push_back(std::move(entry).value());
   }
   return out;
 }

@@ -10,6 +10,11 @@
 // complete, and persist() of the staged snapshot renames that to `snapshot-<index>`. open() removes every leftover.
 // Reading a snapshot that cannot be read (EIO, EMFILE) returns IOError; it never aborts.
 //
+// Reads of the log: hard_state(), snapshot_metadata(), first_index(), last_index() and term() answer from memory
+// (the terms are loaded once by open(), which returns any read error as its Status), so only entries() reads the
+// disk — with LevelDB's checksums verified. An I/O error or corruption there is returned (the core turns it into
+// replication::StorageFailure) and is sticky like a write error: failure() reports it and every later write fails.
+//
 // Writes follow Ready: persist() takes a Ready's snapshot, entries and hard state and writes them as ONE LevelDB
 // write batch, synced when asked — group commit: however many entries arrived during the previous fsync go into
 // this one. A follower's conflicting suffix is deleted in the same batch. After a failed write every later write
@@ -92,7 +97,7 @@ class LevelDbLogStorage final : public replication::LogStorage, public replicati
   // Deletes entries up to and including `index`, which the snapshot must cover.
   Status compact(LogIndex index);
 
-  // The first write error, or OK.
+  // The first write error or log read error (I/O, corruption), or OK.
   const Status& failure() const { return failure_; }
   uint64_t syncs() const { return syncs_; }
 
@@ -106,6 +111,7 @@ class LevelDbLogStorage final : public replication::LogStorage, public replicati
   Status write_snapshot_file(LogIndex index, std::string_view data);
   void remove_snapshot_files_except(LogIndex index);
   Status write_batch(void* batch, bool sync);
+  Result<std::vector<replication::Entry>> read_entries(LogIndex low, LogIndex high, uint64_t max_bytes) const;
 
   leveldb::DB* db_;
   leveldb::Env* env_;
@@ -120,7 +126,7 @@ class LevelDbLogStorage final : public replication::LogStorage, public replicati
   LogIndex base_index_;       // the entry just before the first stored one (snapshot or compaction point)
   Term base_term_;
   std::deque<Term> terms_;    // terms of first_index()..last_index(), so term() never reads the disk
-  Status failure_;
+  mutable Status failure_;  // entries() is a const read that may find the disk failed
   uint64_t syncs_ = 0;
 };
 
