@@ -64,6 +64,11 @@ void Driver::start(DriverOutput& output) {
 void Driver::run() {
   try {
     io_.run();
+  } catch (const replication::StorageFailure& failure) {
+    // The core could not read its log (replication/log_storage.h): the words of a failed write (fatal), the stop of
+    // an exception (the core gave up half-way through a call).
+    spdlog::critical("storage failure, stopping this node: {}", failure.status().to_string());
+    stop_after_failure();
   } catch (...) {
     fail_on_exception("the driver thread", describe_current_exception());
   }
@@ -71,6 +76,10 @@ void Driver::run() {
 
 void Driver::fail_on_exception(std::string_view where, const std::string& cause) {
   spdlog::critical("uncaught exception on {}, stopping this node: {}", where, cause);
+  stop_after_failure();
+}
+
+void Driver::stop_after_failure() {
   failed_ = true;
   try {
     stop();  // answers what is pending with 503

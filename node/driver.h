@@ -78,7 +78,8 @@ class Driver {
   // Runs io() on the calling thread (the driver thread) until the node stops. An exception escaping a handler
   // (std::bad_alloc, a kj::Exception, anything) or the background snapshot thread ends here: its cause is logged
   // (critical), the node stops as after a storage failure — pending requests get 503, failed() is true — and run()
-  // returns; the caller then closes the store and exits non-zero.
+  // returns; the caller then closes the store and exits non-zero. A replication::StorageFailure (the core could not
+  // read its log) is logged as a storage failure, with the read and the disk's error.
   void run();
   // Stops timers and answers every pending request with 503, then lets io().run() return.
   void stop();
@@ -139,6 +140,8 @@ class Driver {
   void fatal(const Status& status);
   // After an exception: log `cause`, stop, mark failed.
   void fail_on_exception(std::string_view where, const std::string& cause);
+  // Mark failed, stop (answering what is pending with 503) and end io().run(), even if stopping throws.
+  void stop_after_failure();
   // Logs and counts snapshot transfer errors the core saw since the last call (at most one log line per 5 s).
   void note_snapshot_errors();
 
