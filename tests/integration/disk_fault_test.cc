@@ -5,12 +5,23 @@
 //   must get the snapshot once the fault clears;
 // - LevelDB fsyncs fail with EIO: the node stops cleanly — the cause in its log, exit status 1, no abort — the rest
 //   of the cluster goes on, and the node restarts fine once the disk is healthy.
+// - Raft log reads fail with EIO (a second library, log_read_fault_shim.cc, fails reads of the LevelDB blocks that
+//   hold only log entries): the leader, sending a restarted follower the entries it missed, must stop cleanly with
+//   the read and the error in its log (it aborted: an always-on assert on every log read error), answer what was
+//   pending, and the other two go on with a leader of their own.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "common/prng.h"
 
 #include "tests/integration/cluster_harness.h"
 
@@ -141,6 +152,137 @@ TEST(HostileDiskFaults, LogFsyncEioStopsTheNodeCleanlyWithTheCause) {
   std::optional<NodeStatus> target = cluster.status(now_leading);
   ASSERT_TRUE(target.has_value());
   EXPECT_TRUE(cluster.wait_applied(leader, target->commit, milliseconds(15000)));
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n)) << "node " << n;
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// An item of ~32 KB of random base64 (seeded): snappy cannot shrink it, so LevelDB stores its blocks uncompressed and
+// reads them from the file each time (it caches only blocks it decompressed), where the fault library can fail them.
+std::string random_item(const std::string& id, Prng& prng) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string blob(32 * 1024, 'A');
+  for (char& c : blob) c = kAlphabet[prng.uniform(64)];
+  return R"({"id":")" + id + R"(","pk":"p","blob":")" + blob + R"("})";
+}
+
+TEST(HostileDiskFaults, LogReadEioStopsTheLeaderCleanlyAndTheOthersGoOn) {
+  const uint64_t seed = test_seed();
+  std::cout << "seed " << seed << " (replay: MAYFLY_IT_SEED=" << seed
+            << " ctest -R LogReadEioStopsTheLeaderCleanlyAndTheOthersGoOn)" << std::endl;
+  Prng prng(seed);
+  Cluster cluster({.name = "logread", .extra_env = {std::string("LD_PRELOAD=") + MAYFLY_IT_LOG_READ_SHIM}});
+  ASSERT_TRUE(cluster.start());
+  const uint64_t leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0u);
+  client::Client c(cluster.client_options());
+  ASSERT_NO_FATAL_FAILURE(setup(c));
+
+  // A follower misses what comes next, which the leader's LevelDB moves from its memtable (16 MB) into a table file.
+  const size_t follower = leader == 1 ? 2 : 1;
+  ASSERT_TRUE(cluster.stop_node(follower));
+  const std::string leveldb_log = cluster.data_dir(leader) + "/db/LOG";
+  int64_t written = 0;
+  const bool flushed = wait_until(
+      [&] {
+        std::vector<Request> batch;
+        for (int i = 0; i < 16; ++i) {
+          const std::string id = "big" + std::to_string(written + i);
+          batch.push_back(item_write(Op::kUpsertItem, "d", "c", random_item(id, prng)));
+        }
+        for (const Response& response : c.execute_all(batch)) {
+          EXPECT_TRUE(response.ok()) << response.status << " " << response.message;
+        }
+        written += 16;
+        // LevelDB logs "Level-0 table #N: ... bytes OK" once the table is written and read back.
+        return file_text(leveldb_log).find("bytes OK") != std::string::npos || written >= 2000;
+      },
+      milliseconds(120000), milliseconds(0));
+  ASSERT_TRUE(flushed && file_text(leveldb_log).find("bytes OK") != std::string::npos)
+      << "the leader's memtable was not flushed after " << written << " items";
+  std::cout << written << " items of 32 KB written while node " << follower << " was down" << std::endl;
+  // Everything applied on the leader, so what reads its log's table next is the follower's catch-up.
+  std::optional<NodeStatus> before = cluster.status(leader);
+  ASSERT_TRUE(before.has_value());
+  ASSERT_TRUE(cluster.wait_applied(leader, before->commit));
+
+  // The leader's disk can no longer read its log's blocks — which it reads to send the follower what it missed (at
+  // its next probe of the follower, down or back).
+  std::ofstream(cluster.data_dir(leader) + "/fail-log-reads") << "test\n";
+  std::atomic<bool> stop_writing{false};
+  std::vector<std::pair<uint16_t, int64_t>> pinned;  // status, ms: writes sent to the failing leader only
+  std::map<uint16_t, std::string> pinned_messages;    // the first message per status
+  std::thread writer([&] {
+    client::ClientOptions options = cluster.client_options();
+    options.endpoints = {cluster.endpoint(leader)};
+    options.max_retries_unavailable = 0;
+    client::Client to_leader(options);
+    for (int i = 0; !stop_writing.load() && i < 100000; ++i) {
+      const auto started = Clock::now();
+      const Response response = to_leader.execute(
+          item_write(Op::kUpsertItem, "d", "c", R"({"id":"w)" + std::to_string(i) + R"(","pk":"p"})"));
+      pinned.emplace_back(response.status, std::chrono::duration_cast<milliseconds>(Clock::now() - started).count());
+      pinned_messages.emplace(response.status, response.message);
+      if (!response.ok()) std::this_thread::sleep_for(milliseconds(5));  // the node is going or gone: do not spin
+    }
+  });
+  ASSERT_TRUE(cluster.start_node(follower));
+  const bool stopped = wait_until([&] { return !cluster.running(leader); }, milliseconds(20000), milliseconds(50));
+  std::this_thread::sleep_for(milliseconds(300));  // a few more writes see the node gone, not hanging
+  stop_writing = true;
+  writer.join();
+  if (!stopped) cluster.dump_logs(40);
+  ASSERT_TRUE(stopped) << "the leader kept running although it could not read its log";
+  const std::optional<int> status = cluster.exit_status(leader);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status)) << "killed by signal " << WTERMSIG(*status) << " (an abort is not a clean stop)";
+  EXPECT_EQ(WEXITSTATUS(*status), 1);
+  const std::string log = cluster.log_text(leader);
+  EXPECT_NE(log.find("storage failure, stopping this node: IoError: Raft log entries ["), std::string::npos) << log;
+  EXPECT_NE(log.find(".ldb: Input/output error"), std::string::npos);
+  EXPECT_NE(log.find("closing the store"), std::string::npos);
+  EXPECT_EQ(log.find("assertion failed"), std::string::npos);
+
+  // Every write sent to the failing leader was answered — before, or with 503 as it stopped, or refused once it was
+  // gone — none waited for the client's timeout (408).
+  int64_t slowest = 0;
+  std::map<uint16_t, int> by_status;
+  for (const auto& [answer, ms] : pinned) {
+    ++by_status[answer];
+    slowest = std::max(slowest, ms);
+  }
+  std::cout << pinned.size() << " writes pinned to the failing leader; slowest " << slowest << " ms; statuses:";
+  for (const auto& [answer, count] : by_status) std::cout << " " << answer << "x" << count;
+  std::cout << std::endl;
+  for (const auto& [answer, message] : pinned_messages) {
+    std::cout << "  first " << answer << ": " << message << std::endl;
+  }
+  EXPECT_EQ(by_status.count(408), 0u);
+  EXPECT_LT(slowest, 5000);
+
+  // The two others elect a leader (the follower catches up from it) and take writes. (A new client: `c`'s connection
+  // to the stopped node would make its next write's outcome unknown.)
+  const uint64_t now_leading = cluster.wait_for_leader();
+  ASSERT_NE(now_leading, 0u);
+  EXPECT_NE(now_leading, leader);
+  client::Client after(cluster.client_options());
+  ASSERT_NO_FATAL_FAILURE(write_items(after, 0, 100));
+  Request read = item_key(Op::kReadItem, "d", "c", "p", "big0");
+  read.options.consistency = client::Consistency::kStrong;
+  EXPECT_EQ(after.execute(read).status, 200) << "a write acknowledged before the fault is gone";
+  std::optional<NodeStatus> target = cluster.status(now_leading);
+  ASSERT_TRUE(target.has_value());
+  EXPECT_TRUE(cluster.wait_applied(follower, target->commit, milliseconds(30000)));
+
+  // The disk recovers: the node restarts (no abort loop) and catches up.
+  std::filesystem::remove(cluster.data_dir(leader) + "/fail-log-reads");
+  ASSERT_TRUE(cluster.start_node(leader));
+  EXPECT_TRUE(cluster.wait_applied(leader, target->commit, milliseconds(30000)));
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n)) << "node " << n;
 }
 
