@@ -1,6 +1,7 @@
 // Bounded scans on the driver thread (issue #10): the backlog count advances a bounded step per call and resumes
 // where it stopped, staying exact through removals and moving bounds; a list page stops after kMaxListExamined
-// records; dropped containers are reclaimed in bounded calls that resume. Real LevelDB in temp dirs.
+// records; dropped containers are reclaimed in bounded calls that resume; the collector's pass is bounded by its work
+// budget and takes containers in turn. Real LevelDB in temp dirs.
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -8,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
+#include "metrics/metrics.h"
+#include "node/collector.h"
+#include "node/request_units.h"
 #include "tests/unit/store_fixture.h"
 
 namespace mayfly::storage::testing {
@@ -286,6 +291,66 @@ TEST_F(ListCap, ADroppedContainerIsReclaimedInBoundedCallsThatResume) {
     EXPECT_FALSE(tag == 0x04 || tag == 0x05 || tag == 0x06 || tag == 0x07 || tag == 0x09 || tag == 0x20)
         << "left behind: key tag " << static_cast<int>(tag);
   }
+}
+
+// ---- the node's collector ----------------------------------------------------------------------------------------
+
+class CollectorPasses : public StoreFixture {
+ protected:
+  CollectorPasses() : clock_(kT0), metrics_(1), account_(clock_, metrics_) {}
+  ManualClock clock_;
+  metrics::Metrics metrics_;
+  node::RequestUnitAccount account_;
+};
+
+TEST_F(CollectorPasses, APassStaysWithinItsWorkBudgetAndEveryContainerGetsItsTurn) {
+  constexpr int kContainers = 30;
+  constexpr int kItems = 20;
+  int64_t ts = kT0;
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), ts).status, 201);
+  for (int c = 0; c < kContainers; ++c) {
+    const std::string name = "c" + std::to_string(100 + c);
+    ASSERT_EQ(apply(create_container_command("db", name, "/pk", "10"), ++ts).status, 201);
+    for (int i = 0; i < kItems; ++i) {
+      ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", name, item(i)), ++ts).status, 201);
+    }
+  }
+  ASSERT_EQ(apply(Command{}, at(20)).status, 200);  // everything expired
+  clock_.set_micros(at(20));
+  node::CollectorOptions options;
+  options.batch_items_max = 5;
+  options.pass_work_max = 200;
+  node::Collector collector(*store_, account_, metrics_, clock_, options);
+  ASSERT_EQ(collector.pass_work(), 200u);
+  auto stored = [&](int c) {
+    Result<ContainerStats> stats = store_->container_stats("db", "c" + std::to_string(100 + c), 0);
+    EXPECT_TRUE(stats.is_ok());
+    return stats.is_ok() ? stats->stored_items : -1;
+  };
+  int64_t deleted = 0;
+  int passes = 0;
+  for (; passes < 10000 && deleted < kContainers * kItems; ++passes) {
+    Result<int64_t> pass = collector.run_once();
+    ASSERT_TRUE(pass.is_ok()) << pass.status().to_string();
+    deleted += *pass;
+    EXPECT_LE(collector.last_pass_work(), collector.pass_work());
+    EXPECT_GE(collector.last_pass_visits(), 1u);
+    EXPECT_LT(collector.last_pass_visits(), static_cast<size_t>(kContainers)) << "the budget bounds the visits";
+    if (passes + 1 == kContainers) {
+      // In turn: by now every container was visited, and each visit deletes something.
+      for (int c = 0; c < kContainers; ++c) EXPECT_LT(stored(c), kItems) << "container " << c << " had no turn";
+    }
+  }
+  EXPECT_EQ(deleted, kContainers * kItems);
+  for (int c = 0; c < kContainers; ++c) EXPECT_EQ(stored(c), 0);
+  std::printf("%d passes for %d containers of %d expired items\n", passes, kContainers, kItems);
+}
+
+TEST_F(CollectorPasses, ABatchLargerThanTheBudgetRaisesTheBudget) {
+  node::CollectorOptions options;
+  options.batch_items_max = 5000;
+  node::Collector collector(*store_, account_, metrics_, clock_, options);
+  EXPECT_EQ(collector.pass_work(), node::kVisitWork + 5000 * node::kDeleteWork);
 }
 
 }  // namespace
