@@ -67,8 +67,8 @@ class DriverOutput {
 };
 
 // Work units (node/collector.h) the per-container metrics may spend each second on the driver thread: 2,000
-// containers looked at, or up to 10,000 backlog entries counted (~2–10 ms).
-inline constexpr uint64_t kMetricsWorkMax = 20'000;
+// containers looked at (~3–14 ms), or up to 20,000 backlog entries counted (~4 ms).
+inline constexpr uint64_t kMetricsWorkMax = 40'000;
 // A collector pass or metrics refresh that holds the driver this long is logged: a third of the shortest default
 // election timeout, so a warning comes well before followers would give up on a leader held like that.
 inline constexpr int64_t kDriverHoldWarnMs = 100;

@@ -319,9 +319,9 @@ TEST_F(CollectorPasses, APassStaysWithinItsWorkBudgetAndEveryContainerGetsItsTur
   clock_.set_micros(at(20));
   node::CollectorOptions options;
   options.batch_items_max = 5;
-  options.pass_work_max = 200;
+  options.pass_work_max = 2000;
   node::Collector collector(*store_, account_, metrics_, clock_, options);
-  ASSERT_EQ(collector.pass_work(), 200u);
+  ASSERT_EQ(collector.pass_work(), 2000u);
   auto stored = [&](int c) {
     Result<ContainerStats> stats = store_->container_stats("db", "c" + std::to_string(100 + c), 0);
     EXPECT_TRUE(stats.is_ok());
