@@ -157,10 +157,20 @@ void bench_backlog(const Options& options) {
   fixture.now += 10 * kSecond;
   Command time_entry;
   fixture.apply(time_entry);
+  // After open the expired part is counted once, kBacklogCountStep index entries per call (the node's collector
+  // and metrics ask with their own limits): the calls it takes, all of them and the longest.
   auto start = std::chrono::steady_clock::now();
-  Result<Backlog> first = fixture.store->backlog("db", "c");
+  Result<Backlog> first = Status::internal("not counted");
+  int calls = 0;
+  double longest = 0;
+  do {
+    const auto call = std::chrono::steady_clock::now();
+    first = fixture.store->backlog("db", "c");
+    longest = std::max(longest, seconds_since(call));
+    ++calls;
+  } while (first.is_ok() && !first->complete && calls < 1'000'000);
   const double first_seconds = seconds_since(start);
-  check(first.is_ok() && first->items == expired, "backlog count");
+  check(first.is_ok() && first->complete && first->items == expired, "backlog count");
   // Later calls only look at what expired since the last one.
   std::vector<double> incremental;
   for (int i = 0; i < 101; ++i) {
@@ -170,9 +180,10 @@ void bench_backlog(const Options& options) {
     incremental.push_back(seconds_since(start));
     check(again.is_ok() && again->items == expired, "backlog again");
   }
-  std::printf("| backlog figures, first call after open (counts the expired part once) | %lld live + %lld expired "
-              "| %.1f ms |\n",
-              static_cast<long long>(total - expired), static_cast<long long>(expired), first_seconds * 1e3);
+  std::printf("| backlog figures after open: the expired part counted once, in %d calls of at most %zu index "
+              "entries | %lld live + %lld expired | %.1f ms in all, %.1f ms the longest call |\n",
+              calls, kBacklogCountStep, static_cast<long long>(total - expired), static_cast<long long>(expired),
+              first_seconds * 1e3, longest * 1e3);
   std::printf("| backlog figures, each later call (median of 101) | same | %.1f µs |\n", median(incremental) * 1e6);
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <iterator>
 #include <optional>
+#include <unordered_set>
 
 #include "common/auth.h"
 
@@ -149,6 +150,11 @@ Metrics::Metrics(uint64_t node_id)
                          .Name("mayfly_ttl_gc_backlog_bytes")
                          .Help("Bytes of items expired but not yet deleted on this node")
                          .Register(*registry_)),
+      backlog_counting_(BuildGauge()
+                            .Name("mayfly_ttl_gc_backlog_counting")
+                            .Help("1 while this node is still counting the container's expired items (after a "
+                                  "restart or a defaultTtl change): the backlog figures are lower bounds until 0")
+                            .Register(*registry_)),
       oldest_expired_age_(BuildGauge()
                               .Name("mayfly_ttl_gc_oldest_expired_age_seconds")
                               .Help("Age of the oldest expired, not yet deleted item (0: none)")
@@ -255,32 +261,48 @@ void Metrics::add_snapshot_errors(const std::string& kind, uint64_t count) {
 }
 
 void Metrics::set_containers(const std::vector<ContainerFigures>& containers) {
+  std::vector<std::string> names;
+  for (const ContainerFigures& figures : containers) names.push_back(figures.container);
+  retain_containers(names);
+  set_container_figures(containers);
+}
+
+void Metrics::set_container_figures(const std::vector<ContainerFigures>& containers) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<std::string> now;
   for (const ContainerFigures& figures : containers) {
     const prometheus::Labels labels{{"node", node_}, {"container", figures.container}};
     live_items_.Add(labels).Set(static_cast<double>(figures.live_items));
     billable_bytes_.Add(labels).Set(static_cast<double>(figures.live_bytes));
     backlog_items_.Add(labels).Set(static_cast<double>(figures.backlog_items));
     backlog_bytes_.Add(labels).Set(static_cast<double>(figures.backlog_bytes));
+    backlog_counting_.Add(labels).Set(figures.backlog_counting ? 1 : 0);
     oldest_expired_age_.Add(labels).Set(figures.oldest_expired_age_seconds);
-    now.push_back(figures.container);
+    known_containers_.insert(figures.container);
   }
-  for (const std::string& gone : known_containers_) {
-    if (std::find(now.begin(), now.end(), gone) != now.end()) continue;
-    const prometheus::Labels labels{{"node", node_}, {"container", gone}};
-    for (auto* family : {&live_items_, &billable_bytes_, &backlog_items_, &backlog_bytes_, &oldest_expired_age_,
-                         &spare_request_units_}) {
+}
+
+void Metrics::retain_containers(const std::vector<std::string>& existing) {
+  const std::unordered_set<std::string> keep(existing.begin(), existing.end());
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto gone = known_containers_.begin(); gone != known_containers_.end();) {
+    if (keep.contains(*gone)) {
+      ++gone;
+      continue;
+    }
+    const prometheus::Labels labels{{"node", node_}, {"container", *gone}};
+    for (auto* family : {&live_items_, &billable_bytes_, &backlog_items_, &backlog_bytes_, &backlog_counting_,
+                         &oldest_expired_age_, &spare_request_units_}) {
       family->Remove(&family->Add(labels));
     }
     for (auto* family : {&deleted_items_, &deleted_bytes_, &throttled_, &collector_request_units_}) {
       family->Remove(&family->Add(labels));
     }
     deletion_lag_.Remove(&deletion_lag_.Add(labels, lag_buckets()));
+    gone = known_containers_.erase(gone);
   }
   // Request-unit series of containers that no longer exist (their op label is whatever was charged).
   for (auto it = charged_ops_.begin(); it != charged_ops_.end();) {
-    if (std::find(now.begin(), now.end(), it->first) != now.end()) {
+    if (keep.contains(it->first)) {
       ++it;
       continue;
     }
@@ -289,11 +311,16 @@ void Metrics::set_containers(const std::vector<ContainerFigures>& containers) {
     }
     it = charged_ops_.erase(it);
   }
-  known_containers_ = std::move(now);
+}
+
+void Metrics::note_container(const std::string& container) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  known_containers_.insert(container);
 }
 
 void Metrics::observe_collected(const std::string& container, int64_t items, int64_t bytes,
                                 const std::vector<double>& lag_seconds) {
+  note_container(container);
   const prometheus::Labels labels{{"node", node_}, {"container", container}};
   deleted_items_.Add(labels).Increment(static_cast<double>(items));
   deleted_bytes_.Add(labels).Increment(static_cast<double>(bytes));
@@ -310,14 +337,17 @@ void Metrics::add_request_units(const std::string& container, const std::string&
 }
 
 void Metrics::add_throttled(const std::string& container) {
+  note_container(container);
   throttled_.Add({{"node", node_}, {"container", container}}).Increment();
 }
 
 void Metrics::add_collector_request_units(const std::string& container, double request_units) {
+  note_container(container);
   collector_request_units_.Add({{"node", node_}, {"container", container}}).Increment(request_units);
 }
 
 void Metrics::set_spare_request_units(const std::string& container, double request_units) {
+  note_container(container);
   spare_request_units_.Add({{"node", node_}, {"container", container}}).Set(request_units);
 }
 

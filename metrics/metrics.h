@@ -61,8 +61,12 @@ class Metrics {
   // Snapshot transfers that failed locally: kind "read" (a leader could not read its snapshot file) or "receive" (a
   // follower refused or could not write an incoming one).
   void add_snapshot_errors(const std::string& kind, uint64_t count);
-  // Containers, refreshed periodically by the driver; containers no longer listed are dropped.
+  // Containers, refreshed periodically by the driver. set_container_figures sets the figures of the containers
+  // given (a node with many refreshes them in turns); retain_containers drops every series of the containers not in
+  // `existing` ("database/container"); set_containers is both: the containers given are all there are.
   void set_containers(const std::vector<ContainerFigures>& containers);
+  void set_container_figures(const std::vector<ContainerFigures>& containers);
+  void retain_containers(const std::vector<std::string>& existing);
   // The garbage collector deleted `items`/`bytes` from `container`, with these deletion lags (delete - expiry).
   void observe_collected(const std::string& container, int64_t items, int64_t bytes,
                          const std::vector<double>& lag_seconds);
@@ -87,6 +91,7 @@ class Metrics {
 
  private:
   prometheus::Gauge& container_gauge(prometheus::Family<prometheus::Gauge>& family, const std::string& container);
+  void note_container(const std::string& container);  // it has a series now: retain_containers may drop it
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::string node_;
@@ -111,6 +116,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& billable_bytes_;
   prometheus::Family<prometheus::Gauge>& backlog_items_;
   prometheus::Family<prometheus::Gauge>& backlog_bytes_;
+  prometheus::Family<prometheus::Gauge>& backlog_counting_;
   prometheus::Family<prometheus::Gauge>& oldest_expired_age_;
   prometheus::Family<prometheus::Counter>& deleted_items_;
   prometheus::Family<prometheus::Counter>& deleted_bytes_;
@@ -123,7 +129,7 @@ class Metrics {
   std::mutex mutex_;
   std::string last_role_;
   uint64_t last_leader_ = 0;
-  std::vector<std::string> known_containers_;
+  std::set<std::string> known_containers_;  // every container with a series of its own
   std::vector<uint64_t> known_clock_peers_;
   std::map<std::string, std::set<std::string>> charged_ops_;  // container -> ops with a request-units series
 };

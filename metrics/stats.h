@@ -25,6 +25,7 @@ struct ContainerFigures {
   int64_t backlog_items = 0;  // expired, not yet deleted
   int64_t backlog_bytes = 0;
   double oldest_expired_age_seconds = 0;  // 0 when the backlog is empty
+  bool backlog_counting = false;          // still counting: backlog figures are lower bounds, live ones upper bounds
 };
 
 }  // namespace mayfly::metrics

@@ -1,36 +1,89 @@
 #include "node/collector.h"
 
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "ttl/request_units.h"
 
 namespace mayfly::node {
 
+uint64_t Collector::pass_work() const {
+  return std::max(options_.pass_work_max, kVisitWork + options_.batch_items_max * kDeleteWork);
+}
+
 Result<int64_t> Collector::run_once() {
-  MAYFLY_ASSIGN_OR_RETURN(std::vector<storage::ContainerInfo> containers, state_.containers());
+  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<storage::ContainerInfo>> list, state_.container_list());
+  const std::vector<storage::ContainerInfo>& containers = *list;
+  // The list is sorted by name (StateMachine::container_list), so the cursor's place is a binary search.
+  size_t next = std::lower_bound(containers.begin(), containers.end(), cursor_,
+                                 [](const storage::ContainerInfo& info, const std::pair<std::string, std::string>& key) {
+                                   return std::tie(info.database, info.container) < std::tie(key.first, key.second);
+                                 }) -
+                containers.begin();
+  const uint64_t budget = pass_work();
+  uint64_t work = 0;
   int64_t deleted = 0;
-  for (const storage::ContainerInfo& info : containers) {
-    MAYFLY_ASSIGN_OR_RETURN(int64_t items, collect(info));
+  size_t visits = 0;
+  std::optional<size_t> resume;  // the first container after the pass's first that the budget cut short
+  // The first container of a pass always gets the whole budget, so a long count or backlog keeps advancing.
+  while (visits < containers.size() && work + kVisitWork <= budget) {
+    if (next >= containers.size()) next = 0;
+    const storage::ContainerInfo& info = containers[next];
+    uint64_t spent = 0;
+    bool cut_short = false;
+    MAYFLY_ASSIGN_OR_RETURN(int64_t items, collect_within(info, budget - work, spent, &cut_short));
+    work += spent;
     deleted += items;
+    if (cut_short && visits > 0 && !resume) resume = next;
+    ++visits;
+    ++next;
   }
+  // The next pass starts with the first container this one cut short and gives it the whole budget (the pass's
+  // first container had it already: the others' turn comes first), else after the last one looked at.
+  if (resume) next = *resume;
+  if (next >= containers.size()) next = 0;
+  if (!containers.empty()) cursor_ = {containers[next].database, containers[next].container};
+  last_pass_visits_ = visits;
+  last_pass_work_ = work;
   MAYFLY_RETURN_IF_ERROR(state_.reclaim_dropped(options_.batch_items_max).status());
   return deleted;
 }
 
-Result<int64_t> Collector::collect(const storage::ContainerInfo& info) {
+Result<int64_t> Collector::collect(const storage::ContainerInfo& info, uint64_t max_work, uint64_t* work) {
+  uint64_t spent = 0;
+  bool cut_short = false;
+  Result<int64_t> deleted = collect_within(info, max_work, spent, &cut_short);
+  if (work != nullptr) *work += spent;
+  return deleted;
+}
+
+Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, uint64_t max_work, uint64_t& spent,
+                                          bool* cut_short) {
+  spent = kVisitWork;
   const std::string key = info.database + "/" + info.container;
-  MAYFLY_ASSIGN_OR_RETURN(storage::Backlog backlog, state_.backlog(info.database, info.container));
+  const uint64_t count_limit = max_work > spent ? (max_work - spent) / 2 / kCountWork : 0;
+  MAYFLY_ASSIGN_OR_RETURN(storage::Backlog backlog, state_.backlog(info.database, info.container, count_limit));
+  spent += static_cast<uint64_t>(backlog.entries_read) * kCountWork;
+  *cut_short = !backlog.complete;  // the count stopped at its limit
   // Asked even with nothing to delete, so the spare-RU gauge stays current.
   double budget = request_units_.collector_budget(key, info.record.throughput);
   if (info.record.throughput.mode == storage::Throughput::Mode::kProvisioned) budget *= options_.ru_share;
+  // Still counting with nothing counted yet: the average size (the RU price) is unknown; the next visit has it.
   if (backlog.items == 0) return 0;
+  const uint64_t work_left = max_work > spent ? (max_work - spent) / kDeleteWork : 0;
   const uint64_t average_bytes = static_cast<uint64_t>(backlog.bytes / backlog.items);
-  const uint64_t affordable = ttl::affordable_deletes(budget, average_bytes, options_.batch_items_max);
-  if (affordable == 0) return 0;  // user work wins; the backlog waits
+  const uint64_t paid_for = ttl::affordable_deletes(budget, average_bytes, options_.batch_items_max);
+  const uint64_t affordable = std::min(paid_for, work_left);
+  if (affordable < paid_for && static_cast<uint64_t>(backlog.items) > affordable) *cut_short = true;
+  if (affordable == 0) return 0;  // user work wins (or this pass's work is spent); the backlog waits
   const int64_t now = clock_.now_micros();
   MAYFLY_ASSIGN_OR_RETURN(storage::CollectResult collected,
                           state_.collect_expired(info.database, info.container, state_.applied().ts_micros,
                                                  affordable));
+  spent += static_cast<uint64_t>(collected.items) * kDeleteWork;
   if (collected.items == 0) return 0;
   request_units_.collector_spent(
       key, info.record.throughput,

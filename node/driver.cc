@@ -3,8 +3,10 @@
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
+#include <tuple>
 #include <typeinfo>
 
 #include "replication/codec.h"
@@ -501,8 +503,21 @@ void Driver::on_tick() {
 }
 
 void Driver::collect_garbage() {
+  const auto started = std::chrono::steady_clock::now();
   Result<int64_t> deleted = collector_.run_once();
-  if (!deleted.is_ok()) fatal(deleted.status());
+  if (!deleted.is_ok()) return fatal(deleted.status());
+  note_driver_hold("a garbage collector pass", started);
+}
+
+void Driver::note_driver_hold(std::string_view what, std::chrono::steady_clock::time_point started) {
+  const int64_t held_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+  if (held_ms < kDriverHoldWarnMs) return;
+  if (std::optional<uint64_t> held_back = hold_warnings_.admit(std::string(what), steady_ms())) {
+    spdlog::warn("{} held the driver thread for {} ms (Raft ticks and heartbeats wait meanwhile; elections start "
+                 "after {} ms of silence); {} more like it not logged",
+                 what, held_ms, config_.election_timeout_ticks * config_.tick_interval_ms, *held_back);
+  }
 }
 
 void Driver::charge_applied(const storage::AppliedEntry& applied, Reply* reply) {
@@ -557,25 +572,53 @@ void Driver::publish_metrics() {
                                          static_cast<double>(now - current.applied_ts_micros) / 1e6});
   if (steady_ms() - last_container_metrics_ms_ < 1000) return;
   last_container_metrics_ms_ = steady_ms();
+  const auto started = std::chrono::steady_clock::now();
   storage::StateMachine& state = replica_->state();
-  Result<std::vector<storage::ContainerInfo>> containers = state.containers();
-  if (!containers.is_ok()) return fatal(containers.status());
+  Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.container_list();
+  if (!list.is_ok()) return fatal(list.status());
+  const std::vector<storage::ContainerInfo>& containers = **list;
+  // Series and meters of containers that no longer exist go when the set changes (a new list), and every 10 s for
+  // whatever a request in flight during the change charged afterwards. In memory, but O(containers): not each second.
+  if (*list != metrics_containers_ || steady_ms() - last_container_retain_ms_ >= 10'000) {
+    metrics_containers_ = *list;
+    last_container_retain_ms_ = steady_ms();
+    std::vector<std::string> names;
+    names.reserve(containers.size());
+    for (const storage::ContainerInfo& info : containers) names.push_back(info.database + "/" + info.container);
+    metrics_.retain_containers(names);
+    request_units_.retain(names);
+  }
+  // Figures for containers in turn from where the last refresh stopped, within kMetricsWorkMax: each second
+  // refreshes ~2,000 containers with nothing to count, so with more each one is refreshed every few seconds; and a
+  // backlog count after a restart or a defaultTtl change advances a bounded step per second here (the collector
+  // advances it too).
+  size_t next = std::lower_bound(containers.begin(), containers.end(), metrics_cursor_,
+                                 [](const storage::ContainerInfo& info, const std::pair<std::string, std::string>& key) {
+                                   return std::tie(info.database, info.container) < std::tie(key.first, key.second);
+                                 }) -
+                containers.begin();
   std::vector<metrics::ContainerFigures> figures;
-  for (const storage::ContainerInfo& info : *containers) {
-    Result<storage::ContainerStats> stats = state.container_stats(info.database, info.container);
+  uint64_t work = 0;
+  for (size_t visits = 0; visits < containers.size() && work + kVisitWork <= kMetricsWorkMax; ++visits, ++next) {
+    if (next >= containers.size()) next = 0;
+    const storage::ContainerInfo& info = containers[next];
+    work += kVisitWork;
+    Result<storage::ContainerStats> stats =
+        state.container_stats(info.database, info.container, (kMetricsWorkMax - work) / 2 / kCountWork);
     if (!stats.is_ok()) continue;  // dropped between the two calls
+    work += static_cast<uint64_t>(stats->backlog.entries_read) * kCountWork;
     metrics::ContainerFigures container{info.database + "/" + info.container, stats->live_items, stats->live_bytes,
-                                        stats->backlog.items, stats->backlog.bytes, 0};
+                                        stats->backlog.items, stats->backlog.bytes, 0, !stats->backlog.complete};
     if (stats->backlog.oldest_expiry_micros) {
       container.oldest_expired_age_seconds =
           std::max<double>(0, static_cast<double>(now - *stats->backlog.oldest_expiry_micros) / 1e6);
     }
     figures.push_back(std::move(container));
   }
-  metrics_.set_containers(figures);
-  std::vector<std::string> names;
-  for (const metrics::ContainerFigures& container : figures) names.push_back(container.container);
-  request_units_.retain(names);
+  if (next >= containers.size()) next = 0;
+  if (!containers.empty()) metrics_cursor_ = {containers[next].database, containers[next].container};
+  metrics_.set_container_figures(figures);
+  note_driver_hold("refreshing the container metrics", started);
 }
 
 void Driver::publish_clock() {

@@ -12,6 +12,7 @@
 
 #include <boost/asio.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -65,6 +66,13 @@ class DriverOutput {
   virtual ~DriverOutput() = default;
   virtual void deliver(DriverBatch batch) = 0;
 };
+
+// Work units (node/collector.h) the per-container metrics may spend each second on the driver thread: 2,000
+// containers looked at (~3–14 ms), or up to 20,000 backlog entries counted (~4 ms).
+inline constexpr uint64_t kMetricsWorkMax = 40'000;
+// A collector pass or metrics refresh that holds the driver this long is logged: a third of the shortest default
+// election timeout, so a warning comes well before followers would give up on a leader held like that.
+inline constexpr int64_t kDriverHoldWarnMs = 100;
 
 class Driver {
  public:
@@ -130,6 +138,8 @@ class Driver {
   void auto_promote_learners();
   void schedule_expiry_entry();
   void publish_metrics();
+  // Logs (rate-limited) when `what`, begun at `started`, held the driver thread for kDriverHoldWarnMs or more.
+  void note_driver_hold(std::string_view what, std::chrono::steady_clock::time_point started);
   // Clock offsets and max-clock-offset holds: metrics, and a rate-limited warning while time is held back.
   void publish_clock();
   void maybe_start_snapshot();
@@ -170,6 +180,9 @@ class Driver {
   int64_t last_proposal_ms_ = 0;
   int64_t last_gc_ms_ = 0;
   int64_t last_container_metrics_ms_ = 0;
+  int64_t last_container_retain_ms_ = 0;
+  std::shared_ptr<const std::vector<storage::ContainerInfo>> metrics_containers_;  // the list metrics last retained
+  std::pair<std::string, std::string> metrics_cursor_;  // the next container whose figures to refresh
   std::optional<int64_t> scheduled_expiry_micros_;
   uint64_t expiry_checked_at_applied_ = 0;
   uint64_t clock_holds_seen_ = 0;        // RaftStatus::clock_holds already counted
@@ -178,6 +191,7 @@ class Driver {
   std::thread snapshot_thread_;  // exports a snapshot off the driver thread; at most one at a time
   WarnLimiter rejected_warnings_{1000};  // refused peer messages: one line per sender and reason per second
   WarnLimiter term_warnings_{10000};     // a term at its maximum: one line per 10 s
+  WarnLimiter hold_warnings_{10000};     // long collector passes or metric refreshes: one line per 10 s each
   uint64_t snapshot_read_errors_seen_ = 0;
   uint64_t snapshot_receive_errors_seen_ = 0;
   uint64_t snapshot_errors_unlogged_ = 0;

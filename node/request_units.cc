@@ -1,8 +1,8 @@
 #include "node/request_units.h"
 
 #include <algorithm>
-
 #include <limits>
+#include <unordered_set>
 
 namespace mayfly::node {
 
@@ -64,9 +64,10 @@ void RequestUnitAccount::collector_spent(const std::string& container, const sto
 }
 
 void RequestUnitAccount::retain(const std::vector<std::string>& existing) {
+  const std::unordered_set<std::string> keep(existing.begin(), existing.end());
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto it = meters_.begin(); it != meters_.end();) {
-    if (std::find(existing.begin(), existing.end(), it->first) == existing.end()) {
+    if (!keep.contains(it->first)) {
       it = meters_.erase(it);
     } else {
       ++it;

@@ -78,7 +78,7 @@ struct StateMachine::ApplyContext {
   struct Removal {
     uint64_t crid;
     IndexKind kind;
-    int64_t sort_micros;
+    std::string key;  // the expiry index entry removed
     int64_t bytes;
   };
   std::vector<Removal> removals;
@@ -212,8 +212,8 @@ Status StateMachine::commit(ApplyContext& context, bool sync) {
     auto it = trackers_.find(removal.crid);
     if (it == trackers_.end()) continue;
     BacklogTracker& tracker = it->second;
-    const int64_t cursor = removal.kind == IndexKind::kOwn ? tracker.own_cursor : tracker.inherit_cursor;
-    if (removal.sort_micros < cursor) {
+    const std::string& position = tracker.positions[removal.kind == IndexKind::kOwn ? 0 : 1];
+    if (removal.key < position) {  // counted (see BacklogTracker)
       tracker.items -= 1;
       tracker.bytes -= removal.bytes;
       MAYFLY_ASSERT(tracker.items >= 0 && tracker.bytes >= 0);
@@ -523,7 +523,7 @@ void StateMachine::remove_stored_item(uint64_t crid, const std::string& key, std
   const IndexEntry entry = index_entry_for(crid, partition_key, id, record);
   if (entry.kind != IndexKind::kNone) {
     context.batch.Delete(entry.key);
-    context.removals.push_back({crid, entry.kind, entry.sort_micros, static_cast<int64_t>(record_bytes)});
+    context.removals.push_back({crid, entry.kind, entry.key, static_cast<int64_t>(record_bytes)});
   }
   auto [it, inserted] = context.stats.try_emplace(crid);
   if (inserted) it->second = local_stats(crid);
@@ -734,13 +734,22 @@ OpResult StateMachine::list_items(const ListRequest& request, int64_t now_micros
   OpResult result;
   result.body = "[";
   size_t count = 0;
+  size_t examined = 0;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot.get())));
   it->Seek(start);
   if (!request.continuation.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
+  std::string last_read;  // the key of the last record read: the next page resumes after it
   for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
     if (count == request.max_items || result.body.size() >= kMaxListPageBytes) {
       break;
     }
+    if (examined == kMaxListExamined) {
+      // Enough work for one page (a long run of expired, uncollected items): resume after the last record read,
+      // even an expired one. Positions are keys, so nothing is skipped or repeated.
+      break;
+    }
+    ++examined;
+    last_read.assign(it->key().data(), it->key().size());
     Result<ItemRecord> item = decode_item(std::string_view(it->value().data(), it->value().size()));
     if (!item.is_ok()) return internal_error(item.status());
     if (!ttl::alive(item->ttl, item->write_ts_micros, container.ttl, now_micros)) {
@@ -750,11 +759,12 @@ OpResult StateMachine::list_items(const ListRequest& request, int64_t now_micros
     if (count > 0) result.body.push_back(',');
     result.body += render_item(*item, container.crid);
     ++count;
-    const std::string key = it->key().ToString();
-    result.continuation = codec::hex_encode(std::string_view(key).substr(item_prefix(container.crid).size()));
   }
   if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));
-  if (!(it->Valid() && has_prefix(it->key(), prefix))) result.continuation.clear();  // no more pages
+  if (it->Valid() && has_prefix(it->key(), prefix) && !last_read.empty()) {  // more pages
+    result.continuation =
+        codec::hex_encode(std::string_view(last_read).substr(item_prefix(container.crid).size()));
+  }
   result.body.push_back(']');
   return result;
 }
@@ -953,8 +963,13 @@ OpResult StateMachine::list_containers(std::string_view database) const {
 }
 
 Result<std::vector<ContainerInfo>> StateMachine::containers() const {
+  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<ContainerInfo>> list, container_list());
+  return *list;
+}
+
+Result<std::shared_ptr<const std::vector<ContainerInfo>>> StateMachine::container_list() const {
   std::lock_guard<std::mutex> lock(containers_mutex_);
-  if (containers_cache_) return *containers_cache_;
+  if (containers_cache_) return containers_cache_;
   const std::string prefix(1, static_cast<char>(KeyTag::kContainer));
   std::vector<ContainerInfo> out;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
@@ -968,53 +983,85 @@ Result<std::vector<ContainerInfo>> StateMachine::containers() const {
     out.push_back(std::move(info));
   }
   MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan containers"));
-  containers_cache_ = out;
-  return out;
+  containers_cache_ = std::make_shared<const std::vector<ContainerInfo>>(std::move(out));
+  return containers_cache_;
 }
 
 // ---- garbage collection -----------------------------------------------------------------------------------------
 
-Status StateMachine::advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
-                                     BacklogTracker& tracker) const {
+Result<bool> StateMachine::advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
+                                           BacklogTracker& tracker, size_t max_entries,
+                                           int64_t* entries_read) const {
   const ttl::ExpiredBounds bounds = ttl::expired_bounds(state, now_micros);
-  auto count = [&](const std::string& prefix, int64_t& cursor, int64_t bound) -> Status {
-    MAYFLY_ASSERT_MSG(bound >= cursor, "expired bound moved back: %lld < %lld", static_cast<long long>(bound),
-                      static_cast<long long>(cursor));
-    if (bound == cursor) return Status::ok();
-    std::string start = prefix;
-    if (cursor != INT64_MIN) codec::put_i64_be(start, cursor);
-    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-    for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
-      if (key.sort_micros >= bound) break;
+  size_t budget = max_entries;
+  bool complete = true;
+  std::unique_ptr<leveldb::Iterator> it;
+  for (const bool own : {true, false}) {
+    const std::string prefix = own ? own_expiry_prefix(crid) : inherit_expiry_prefix(crid);
+    // Every expired entry of this index sorts below `target`, every live one at or above it.
+    std::string target = prefix;
+    codec::put_i64_be(target, own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros);
+    std::string& position = tracker.positions[own ? 0 : 1];
+    MAYFLY_ASSERT_MSG(position <= target, "expired bound moved back below the counted position (crid %llu)",
+                      static_cast<unsigned long long>(crid));
+    if (position == target) continue;
+    if (budget == 0) {
+      complete = false;
+      continue;
+    }
+    if (!it) it.reset(db_->NewIterator(leveldb::ReadOptions()));
+    it->Seek(position.empty() ? prefix : position);
+    bool reached = true;
+    for (; it->Valid() && it->key().compare(leveldb::Slice(target)) < 0; it->Next()) {
+      if (budget == 0) {
+        // Stopped here: this entry and everything after it are not counted yet.
+        position.assign(it->key().data(), it->key().size());
+        reached = false;
+        break;
+      }
+      --budget;
+      *entries_read += 1;
       MAYFLY_ASSIGN_OR_RETURN(int64_t bytes, decode_index_value(it->value()));
       tracker.items += 1;
       tracker.bytes += bytes;
     }
     MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
-    cursor = bound;
-    return Status::ok();
-  };
-  MAYFLY_RETURN_IF_ERROR(count(own_expiry_prefix(crid), tracker.own_cursor, bounds.own_expiry_below_micros));
-  return count(inherit_expiry_prefix(crid), tracker.inherit_cursor, bounds.default_ts_below_micros);
+    if (reached) {
+      position = std::move(target);
+    } else {
+      complete = false;
+    }
+  }
+  return complete;
 }
 
 Result<Backlog> StateMachine::backlog(std::string_view database, std::string_view container) {
+  return backlog(database, container, options_.backlog_count_step);
+}
+
+Result<Backlog> StateMachine::backlog(std::string_view database, std::string_view container,
+                                      size_t max_count_entries) {
   if (!sticky_.is_ok()) return sticky_;
   Outcome<ContainerRecord> found = find_container(database, container, nullptr);
   if (!found.ok()) return Status::not_found(found.error().message);
   const ContainerRecord& record = found.value();
   BacklogTracker& tracker = trackers_[record.crid];
   const int64_t now = meta_.applied_ts_micros;
-  MAYFLY_RETURN_IF_ERROR(advance_tracker(record.crid, record.ttl, now, tracker));
-  Backlog backlog{tracker.items, tracker.bytes, std::nullopt};
-  if (tracker.items == 0) return backlog;
-  // The oldest expired item is first in one of the two indexes.
+  Backlog backlog;
+  MAYFLY_ASSIGN_OR_RETURN(backlog.complete, advance_tracker(record.crid, record.ttl, now, tracker, max_count_entries,
+                                                            &backlog.entries_read));
+  backlog.items = tracker.items;
+  backlog.bytes = tracker.bytes;
+  if (tracker.items == 0 && backlog.complete) return backlog;
+  // The oldest expired item is first in one of the two indexes. Seek from the collector's cursors: the keys below
+  // them were deleted, and LevelDB would step over each of their tombstones until a compaction drops them.
   const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, now);
+  const auto cursors = collect_cursors_.find(record.crid);
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
   for (const bool own : {true, false}) {
     const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
-    it->Seek(prefix);
+    const std::string* cursor = cursors == collect_cursors_.end() ? nullptr : &cursors->second[own ? 0 : 1];
+    it->Seek(cursor == nullptr || cursor->empty() ? prefix : *cursor);
     if (!it->Valid() || !has_prefix(it->key(), prefix)) continue;
     MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
     if (key.sort_micros >= (own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros)) continue;
@@ -1022,6 +1069,7 @@ Result<Backlog> StateMachine::backlog(std::string_view database, std::string_vie
         own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, now);
     if (!backlog.oldest_expiry_micros || expiry < *backlog.oldest_expiry_micros) backlog.oldest_expiry_micros = expiry;
   }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "seek expiry index"));
   return backlog;
 }
 
@@ -1091,7 +1139,12 @@ Result<std::vector<ExpiringSoon>> StateMachine::expiring_soon(const std::vector<
 }
 
 Result<ContainerStats> StateMachine::container_stats(std::string_view database, std::string_view container) {
-  MAYFLY_ASSIGN_OR_RETURN(Backlog expired, backlog(database, container));
+  return container_stats(database, container, options_.backlog_count_step);
+}
+
+Result<ContainerStats> StateMachine::container_stats(std::string_view database, std::string_view container,
+                                                     size_t max_count_entries) {
+  MAYFLY_ASSIGN_OR_RETURN(Backlog expired, backlog(database, container, max_count_entries));
   Outcome<ContainerRecord> found = find_container(database, container, nullptr);
   if (!found.ok()) return Status::not_found(found.error().message);
   const LocalStats& stored = local_stats(found.value().crid);
@@ -1217,33 +1270,44 @@ Result<int64_t> StateMachine::reclaim_dropped(size_t max_keys) {
   const std::string dropped_prefix(1, static_cast<char>(KeyTag::kDroppedContainer));
   leveldb::WriteBatch batch;
   int64_t deleted = 0;
+  std::map<uint64_t, std::string> last_deleted;  // crid -> its last key deleted by this call
+  std::vector<uint64_t> finished_crids;
   std::unique_ptr<leveldb::Iterator> marker(db_->NewIterator(leveldb::ReadOptions()));
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
   for (marker->Seek(dropped_prefix); marker->Valid() && has_prefix(marker->key(), dropped_prefix); marker->Next()) {
     codec::Reader reader(std::string_view(marker->key().data(), marker->key().size()).substr(1));
     uint64_t crid;
     if (!reader.get_u64_be(crid)) return Status::corruption("dropped container key");
+    // The prefixes are walked in key order and each is emptied before the next, so every key of this container
+    // below the last one deleted is gone: start there.
+    const auto cursor = reclaim_cursors_.find(crid);
     bool finished = true;
     for (const std::string& prefix :
          {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid), ts_index_prefix(crid)}) {
-      for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+      const bool resume = cursor != reclaim_cursors_.end() && cursor->second > prefix;
+      for (it->Seek(resume ? cursor->second : prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
         if (static_cast<size_t>(deleted) >= max_keys) {
           finished = false;
           break;
         }
         batch.Delete(it->key());
+        last_deleted[crid] = it->key().ToString();
         ++deleted;
       }
       MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan dropped container"));
+      if (!finished) break;
     }
     if (!finished) break;
     batch.Delete(local_stats_key(crid));
     batch.Delete(marker->key());
+    finished_crids.push_back(crid);
   }
   MAYFLY_RETURN_IF_ERROR(from_leveldb(marker->status(), "scan dropped containers"));
   Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &batch), "reclaim dropped containers");
   if (!status.is_ok()) sticky_ = status;
   MAYFLY_RETURN_IF_ERROR(status);
+  for (auto& [crid, key] : last_deleted) reclaim_cursors_[crid] = std::move(key);
+  for (uint64_t crid : finished_crids) reclaim_cursors_.erase(crid);
   return deleted;
 }
 
@@ -1334,6 +1398,7 @@ Status StateMachine::install_snapshot(std::string_view data) {
   local_stats_.clear();
   trackers_.clear();
   collect_cursors_.clear();
+  reclaim_cursors_.clear();
   {
     std::lock_guard<std::mutex> lock(containers_mutex_);
     containers_cache_.reset();

@@ -41,6 +41,8 @@ class FilterPolicy;
 
 namespace mayfly::storage {
 
+inline constexpr size_t kBacklogCountStep = 10'000;
+
 struct StoreOptions {
   std::string path;                 // the LevelDB directory; created when missing
   leveldb::Env* env = nullptr;      // nullptr: the real file system; tests pass leveldb's in-memory Env
@@ -49,6 +51,11 @@ struct StoreOptions {
   // fsync each apply. Off by default: the raft log is the durable record and applies are replayed from it after a
   // crash; each apply is still atomic.
   bool sync_applies = false;
+  // At most this many expiry index entries counted by one backlog() call that is not given its own limit. After a
+  // restart or a defaultTtl change the expired part can be millions of entries, and backlog() runs on the driver
+  // thread between Raft ticks: counting resumes where it stopped on the next call (Backlog::complete says when it
+  // is done). ~0.7 µs an entry, so the default holds the caller for ~7 ms.
+  size_t backlog_count_step = kBacklogCountStep;
 };
 
 struct AppliedState {
@@ -65,6 +72,10 @@ struct ListRequest {
 };
 inline constexpr size_t kMaxListItems = 1000;
 inline constexpr size_t kMaxListPageBytes = 4 << 20;
+// Item records one list_items page reads at most, expired ones included (they are skipped but reading them is the
+// work): a page over a long run of expired, not yet collected items ends there, short or even empty, with a
+// continuation that resumes after the last record read.
+inline constexpr size_t kMaxListExamined = 10'000;
 
 // What one collect_expired call reclaimed.
 struct CollectResult {
@@ -75,17 +86,26 @@ struct CollectResult {
 };
 
 // Items expired at the applied time but not yet physically deleted.
+//
+// The count is kept incrementally and advanced by a bounded amount of work per call, so after a restart or when a
+// defaultTtl change expires a large part of a container at once it takes several calls to finish. Until it has
+// (`complete` false), `items` and `bytes` count only the expired index entries read so far: exact figures for that
+// part, hence lower bounds of the backlog. `oldest_expiry_micros` is exact either way (one index seek).
 struct Backlog {
   int64_t items = 0;
   int64_t bytes = 0;
   std::optional<int64_t> oldest_expiry_micros;  // nullopt when the backlog is empty
+  bool complete = true;                         // false: still counting; items and bytes are lower bounds
+  int64_t entries_read = 0;                     // expiry index entries this call read to advance the count (work)
 };
 
 struct ContainerStats {
   int64_t stored_items = 0;  // physically present on this node, expired or not
   int64_t stored_bytes = 0;
   Backlog backlog;
-  int64_t live_items = 0;    // what users can see: stored minus expired (spec §4: expired items are not billed)
+  // What users can see: stored minus expired (spec §4: expired items are not billed). An upper bound while
+  // backlog.complete is false.
+  int64_t live_items = 0;
   int64_t live_bytes = 0;
 };
 
@@ -132,16 +152,25 @@ class StateMachine {
   // The replicated address book: node id -> HOST:PORT, as set by kSetMemberAddress commands.
   std::map<NodeId, std::string> member_addresses() const;
 
-  // Every container, for the garbage collector's schedule.
+  // Every container, sorted by (database, container) name (std::string order), for the garbage collector's
+  // schedule and metrics. container_list() shares the cached list instead of copying it: the same pointer until a
+  // container command or a snapshot install changes the set (callers compare pointers to see a change).
   Result<std::vector<ContainerInfo>> containers() const;
+  Result<std::shared_ptr<const std::vector<ContainerInfo>>> container_list() const;
   // Physically deletes up to `max_items` items of the container that are expired at `up_to_micros`, oldest expiry
   // first. up_to_micros must not exceed the applied time (spec §7). Node-local: not replicated.
   Result<CollectResult> collect_expired(std::string_view database, std::string_view container, int64_t up_to_micros,
                                         size_t max_items);
-  // Backlog at the applied time. Cheap: maintained incrementally; the first call after open counts the expired
-  // part once, later calls only look at what expired since.
+  // Backlog at the applied time. Maintained incrementally: after open (or a snapshot install) the expired part is
+  // counted once, later calls only look at what expired since, and a call reads at most `max_count_entries` expiry
+  // index entries to advance the count (StoreOptions::backlog_count_step when not given; 0: no counting, just the
+  // figures so far), resuming where the last call stopped. Removals of entries already counted (GC, deletes,
+  // overwrites) keep the count exact meanwhile.
   Result<Backlog> backlog(std::string_view database, std::string_view container);
+  Result<Backlog> backlog(std::string_view database, std::string_view container, size_t max_count_entries);
   Result<ContainerStats> container_stats(std::string_view database, std::string_view container);
+  Result<ContainerStats> container_stats(std::string_view database, std::string_view container,
+                                         size_t max_count_entries);
   // The earliest expiry instant after `now_micros` of any item in any container (nullopt: nothing will expire). The
   // leader schedules a time entry there, so an item disappears within one commit round trip of its deadline.
   // Two index seeks per container with TTL on.
@@ -237,9 +266,14 @@ class StateMachine {
 
  private:
   struct ApplyContext;
+  // The backlog count of one container. For each expiry index, an entry is counted iff its key sorts below the
+  // index's position (a full index key; "" counts nothing). Counting moves a position towards the index's expired
+  // bound (the key prefix + the bound: every expired entry sorts below it, no live one does) a bounded number of
+  // entries per call; a stopped count keeps the key of the first entry it did not count. No entry is ever written
+  // below a position (new entries sort above the expired bound, which never moves back), so removals alone change
+  // the counted set: commit() subtracts an index entry removed below the position, exactly.
   struct BacklogTracker {
-    int64_t own_cursor = INT64_MIN;      // own-ttl index entries below this are counted
-    int64_t inherit_cursor = INT64_MIN;  // inheriting index entries below this are counted
+    std::array<std::string, 2> positions;  // {own-ttl index, inheriting index}
     int64_t items = 0;
     int64_t bytes = 0;
   };
@@ -280,8 +314,10 @@ class StateMachine {
   void remove_stored_item(uint64_t crid, const std::string& key, std::string_view partition_key, std::string_view id,
                           const ItemRecord& record, size_t record_bytes, ApplyContext& context);
   LocalStats& local_stats(uint64_t crid);
-  Status advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
-                         BacklogTracker& tracker) const;
+  // Advances the tracker towards the expired bounds at now_micros, reading at most max_entries index entries;
+  // returns whether both indexes are counted up to their bounds, and adds the entries read to *entries_read.
+  Result<bool> advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
+                               BacklogTracker& tracker, size_t max_entries, int64_t* entries_read) const;
   Status commit(ApplyContext& context, bool sync);
   std::string render_container(std::string_view id, const ContainerRecord& record) const;
   void publish_applied();
@@ -301,11 +337,15 @@ class StateMachine {
   // all of them on every pass. New entries always sort after what was collected (their expiry instant or write time
   // is later than any applied time so far), so a cursor never hides a live entry. In memory: after open, the first
   // pass starts at the beginning again.
+  // backlog() seeks the oldest expired entry from these too, for the same reason.
   std::unordered_map<uint64_t, std::array<std::string, 2>> collect_cursors_;  // crid -> {own, inherit}
+  // Where reclaim_dropped resumes deleting a dropped container's keys (crid -> the last key it deleted): a seek from
+  // the container's first key would step over every key deleted by the passes before. In memory, like the above.
+  std::unordered_map<uint64_t, std::string> reclaim_cursors_;
   // The container list (containers()), rebuilt after any apply that can change it: scanning the container keys
   // ends by stepping into the item keys after them, over every item tombstone left by deletions.
   mutable std::mutex containers_mutex_;
-  mutable std::optional<std::vector<ContainerInfo>> containers_cache_;
+  mutable std::shared_ptr<const std::vector<ContainerInfo>> containers_cache_;
 };
 
 }  // namespace mayfly::storage

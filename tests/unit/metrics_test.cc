@@ -87,6 +87,25 @@ TEST(Metrics, ContainersAppearAndDisappear) {
   EXPECT_EQ(text.find("container=\"db/d\""), std::string::npos) << text;
 }
 
+TEST(Metrics, ContainerFiguresRefreshedInTurnsAndSeriesDroppedWithTheContainer) {
+  Metrics metrics(1);
+  // A refresh of some containers leaves the others' figures as they were.
+  metrics.set_container_figures({ContainerFigures{"db/c", 10, 1000, 4, 400, 2.5, true}});
+  metrics.set_container_figures({ContainerFigures{"db/d", 1, 10, 0, 0, 0, false}});
+  metrics.observe_collected("db/e", 1, 100, {0.5});  // a container the refresh has not reached yet
+  std::string text = metrics.scrape_text();
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_backlog_items{container=\"db/c\",node=\"1\"} 4")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_backlog_counting{container=\"db/c\",node=\"1\"} 1")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_backlog_counting{container=\"db/d\",node=\"1\"} 0")) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_ttl_gc_deleted_items_total{container=\"db/e\",node=\"1\"} 1")) << text;
+  // Dropped: every series of db/d and db/e goes, db/c keeps its figures.
+  metrics.retain_containers({"db/c"});
+  text = metrics.scrape_text();
+  EXPECT_EQ(text.find("container=\"db/d\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("container=\"db/e\""), std::string::npos) << text;
+  EXPECT_TRUE(contains_line(text, "mayfly_storage_live_items{container=\"db/c\",node=\"1\"} 10")) << text;
+}
+
 TEST(Metrics, CollectionsFillTheDeletionLagHistogram) {
   Metrics metrics(2);
   metrics.observe_collected("db/c", 3, 300, {0.02, 0.2, 7});

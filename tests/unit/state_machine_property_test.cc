@@ -4,7 +4,8 @@
 // times, probed at random times >= the applied time, on two stores: one that is collected at random points — directly
 // (collect_expired up to random times) and through the node's RU-aware Collector (random provisioned budgets, random
 // user load, throttled users) — and one that never is. Both must agree with the model at every probe — garbage collection never changes what
-// anyone can see. The model keeps the whole history of policy changes and decides visibility from first principles
+// anyone can see. The collected store counts its backlog in steps of two index entries (StoreOptions::
+// backlog_count_step), often left unfinished across writes and collections: bounds while counting, exact once done. The model keeps the whole history of policy changes and decides visibility from first principles
 // (no watermarks, no indexes).
 //
 // Reproduce a failure: MAYFLY_PROPERTY_SEED=<seed printed> MAYFLY_PROPERTY_SEQUENCES=1 ./state_machine_property_test
@@ -26,6 +27,10 @@ namespace mayfly::storage::testing {
 namespace {
 
 using testing_env::env_or;
+
+// The collecting store counts its backlog two index entries per call, so counts are often unfinished while items
+// are written, deleted, overwritten and collected (the other store counts in one call, as a node does at this size).
+constexpr size_t kCountStep = 2;
 
 // ---- the naive model ----
 
@@ -126,8 +131,8 @@ class PropertyRun {
       ASSERT_TRUE(drained.is_ok()) << drained.status().to_string();
       if (drained->items == 0) break;
     }
-    Result<Backlog> left = store.backlog("db", container_);
-    ASSERT_TRUE(left.is_ok());
+    Result<Backlog> left = counted_backlog(store);
+    ASSERT_TRUE(left.is_ok()) << left.status().to_string();
     EXPECT_EQ(left->items, 0) << "expired items the collector can no longer reach\n" << reproduce();
   }
 
@@ -289,7 +294,7 @@ class PropertyRun {
     const bool throttled = provisioned && prng_.chance(1, 4) &&
                            node_.account.throttle_ms(key, record->throughput,
                                                      static_cast<double>(record->throughput.request_units_per_second)) > 0;
-    Result<Backlog> before = store.backlog("db", container_);
+    Result<Backlog> before = counted_backlog(store);
     ASSERT_TRUE(before.is_ok());
     Result<int64_t> deleted = node_.collector.collect(ContainerInfo{"db", container_, *record});
     ASSERT_TRUE(deleted.is_ok()) << deleted.status().to_string();
@@ -297,6 +302,16 @@ class PropertyRun {
     if (throttled) {
       EXPECT_EQ(*deleted, 0) << "users were throttled: nothing is spare\n" << reproduce();
     }
+  }
+
+  // The backlog counted to the end (several calls on a store that counts in small steps).
+  Result<Backlog> counted_backlog(StateMachine& store) {
+    Result<Backlog> backlog = store.backlog("db", container_);
+    for (int call = 0; call < 100 && backlog.is_ok() && !backlog->complete; ++call) {
+      backlog = store.backlog("db", container_);
+    }
+    if (backlog.is_ok() && !backlog->complete) return Status::internal("the backlog count does not finish");
+    return backlog;
   }
 
   void probe(int step) {
@@ -335,6 +350,18 @@ class PropertyRun {
       if (t == applied) {
         Result<ContainerStats> stats = store->container_stats("db", container_);
         ASSERT_TRUE(stats.is_ok()) << stats.status().to_string();
+        // The collected store counts its backlog a few index entries per call (kCountStep). Half the time leave a
+        // count unfinished, so later applies and collections meet a partial count: its figures are bounds.
+        if (!stats->backlog.complete && prng_.chance(1, 2)) {
+          ASSERT_LE(stats->backlog.items, stats->stored_items - visible_count) << "partial count\n" << reproduce();
+          ASSERT_GE(stats->live_items, visible_count) << "partial count\n" << reproduce();
+          continue;
+        }
+        for (int call = 0; call < 100 && !stats->backlog.complete; ++call) {
+          stats = store->container_stats("db", container_);
+          ASSERT_TRUE(stats.is_ok()) << stats.status().to_string();
+        }
+        ASSERT_TRUE(stats->backlog.complete) << reproduce();
         ASSERT_EQ(stats->live_items, visible_count) << "live items at the applied time\n" << reproduce();
         ASSERT_EQ(stats->stored_items - stats->backlog.items, visible_count) << reproduce();
       }
@@ -360,6 +387,7 @@ TEST(StateMachineProperty, GarbageCollectionNeverChangesWhatAnyoneCanSee) {
   auto open = [&](const std::string& name) {
     StoreOptions options;
     options.path = dir.path() + "/" + name;
+    if (name == "collected") options.backlog_count_step = kCountStep;
     Result<std::unique_ptr<StateMachine>> opened = StateMachine::open(options);
     EXPECT_TRUE(opened.is_ok()) << opened.status().to_string();
     return std::move(opened).value();

@@ -103,6 +103,7 @@ class StoreFixture : public ::testing::Test {
     store_.reset();
     StoreOptions options;
     options.path = dir_.path() + "/db";
+    options.backlog_count_step = backlog_count_step_;
     Result<std::unique_ptr<StateMachine>> opened = StateMachine::open(options);
     ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
     store_ = std::move(opened).value();
@@ -129,6 +130,7 @@ class StoreFixture : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<StateMachine> store_;
   uint64_t next_index_ = 1;
+  size_t backlog_count_step_ = kBacklogCountStep;  // set in a fixture's constructor to count in smaller steps
 };
 
 }  // namespace mayfly::storage::testing
