@@ -109,6 +109,11 @@ struct Request {
   bool operator==(const Request&) const = default;
 };
 
+// The server's 503 substatus for a write whose fate it does not know (it timed out waiting for its commit, its
+// forwarding to the leader failed, or the node stopped while it was in flight): it may or may not have been applied.
+// The library never re-sends such a write (a retried patch `incr` would apply twice); the caller reads to find out.
+inline constexpr uint32_t kSubstatusServerOutcomeUnknown = 2;
+
 // Client-made substatuses (the server's own are < 20000), for statuses the client produces without a server answer.
 inline constexpr uint32_t kSubstatusNoEndpointReachable = 20001;  // 503: every attempt failed to connect
 inline constexpr uint32_t kSubstatusWriteOutcomeUnknown = 20002;  // 503: connection lost after a write was sent

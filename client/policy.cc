@@ -185,6 +185,9 @@ RetryDecision decide_retry(const ClientOptions& options, RetryState& state, cons
       break;
   }
   const Response& response = attempt.response;
+  if (response.status == kStatusUnavailable && write && response.substatus == kSubstatusServerOutcomeUnknown) {
+    return decision;  // it may have been applied: re-sending could apply it twice (no request ids yet to dedupe)
+  }
   if (response.status == kStatusUnavailable) {
     const uint64_t hint = response.leader_hint;
     if (hint != 0 && hint != response.served_by) {

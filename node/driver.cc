@@ -99,7 +99,10 @@ void Driver::stop() {
   deadline_timer_.cancel();
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
   for (auto& [index, write] : pending_writes_) {
-    reply(write.request_id, Reply::error(503, "the node is shutting down; the write's outcome is unknown"));
+    Reply unknown = Reply::error(503, "the node is shutting down; the write's outcome is unknown (it may still apply): "
+                                      "read it back before retrying");
+    unknown.result.substatus = kSubstatusOutcomeUnknown;
+    reply(write.request_id, std::move(unknown));
   }
   for (auto& [context, read] : pending_strong_) reply(read.request_id, Reply::error(503, "the node is shutting down"));
   for (auto& [index, read] : waiting_reads_) reply(read.request_id, Reply::error(503, "the node is shutting down"));

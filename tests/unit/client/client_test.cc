@@ -172,6 +172,23 @@ TEST(RetryPolicy, UnavailableGoesToTheHintedLeaderThenElsewhereWithinItsBound) {
   EXPECT_FALSE(decide_retry(options, state, answered(answer(503, 1, 3)), true, prng).retry);  // bound reached
 }
 
+TEST(RetryPolicy, AWriteWhoseOutcomeTheServerDoesNotKnowIsNotResent) {
+  const ClientOptions options = retry_options();
+  Prng prng(1);
+  Response unknown = answer(503, 1, 3);
+  unknown.substatus = kSubstatusServerOutcomeUnknown;
+  RetryState write_state;
+  EXPECT_FALSE(decide_retry(options, write_state, answered(unknown), true, prng).retry);
+  // A read with the same answer is simply retried (reads apply nothing).
+  RetryState read_state;
+  EXPECT_TRUE(decide_retry(options, read_state, answered(unknown), false, prng).retry);
+  // Other 503s of a write (no leader, overloaded: nothing was done) are retried as before.
+  Response overloaded = answer(503, 1, 0);
+  overloaded.substatus = 4;
+  RetryState shed_state;
+  EXPECT_TRUE(decide_retry(options, shed_state, answered(overloaded), true, prng).retry);
+}
+
 TEST(RetryPolicy, ThrottledWaitsRetryAfterOnTheSameEndpoint) {
   ClientOptions options = retry_options();
   Prng prng(1);
