@@ -134,7 +134,7 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--max-pending-requests", config.max_pending_requests,
                  "requests waiting on the driver or the read threads at most; beyond, 503 with retry-after")
       ->capture_default_str();
-  app.add_option("--read-threads", config.read_threads, "threads that execute reads and queries")
+  app.add_option("--read-threads", config.read_threads, "threads that execute item lists and queries")
       ->capture_default_str();
   app.add_option("--tls-cert", config.tls_cert_file,
                  "PEM certificate this node serves TLS with (with --tls-key and --tls-ca; README \"Security\")");

@@ -948,6 +948,15 @@ kj::Promise<Reply> RpcHost::read_async(Operation operation) {
   return await_reply(id, kj::mv(reply.promise));
 }
 
+kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation) {
+  // A point read, one database or container record, or the lists of databases and containers is small, bounded work
+  // (one LevelDB lookup, an item of at most 2 MB): here, without two thread hops. Lists of items and queries may read
+  // thousands of records: on a read thread.
+  const ReadQuery::Kind kind = operation.read.kind;
+  if (kind == ReadQuery::Kind::kItems || kind == ReadQuery::Kind::kQuery) return read_async(std::move(operation));
+  return serve_read(operation, view_.leader);
+}
+
 kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
   const int64_t timeout_ms = config_.request_timeout_ms;
   return reply.exclusiveJoin(timer_->afterDelay(timeout_ms * kj::MILLISECONDS).then([this, id] {
@@ -1016,10 +1025,10 @@ kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader r
 kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader request, bool forwarded) {
   switch (operation.kind) {
     case Operation::Kind::kRead: {
-      if (fresh_enough(operation)) return read_async(std::move(operation));
+      if (fresh_enough(operation)) return serve_read_here_or_async(std::move(operation));
       Operation read = operation;
       return to_driver(std::move(operation)).then([this, read = std::move(read)](Reply reply) mutable {
-        return reply.serve_here ? read_async(std::move(read)) : kj::Promise<Reply>(kj::mv(reply));
+        return reply.serve_here ? serve_read_here_or_async(std::move(read)) : kj::Promise<Reply>(kj::mv(reply));
       });
     }
     case Operation::Kind::kClusterStatus:

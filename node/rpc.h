@@ -13,8 +13,9 @@
 // in flight per connection (Cap'n Proto's flow limit).
 //
 // Threads (README "Code map"): the kj thread runs the RPC system and never waits on the others; the driver thread
-// (Boost.Asio) runs Raft and applies; --read-threads (a Boost.Asio thread pool) execute reads and queries on the
-// state machine's thread-safe read methods, so neither a large query nor a burst of reads delays a heartbeat. RPC →
+// (Boost.Asio) runs Raft and applies; --read-threads (a Boost.Asio thread pool) execute lists of items and queries on
+// the state machine's thread-safe read methods, so a large query never delays a heartbeat (point reads, bounded and
+// small, are served on the kj thread). RPC →
 // driver and RPC → read threads by boost::asio::post; back to the kj thread through the Mailbox (node/mailbox.h),
 // which never blocks the sender. What waits is bounded: requests waiting on the driver or the read threads by
 // --max-pending-requests (beyond: 503 at once), a peer's deliveries to one in the driver's queue (its deliver call
@@ -107,6 +108,8 @@ class RpcHost final : public DriverOutput {
   kj::Promise<Reply> await_reply(uint64_t id, kj::Promise<Reply> reply);
   // A read executed on a read thread.
   kj::Promise<Reply> read_async(Operation operation);
+  // A read this replica may serve now: small bounded ones here, lists of items and queries on a read thread.
+  kj::Promise<Reply> serve_read_here_or_async(Operation operation);
   // 503 (kSubstatusOverloaded) when --max-pending-requests are waiting; counted under `kind`.
   std::optional<Reply> shed_if_full(const char* kind);
   kj::Promise<Reply> route(Operation operation, proto::Request::Reader request, bool forwarded);
