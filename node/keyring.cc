@@ -12,6 +12,28 @@
 namespace mayfly::node {
 namespace {
 
+// The text of `path` when its modification time or size differ from the last read (recorded in mtime_ns/size), or
+// nullopt when it did not change. The file must not be readable by group or others.
+Result<std::optional<std::string>> read_if_changed(const std::string& path, const std::string& what, int64_t& mtime_ns,
+                                                   int64_t& size) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    return Status::invalid_argument("cannot read " + what + " " + path + ": " + std::strerror(errno));
+  }
+  const int64_t modified_ns = static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+  if (modified_ns == mtime_ns && static_cast<int64_t>(info.st_size) == size) return std::optional<std::string>();
+  if ((info.st_mode & 077) != 0) {
+    return Status::invalid_argument(what + " " + path + " may be read by other users; run: chmod 600 " + path);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::invalid_argument("cannot read " + what + " " + path + ": " + std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  mtime_ns = modified_ns;
+  size = static_cast<int64_t>(info.st_size);
+  return std::optional<std::string>(buffer.str());
+}
+
 std::optional<Role> parse_role(std::string_view text) {
   if (text == "readonly") return Role::kReadOnly;
   if (text == "readwrite") return Role::kReadWrite;
@@ -79,23 +101,14 @@ Result<Keyring> Keyring::load(const std::string& path) {
 
 Status Keyring::reload_if_changed() {
   if (path_.empty()) return Status::ok();
-  struct stat info;
-  if (::stat(path_.c_str(), &info) != 0) {
-    return Status::invalid_argument("cannot read keys file " + path_ + ": " + std::strerror(errno));
-  }
-  const int64_t mtime_ns = static_cast<int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
-  if (mtime_ns == mtime_ns_ && static_cast<int64_t>(info.st_size) == size_) return Status::ok();
-  if ((info.st_mode & 077) != 0) {
-    return Status::invalid_argument("keys file " + path_ + " may be read by other users; run: chmod 600 " + path_);
-  }
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) return Status::invalid_argument("cannot read keys file " + path_ + ": " + std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  Result<std::vector<ClientKey>> parsed = parse_keys(buffer.str(), path_);
+  int64_t mtime_ns = mtime_ns_, size = size_;
+  Result<std::optional<std::string>> text = read_if_changed(path_, "keys file", mtime_ns, size);
+  if (!text.is_ok()) return text.status();
+  if (!text->has_value()) return Status::ok();
+  Result<std::vector<ClientKey>> parsed = parse_keys(**text, path_);
   if (!parsed.is_ok()) return parsed.status();
   mtime_ns_ = mtime_ns;
-  size_ = static_cast<int64_t>(info.st_size);
+  size_ = size;
   keys_ = std::move(parsed).value();
   ++generation_;
   return Status::ok();
@@ -119,6 +132,64 @@ Role Keyring::role_of(const std::string& key_id) const {
     if (key.id == key_id) return key.role;
   }
   return Role::kNone;
+}
+
+Result<std::vector<std::string>> parse_cluster_secrets(std::string_view text, const std::string& origin) {
+  std::vector<std::string> secrets;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    const size_t begin = line.find_first_not_of(" \t\r");
+    if (begin == std::string::npos || line[begin] == '#') continue;
+    const size_t end = line.find_last_not_of(" \t\r");
+    std::string secret = line.substr(begin, end - begin + 1);
+    const std::string where = origin + " line " + std::to_string(number);
+    if (secret.size() < 16) {
+      return Status::invalid_argument(where + ": the secret is " + std::to_string(secret.size()) +
+                                      " bytes; use at least 16 (e.g. openssl rand -base64 32)");
+    }
+    for (const std::string& other : secrets) {
+      if (other == secret) return Status::invalid_argument(where + ": the same secret appears twice");
+    }
+    secrets.push_back(std::move(secret));
+    if (secrets.size() > ClusterSecrets::kMaxClusterSecrets) {
+      return Status::invalid_argument(origin + ": more than " + std::to_string(ClusterSecrets::kMaxClusterSecrets) +
+                                      " secrets (one per line: the one this node proves with first)");
+    }
+  }
+  if (secrets.empty()) return Status::invalid_argument(origin + " holds no secret; it must hold one per line");
+  return secrets;
+}
+
+Result<ClusterSecrets> ClusterSecrets::load(const std::string& path) {
+  ClusterSecrets secrets;
+  secrets.path_ = path;
+  if (path.empty()) return secrets;
+  Status loaded = secrets.reload_if_changed();
+  if (!loaded.is_ok()) return loaded;
+  return secrets;
+}
+
+const std::string& ClusterSecrets::proving() const {
+  static const std::string none;
+  return secrets_.empty() ? none : secrets_.front();
+}
+
+Status ClusterSecrets::reload_if_changed() {
+  if (path_.empty()) return Status::ok();
+  int64_t mtime_ns = mtime_ns_, size = size_;
+  Result<std::optional<std::string>> text = read_if_changed(path_, "cluster secret file", mtime_ns, size);
+  if (!text.is_ok()) return text.status();
+  if (!text->has_value()) return Status::ok();
+  Result<std::vector<std::string>> parsed = parse_cluster_secrets(**text, path_);
+  if (!parsed.is_ok()) return parsed.status();
+  mtime_ns_ = mtime_ns;
+  size_ = size;
+  secrets_ = std::move(parsed).value();
+  ++generation_;
+  return Status::ok();
 }
 
 }  // namespace mayfly::node

@@ -69,4 +69,36 @@ class Keyring {
   uint64_t generation_ = 0;
 };
 
+// The cluster secrets (--cluster-secret-file), one per line (blank lines and lines starting with `#` ignored): this
+// node proves with the first and accepts a peer that proves any of them, so the secret rotates with no restart and no
+// downtime: add the new secret as a second line on every node, then move it first on every node, then remove the old
+// line. Re-read when the file changes (like the keys file); a file that no longer parses keeps the old secrets.
+// At most kMaxClusterSecrets lines, each at least 16 bytes; the file must not be readable by group or others.
+//
+// Thread-safety: one thread (the RPC thread) uses it.
+class ClusterSecrets {
+ public:
+  static constexpr size_t kMaxClusterSecrets = 4;
+  // An empty path: no secret (peers are not authenticated; the node runs open).
+  static Result<ClusterSecrets> load(const std::string& path);
+
+  bool empty() const { return secrets_.empty(); }
+  // The secret this node proves with ("" when none).
+  const std::string& proving() const;
+  // Every secret a peer may prove (the proving one first).
+  const std::vector<std::string>& accepted() const { return secrets_; }
+  uint64_t generation() const { return generation_; }
+  Status reload_if_changed();
+
+ private:
+  std::string path_;
+  std::vector<std::string> secrets_;
+  int64_t mtime_ns_ = 0;
+  int64_t size_ = -1;
+  uint64_t generation_ = 0;
+};
+
+// Parses a cluster secret file's text; the error names the line (never the secret).
+Result<std::vector<std::string>> parse_cluster_secrets(std::string_view text, const std::string& origin);
+
 }  // namespace mayfly::node

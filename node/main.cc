@@ -83,19 +83,16 @@ int main(int argc, char** argv) {
     spdlog::critical("--keys-file: {}", keyring.status().message());
     return 2;
   }
-  std::string cluster_secret;
-  if (!config.cluster_secret_file.empty()) {
-    Result<std::string> secret = auth::read_secret_file(config.cluster_secret_file);
-    if (!secret.is_ok()) {
-      spdlog::critical("--cluster-secret-file: {}", secret.status().message());
-      return 2;
-    }
-    cluster_secret = std::move(secret).value();
+  Result<node::ClusterSecrets> cluster_secrets = node::ClusterSecrets::load(config.cluster_secret_file);
+  if (!cluster_secrets.is_ok()) {
+    spdlog::critical("--cluster-secret-file: {}", cluster_secrets.status().message());
+    return 2;
   }
   SystemClock clock;
   node::RequestUnitAccount request_units(clock, metrics);
   node::Driver driver(config, std::move(replica).value(), clock, metrics, request_units);
-  node::RpcHost rpc(config, driver, metrics, request_units, std::move(keyring).value(), std::move(cluster_secret));
+  node::RpcHost rpc(config, driver, metrics, request_units, std::move(keyring).value(),
+                   std::move(cluster_secrets).value());
   if (Status status = rpc.start(); !status.is_ok()) {
     spdlog::critical("{}", status.to_string());
     return 1;

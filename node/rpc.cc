@@ -210,7 +210,8 @@ class PeerLink {
           return hello.send().then([this, client_nonce](capnp::Response<proto::Mayfly::HelloResults> greeted) {
             const std::string server_nonce = bytes_of(greeted.getServerNonce());
             const NodeConfig& config = host_.config();
-            const std::string& secret = host_.cluster_secret();
+            // The secret proved with is the one the answer is checked against (the file may be re-read meanwhile).
+            std::string secret = host_.cluster_secret();
             auto open = connection_->bootstrap.openPeerRequest();
             open.setFrom(config.id.value());
             open.setCluster(config.cluster);
@@ -218,9 +219,8 @@ class PeerLink {
               open.setProof(data_of(
                   auth::peer_client_proof(secret, config.cluster, config.id.value(), client_nonce, server_nonce)));
             }
-            return open.send().then([this, client_nonce, server_nonce](
+            return open.send().then([this, client_nonce, server_nonce, shared = std::move(secret)](
                                         capnp::Response<proto::Mayfly::OpenPeerResults> opened) {
-              const std::string& shared = host_.cluster_secret();
               if (!shared.empty()) {
                 const std::string expected = auth::peer_server_proof(shared, host_.config().cluster, peer_.value(),
                                                                      client_nonce, server_nonce);
@@ -457,15 +457,21 @@ class MayflyImpl final : public proto::Mayfly::Server {
     if (from == 0 || from == config.id.value()) {
       return KJ_EXCEPTION(FAILED, "a peer must name another node of the cluster", from);
     }
-    const std::string& secret = host_.cluster_secret();
+    host_.refresh_keys();
+    const std::vector<std::string>& secrets = host_.accepted_cluster_secrets();
     auto results = context.getResults();
-    if (!secret.empty()) {
-      const bool proven =
-          !server_nonce_.empty() &&
-          auth::constant_time_equal(
-              auth::peer_client_proof(secret, config.cluster, from, client_nonce_, server_nonce_),
-              bytes_of(params.getProof()));
-      if (!proven) {
+    if (!secrets.empty()) {
+      // Any accepted secret (the file may hold the old and the new one while it rotates); each is tried in constant
+      // time whether or not an earlier one matched, and the answer proves the one the peer used.
+      const std::string* matched = nullptr;
+      for (const std::string& secret : secrets) {
+        const bool equal =
+            !server_nonce_.empty() &&
+            auth::constant_time_equal(auth::peer_client_proof(secret, config.cluster, from, client_nonce_, server_nonce_),
+                                      bytes_of(params.getProof()));
+        if (equal && matched == nullptr) matched = &secret;
+      }
+      if (matched == nullptr) {
         server_nonce_.clear();
         host_.security_metrics().add_auth_failure("peer");
         if (log_now(last_refusal_log_ms_)) {
@@ -476,7 +482,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
         return KJ_EXCEPTION(FAILED, "peer authentication failed: hello first, then prove the cluster secret");
       }
       results.setServerProof(data_of(
-          auth::peer_server_proof(secret, config.cluster, config.id.value(), client_nonce_, server_nonce_)));
+          auth::peer_server_proof(*matched, config.cluster, config.id.value(), client_nonce_, server_nonce_)));
       server_nonce_.clear();
     }
     host_.mark_authenticated(connection_, true);
@@ -495,18 +501,18 @@ class MayflyImpl final : public proto::Mayfly::Server {
 }  // namespace
 
 RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& metrics,
-                 RequestUnitAccount& request_units, Keyring keyring, std::string cluster_secret)
+                 RequestUnitAccount& request_units, Keyring keyring, ClusterSecrets cluster_secrets)
     : config_(config),
       driver_(driver),
       metrics_(metrics),
       request_units_(request_units),
       state_(driver.state()),
       keyring_(std::move(keyring)),
-      cluster_secret_(std::move(cluster_secret)),
+      cluster_secrets_(std::move(cluster_secrets)),
       security_metrics_(metrics),
       reads_(static_cast<size_t>(config.read_threads)) {
   view_.self = config.id;
-  security_metrics_.set_open(keyring_.open(), cluster_secret_.empty());
+  security_metrics_.set_open(keyring_.open(), cluster_secrets_.empty());
   security_metrics_.set_connections(0, 0);
 }
 
@@ -518,7 +524,7 @@ Status RpcHost::start() {
                  "membership (README \"Security\")",
                  config_.listen);
   }
-  if (cluster_secret_.empty()) {
+  if (cluster_secrets_.empty()) {
     spdlog::warn("OPEN TO EVERY PEER: no --cluster-secret-file, so any process that reaches {} and knows the cluster "
                  "name may act as a member (README \"Security\")",
                  config_.listen);
@@ -758,6 +764,14 @@ void RpcHost::publish_connection_counts() {
 
 void RpcHost::refresh_keys() {
   static int64_t last_log_ms = 0;
+  static int64_t last_secret_log_ms = 0;
+  const uint64_t secrets_before = cluster_secrets_.generation();
+  if (Status reloaded = cluster_secrets_.reload_if_changed(); !reloaded.is_ok()) {
+    if (log_now(last_secret_log_ms)) spdlog::error("keeping the previous cluster secrets: {}", reloaded.message());
+  } else if (cluster_secrets_.generation() != secrets_before) {
+    spdlog::info("cluster secret file {} reloaded: {} secret(s) accepted, proving with the first",
+                 config_.cluster_secret_file, cluster_secrets_.accepted().size());
+  }
   if (keyring_.open()) return;
   const uint64_t before = keyring_.generation();
   Status reloaded = keyring_.reload_if_changed();

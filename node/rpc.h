@@ -55,10 +55,10 @@ struct ServedConnection;
 
 class RpcHost final : public DriverOutput {
  public:
-  // `keyring` holds the client keys (open when --keys-file is not set); `cluster_secret` is empty when
+  // `keyring` holds the client keys (open when --keys-file is not set); `cluster_secrets` is empty when
   // --cluster-secret-file is not set (peers are then not authenticated).
   RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& metrics, RequestUnitAccount& request_units,
-          Keyring keyring, std::string cluster_secret);
+          Keyring keyring, ClusterSecrets cluster_secrets);
   ~RpcHost() noexcept override;
 
   // Starts the kj thread and binds the listener; returns once it listens (or why it could not).
@@ -79,7 +79,9 @@ class RpcHost final : public DriverOutput {
   const NodeConfig& config() const { return config_; }
   kj::Timer& timer() { return *timer_; }
   kj::Network& network() { return *network_; }
-  const std::string& cluster_secret() const { return cluster_secret_; }
+  // The cluster secret this node proves with ("" when none), and every one it accepts from peers.
+  const std::string& cluster_secret() const { return cluster_secrets_.proving(); }
+  const std::vector<std::string>& accepted_cluster_secrets() const { return cluster_secrets_.accepted(); }
   Keyring& keyring() { return keyring_; }
   // The TLS context (--tls-cert/--tls-key/--tls-ca); nullptr when the node speaks plaintext.
   tls::Context* tls() { return tls_.get(); }
@@ -90,7 +92,8 @@ class RpcHost final : public DriverOutput {
   // A call on client connection `connection_id` starts / ends (for --idle-timeout-ms).
   void call_started(uint64_t connection_id);
   void call_finished(uint64_t connection_id);
-  // Reads the keys file again if it changed (every open and every few seconds), logging what changed.
+  // Reads the keys file and the cluster secret file again if they changed (every open and every second), logging
+  // what changed.
   void refresh_keys();
 
  private:
@@ -127,7 +130,7 @@ class RpcHost final : public DriverOutput {
   RequestUnitAccount& request_units_;
   const storage::StateMachine& state_;
   Keyring keyring_;
-  std::string cluster_secret_;
+  ClusterSecrets cluster_secrets_;
   metrics::SecurityMetrics security_metrics_;
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;  // the kj thread's, for stop()

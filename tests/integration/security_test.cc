@@ -337,6 +337,63 @@ TEST(Security, AnAuthenticatedPeerCannotSpeakForAnotherNodeNorCanANonMember) {
   EXPECT_EQ(admin.execute(db_req(Op::kCreateDatabase, "after")).status, 201);
 }
 
+TEST(Security, TheClusterSecretRotatesWithoutDowntimeAndTheOldOneIsThenRefused) {
+  Cluster cluster({.name = "sec-secret"});
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  client::Client admin(cluster.client_options());
+  ASSERT_EQ(admin.execute(db_req(Op::kCreateDatabase, "rot")).status, 201);
+  ASSERT_EQ(admin.execute(create_container("rot", "c", "/pk")).status, 201);
+  const std::string old_secret = read_secret(cluster);
+  const std::string new_secret = "rotated-cluster-secret-0123456789abcdef";
+  auto write_secrets = [&](const std::string& text) {
+    const std::string staged = cluster.secret_file() + ".new";
+    std::ofstream(staged, std::ios::trunc) << text;
+    fs::permissions(staged, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+    fs::rename(staged, cluster.secret_file());
+  };
+  // A harmless message (a stale term): what matters is whether the handshake with `secret` lets it be delivered.
+  auto accepted_by = [&](size_t node, const std::string& secret) {
+    const uint64_t from = node == 1 ? 2 : 1;
+    return deliver_as_peer(cluster.endpoint(node), from, secret, forged_heartbeat(from, node, 1)).empty();
+  };
+  // Every node restarted in turn re-runs every peer handshake with what the file says now; writes keep committing.
+  int written = 0;
+  auto restart_each_and_write = [&](const char* step) {
+    for (size_t node = 1; node <= cluster.size(); ++node) {
+      ASSERT_TRUE(cluster.stop_node(node)) << step;
+      ASSERT_TRUE(cluster.start_node(node)) << step;
+      ASSERT_NE(cluster.wait_for_leader(), 0u) << step << ": no leader after restarting node " << node;
+      client::Client fresh(cluster.client_options());  // no connection to the process just stopped
+      const client::Response write = fresh.execute(item_write(
+          Op::kUpsertItem, "rot", "c", R"({"id":"w)" + std::to_string(++written) + R"(","pk":"p"})"));
+      ASSERT_TRUE(write.ok()) << step << ": " << write.status << " " << write.message;
+      const uint64_t leader = cluster.wait_for_leader();
+      const std::optional<NodeStatus> status = cluster.status(leader);
+      ASSERT_TRUE(status.has_value()) << step;
+      ASSERT_TRUE(cluster.wait_applied(node, status->commit)) << step << ": node " << node << " did not catch up";
+    }
+  };
+  // 1. The new secret next to the old: accepted everywhere, nodes still prove the old one.
+  write_secrets(old_secret + "\n" + new_secret + "\n");
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    EXPECT_TRUE(wait_until([&] { return accepted_by(node, new_secret); }, milliseconds(5000))) << "node " << node;
+    EXPECT_TRUE(accepted_by(node, old_secret)) << "node " << node;
+  }
+  ASSERT_NO_FATAL_FAILURE(restart_each_and_write("both accepted, proving the old"));
+  // 2. The new one first: nodes prove it; the old is still accepted.
+  write_secrets(new_secret + "\n" + old_secret + "\n");
+  ASSERT_NO_FATAL_FAILURE(restart_each_and_write("proving the new"));
+  // 3. The old one removed: refused on every node, while the cluster keeps working with the new one.
+  write_secrets(new_secret + "\n");
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    EXPECT_TRUE(wait_until([&] { return !accepted_by(node, old_secret); }, milliseconds(5000)))
+        << "node " << node << " still accepts the removed secret";
+    EXPECT_TRUE(accepted_by(node, new_secret)) << "node " << node;
+  }
+  ASSERT_NO_FATAL_FAILURE(restart_each_and_write("the old removed"));
+}
+
 TEST(Security, MetricsWithBasicAuthRefuseScrapesWithoutTheCredentials) {
   const std::string credentials = "prometheus:scrape-password-0123456789";
   Cluster cluster({.name = "sec-metrics", .metrics = true, .metrics_auth = credentials});

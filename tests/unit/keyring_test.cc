@@ -1,0 +1,81 @@
+// The keys file and the cluster secret file (node/keyring.h): parsing errors name the line, never the secret; files
+// readable by others are refused; a changed file is re-read and a broken one keeps what was loaded.
+#include "node/keyring.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace mayfly::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Keyring, KeysParseWithRolesAndErrorsNameTheLineNotTheKey) {
+  Result<std::vector<ClientKey>> keys =
+      parse_keys("# comment\n\nadmin  aaaaaaaaaaaaaaaaaaaa ops\nreadonly bbbbbbbbbbbbbbbbbbbb\n", "keys");
+  ASSERT_TRUE(keys.is_ok()) << keys.status().to_string();
+  ASSERT_EQ(keys->size(), 2u);
+  EXPECT_EQ((*keys)[0].role, Role::kAdmin);
+  EXPECT_EQ((*keys)[0].name, "ops");
+  EXPECT_EQ((*keys)[1].role, Role::kReadOnly);
+  Result<std::vector<ClientKey>> short_key = parse_keys("admin short-secret\n", "keys");
+  ASSERT_FALSE(short_key.is_ok());
+  EXPECT_NE(short_key.status().message().find("keys line 1"), std::string::npos);
+  EXPECT_EQ(short_key.status().message().find("short-secret"), std::string::npos) << "the key is echoed";
+  EXPECT_FALSE(parse_keys("owner aaaaaaaaaaaaaaaaaaaa\n", "keys").is_ok());
+  EXPECT_FALSE(parse_keys("admin aaaaaaaaaaaaaaaaaaaa a\nreadonly aaaaaaaaaaaaaaaaaaaa b\n", "keys").is_ok());
+}
+
+TEST(Keyring, ClusterSecretsAreOnePerLineTheFirstProvesAndTheyAreBounded) {
+  Result<std::vector<std::string>> two =
+      parse_cluster_secrets("# rotating\nnew-secret-0123456789\n  old-secret-0123456789  \n\n", "secret");
+  ASSERT_TRUE(two.is_ok()) << two.status().to_string();
+  EXPECT_EQ(*two, (std::vector<std::string>{"new-secret-0123456789", "old-secret-0123456789"}));
+  Result<std::vector<std::string>> short_one = parse_cluster_secrets("tooshort\n", "secret");
+  ASSERT_FALSE(short_one.is_ok());
+  EXPECT_NE(short_one.status().message().find("secret line 1"), std::string::npos);
+  EXPECT_EQ(short_one.status().message().find("tooshort"), std::string::npos) << "the secret is echoed";
+  EXPECT_FALSE(parse_cluster_secrets("\n# nothing\n", "secret").is_ok());
+  EXPECT_FALSE(parse_cluster_secrets("same-secret-0123456789\nsame-secret-0123456789\n", "secret").is_ok());
+  std::string five;
+  for (int i = 0; i < 5; ++i) five += "secret-number-" + std::to_string(i) + "-0123456789\n";
+  EXPECT_FALSE(parse_cluster_secrets(five, "secret").is_ok());
+}
+
+TEST(Keyring, ClusterSecretFileIsPrivateAndReloadedWhenItChanges) {
+  const fs::path dir = fs::temp_directory_path() / ("mayfly-keyring-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "cluster-secret").string();
+  auto write = [&](const std::string& text, fs::perms perms) {
+    std::ofstream(path + ".new", std::ios::trunc) << text;
+    fs::permissions(path + ".new", perms, fs::perm_options::replace);
+    fs::rename(path + ".new", path);
+  };
+  const fs::perms owner = fs::perms::owner_read | fs::perms::owner_write;
+  write("first-secret-0123456789\n", owner | fs::perms::group_read);
+  EXPECT_FALSE(ClusterSecrets::load(path).is_ok()) << "a secret file readable by the group was accepted";
+  write("first-secret-0123456789\n", owner);
+  Result<ClusterSecrets> secrets = ClusterSecrets::load(path);
+  ASSERT_TRUE(secrets.is_ok()) << secrets.status().to_string();
+  EXPECT_EQ(secrets->proving(), "first-secret-0123456789");
+  const uint64_t generation = secrets->generation();
+  write("second-secret-0123456789\nfirst-secret-0123456789\n", owner);
+  ASSERT_TRUE(secrets->reload_if_changed().is_ok());
+  EXPECT_GT(secrets->generation(), generation);
+  EXPECT_EQ(secrets->proving(), "second-secret-0123456789");
+  EXPECT_EQ(secrets->accepted().size(), 2u);
+  write("x\n", owner);  // broken: the old secrets stay
+  EXPECT_FALSE(secrets->reload_if_changed().is_ok());
+  EXPECT_EQ(secrets->proving(), "second-secret-0123456789");
+  Result<ClusterSecrets> none = ClusterSecrets::load("");
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(none->proving(), "");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mayfly::node
