@@ -199,10 +199,11 @@ void Driver::on_messages(std::vector<replication::Message> messages, uint64_t de
                    reason, status.to_string(), *held_back);
     }
   }
-  if (delivery != 0 && output_ != nullptr) {
-    DriverBatch taken;
-    taken.deliveries_taken.push_back(delivery);
-    output_->deliver(std::move(taken));
+  // Acknowledged with this flush's output (one hand-off for everything, not one per delivery).
+  if (delivery != 0) batch_.deliveries_taken.push_back(delivery);
+  if (stopped_ && output_ != nullptr) {
+    output_->deliver(std::move(batch_));
+    batch_ = DriverBatch{};
   }
   schedule_flush();
 }

@@ -57,7 +57,7 @@ struct DriverBatch {
   std::map<NodeId, std::vector<std::string>> messages;  // encoded Raft messages, per destination, in order
   std::vector<std::pair<uint64_t, Reply>> replies;      // request id -> reply
   std::optional<NodeView> view;                         // absent in the early hand-off of a leader's appends
-  std::vector<uint64_t> deliveries_taken;               // peer deliveries the driver has stepped (their RPCs return)
+  std::vector<uint64_t> deliveries_taken;               // peer deliveries the driver has stepped
 };
 
 // Implemented by the RPC side. deliver() is called on the driver thread.
@@ -96,8 +96,9 @@ class Driver {
   void stop_gracefully();
 
   // Inputs (driver thread).
-  // `delivery` (non-zero) is acknowledged in a batch of its own once the messages are stepped: the peer's deliver
-  // call returns only then, so a sender has at most one delivery waiting for this driver (backpressure).
+  // `delivery` (non-zero) is acknowledged with the next flush's output, once the messages are stepped: the RPC side
+  // counts a peer's deliveries waiting for the driver and, past a few, holds the peer's deliver call until then
+  // (backpressure).
   void on_messages(std::vector<replication::Message> messages, uint64_t delivery = 0);
   void on_request(uint64_t request_id, Operation operation);
 

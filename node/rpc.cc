@@ -21,6 +21,7 @@ namespace {
 
 constexpr size_t kMaxMessagesPerDelivery = 512;
 constexpr size_t kMaxBytesPerDelivery = 8 << 20;
+constexpr size_t kMaxQueuedDeliveriesPerPeer = 4;  // waiting for the driver before a peer's deliver call waits too
 constexpr size_t kMaxQueuedBytesPerPeer = 64 << 20;  // beyond this a slow peer's messages are dropped (Raft resends)
 constexpr int64_t kMaxBackoffMs = 2000;
 constexpr int kShutdownForwardWaitMs = 3000;  // at most this long for the leader's answers to forwarded writes
@@ -606,8 +607,11 @@ void RpcHost::run(std::promise<Status>& started) {
   for (DriverBatch& batch : mailbox_.take()) apply_batch(batch);
   for (auto& [id, fulfiller] : pending_) fulfiller->fulfill(shutting_down());
   pending_.clear();
-  for (auto& [id, fulfiller] : deliveries_) fulfiller->fulfill();
+  for (auto& [id, queued] : deliveries_) {
+    if (queued.waiting.get() != nullptr) queued.waiting->fulfill();
+  }
   deliveries_.clear();
+  queued_deliveries_.clear();
   timer_->afterDelay(kShutdownFlushMs * kj::MILLISECONDS).wait(wait_scope);
   tasks_ = nullptr;
   links_.clear();
@@ -818,7 +822,8 @@ void RpcHost::apply_batch(DriverBatch& batch) {
   for (uint64_t delivery : batch.deliveries_taken) {
     auto it = deliveries_.find(delivery);
     if (it == deliveries_.end()) continue;
-    it->second->fulfill();
+    if (--queued_deliveries_[it->second.from] == 0) queued_deliveries_.erase(it->second.from);
+    if (it->second.waiting.get() != nullptr) it->second.waiting->fulfill();
     deliveries_.erase(it);
   }
   for (auto& [id, reply] : batch.replies) {
@@ -896,14 +901,21 @@ kj::Promise<void> RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader
     decoded.push_back(std::move(message).value());
   }
   if (decoded.empty() || stopping_) return kj::READY_NOW;
-  // The call returns when the driver has taken the messages: a peer (whose link sends one delivery at a time) never
-  // has more than one waiting in the driver's queue, however slow this node is.
+  // Backpressure: a peer's link sends one delivery at a time and waits for the call to return. The first few of a
+  // peer's deliveries waiting for the driver return at once (pipelining: the next append is already here when the
+  // driver finishes an fsync); past kMaxQueuedDeliveriesPerPeer the call returns only when the driver has taken this
+  // one, so however slow this node is, a peer has at most that many in the driver's queue.
   const uint64_t delivery = next_delivery_id_++;
-  auto taken = kj::newPromiseAndFulfiller<void>();
-  deliveries_.emplace(delivery, kj::mv(taken.fulfiller));
+  const size_t queued = ++queued_deliveries_[from];
   boost::asio::post(driver_.io(), [this, delivery, decoded = std::move(decoded)]() mutable {
     driver_.on_messages(std::move(decoded), delivery);
   });
+  if (queued <= kMaxQueuedDeliveriesPerPeer) {
+    deliveries_.emplace(delivery, QueuedDelivery{from, kj::Own<kj::PromiseFulfiller<void>>()});
+    return kj::READY_NOW;
+  }
+  auto taken = kj::newPromiseAndFulfiller<void>();
+  deliveries_.emplace(delivery, QueuedDelivery{from, kj::mv(taken.fulfiller)});
   return kj::mv(taken.promise);
 }
 

@@ -18,8 +18,8 @@
 // small, are served on the kj thread). RPC →
 // driver and RPC → read threads by boost::asio::post; back to the kj thread through the Mailbox (node/mailbox.h),
 // which never blocks the sender. What waits is bounded: requests waiting on the driver or the read threads by
-// --max-pending-requests (beyond: 503 at once), a peer's deliveries to one in the driver's queue (its deliver call
-// returns when the driver has stepped the messages), Raft messages queued for the kj thread by the mailbox.
+// --max-pending-requests (beyond: 503 at once), a peer's deliveries in the driver's queue (past a few, its deliver
+// call returns only when the driver has stepped them), Raft messages queued for the kj thread by the mailbox.
 //
 // Thread-safety: start/stop from the main thread; deliver from the driver thread and the read threads; everything
 // else on the kj thread.
@@ -154,7 +154,13 @@ class RpcHost final : public DriverOutput {
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;  // waiting on the driver or a read thread
   uint64_t next_delivery_id_ = 1;
-  std::map<uint64_t, kj::Own<kj::PromiseFulfiller<void>>> deliveries_;  // peer deliveries the driver has not taken
+  // Peer deliveries the driver has not taken: who sent each, and (past the first few of a peer) the call waiting.
+  struct QueuedDelivery {
+    NodeId from;
+    kj::Own<kj::PromiseFulfiller<void>> waiting;  // null: the call already returned
+  };
+  std::map<uint64_t, QueuedDelivery> deliveries_;
+  std::map<NodeId, size_t> queued_deliveries_;  // per sender
   bool stopping_ = false;           // shutting down: no new work for the driver or the leader
   size_t forwards_in_flight_ = 0;  // writes forwarded to the leader, not answered yet
   std::map<NodeId, std::unique_ptr<PeerLink>> links_;
