@@ -186,19 +186,21 @@ TEST(Security, ReadWriteKeyWritesDataButCannotChangeMembership) {
   EXPECT_EQ(fingerprint(cluster, admin).members, 3u);
 }
 
+// Replaces `path` atomically with `text`, mode 0600, as an operator's write-then-`mv` would.
+void replace_private_file(const std::string& path, const std::string& text) {
+  const std::string staged = path + ".new";
+  std::ofstream(staged, std::ios::trunc) << text;
+  fs::permissions(staged, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  fs::rename(staged, path);
+}
+
 TEST(Security, KeysRotateWithoutRestartAndARemovedKeyGets401OnEveryNode) {
   Cluster cluster({.name = "sec-rotate"});
   client::Client admin(cluster.client_options());
   prepare(cluster, admin);
   const std::string old_key = cluster.readwrite_key();
   const std::string new_key = "rotated-key-0123456789abcdef0123456789";
-  auto write_keys = [&](const std::string& text) {
-    // Replaced atomically, as an operator's `mv` would.
-    const std::string staged = cluster.keys_file() + ".new";
-    std::ofstream(staged, std::ios::trunc) << text;
-    fs::permissions(staged, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
-    fs::rename(staged, cluster.keys_file());
-  };
+  auto write_keys = [&](const std::string& text) { replace_private_file(cluster.keys_file(), text); };
   client::Client old_client(with_key(cluster, old_key));  // keeps its sessions open across the rotation
   for (size_t node = 1; node <= cluster.size(); ++node) {
     ASSERT_EQ(run(old_client, item_key(Op::kReadItem, "sec", "c", "p", "a"), node).status, 200);
@@ -346,12 +348,7 @@ TEST(Security, TheClusterSecretRotatesWithoutDowntimeAndTheOldOneIsThenRefused) 
   ASSERT_EQ(admin.execute(create_container("rot", "c", "/pk")).status, 201);
   const std::string old_secret = read_secret(cluster);
   const std::string new_secret = "rotated-cluster-secret-0123456789abcdef";
-  auto write_secrets = [&](const std::string& text) {
-    const std::string staged = cluster.secret_file() + ".new";
-    std::ofstream(staged, std::ios::trunc) << text;
-    fs::permissions(staged, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
-    fs::rename(staged, cluster.secret_file());
-  };
+  auto write_secrets = [&](const std::string& text) { replace_private_file(cluster.secret_file(), text); };
   // A harmless message (a stale term): what matters is whether the handshake with `secret` lets it be delivered.
   auto accepted_by = [&](size_t node, const std::string& secret) {
     const uint64_t from = node == 1 ? 2 : 1;
