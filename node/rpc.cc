@@ -458,7 +458,6 @@ class MayflyImpl final : public proto::Mayfly::Server {
     if (from == 0 || from == config.id.value()) {
       return KJ_EXCEPTION(FAILED, "a peer must name another node of the cluster", from);
     }
-    host_.refresh_keys();
     const std::vector<std::string>& secrets = host_.accepted_cluster_secrets();
     auto results = context.getResults();
     if (!secrets.empty()) {
@@ -579,11 +578,13 @@ void RpcHost::run(std::promise<Status>& started) {
   tasks_->add(drain_mailbox());
   if (config_.idle_timeout_ms > 0) tasks_->add(sweep_idle_connections());
   tasks_->add([this]() -> kj::Promise<void> {
-    // The keys file is looked at every kKeysRefreshMs, so a rotation reaches open sessions without a restart.
+    // The keys file and the cluster secret file are looked at every kKeysRefreshMs, so a rotation reaches open
+    // sessions (and the next peer handshakes) without a restart.
     struct Refresher {
       static kj::Promise<void> loop(RpcHost& host) {
         return host.timer().afterDelay(kKeysRefreshMs * kj::MILLISECONDS).then([&host] {
           host.refresh_keys();
+          host.refresh_cluster_secrets();
           return loop(host);
         });
       }
@@ -766,16 +767,19 @@ void RpcHost::publish_connection_counts() {
                                     static_cast<int64_t>(connections_.size() - authenticated_connections_));
 }
 
-void RpcHost::refresh_keys() {
+void RpcHost::refresh_cluster_secrets() {
   static int64_t last_log_ms = 0;
-  static int64_t last_secret_log_ms = 0;
-  const uint64_t secrets_before = cluster_secrets_.generation();
+  const uint64_t before = cluster_secrets_.generation();
   if (Status reloaded = cluster_secrets_.reload_if_changed(); !reloaded.is_ok()) {
-    if (log_now(last_secret_log_ms)) spdlog::error("keeping the previous cluster secrets: {}", reloaded.message());
-  } else if (cluster_secrets_.generation() != secrets_before) {
+    if (log_now(last_log_ms)) spdlog::error("keeping the previous cluster secrets: {}", reloaded.message());
+  } else if (cluster_secrets_.generation() != before) {
     spdlog::info("cluster secret file {} reloaded: {} secret(s) accepted, proving with the first",
                  config_.cluster_secret_file, cluster_secrets_.accepted().size());
   }
+}
+
+void RpcHost::refresh_keys() {
+  static int64_t last_log_ms = 0;
   if (keyring_.open()) return;
   const uint64_t before = keyring_.generation();
   Status reloaded = keyring_.reload_if_changed();

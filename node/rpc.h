@@ -92,9 +92,10 @@ class RpcHost final : public DriverOutput {
   // A call on client connection `connection_id` starts / ends (for --idle-timeout-ms).
   void call_started(uint64_t connection_id);
   void call_finished(uint64_t connection_id);
-  // Reads the keys file and the cluster secret file again if they changed (every open and every second), logging
-  // what changed.
+  // Reads the keys file again if it changed (every session opened and every second), logging what changed.
   void refresh_keys();
+  // The same for the cluster secret file (every second; peer handshakes are checked against what it held then).
+  void refresh_cluster_secrets();
 
  private:
   void run(std::promise<Status>& started);

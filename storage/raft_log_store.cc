@@ -183,6 +183,13 @@ Result<std::vector<Entry>> LevelDbLogStorage::read_entries(LogIndex low, LogInde
     }
     Result<Entry> entry = replication::decode_entry(std::string_view(it->value().data(), it->value().size()));
     if (!entry.is_ok()) return entry.status().with_context("raft entry " + std::to_string(i));
+    // The bytes name their own index and term: they must be the ones stored under this key and recorded at open
+    // (a block with a valid checksum but the wrong contents is a corrupt log, not an entry to hand the core).
+    if (entry->index != LogIndex(i) || entry->term != terms_[i - first_index().value()]) {
+      return Status::corruption("raft entry " + std::to_string(i) + " holds index " +
+                                std::to_string(entry->index.value()) + " term " + std::to_string(entry->term.value()) +
+                                ", not the stored position");
+    }
     total_bytes += entry->size_bytes();
     if (!out.empty() && total_bytes > max_bytes) break;
     out.push_back(std::move(entry).value());

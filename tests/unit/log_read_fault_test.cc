@@ -25,6 +25,7 @@
 #include "metrics/metrics.h"
 #include "node/driver.h"
 #include "node/request_units.h"
+#include "replication/codec.h"
 #include "replication/raft_core.h"
 #include "storage/layout.h"
 #include "storage/raft_log_store.h"
@@ -162,6 +163,22 @@ TEST_F(LogReadFaultTest, EntriesReadEioIsAnIoErrorNamingTheEntryAndTheFileAndIsS
   EXPECT_EQ(persisted.to_string(), read.status().to_string());
   // A snapshot needs the entry's term and time from the log: refused with the same error.
   EXPECT_FALSE(log_->describe_snapshot(LogIndex(kLastIndex), one_voter(), 0).is_ok());
+}
+
+TEST_F(LogReadFaultTest, AnEntryWhoseBytesNameAnotherPositionIsCorruptionNotAnEntry) {
+  ASSERT_NO_FATAL_FAILURE(write_log());
+  // Intact checksums, wrong contents: entry 12's key now holds an entry that says it is entry 13, and entry 14's one
+  // of another term (what a misdirected write or a restored file mix-up would leave).
+  Entry moved{Term(1), LogIndex(13), kT0 + 13, EntryType::kEmpty, ""};
+  Entry other_term{Term(7), LogIndex(14), kT0 + 14, EntryType::kEmpty, ""};
+  ASSERT_TRUE(state_->leveldb()->Put({}, raft_entry_key(12), replication::encode_entry(moved)).ok());
+  ASSERT_TRUE(state_->leveldb()->Put({}, raft_entry_key(14), replication::encode_entry(other_term)).ok());
+  for (const uint64_t index : {12, 14}) {
+    Result<std::vector<Entry>> read = log_->entries(LogIndex(index), LogIndex(index + 1), UINT64_MAX);
+    ASSERT_FALSE(read.is_ok()) << "entry " << index << " was handed out";
+    EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
+    EXPECT_TRUE(contains(read.status().message(), "not the stored position")) << read.status().to_string();
+  }
 }
 
 TEST_F(LogReadFaultTest, OpenReturnsTheLogScanError) {
