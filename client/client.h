@@ -157,6 +157,15 @@ struct ClientOptions {
   // go elsewhere instead of ending as "outcome unknown".
   uint32_t write_probe_idle_ms = 1000;
   uint64_t jitter_seed = 0x6d617966;          // seeds the backoff jitter (reproducible runs)
+  // Exactly-once writes (README "Exactly-once writes"): every write carries this client's id and a sequence number,
+  // and the cluster answers a re-sent write with the outcome of its first execution instead of applying it again.
+  // So a write whose outcome is unknown (a 503 with kSubstatusServerOutcomeUnknown, or a connection lost after it was
+  // sent) is retried, on any node, within request_timeout_ms. false: writes carry no id, and such a write is never
+  // re-sent (the caller gets the 503 and must read to find out).
+  bool exactly_once = true;
+  // The id writes carry with exactly_once; 0: a random one drawn when the Client is made. Two live Clients must never
+  // share an id (their sequence numbers would collide): set it only to tell clients apart in a test's history.
+  uint64_t client_id = 0;
   // The client key (README "Security"); empty: none, for a cluster that runs without keys. The key never crosses the
   // wire: each connection proves it holds it (and checks that the node holds it too, refusing a node that cannot).
   std::string key;
