@@ -10,6 +10,9 @@
 #include <kj/timer.h>
 
 #include <memory>
+#include <optional>
+#include <random>
+#include <set>
 #include <utility>
 
 #include "client/policy.h"
@@ -166,10 +169,40 @@ std::string describe(const kj::Exception& exception) {
 
 }  // namespace
 
+// Database, container and item writes: the ones the cluster deduplicates by write id. Membership changes are not
+// (they are idempotent or checked by the Raft core).
+bool carries_write_id(Op op) {
+  switch (op) {
+    case Op::kCreateDatabase:
+    case Op::kDeleteDatabase:
+    case Op::kCreateContainer:
+    case Op::kUpdateContainer:
+    case Op::kDeleteContainer:
+    case Op::kCreateItem:
+    case Op::kUpsertItem:
+    case Op::kReplaceItem:
+    case Op::kDeleteItem:
+    case Op::kPatchItem:
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint64_t random_client_id() {
+  std::random_device device;
+  uint64_t id = 0;
+  while (id == 0) id = (static_cast<uint64_t>(device()) << 32) ^ device();
+  return id;
+}
+
 class Client::Impl {
  public:
   explicit Impl(ClientOptions options)
-      : options_(std::move(options)), routing_(options_.endpoints), prng_(options_.jitter_seed) {
+      : options_(std::move(options)),
+        routing_(options_.endpoints),
+        prng_(options_.jitter_seed),
+        client_id_(options_.client_id != 0 ? options_.client_id : random_client_id()) {
     if (!options_.tls_ca.empty()) {
       Result<std::unique_ptr<tls::Context>> loaded = tls::Context::load(options_.tls_ca);
       KJ_REQUIRE(loaded.is_ok(), loaded.status().message());
@@ -203,8 +236,19 @@ class Client::Impl {
     // monotonic clock, so the later of the two is "now".
     const kj::TimePoint now = kj::max(clock.now(), kj::systemPreciseMonotonicClock().now());
     call->deadline = now + options_.request_timeout_ms * kj::MILLISECONDS;
+    call->retry_horizon = now + kExactlyOnceRetryHorizonMs * kj::MILLISECONDS;
     auto timeout = clock.atTime(call->deadline).then([this, call]() { return on_timeout(*call); });
-    return run(call).exclusiveJoin(kj::mv(timeout));
+    if (!call->write || !options_.exactly_once || !carries_write_id(request.op)) {
+      return run(call).exclusiveJoin(kj::mv(timeout));
+    }
+    // Numbered before the first attempt; the number stays unacknowledged (so the cluster keeps its outcome) until
+    // the caller has the answer, whatever it is, or drops the promise.
+    const uint64_t sequence = next_sequence_++;
+    call->sequence = sequence;
+    unacknowledged_.insert(sequence);
+    return run(call).exclusiveJoin(kj::mv(timeout)).attach(kj::defer([this, sequence] {
+      unacknowledged_.erase(sequence);
+    }));
   }
 
   kj::WaitScope& wait_scope() { return any_connection().rpc->getWaitScope(); }
@@ -225,7 +269,10 @@ class Client::Impl {
     RetryState retries;
     size_t endpoint = 0;
     kj::TimePoint deadline = kj::origin<kj::TimePoint>();
+    kj::TimePoint retry_horizon = kj::origin<kj::TimePoint>();  // exactly-once retries end here
     kj::TimePoint attempt_started_at = kj::origin<kj::TimePoint>();
+    std::optional<uint64_t> sequence;  // the write's number, when it carries a write id
+    uint32_t attempts = 0;             // sent or tried so far
     std::weak_ptr<Connection> connection;  // of the attempt in flight, for the timeout's diagnosis
   };
 
@@ -265,12 +312,18 @@ class Client::Impl {
     std::shared_ptr<Connection> conn = connection(call->endpoint);
     call->connection = conn;
     call->attempt_started_at = timer_->now();
-    return attempt(conn, *call).then([this, call](Attempt outcome) { return after_attempt(call, kj::mv(outcome)); });
+    std::optional<WriteStamp> stamp;
+    if (call->sequence) {
+      // The lowest number still waiting for its answer (this one at the latest) lets the cluster drop older outcomes.
+      stamp = WriteStamp{client_id_, *call->sequence, *unacknowledged_.begin(), call->attempts > 0};
+    }
+    ++call->attempts;
+    return attempt(conn, *call, stamp).then([this, call](Attempt outcome) { return after_attempt(call, kj::mv(outcome)); });
   }
 
   // Sends the call once on `conn`. Waiting for the session first (instead of pipelining on it) is what lets a failed
   // connect be told apart from a failure after the request left.
-  kj::Promise<Attempt> attempt(std::shared_ptr<Connection> conn, const Call& call) {
+  kj::Promise<Attempt> attempt(std::shared_ptr<Connection> conn, const Call& call, std::optional<WriteStamp> stamp) {
     Connection* raw = conn.get();
     kj::Promise<proto::Session::Client> session = raw->session.addBranch();
     // The loop's now() is the time of its last turn, which can be long ago for a caller that was away from the loop:
@@ -287,11 +340,11 @@ class Client::Impl {
     const Consistency consistency = call.consistency;
     return session
         .then(
-            [this, raw, request = kj::mv(request), consistency](proto::Session::Client opened) -> kj::Promise<Attempt> {
+            [this, raw, request = kj::mv(request), consistency, stamp](proto::Session::Client opened) -> kj::Promise<Attempt> {
               auto rpc = opened.executeRequest();
               // The token is chosen at send time, so a retry carries whatever newer token arrived meanwhile.
               encode_request(request, consistency, tokens_.token_for(request.options, consistency),
-                             rpc.initRequest());
+                             rpc.initRequest(), stamp ? &*stamp : nullptr);
               return rpc.send().then(
                   [this, raw](capnp::Response<proto::Session::ExecuteResults> results) {
                     raw->last_answer_at = timer_->now();
@@ -326,7 +379,9 @@ class Client::Impl {
     } else if (outcome.kind == Attempt::Kind::kNotSent) {
       routing_.forget_leader_at(call->endpoint);
     }
-    const RetryDecision decision = decide_retry(options_, call->retries, outcome, call->write, prng_);
+    // A numbered write may be re-sent after an unknown outcome: the cluster applies it at most once.
+    const bool deduplicated = call->sequence.has_value() && timer_->now() < call->retry_horizon;
+    const RetryDecision decision = decide_retry(options_, call->retries, outcome, call->write, prng_, deduplicated);
     if (!decision.retry || timer_->now() + decision.delay_ms * kj::MILLISECONDS >= call->deadline) {
       // Out of retries, or the wait would outlast the deadline: the last answer says more than a 408 would.
       if (outcome.kind == Attempt::Kind::kAnswered) {
@@ -391,6 +446,9 @@ class Client::Impl {
   std::unique_ptr<tls::Context> tls_;  // with ClientOptions::tls_ca; outlives the connections
   std::vector<std::shared_ptr<Connection>> connections_;  // by endpoint; null until first used
   kj::Timer* timer_ = nullptr;  // the shared event loop's timer; set with the first connection
+  const uint64_t client_id_;    // with exactly_once: the id every numbered write carries
+  uint64_t next_sequence_ = 1;
+  std::set<uint64_t> unacknowledged_;  // numbered writes whose caller has no answer yet
 };
 
 Client::Client(ClientOptions options) {

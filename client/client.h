@@ -4,7 +4,9 @@
 // sends writes straight to it, spreads reads over the endpoints (or pins them to one), carries session tokens so
 // session reads see the client's own writes, and retries what is safe to retry — 503 (no leader / leadership
 // changing), 429 (throttled, after retryAfterMs), and connection failures before a request was sent — a bounded number
-// of times with backoff. Business outcomes (404, 409, 412, ...) are values in Response, never exceptions; so are the
+// of times with backoff. Writes are exactly-once by default: each carries the client's id and a sequence number, so
+// a write whose outcome is unknown (timeout on the server, lost connection, leader crash) is re-sent too, and the
+// cluster applies it at most once (ClientOptions::exactly_once). Business outcomes (404, 409, 412, ...) are values in Response, never exceptions; so are the
 // client's own failures (408 timeout, 503 with a client substatus when no endpoint answers).
 //
 // Only this header is needed to use the library; the wire types (proto/mayfly.capnp.h) stay inside client.cc.
@@ -111,8 +113,16 @@ struct Request {
 
 // The server's 503 substatus for a write whose fate it does not know (it timed out waiting for its commit, its
 // forwarding to the leader failed, or the node stopped while it was in flight): it may or may not have been applied.
-// The library never re-sends such a write (a retried patch `incr` would apply twice); the caller reads to find out.
+// With ClientOptions::exactly_once (the default) the library re-sends it with the same write id, and the cluster
+// answers with the first execution's outcome if there was one; without, it is never re-sent (a retried patch `incr`
+// would apply twice) and the caller reads to find out.
 inline constexpr uint32_t kSubstatusServerOutcomeUnknown = 2;
+// The 503 substatus for a re-sent write the cluster will not apply because it cannot tell whether the first attempt
+// was applied (its exactly-once record was evicted: more clients than the table holds). The outcome is unknown.
+inline constexpr uint32_t kSubstatusServerWriteRecordLost = 5;
+// Exactly-once retries of a write stop this long after it was first sent, well inside the cluster's 10-minute
+// window for idle clients (README "Exactly-once writes").
+inline constexpr uint32_t kExactlyOnceRetryHorizonMs = 5 * 60 * 1000;
 
 // Client-made substatuses (the server's own are < 20000), for statuses the client produces without a server answer.
 inline constexpr uint32_t kSubstatusNoEndpointReachable = 20001;  // 503: every attempt failed to connect

@@ -156,7 +156,7 @@ uint32_t backoff_ms(const ClientOptions& options, uint32_t retry, Prng& prng) {
 }
 
 RetryDecision decide_retry(const ClientOptions& options, RetryState& state, const Attempt& attempt, bool write,
-                           Prng& prng) {
+                           Prng& prng, bool deduplicated) {
   RetryDecision decision;
   const auto unavailable_retry = [&](RetryDecision::Target target, uint64_t node, uint32_t retry_after_ms) {
     if (state.unavailable_retries >= options.max_retries_unavailable) {
@@ -177,7 +177,7 @@ RetryDecision decide_retry(const ClientOptions& options, RetryState& state, cons
     case Attempt::Kind::kNotSent:
       return elsewhere();
     case Attempt::Kind::kConnectionLost:
-      if (write) {
+      if (write && !deduplicated) {
         return decision;  // the write may have been applied: re-sending could apply it twice
       }
       return elsewhere();
@@ -185,8 +185,12 @@ RetryDecision decide_retry(const ClientOptions& options, RetryState& state, cons
       break;
   }
   const Response& response = attempt.response;
-  if (response.status == kStatusUnavailable && write && response.substatus == kSubstatusServerOutcomeUnknown) {
-    return decision;  // it may have been applied: re-sending could apply it twice (no request ids yet to dedupe)
+  if (response.status == kStatusUnavailable && write && response.substatus == kSubstatusServerOutcomeUnknown &&
+      !deduplicated) {
+    return decision;  // it may have been applied: re-sending could apply it twice (it carries no write id)
+  }
+  if (response.status == kStatusUnavailable && response.substatus == kSubstatusServerWriteRecordLost) {
+    return decision;  // the cluster cannot tell whether the first attempt applied: never re-sent
   }
   if (response.status == kStatusUnavailable) {
     const uint64_t hint = response.leader_hint;

@@ -110,11 +110,13 @@ uint32_t backoff_ms(const ClientOptions& options, uint32_t retry, Prng& prng);
 
 // Whether and how to retry after `attempt`; counts the retry in `state`. Answers other than 503/429 are final;
 // 503 goes to the hinted leader (else the next endpoint) after retryAfterMs or backoff; 429 waits retryAfterMs on the
-// same endpoint when retry_throttled; kNotSent goes to the next endpoint; kConnectionLost does too for reads but is
-// final for writes (not blindly re-sent: the first may have been applied). A pinned read first retries its own
-// endpoint once (a fresh connection) after kNotSent/kConnectionLost.
+// same endpoint when retry_throttled; kNotSent goes to the next endpoint; kConnectionLost does too for reads. A write
+// whose outcome is unknown (kConnectionLost, or a 503 with kSubstatusServerOutcomeUnknown) is retried like a 503 only
+// when it is `deduplicated` (it carries a write id, so the cluster applies it at most once); otherwise that answer is
+// final (re-sending could apply it twice). A 503 kSubstatusServerWriteRecordLost is always final. A pinned read first
+// retries its own endpoint once (a fresh connection) after kNotSent/kConnectionLost.
 RetryDecision decide_retry(const ClientOptions& options, RetryState& state, const Attempt& attempt, bool write,
-                           Prng& prng);
+                           Prng& prng, bool deduplicated = false);
 
 // The Response a call ends with when its last attempt got no answer (503 with a client substatus and a message that
 // says what happened and what the caller can do).

@@ -131,7 +131,14 @@ void decode_key(proto::ItemKey::Reader in, Request& request) {
 }  // namespace
 
 void encode_request(const Request& request, Consistency consistency, const std::string& session_token,
-                    proto::Request::Builder out) {
+                    proto::Request::Builder out, const WriteStamp* stamp) {
+  if (stamp != nullptr) {
+    auto id = out.initWriteId();
+    id.setClient(stamp->client);
+    id.setSequence(stamp->sequence);
+    id.setFirstUnacknowledged(stamp->first_unacknowledged);
+    id.setRetry(stamp->retry);
+  }
   out.setDatabase(wire_text(request.database));
   out.setContainer(wire_text(request.container));
   auto options = out.initOptions();

@@ -108,6 +108,19 @@ Metrics::Metrics(uint64_t node_id)
                            .Help("Entries this node stamped below its own clock because it ran more than "
                                  "--max-clock-offset ahead of a quorum of voters")
                            .Register(*registry_)),
+      writes_deduplicated_(BuildCounter()
+                               .Name("mayfly_writes_deduplicated_total")
+                               .Help("Re-sent client writes this node applied as duplicates: answered with the "
+                                     "outcome of their first execution, not executed again")
+                               .Register(*registry_)),
+      dedup_clients_(BuildGauge()
+                         .Name("mayfly_dedup_clients")
+                         .Help("Clients the exactly-once table keeps a record of (idle ones go after 10 minutes)")
+                         .Register(*registry_)),
+      dedup_bytes_(BuildGauge()
+                       .Name("mayfly_dedup_bytes")
+                       .Help("Bytes of unacknowledged write outcomes the exactly-once table keeps")
+                       .Register(*registry_)),
       fsync_latency_(BuildHistogram()
                          .Name("mayfly_raft_fsync_latency_seconds")
                          .Help("Time to persist one Ready (one fsync'd LevelDB write batch)")
@@ -193,6 +206,9 @@ Metrics::Metrics(uint64_t node_id)
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
   clock_held_back_.Add({{"node", node_}});
+  writes_deduplicated_.Add({{"node", node_}});
+  dedup_clients_.Add({{"node", node_}});
+  dedup_bytes_.Add({{"node", node_}});
   expired_skipped_.Add({{"node", node_}});
   for (const char* reason : kPeerRejectReasons) peer_messages_rejected_.Add({{"node", node_}, {"reason", reason}});
   for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
@@ -233,6 +249,15 @@ void Metrics::set_clock_offsets(const std::map<uint64_t, double>& offset_seconds
 
 void Metrics::add_clock_held_back(uint64_t entries) {
   clock_held_back_.Add({{"node", node_}}).Increment(static_cast<double>(entries));
+}
+
+void Metrics::add_writes_deduplicated(uint64_t writes) {
+  writes_deduplicated_.Add({{"node", node_}}).Increment(static_cast<double>(writes));
+}
+
+void Metrics::set_dedup_table(uint64_t clients, int64_t bytes) {
+  dedup_clients_.Add({{"node", node_}}).Set(static_cast<double>(clients));
+  dedup_bytes_.Add({{"node", node_}}).Set(static_cast<double>(bytes));
 }
 
 void Metrics::observe_fsync(double seconds) { fsync_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds); }

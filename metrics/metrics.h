@@ -53,6 +53,10 @@ class Metrics {
   // ceiling.
   void set_clock_offsets(const std::map<uint64_t, double>& offset_seconds_by_peer);
   void add_clock_held_back(uint64_t entries);
+  // Exactly-once writes: re-sent writes this node applied as duplicates (answered with their first outcome), and the
+  // table of client write outcomes (clients it knows, bytes of outcomes it keeps).
+  void add_writes_deduplicated(uint64_t writes);
+  void set_dedup_table(uint64_t clients, int64_t bytes);
   // Requests, where they are answered.
   void observe_request(const std::string& op, int status, double seconds);
   void add_expired_skipped(int64_t items);
@@ -105,6 +109,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& leader_changes_;
   prometheus::Family<prometheus::Gauge>& clock_offset_;
   prometheus::Family<prometheus::Counter>& clock_held_back_;
+  prometheus::Family<prometheus::Counter>& writes_deduplicated_;
+  prometheus::Family<prometheus::Gauge>& dedup_clients_;
+  prometheus::Family<prometheus::Gauge>& dedup_bytes_;
   prometheus::Family<prometheus::Histogram>& fsync_latency_;
   prometheus::Family<prometheus::Histogram>& proposal_latency_;
   prometheus::Family<prometheus::Counter>& requests_;

@@ -227,7 +227,10 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
     return;
   }
   const storage::Command& command = operation.command;
-  if (storage::is_item_write(command.type)) {
+  // A re-sent write goes to the log unchecked: its first attempt may have applied, and only apply knows its outcome
+  // (a container deleted since would turn that outcome into a 404 here).
+  const bool resent = command.write_id && command.write_id->retry;
+  if (storage::is_item_write(command.type) && !resent) {
     // One container lookup serves both checks before anything reaches the log.
     std::optional<storage::ContainerRecord> container =
         replica_->state().container_record(command.database, command.container);
@@ -369,6 +372,7 @@ void Driver::flush() {
     batch_.messages[message.to].push_back(replication::encode_message(message));
   }
   for (const storage::AppliedEntry& applied : output->applied) {
+    if (applied.result.duplicate) metrics_.add_writes_deduplicated(1);
     auto write = pending_writes_.find(applied.index.value());
     if (write != pending_writes_.end() && write->second.term == applied.term.value()) {
       metrics_.observe_proposal(static_cast<double>(steady_ms() * 1000 - write->second.proposed_at_micros) / 1e6);
@@ -578,6 +582,9 @@ void Driver::publish_metrics() {
   last_container_metrics_ms_ = steady_ms();
   const auto started = std::chrono::steady_clock::now();
   storage::StateMachine& state = replica_->state();
+  Result<storage::DedupTotals> dedup = state.dedup_totals();
+  if (!dedup.is_ok()) return fatal(dedup.status());
+  metrics_.set_dedup_table(dedup->clients, dedup->result_bytes);
   Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.container_list();
   if (!list.is_ok()) return fatal(list.status());
   const std::vector<storage::ContainerInfo>& containers = **list;

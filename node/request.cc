@@ -68,6 +68,14 @@ storage::Outcome<Operation> decode_request(proto::Request::Reader request) {
   command.database = request.getDatabase();
   command.container = request.getContainer();
   if (options.getIfMatch().size() > 0) command.if_match = std::string(options.getIfMatch().cStr());
+  if (request.hasWriteId()) {
+    auto wire = request.getWriteId();
+    storage::WriteId id{wire.getClient(), wire.getSequence(), wire.getFirstUnacknowledged(), wire.getRetry()};
+    if (Status valid = storage::validate_write_id(id); !valid.is_ok()) {
+      return storage::OpResult::error(400, valid.message());
+    }
+    command.write_id = id;
+  }
   ReadQuery& read = op.read;
   read.database = command.database;
   read.container = command.container;

@@ -12,6 +12,7 @@
 #include "query/executor.h"
 #include "storage/command.h"
 #include "storage/state_machine.h"
+#include "storage/write_dedup.h"
 
 namespace mayfly::node {
 
@@ -83,5 +84,9 @@ inline constexpr uint32_t kSubstatusNoLeader = 1;         // not applied; retry 
 inline constexpr uint32_t kSubstatusOutcomeUnknown = 2;   // a write whose fate is unknown (leader lost mid-commit)
 inline constexpr uint32_t kSubstatusReplicaBehind = 3;    // a read this replica cannot serve fresh enough yet
 inline constexpr uint32_t kSubstatusOverloaded = 4;       // not executed: too many requests waiting on this node; retry
+// From the exactly-once table (storage/write_dedup.h): a retry whose first outcome may be lost (503), and a client
+// with too many unacknowledged writes (429).
+inline constexpr uint32_t kSubstatusWriteRecordLost = storage::kDedupSubstatusRecordLost;
+inline constexpr uint32_t kSubstatusDedupTableFull = storage::kDedupSubstatusTableFull;
 
 }  // namespace mayfly::node

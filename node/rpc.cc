@@ -606,8 +606,17 @@ void RpcHost::run(std::promise<Status>& started) {
     spdlog::warn("stopping with {} forwarded writes unanswered by the leader", forwards_in_flight_);
   }
   for (DriverBatch& batch : mailbox_.take()) apply_batch(batch);
-  for (auto& [id, fulfiller] : pending_) fulfiller->fulfill(shutting_down());
+  for (auto& [id, fulfiller] : pending_) {
+    Reply reply = shutting_down();
+    if (pending_writes_.count(id) != 0) {
+      // It may have been proposed: retrying it is safe only for a client whose writes carry ids (exactly-once).
+      reply.result.message = "the node is shutting down; the write's outcome is unknown (it may still apply)";
+      reply.result.substatus = kSubstatusOutcomeUnknown;
+    }
+    fulfiller->fulfill(kj::mv(reply));
+  }
   pending_.clear();
+  pending_writes_.clear();
   for (auto& [id, queued] : deliveries_) {
     if (queued.waiting.get() != nullptr) queued.waiting->fulfill();
   }
@@ -835,6 +844,7 @@ void RpcHost::apply_batch(DriverBatch& batch) {
     if (it == pending_.end()) continue;  // timed out already
     it->second->fulfill(kj::mv(reply));
     pending_.erase(it);
+    pending_writes_.erase(id);
   }
   for (auto& [peer, messages] : batch.messages) {
     if (PeerLink* peer_link = link(peer)) peer_link->send(messages);
@@ -956,6 +966,7 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
+  if (operation.kind != Operation::Kind::kRead) pending_writes_.insert(id);
   boost::asio::post(driver_.io(), [this, id, operation = std::move(operation)]() mutable {
     driver_.on_request(id, std::move(operation));
   });
@@ -991,6 +1002,7 @@ kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
   const int64_t timeout_ms = config_.request_timeout_ms;
   return reply.exclusiveJoin(timer_->afterDelay(timeout_ms * kj::MILLISECONDS).then([this, id] {
     pending_.erase(id);
+    pending_writes_.erase(id);
     Reply timed_out = Reply::error(503, "no answer from the cluster in time (the outcome of a write is unknown)");
     timed_out.result.substatus = kSubstatusOutcomeUnknown;
     timed_out.served_by = config_.id;
@@ -1073,7 +1085,7 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
     if (PeerLink* leader_link = link(leader)) {
       ++forwards_in_flight_;
       auto answered = leader_link->forward(request).attach(kj::defer([this] { --forwards_in_flight_; }));
-      return answered.catch_([this, leader](kj::Exception&& exception) {
+      auto reached = answered.catch_([this, leader](kj::Exception&& exception) {
         Reply failed = Reply::error(503, "could not reach the leader (node " + std::to_string(leader.value()) +
                                              "): " + exception.getDescription().cStr());
         failed.result.substatus = kSubstatusOutcomeUnknown;
@@ -1081,6 +1093,17 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
         failed.leader_hint = leader;
         return failed;
       });
+      // A leader that is stopped or cut off answers nothing and may keep the connection: bound the wait like a
+      // request of our own (the forwarded call is cancelled with it).
+      return reached.exclusiveJoin(
+          timer_->afterDelay(config_.request_timeout_ms * kj::MILLISECONDS).then([this, leader] {
+            Reply timed_out = Reply::error(503, "no answer from the leader (node " + std::to_string(leader.value()) +
+                                                    ") in time; the write's outcome is unknown (it may still apply)");
+            timed_out.result.substatus = kSubstatusOutcomeUnknown;
+            timed_out.served_by = config_.id;
+            timed_out.leader_hint = leader;
+            return timed_out;
+          }));
     }
   }
   return to_driver(std::move(operation));

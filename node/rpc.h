@@ -34,6 +34,7 @@
 #include <atomic>
 #include <future>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -154,6 +155,7 @@ class RpcHost final : public DriverOutput {
   NodeView view_;
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;  // waiting on the driver or a read thread
+  std::set<uint64_t> pending_writes_;  // the writes among them: at shutdown, their outcome is unknown
   uint64_t next_delivery_id_ = 1;
   // Peer deliveries the driver has not taken: who sent each, and (past the first few of a peer) the call waiting.
   struct QueuedDelivery {

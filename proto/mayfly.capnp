@@ -97,6 +97,16 @@ struct Request {
     transferLeader @23 :UInt64;
     query @24 :Query;        # a read: follows the consistency level like listItems
   }
+  # Database, container and item writes from a client that asks for exactly-once execution (README "Exactly-once
+  # writes"): the node answers a re-sent write with the outcome of its first execution. Absent: no deduplication.
+  writeId @25 :WriteId;
+}
+
+struct WriteId {
+  client @0 :UInt64;              # the client's random id, != 0
+  sequence @1 :UInt64;            # 1, 2, 3, ... per client; a re-sent write keeps its number
+  firstUnacknowledged @2 :UInt64; # the lowest sequence the client still waits for (<= sequence): older outcomes go
+  retry @3 :Bool;                 # this attempt may be a re-send of an earlier one
 }
 
 struct Response {

@@ -6,6 +6,7 @@ namespace mayfly::storage {
 namespace {
 
 constexpr uint8_t kCommandVersion = 1;
+constexpr uint8_t kCommandVersionWithWriteId = 2;  // version 1 followed by the WriteId
 constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kSetMemberAddress);
 
 enum Presence : uint8_t { kAbsent = 0, kPresent = 1 };
@@ -37,7 +38,8 @@ bool is_item_write(CommandType type) {
 std::string encode_command(const Command& command) {
   std::string out;
   out.reserve(command.body.size() + command.database.size() + command.container.size() + 32);
-  codec::put_u8(out, kCommandVersion);
+  // Commands without a write id keep version 1's bytes, so logs written before exactly-once read the same.
+  codec::put_u8(out, command.write_id ? kCommandVersionWithWriteId : kCommandVersion);
   codec::put_u8(out, static_cast<uint8_t>(command.type));
   codec::put_bytes(out, command.database);
   codec::put_bytes(out, command.container);
@@ -56,7 +58,23 @@ std::string encode_command(const Command& command) {
   codec::put_u8(out, command.if_match ? kPresent : kAbsent);
   if (command.if_match) codec::put_bytes(out, *command.if_match);
   codec::put_bytes(out, command.body);
+  if (command.write_id) {
+    codec::put_u64_be(out, command.write_id->client);
+    codec::put_varint(out, command.write_id->sequence);
+    codec::put_varint(out, command.write_id->first_unacknowledged);
+    codec::put_u8(out, command.write_id->retry ? 1 : 0);
+  }
   return out;
+}
+
+Status validate_write_id(const WriteId& id) {
+  if (id.client == 0) return Status::invalid_argument("write id: client 0 is not a client id");
+  if (id.sequence == 0 || id.first_unacknowledged == 0 || id.first_unacknowledged > id.sequence) {
+    return Status::invalid_argument("write id: sequence " + std::to_string(id.sequence) +
+                                    " with first unacknowledged " + std::to_string(id.first_unacknowledged) +
+                                    " (need 1 <= first unacknowledged <= sequence)");
+  }
+  return Status::ok();
 }
 
 Result<Command> decode_command(std::string_view bytes) {
@@ -64,7 +82,8 @@ Result<Command> decode_command(std::string_view bytes) {
   Command command;
   uint8_t version = 0, type = 0, change = 0, presence = 0, value = 0;
   std::string_view database, container, path, ttl_json, pk, id, body;
-  bool ok = reader.get_u8(version) && version == kCommandVersion && reader.get_u8(type) &&
+  bool ok = reader.get_u8(version) && (version == kCommandVersion || version == kCommandVersionWithWriteId) &&
+            reader.get_u8(type) &&
             type <= kMaxCommandType && reader.get_bytes(database) && reader.get_bytes(container) &&
             reader.get_bytes(path) && reader.get_u8(change) && change <= 2 && reader.get_bytes(ttl_json) &&
             reader.get_u8(presence) && presence <= 1;
@@ -85,7 +104,17 @@ Result<Command> decode_command(std::string_view bytes) {
     ok = reader.get_bytes(if_match);
     command.if_match = std::string(if_match);
   }
-  ok = ok && reader.get_bytes(body) && reader.done();
+  ok = ok && reader.get_bytes(body);
+  if (ok && version == kCommandVersionWithWriteId) {
+    WriteId write_id;
+    uint8_t retry = 0;
+    ok = reader.get_u64_be(write_id.client) && reader.get_varint(write_id.sequence) &&
+         reader.get_varint(write_id.first_unacknowledged) && reader.get_u8(retry) && retry <= 1 &&
+         validate_write_id(write_id).is_ok();
+    write_id.retry = retry == 1;
+    command.write_id = write_id;
+  }
+  ok = ok && reader.done();
   if (!ok) return Status::corruption("undecodable command (" + std::to_string(bytes.size()) + " bytes)");
   command.type = static_cast<CommandType>(type);
   command.database = std::string(database);

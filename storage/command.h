@@ -36,6 +36,19 @@ enum class CommandType : uint8_t {
 std::string_view command_type_name(CommandType type);
 bool is_item_write(CommandType type);
 
+// A client write's identity for exactly-once execution (storage/write_dedup.h): the client's random id, the write's
+// sequence number (1, 2, ... per client; re-sent writes keep theirs), the lowest sequence the client still waits for
+// an answer to (outcomes below it may be dropped), and whether this attempt may be a re-send.
+struct WriteId {
+  uint64_t client = 0;
+  uint64_t sequence = 0;
+  uint64_t first_unacknowledged = 0;
+  bool retry = false;
+  bool operator==(const WriteId&) const = default;
+};
+// Whether a WriteId is well formed: client != 0 and 1 <= first_unacknowledged <= sequence.
+Status validate_write_id(const WriteId& id);
+
 // For kUpdateContainer: what to do with defaultTtl.
 enum class DefaultTtlChange : uint8_t { kKeep, kSet, kRemove };
 
@@ -58,6 +71,10 @@ struct Command {
   std::string partition_key_json;
   std::string id;
   std::optional<std::string> if_match;  // etag, as returned in _etag
+
+  // Client writes from a client that asks for exactly-once execution; absent for time entries, the address book
+  // and older clients.
+  std::optional<WriteId> write_id;
 };
 
 std::string encode_command(const Command& command);
@@ -75,6 +92,7 @@ struct OpResult {
   std::string continuation;      // lists: where the next page starts ("" when there is none)
   int64_t expired_skipped = 0;   // reads: items passed over because they had expired (metrics)
   double work_charge = 0;        // queries: RU for the work done (query/executor.h); 0: priced by the body size
+  bool duplicate = false;        // a re-sent write answered with its first outcome (storage/write_dedup.h)
 
   bool ok() const { return status < 400; }
   static OpResult error(int status, std::string message) {

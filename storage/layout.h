@@ -9,6 +9,7 @@
 //   07 crid                                     -> ""             (dropped container, its keys await reclaiming)
 //   08 node id                                  -> HOST:PORT      (the replicated address book of members)
 //   09 crid write_ts_us pk id                   -> ""             (every item by last-modified time: ORDER BY c._ts)
+//   0A..0D                                      -> the exactly-once table of client write outcomes (write_dedup.h)
 //   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record
 //   11 index                                    -> raft log entry
 //   20 crid                                     -> LocalStats     (node-local: physical items and bytes)
@@ -39,6 +40,10 @@ enum class KeyTag : uint8_t {
   kDroppedContainer = 0x07,
   kMemberAddress = 0x08,
   kTsIndex = 0x09,
+  kDedupClient = 0x0A,
+  kDedupResult = 0x0B,
+  kDedupActivity = 0x0C,
+  kDedupTotals = 0x0D,
   kRaftMeta = 0x10,
   kRaftEntry = 0x11,
   kLocalStats = 0x20,

@@ -13,6 +13,7 @@
 #include "storage/document.h"
 #include "storage/json.h"
 #include "storage/patch.h"
+#include "storage/write_dedup.h"
 
 namespace mayfly::storage {
 namespace {
@@ -147,6 +148,8 @@ void StateMachine::publish_applied() {
   applied_ = AppliedState{LogIndex(meta_.applied_index), meta_.applied_ts_micros};
 }
 
+Result<DedupTotals> StateMachine::dedup_totals() const { return read_dedup_totals(db_.get()); }
+
 Result<OpResult> StateMachine::apply_encoded(std::string_view command_bytes, LogIndex index, int64_t ts_micros) {
   Result<Command> command = decode_command(command_bytes);
   if (command.is_ok()) return apply(*command, index, ts_micros);
@@ -165,17 +168,37 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
                     static_cast<long long>(ts_micros), static_cast<long long>(meta_.applied_ts_micros));
   ApplyContext context;
   context.meta = meta_;
-  OpResult result = dispatch(command, ts_micros, context);
-  if (!context.failure.is_ok() || result.status >= 500) {
+  // A write re-sent by its client is answered with its first outcome, or refused, without running again.
+  DedupApply dedup(db_.get(), ts_micros);
+  std::optional<OpResult> answered;
+  if (command.write_id) {
+    Result<std::optional<OpResult>> checked = dedup.check(*command.write_id);
+    if (!checked.is_ok()) {
+      sticky_ = checked.status();
+      return sticky_;
+    }
+    answered = std::move(checked).value();
+  }
+  OpResult result = answered ? std::move(*answered) : dispatch(command, ts_micros, context);
+  if (answered && result.status >= 500) {
+    // The table's own refusal (a retry whose first outcome may be lost): a verdict, not a storage failure.
+    context.reset();
+  } else if (!context.failure.is_ok() || result.status >= 500) {
     // A read failed or stored data did not decode. Other replicas would not see this, so answering anything would
     // make this node diverge: stop, sticky.
     sticky_ = context.failure.is_ok() ? Status::io_error(result.message) : context.failure;
     return sticky_;
   }
-  if (!result.ok()) {
+  if (!result.ok() || answered) {
     context.reset();  // a rejected command changes nothing but the applied position
     context.meta.write_sequence = meta_.write_sequence;
     context.meta.next_container_rid = meta_.next_container_rid;
+  }
+  // The outcome of a write with an id is recorded whatever it was (a 409 is as final as a 201).
+  Status recorded = dedup.finish(command.write_id && !answered ? &result : nullptr, index.value(), context.batch);
+  if (!recorded.is_ok()) {
+    sticky_ = recorded;
+    return sticky_;
   }
   context.meta.applied_index = index.value();
   context.meta.applied_ts_micros = ts_micros;

@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "storage/command.h"
 #include "storage/layout.h"
+#include "storage/write_dedup.h"
 
 namespace leveldb {
 class DB;
@@ -148,6 +149,9 @@ class StateMachine {
   // The container's settings, or nullopt when it (or its database) does not exist.
   std::optional<ContainerRecord> container_record(std::string_view database, std::string_view container) const;
   OpResult list_containers(std::string_view database) const;
+
+  // The exactly-once table's totals (storage/write_dedup.h). Any thread.
+  Result<DedupTotals> dedup_totals() const;
 
   // The replicated address book: node id -> HOST:PORT, as set by kSetMemberAddress commands.
   std::map<NodeId, std::string> member_addresses() const;

@@ -189,6 +189,28 @@ TEST(RetryPolicy, AWriteWhoseOutcomeTheServerDoesNotKnowIsNotResent) {
   EXPECT_TRUE(decide_retry(options, shed_state, answered(overloaded), true, prng).retry);
 }
 
+TEST(RetryPolicy, ANumberedWriteWhoseOutcomeIsUnknownIsResentElsewhere) {
+  const ClientOptions options = retry_options();
+  Prng prng(1);
+  Response unknown = answer(503, 1, 3);
+  unknown.substatus = kSubstatusServerOutcomeUnknown;
+  RetryState state;
+  const RetryDecision to_leader = decide_retry(options, state, answered(unknown), true, prng, /*deduplicated=*/true);
+  EXPECT_TRUE(to_leader.retry);
+  EXPECT_EQ(to_leader.target, RetryDecision::Target::kLeaderNode);
+  EXPECT_EQ(to_leader.node, 3u);
+  const Attempt lost{.kind = Attempt::Kind::kConnectionLost, .error = "reset"};
+  const RetryDecision elsewhere = decide_retry(options, state, lost, true, prng, true);
+  EXPECT_TRUE(elsewhere.retry);
+  EXPECT_EQ(elsewhere.target, RetryDecision::Target::kNextEndpoint);
+  EXPECT_EQ(state.unavailable_retries, 2u) << "within the same bound as other 503s";
+  // The cluster's own "cannot tell" is final, numbered or not.
+  Response record_lost = answer(503, 1, 3);
+  record_lost.substatus = kSubstatusServerWriteRecordLost;
+  RetryState fresh;
+  EXPECT_FALSE(decide_retry(options, fresh, answered(record_lost), true, prng, true).retry);
+}
+
 TEST(RetryPolicy, ThrottledWaitsRetryAfterOnTheSameEndpoint) {
   ClientOptions options = retry_options();
   Prng prng(1);
@@ -405,6 +427,7 @@ struct NodeState {
   uint64_t id = 0;
   Handler handler;
   std::vector<Request> requests;
+  std::vector<std::optional<WriteStamp>> stamps;  // each request's writeId, in order
   int sessions_opened = 0;
   std::string key;  // the client key this fake node holds (proves) in the handshake; empty: none
 };
@@ -419,6 +442,12 @@ class FakeSession final : public proto::Session::Server {
   kj::Promise<void> execute(ExecuteContext context) override {
     const Request request = decode_request(context.getParams().getRequest());
     state_->requests.push_back(request);
+    std::optional<WriteStamp> stamp;
+    if (context.getParams().getRequest().hasWriteId()) {
+      auto id = context.getParams().getRequest().getWriteId();
+      stamp = WriteStamp{id.getClient(), id.getSequence(), id.getFirstUnacknowledged(), id.getRetry()};
+    }
+    state_->stamps.push_back(stamp);
     return state_->handler(request).then(
         [context](Response response) mutable { encode_response(response, context.getResults().initResponse()); });
   }
@@ -693,6 +722,7 @@ TEST(ClientNetwork, WriteOnAConnectionLostMeanwhileIsNotResentButAnIdleProbeAvoi
   FakeNode node(1, answers(201, 1));
   ClientOptions options = options_for({&node});
   options.write_probe_idle_ms = 3600 * 1000;  // never probe: the write goes out on the dead connection
+  options.exactly_once = false;               // and, unnumbered, it is not re-sent once it may have applied
   Client client(options);
   EXPECT_EQ(client.execute(write_request()).status, 201);
   node.stop();
@@ -719,7 +749,9 @@ TEST(ClientNetwork, WriteLostInFlightReportsUnknownOutcome) {
     received.fulfiller->fulfill();
     return kj::Promise<Response>(kj::NEVER_DONE);  // the node "crashes" before answering
   });
-  Client client(options_for({&node}));
+  ClientOptions options = options_for({&node});
+  options.exactly_once = false;  // an unnumbered write is never re-sent after it may have been applied
+  Client client(options);
   kj::Promise<Response> pending = client.execute_async(write_request());
   received.promise.wait(client.wait_scope());
   node.stop();
@@ -727,6 +759,46 @@ TEST(ClientNetwork, WriteLostInFlightReportsUnknownOutcome) {
   EXPECT_EQ(response.status, 503);
   EXPECT_EQ(response.substatus, kSubstatusWriteOutcomeUnknown);
   EXPECT_EQ(node.requests().size(), 1u);
+  ASSERT_EQ(node.state().stamps.size(), 1u);
+  EXPECT_FALSE(node.state().stamps[0].has_value());
+}
+
+TEST(ClientNetwork, ANumberedWriteLostInFlightIsResentWithItsId) {
+  auto received = kj::newPromiseAndFulfiller<void>();
+  FakeNode crashing(1, [&](const Request&) {
+    received.fulfiller->fulfill();
+    return kj::Promise<Response>(kj::NEVER_DONE);
+  });
+  FakeNode other(2, answers(201, 2));
+  ClientOptions options = options_for({&crashing, &other});
+  options.client_id = 77;
+  Client client(options);
+  kj::Promise<Response> pending = client.execute_async(write_request());
+  received.promise.wait(client.wait_scope());
+  crashing.stop();
+  const Response response = pending.wait(client.wait_scope());
+  EXPECT_EQ(response.status, 201) << response.message;
+  ASSERT_EQ(crashing.state().stamps.size(), 1u);
+  ASSERT_TRUE(crashing.state().stamps[0].has_value());
+  EXPECT_EQ(crashing.state().stamps[0]->client, 77u);
+  EXPECT_EQ(crashing.state().stamps[0]->sequence, 1u);
+  EXPECT_EQ(crashing.state().stamps[0]->first_unacknowledged, 1u);
+  EXPECT_FALSE(crashing.state().stamps[0]->retry);
+  ASSERT_EQ(other.state().stamps.size(), 1u);
+  ASSERT_TRUE(other.state().stamps[0].has_value());
+  EXPECT_EQ(other.state().stamps[0]->sequence, 1u) << "the same write, the same number";
+  EXPECT_TRUE(other.state().stamps[0]->retry);
+  // The next write is number 2, and says number 1 was answered. Reads carry no id.
+  EXPECT_EQ(client.execute(Request{.op = Op::kUpsertItem, .database = "d", .container = "c", .body = "{}",
+                                   .endpoint = 2}).status, 201);
+  ASSERT_EQ(other.state().stamps.size(), 2u);
+  EXPECT_EQ(other.state().stamps[1]->sequence, 2u);
+  EXPECT_EQ(other.state().stamps[1]->first_unacknowledged, 2u);
+  other.set_handler(answers(200, 2));
+  Request read = read_request();
+  read.endpoint = 2;
+  EXPECT_EQ(client.execute(read).status, 200);
+  EXPECT_FALSE(other.state().stamps.back().has_value());
 }
 
 TEST(ClientNetwork, TimeoutIs408AndAHungConnectionIsReplaced) {

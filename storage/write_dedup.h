@@ -1,0 +1,111 @@
+// Exactly-once writes (the Raft dissertation's §6.3 client sessions): the replicated table of write outcomes that
+// lets the state machine answer a re-sent write with the outcome of its first execution instead of applying it again.
+//
+// A client draws a random 64-bit id and numbers its writes 1, 2, 3, ... Every write carries (client, sequence) and
+// the lowest sequence the client still waits for an answer to (`first_unacknowledged`): outcomes below it have
+// reached the client and are dropped, so the table holds only the writes in flight. A re-sent write also says so
+// (`retry`). The table lives in the state machine's LevelDB under replicated prefixes, so it is written in the same
+// batch as the write it records, travels in snapshots, and is byte-identical on every replica:
+//
+//   0A client                  -> ClientRecord (last active time, first_unacknowledged, results kept, their bytes)
+//   0B client sequence         -> the write's outcome (status, substatus, message, body, etag, _ts)
+//   0C last_active_ts client   -> ""           (clients by last activity, oldest first: expiry and eviction)
+//   0D                         -> DedupTotals  (clients, result bytes, the last time a record was evicted)
+//
+// Every rule below depends only on the stored table and the entry's replicated time, never on a clock or a limit a
+// node is configured with: each replica reaches the same verdict.
+//
+// - A client idle for kDedupWindowMicros of replicated time is forgotten (checked on every kDedupExpiryEvery-th log
+//   entry, at most kDedupExpiryBatch clients at a time). The library never re-sends a write that long after first
+//   sending it (client.h), so no retry it makes can find its client forgotten that way.
+// - At most kDedupMaxClients clients: a new client beyond evicts the least recently active one and records the time.
+//   A retry (`retry`) from a client the table does not know, within the window after an eviction, is refused with
+//   503 kDedupSubstatusRecordLost: its first attempt may have been applied and its outcome evicted, so applying it
+//   could apply it twice. Without evictions, an unknown client's retry means its first attempt never applied.
+// - A client may have at most kDedupMaxUnacknowledged outcomes and kDedupMaxClientBytes bytes of them kept, and all
+//   clients together kDedupMaxTotalBytes: beyond, a write is refused with 429 kDedupSubstatusTableFull (retry after
+//   the client's earlier writes are answered). Refusals change nothing and are not recorded.
+// - A sequence below the client's first_unacknowledged was answered already and its outcome dropped: 400, nothing
+//   changes (only a delayed copy of an old request can arrive like that).
+//
+// Thread-safety: a DedupApply is made, used and dropped within one StateMachine::apply on the driver thread.
+// read_dedup_totals may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/command.h"
+
+namespace leveldb {
+class DB;
+class WriteBatch;
+}  // namespace leveldb
+
+namespace mayfly::storage {
+
+inline constexpr int64_t kDedupWindowMicros = 10 * 60 * 1'000'000LL;  // 10 minutes of replicated time
+inline constexpr uint64_t kDedupMaxClients = 1'000'000;
+inline constexpr uint64_t kDedupMaxUnacknowledged = 1024;
+inline constexpr int64_t kDedupMaxClientBytes = 16 << 20;
+inline constexpr int64_t kDedupMaxTotalBytes = 256 << 20;
+inline constexpr uint64_t kDedupExpiryEvery = 16;  // entries whose index is a multiple of this expire idle clients
+inline constexpr size_t kDedupExpiryBatch = 32;
+
+// Substatuses of the table's refusals (the node's 503 substatuses 1–4 are in node/request.h).
+inline constexpr int kDedupSubstatusRecordLost = 5;  // 503: a retry whose first outcome may have been evicted
+inline constexpr int kDedupSubstatusTableFull = 6;   // 429: too many outcomes kept for this client, or in all
+
+struct DedupTotals {
+  uint64_t clients = 0;
+  int64_t result_bytes = 0;
+  int64_t last_eviction_micros = -1;  // replicated time of the last eviction; -1: never
+  bool operator==(const DedupTotals&) const = default;
+};
+
+// The table's totals as stored (zeros when nothing was ever recorded). Any thread.
+Result<DedupTotals> read_dedup_totals(leveldb::DB* db);
+
+// One apply's work on the table: check() before the command runs, finish() after, both with the entry's time.
+class DedupApply {
+ public:
+  DedupApply(leveldb::DB* db, int64_t ts_micros) : db_(db), ts_(ts_micros) {}
+
+  // For a write that carries an id: nullopt when the command is to run; otherwise the answer to give instead —
+  // the recorded outcome of a duplicate (OpResult::duplicate set), or a refusal. A Status error: the disk failed or
+  // the table did not decode.
+  Result<std::optional<OpResult>> check(const WriteId& id);
+  // Adds what this entry changes in the table to `batch`: for a write with an id that ran (`executed`: its outcome,
+  // which is recorded) or was a duplicate (nullptr), the client's acknowledgements and activity; and, on every
+  // kDedupExpiryEvery-th entry, the expiry of idle clients. Call once per apply, after check() if it was called.
+  Status finish(const OpResult* executed, uint64_t index, leveldb::WriteBatch& batch);
+
+ private:
+  struct ClientRecord {
+    int64_t last_active_micros = 0;
+    uint64_t first_unacknowledged = 0;
+    uint64_t results = 0;
+    int64_t result_bytes = 0;
+  };
+  Status load_totals();
+  // Deletes every key of `client` (its record, outcomes and activity entry) in `batch`, and takes it off the totals.
+  Status forget(uint64_t client, leveldb::WriteBatch& batch);
+  Status expire_idle(leveldb::WriteBatch& batch);
+
+  leveldb::DB* db_;
+  int64_t ts_;
+  std::optional<DedupTotals> totals_;  // loaded on first use
+  bool totals_changed_ = false;
+  // Set by check() for a write to record or acknowledge.
+  std::optional<WriteId> id_;
+  std::optional<ClientRecord> stored_;  // the client's record as stored (nullopt: a new client)
+  ClientRecord record_;                 // as it will be
+  std::vector<std::pair<std::string, int64_t>> acknowledged_;  // outcome keys now below first_unacknowledged, bytes
+  std::vector<uint64_t> forgotten_;                            // clients forget() removed in this entry
+};
+
+}  // namespace mayfly::storage
