@@ -4,11 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <tuple>
 #include <typeinfo>
 
+#include "common/assert.h"
 #include "replication/codec.h"
 #include "storage/document.h"
 #include "ttl/request_units.h"
@@ -35,37 +35,40 @@ std::string describe_current_exception() {
 }  // namespace
 
 Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> replica, Clock& clock,
-               metrics::Metrics& metrics, RequestUnitAccount& request_units)
-    : config_(config),
+               metrics::Metrics& metrics, RequestUnitAccount& request_units, EventLoop* loop)
+    : own_loop_(loop == nullptr ? std::make_unique<AsioLoop>() : nullptr),
+      loop_(loop != nullptr ? *loop : *own_loop_),
+      config_(config),
       replica_(std::move(replica)),
       clock_(clock),
       metrics_(metrics),
       request_units_(request_units),
       collector_(replica_->state(), request_units, metrics, clock,
                  CollectorOptions{config.gc_batch_items_max, config.gc_ru_share}),
-      work_(boost::asio::make_work_guard(io_)),
-      tick_timer_(io_),
-      deadline_timer_(io_) {}
+      tick_timer_(loop_.make_timer()),
+      deadline_timer_(loop_.make_timer()) {}
 
 Driver::~Driver() {
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
 }
 
-int64_t Driver::steady_ms() const {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+int64_t Driver::steady_ms() const { return loop_.now_ms(); }
+
+boost::asio::io_context& Driver::io() {
+  MAYFLY_ASSERT_MSG(own_loop_ != nullptr, "io() of a driver on an injected event loop");
+  return own_loop_->io();
 }
 
 void Driver::start(DriverOutput& output) {
   output_ = &output;
   last_proposal_ms_ = steady_ms();
   last_gc_ms_ = steady_ms();
-  boost::asio::post(io_, [this] { on_tick(); });
+  loop_.post([this] { on_tick(); });
 }
 
 void Driver::run() {
   try {
-    io_.run();
+    loop_.run();
   } catch (const replication::StorageFailure& failure) {
     // The core could not read its log (replication/log_storage.h): the words of a failed write (fatal), the stop of
     // an exception (the core gave up half-way through a call).
@@ -88,15 +91,15 @@ void Driver::stop_after_failure() {
   } catch (...) {
     spdlog::critical("another exception while stopping: {}", describe_current_exception());
   }
-  io_.stop();
+  loop_.quit();
   spdlog::default_logger()->flush();
 }
 
 void Driver::stop() {
   if (stopped_) return;
   stopped_ = true;
-  tick_timer_.cancel();
-  deadline_timer_.cancel();
+  tick_timer_->cancel();
+  deadline_timer_->cancel();
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
   for (auto& [index, write] : pending_writes_) {
     Reply unknown = Reply::error(503, "the node is shutting down; the write's outcome is unknown (it may still apply): "
@@ -113,7 +116,7 @@ void Driver::stop() {
   pending_config_.clear();
   if (output_ != nullptr) output_->deliver(std::move(batch_));
   batch_ = DriverBatch{};
-  work_.reset();
+  loop_.release();
 }
 
 void Driver::stop_gracefully() {
@@ -141,7 +144,7 @@ void Driver::fatal(const Status& status) {
   spdlog::critical("storage failure, stopping this node: {}", status.to_string());
   failed_ = true;
   stop();
-  io_.stop();
+  loop_.quit();
 }
 
 NodeView Driver::view() const {
@@ -180,7 +183,7 @@ void Driver::reply(uint64_t request_id, Reply reply) {
 void Driver::schedule_flush() {
   if (flush_scheduled_ || stopped_) return;
   flush_scheduled_ = true;
-  boost::asio::post(io_, [this] { flush(); });
+  loop_.post([this] { flush(); });
 }
 
 // ---- inputs -----------------------------------------------------------------------------------------------------
@@ -191,6 +194,7 @@ void Driver::on_messages(std::vector<replication::Message> messages, uint64_t de
     Status status = replica_->step(message);
     if (status.is_ok()) continue;
     // Refused: the core changed nothing. Count it by reason and say so (rate-limited per sender and reason).
+    ++messages_refused_;
     const std::string reason(replication::reject_reason_name(replica_->core().last_rejection()));
     metrics_.add_peer_message_rejected(reason);
     if (std::optional<uint64_t> held_back =
@@ -367,6 +371,7 @@ void Driver::flush() {
     output_->deliver(std::move(appends));
   });
   if (!output.is_ok()) return fatal(output.status());
+  if (flush_observer_) flush_observer_(*output);
   for (double seconds : output->persist_seconds) metrics_.observe_fsync(seconds);
   for (const replication::Message& message : output->messages) {
     batch_.messages[message.to].push_back(replication::encode_message(message));
@@ -504,22 +509,19 @@ void Driver::on_tick() {
   publish_metrics();
   publish_clock();
   schedule_flush();
-  tick_timer_.expires_after(std::chrono::milliseconds(config_.tick_interval_ms));
-  tick_timer_.async_wait([this](const boost::system::error_code& error) {
-    if (!error) on_tick();
-  });
+  tick_timer_->arm(config_.tick_interval_ms * 1000, [this] { on_tick(); });
 }
 
 void Driver::collect_garbage() {
-  const auto started = std::chrono::steady_clock::now();
+  const int64_t started = loop_.now_micros();
   Result<int64_t> deleted = collector_.run_once();
   if (!deleted.is_ok()) return fatal(deleted.status());
+  gc_items_collected_ += *deleted;
   note_driver_hold("a garbage collector pass", started);
 }
 
-void Driver::note_driver_hold(std::string_view what, std::chrono::steady_clock::time_point started) {
-  const int64_t held_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+void Driver::note_driver_hold(std::string_view what, int64_t started_micros) {
+  const int64_t held_ms = (loop_.now_micros() - started_micros) / 1000;
   if (held_ms < kDriverHoldWarnMs) return;
   if (std::optional<uint64_t> held_back = hold_warnings_.admit(std::string(what), steady_ms())) {
     spdlog::warn("{} held the driver thread for {} ms (Raft ticks and heartbeats wait meanwhile; elections start "
@@ -542,21 +544,28 @@ void Driver::maybe_start_snapshot() {
   if (snapshot_thread_.joinable()) return;
   std::shared_ptr<storage::Replica::SnapshotJob> job = replica_->begin_snapshot();
   if (!job) return;
-  spdlog::info("taking a snapshot at index {} in the background", job->index.value());
   const storage::LevelDbLogStorage& log = replica_->log();
+  if (!loop_.background_threads()) {
+    // A simulated loop: the export runs here, so the run stays single-threaded and reproducible.
+    spdlog::info("taking a snapshot at index {}", job->index.value());
+    job->run(log);
+    loop_.post([this, job] { finish_snapshot(*job); });
+    return;
+  }
+  spdlog::info("taking a snapshot at index {} in the background", job->index.value());
   snapshot_thread_ = std::thread([this, job, &log] {
     try {
       job->run(log);
     } catch (...) {
       // Handed to the driver thread, which stops the node with the cause in the log.
       std::string cause = describe_current_exception();
-      boost::asio::post(io_, [this, cause = std::move(cause)] {
+      loop_.post([this, cause = std::move(cause)] {
         if (snapshot_thread_.joinable()) snapshot_thread_.join();
         fail_on_exception("the snapshot thread", cause);
       });
       return;
     }
-    boost::asio::post(io_, [this, job] { finish_snapshot(*job); });
+    loop_.post([this, job] { finish_snapshot(*job); });
   });
 }
 
@@ -580,7 +589,7 @@ void Driver::publish_metrics() {
                                          static_cast<double>(now - current.applied_ts_micros) / 1e6});
   if (steady_ms() - last_container_metrics_ms_ < 1000) return;
   last_container_metrics_ms_ = steady_ms();
-  const auto started = std::chrono::steady_clock::now();
+  const int64_t started = loop_.now_micros();
   storage::StateMachine& state = replica_->state();
   Result<storage::DedupTotals> dedup = state.dedup_totals();
   if (!dedup.is_ok()) return fatal(dedup.status());
@@ -675,19 +684,25 @@ void Driver::schedule_expiry_entry() {
   Result<std::optional<int64_t>> next = replica_->state().next_expiry_after(applied.ts_micros);
   if (!next.is_ok()) return fatal(next.status());
   if (!*next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == **next)) return;
+  // An entry stamped at or after the deadline is in the log already: its commit will apply it.
+  if (replica_->core().status().last_ts_micros >= **next) return;
   scheduled_expiry_micros_ = **next;
   // A leader held back by --max-clock-offset can stamp no further than its ceiling: wait for that to reach the
   // expiry too, or a leader whose clock ran ahead would append time entries back to back.
   const int64_t now = std::min(clock_.now_micros(), replica_->core().time_ceiling_micros());
-  const int64_t wait_micros = std::max<int64_t>(0, **next - now);
-  deadline_timer_.expires_after(std::chrono::microseconds(wait_micros));
-  deadline_timer_.async_wait([this](const boost::system::error_code& error) {
-    if (!error) on_deadline_timer();
-  });
+  int64_t wait_micros = std::max<int64_t>(0, **next - now);
+  // A deadline that fired without moving the log (its time entry was refused: a leadership transfer under way) is
+  // tried again a tick later, not at once: never a busy loop on the driver thread.
+  if (wait_micros == 0 && last_deadline_fired_micros_ &&
+      loop_.now_micros() - *last_deadline_fired_micros_ < config_.tick_interval_ms * 1000) {
+    wait_micros = config_.tick_interval_ms * 1000;
+  }
+  deadline_timer_->arm(wait_micros, [this] { on_deadline_timer(); });
 }
 
 void Driver::on_deadline_timer() {
   if (stopped_) return;
+  last_deadline_fired_micros_ = loop_.now_micros();
   scheduled_expiry_micros_.reset();
   expiry_checked_at_applied_ = 0;
   if (replica_->core().role() == Role::kLeader) {

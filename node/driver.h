@@ -1,4 +1,4 @@
-// Driver: the node's one Boost.Asio thread. It owns the Replica (Raft core + log + state machine) and everything that
+// Driver: the node's one event-loop thread. It owns the Replica (Raft core + log + state machine) and everything that
 // changes it: ticks, peer messages, client writes and strong reads, leader time entries, and local garbage
 // collection. Each batch of inputs ends in one flush(): persist → send → apply → advance (storage::Replica), then
 // completions and outgoing messages go to the RPC side in one hop (DriverOutput).
@@ -7,13 +7,17 @@
 // idle it appends a time entry every time_entry_interval_ms, and it schedules one exactly at the next expiry deadline
 // the state machine knows of, so an item disappears within one commit round trip of its deadline.
 //
-// Thread-safety: every method except io() runs on the driver thread; other threads post() to io().
+// Time and scheduling come from an EventLoop (node/event_loop.h): in mayflyd an AsioLoop run by the driver thread, in
+// tests a ManualLoop on simulated time. The driver reads no clock of its own (replicated time comes from `clock`,
+// intervals and timeouts from the loop) and never waits on another thread.
+//
+// Thread-safety: every method except post() and io() runs on the loop's thread; other threads post() to it.
 #pragma once
 
 #include <boost/asio.hpp>
 
-#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +31,7 @@
 #include "metrics/metrics.h"
 #include "node/collector.h"
 #include "node/config.h"
+#include "node/event_loop.h"
 #include "node/request.h"
 #include "node/request_units.h"
 #include "node/warn_limiter.h"
@@ -76,11 +81,16 @@ inline constexpr int64_t kDriverHoldWarnMs = 100;
 
 class Driver {
  public:
+  // `loop`: where the driver runs (not owned; it must outlive the driver); nullptr: an AsioLoop of its own, run by
+  // run().
   Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> replica, Clock& clock,
-         metrics::Metrics& metrics, RequestUnitAccount& request_units);
+         metrics::Metrics& metrics, RequestUnitAccount& request_units, EventLoop* loop = nullptr);
   ~Driver();
 
-  boost::asio::io_context& io() { return io_; }
+  // Runs `task` on the driver's loop. Any thread (with an injected ManualLoop: that loop's thread).
+  void post(std::function<void()> task) { loop_.post(std::move(task)); }
+  // The Asio context of a driver that owns its loop (signal handling in main, tests).
+  boost::asio::io_context& io();
   // Starts the timers; output receives every flush. Then call run() on the driver thread.
   void start(DriverOutput& output);
   // Runs io() on the calling thread (the driver thread) until the node stops. An exception escaping a handler
@@ -103,6 +113,15 @@ class Driver {
   void on_request(uint64_t request_id, Operation operation);
 
   const storage::StateMachine& state() const { return replica_->state(); }
+  // For the simulator and tests, which check what the production loop did: the replica (its core's invariants, its
+  // log), every flush's output as the replica produced it (called on the loop, before replies go out), messages
+  // refused as malformed or out of place, and items the collector deleted.
+  storage::Replica& replica() { return *replica_; }
+  void set_flush_observer(std::function<void(const storage::ReplicaOutput&)> observer) {
+    flush_observer_ = std::move(observer);
+  }
+  uint64_t messages_refused() const { return messages_refused_; }
+  int64_t gc_items_collected() const { return gc_items_collected_; }
   // True after a storage failure stopped the node (the process should exit non-zero).
   bool failed() const { return failed_; }
   NodeView view() const;
@@ -140,7 +159,7 @@ class Driver {
   void schedule_expiry_entry();
   void publish_metrics();
   // Logs (rate-limited) when `what`, begun at `started`, held the driver thread for kDriverHoldWarnMs or more.
-  void note_driver_hold(std::string_view what, std::chrono::steady_clock::time_point started);
+  void note_driver_hold(std::string_view what, int64_t started_micros);
   // Clock offsets and max-clock-offset holds: metrics, and a rate-limited warning while time is held back.
   void publish_clock();
   void maybe_start_snapshot();
@@ -156,6 +175,8 @@ class Driver {
   // Logs and counts snapshot transfer errors the core saw since the last call (at most one log line per 5 s).
   void note_snapshot_errors();
 
+  std::unique_ptr<AsioLoop> own_loop_;  // when no loop was injected
+  EventLoop& loop_;
   NodeConfig config_;
   std::unique_ptr<storage::Replica> replica_;
   Clock& clock_;
@@ -163,10 +184,8 @@ class Driver {
   RequestUnitAccount& request_units_;
   Collector collector_;
   DriverOutput* output_ = nullptr;
-  boost::asio::io_context io_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
-  boost::asio::steady_timer tick_timer_;
-  boost::asio::steady_timer deadline_timer_;
+  std::unique_ptr<EventLoop::Timer> tick_timer_;
+  std::unique_ptr<EventLoop::Timer> deadline_timer_;
   bool flush_scheduled_ = false;
   bool stopped_ = false;
   bool failed_ = false;
@@ -185,6 +204,7 @@ class Driver {
   std::shared_ptr<const std::vector<storage::ContainerInfo>> metrics_containers_;  // the list metrics last retained
   std::pair<std::string, std::string> metrics_cursor_;  // the next container whose figures to refresh
   std::optional<int64_t> scheduled_expiry_micros_;
+  std::optional<int64_t> last_deadline_fired_micros_;  // loop time
   uint64_t expiry_checked_at_applied_ = 0;
   uint64_t clock_holds_seen_ = 0;        // RaftStatus::clock_holds already counted
   uint64_t clock_holds_unreported_ = 0;  // holds since the last warning
@@ -193,6 +213,9 @@ class Driver {
   WarnLimiter rejected_warnings_{1000};  // refused peer messages: one line per sender and reason per second
   WarnLimiter term_warnings_{10000};     // a term at its maximum: one line per 10 s
   WarnLimiter hold_warnings_{10000};     // long collector passes or metric refreshes: one line per 10 s each
+  std::function<void(const storage::ReplicaOutput&)> flush_observer_;
+  uint64_t messages_refused_ = 0;
+  int64_t gc_items_collected_ = 0;
   uint64_t snapshot_read_errors_seen_ = 0;
   uint64_t snapshot_receive_errors_seen_ = 0;
   uint64_t snapshot_errors_unlogged_ = 0;

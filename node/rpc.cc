@@ -921,7 +921,7 @@ kj::Promise<void> RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader
   // one, so however slow this node is, a peer has at most that many in the driver's queue.
   const uint64_t delivery = next_delivery_id_++;
   const size_t queued = ++queued_deliveries_[from];
-  boost::asio::post(driver_.io(), [this, delivery, decoded = std::move(decoded)]() mutable {
+  driver_.post([this, delivery, decoded = std::move(decoded)]() mutable {
     driver_.on_messages(std::move(decoded), delivery);
   });
   if (queued <= kMaxQueuedDeliveriesPerPeer) {
@@ -967,7 +967,7 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
   if (operation.kind != Operation::Kind::kRead) pending_writes_.insert(id);
-  boost::asio::post(driver_.io(), [this, id, operation = std::move(operation)]() mutable {
+  driver_.post([this, id, operation = std::move(operation)]() mutable {
     driver_.on_request(id, std::move(operation));
   });
   return await_reply(id, kj::mv(reply.promise));

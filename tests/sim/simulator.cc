@@ -10,7 +10,12 @@
 #include <sstream>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/prng.h"
+#include "metrics/metrics.h"
+#include "node/driver.h"
+#include "node/event_loop.h"
+#include "node/request_units.h"
 #include "replication/codec.h"
 #include "storage/replica.h"
 #include "tests/sim/fault_env.h"
@@ -30,6 +35,8 @@ constexpr int64_t kEpochMicros = 1'800'000'000'000'000;  // 2027-01-15: all cloc
 constexpr int64_t kTickMillis = 10;
 constexpr int64_t kTimeEntryMillis = 100;
 constexpr int64_t kCheckpointMillis = 25;
+constexpr int64_t kElectionTimeoutTicks = 15;
+constexpr int64_t kHeartbeatTicks = 2;
 
 uint64_t fnv1a(std::string_view bytes, uint64_t hash = 1469598103934665603ULL) {
   for (char c : bytes) {
@@ -51,15 +58,42 @@ struct FaultPlan {
   uint64_t membership_per_mille_per_ms;
 };
 
+// A node's wall clock as the simulation sets it (skew, drift and jumps).
+class SimClock final : public Clock {
+ public:
+  explicit SimClock(std::function<int64_t()> now) : now_(std::move(now)) {}
+  int64_t now_micros() override { return now_(); }
+
+ private:
+  std::function<int64_t()> now_;
+};
+
+// One running mayflyd as the simulation sees it: the production Driver — Raft core, log, state machine, collector,
+// request-unit account, time entries, expiry deadlines, learner promotion — on a ManualLoop, its output captured.
+// Destroyed whole on a crash (the Driver first: it holds timers of the loop).
+struct Process final : node::DriverOutput {
+  Process(int64_t now_micros, std::function<int64_t()> wall_clock, uint64_t id)
+      : loop(now_micros), clock(std::move(wall_clock)), metrics(id), request_units(clock, metrics) {}
+  void deliver(node::DriverBatch batch) override { outbox.push_back(std::move(batch)); }
+
+  node::ManualLoop loop;
+  SimClock clock;
+  metrics::Metrics metrics;
+  node::RequestUnitAccount request_units;
+  std::vector<node::DriverBatch> outbox;
+  std::unique_ptr<node::Driver> driver;
+};
+
 struct Node {
   NodeId id;
   std::unique_ptr<FaultEnv> env;
-  std::unique_ptr<storage::Replica> replica;  // null while crashed
+  std::unique_ptr<Process> process;  // null while crashed
+  storage::Replica& replica() { return process->driver->replica(); }
   int64_t restart_at_ms = -1;
   bool bootstrap_member = true;  // false once wiped to rejoin as a new server
   int64_t clock_offset_us = 0;   // skew plus jumps
   int64_t drift_ppm = 0;
-  int64_t next_tick_ms = 0;
+  int64_t start_delay_ms = 0;  // the first tick's phase
   LogIndex last_applied;
   int64_t last_applied_ts = 0;
 };
@@ -80,14 +114,11 @@ struct CommittedEntry {
   uint64_t data_hash;
 };
 
-struct PendingWrite {
-  Term term;
-  int64_t proposed_at_ms;
-};
-
-struct PendingRead {
-  NodeId node;
-  LogIndex acknowledged_before;  // highest index acknowledged when the read started
+// A request handed to a node's driver, waiting for its reply.
+struct PendingRequest {
+  enum class Kind { kWrite, kStrongRead, kAdmin } kind;
+  uint64_t command_hash = 0;     // kWrite: of the encoded command, as the log will hold it
+  LogIndex acknowledged_before;  // kStrongRead: the highest index acknowledged when the read started
 };
 
 // Thrown-free failure: the first violation is recorded and the run stops.
@@ -104,10 +135,11 @@ class Simulation {
       node.env = std::make_unique<FaultEnv>();
       node.clock_offset_us = prng_.range(-5'000'000, 5'000'000);  // ±5 s skew
       node.drift_ppm = prng_.range(-200, 200);
-      node.next_tick_ms = prng_.range(0, kTickMillis - 1);
+      node.start_delay_ms = prng_.range(0, kTickMillis - 1);
       nodes_.push_back(std::move(node));
     }
-    for (Node& node : nodes_) start(node);
+    // Processes start at different moments, so their ticks have different phases.
+    for (Node& node : nodes_) node.restart_at_ms = node.start_delay_ms;
     const int64_t end_ms = options_.fault_phase_ms + options_.heal_phase_ms;
     for (now_ms_ = 0; now_ms_ < end_ms && result_.ok; ++now_ms_) {
       if (now_ms_ == options_.fault_phase_ms) heal();
@@ -135,8 +167,9 @@ class Simulation {
     options.data_dir = "/sim/node" + std::to_string(node.id.value());
     options.env = node.env.get();
     options.raft.self = node.id;
-    options.raft.election_timeout_ticks = 15;
-    options.raft.heartbeat_interval_ticks = 2;
+    options.raft.election_timeout_ticks = kElectionTimeoutTicks;
+    options.raft.heartbeat_interval_ticks = kHeartbeatTicks;
+    options.raft.tick_interval_micros = kTickMillis * 1000;
     options.raft.max_inflight_messages = 16;
     options.raft.snapshot_chunk_bytes = 4096;  // several chunks per snapshot
     if (node.bootstrap_member) options.bootstrap = bootstrap_;
@@ -144,7 +177,22 @@ class Simulation {
     options.snapshot_interval_entries = 200;
     options.log_entries_kept_after_snapshot = 50;
     options.block_cache_bytes = 1 << 20;
+    options.background_snapshots = true;  // the driver's path (run inline: the loop has no threads)
     return options;
+  }
+
+  node::NodeConfig node_config(const Node& node) const {
+    node::NodeConfig config;
+    config.id = node.id;
+    config.tick_interval_ms = kTickMillis;
+    config.election_timeout_ticks = kElectionTimeoutTicks;
+    config.heartbeat_interval_ticks = kHeartbeatTicks;
+    config.time_entry_interval_ms = kTimeEntryMillis;
+    config.request_timeout_ms = 3000;
+    config.session_wait_ms = 1000;
+    config.gc_interval_ms = 50;
+    config.gc_batch_items_max = 20;
+    return config;
   }
 
   void start(Node& node) {
@@ -152,13 +200,31 @@ class Simulation {
     auto replica = storage::Replica::open(replica_options(node));
     if (!replica.is_ok()) return fail("node " + std::to_string(node.id.value()) + " failed to open: " +
                                       replica.status().to_string());
-    node.replica = std::move(replica).value();
-    node.last_applied = node.replica->state().applied().index;
-    node.last_applied_ts = node.replica->state().applied().ts_micros;
+    Node* self = &node;
+    node.process = std::make_unique<Process>(now_ms_ * 1000, [this, self] { return clock_of(*self); },
+                                             node.id.value());
+    Process& process = *node.process;
+    process.driver = std::make_unique<node::Driver>(node_config(node), std::move(replica).value(), process.clock,
+                                                    process.metrics, process.request_units, &process.loop);
+    process.driver->set_flush_observer(
+        [this, self](const storage::ReplicaOutput& output) { on_flush(*self, output); });
+    node.last_applied = process.driver->state().applied().index;
+    node.last_applied_ts = process.driver->state().applied().ts_micros;
+    process.driver->start(process);
+  }
+
+  // The node's process is gone (SIGKILL): requests it held are never answered.
+  void drop_process(Node& node) {
+    if (!node.process) return;
+    result_.gc_items_collected += node.process->driver->gc_items_collected();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      it = it->first.first == node.id.value() ? pending_.erase(it) : std::next(it);
+    }
+    node.process.reset();
   }
 
   void crash(Node& node) {
-    node.replica.reset();
+    drop_process(node);
     std::unique_ptr<FaultEnv> survived = node.env->crash_copy();
     const uint64_t lost = node.env->bytes_lost_in_last_crash();
     node.env = std::move(survived);
@@ -188,14 +254,10 @@ class Simulation {
   void step_once() {
     deliver_due_messages();
     for (Node& n : nodes_) {
-      if (!n.replica && n.restart_at_ms >= 0 && now_ms_ >= n.restart_at_ms) {
+      if (!n.process && n.restart_at_ms >= 0 && now_ms_ >= n.restart_at_ms) {
         n.restart_at_ms = -1;
         start(n);
         note("restart node " + std::to_string(n.id.value()));
-      }
-      if (n.replica && now_ms_ >= n.next_tick_ms) {
-        n.replica->tick(clock_of(n));
-        n.next_tick_ms += kTickMillis;
       }
     }
     if (now_ms_ < options_.fault_phase_ms) {
@@ -205,7 +267,7 @@ class Simulation {
     }
     workload();
     for (Node& n : nodes_) {
-      if (n.replica) process(n);
+      if (n.process) run_process(n);
       if (!result_.ok) return;
     }
     check_leaders();
@@ -234,47 +296,70 @@ class Simulation {
       const Message& message = in_flight.message;
       if (message.to.value() < 1 || message.to.value() > nodes_.size()) continue;
       Node& target = node(message.to);
-      if (!target.replica || !link_up(message.from, message.to)) {
+      if (!target.process || !link_up(message.from, message.to)) {
         ++result_.messages_dropped;
         continue;
       }
-      // The wire: encode and decode, as the transport will.
-      auto decoded = replication::decode_message(replication::encode_message(message));
-      if (!decoded.is_ok()) return fail("message does not survive encoding: " + message.describe());
       // Every peer here is correct, so a refusal as malformed (replication::RejectReason) is a false positive of
       // the core's validation of what arrives from the network.
-      const Status stepped = target.replica->step(*decoded);
-      if (!stepped.is_ok()) {
+      node::Driver& driver = *target.process->driver;
+      const uint64_t refused = driver.messages_refused();
+      driver.on_messages({message});
+      if (driver.messages_refused() != refused) {
         return fail("a correct peer's message was refused (" +
-                    std::string(replication::reject_reason_name(target.replica->core().last_rejection())) +
-                    "): " + message.describe() + ": " + stepped.to_string());
+                    std::string(replication::reject_reason_name(driver.replica().core().last_rejection())) +
+                    "): " + message.describe());
       }
       ++result_.messages_delivered;
     }
   }
 
-  // ---- the workload ----
+  // Runs node n's loop up to now, then takes what its driver handed out: messages go on the network (through the
+  // codec, as on the wire), replies to the requests waiting for them.
+  void run_process(Node& n) {
+    n.process->loop.advance_to(now_ms_ * 1000);
+    if (!n.process) return;
+    std::vector<node::DriverBatch> outbox = std::move(n.process->outbox);
+    n.process->outbox.clear();
+    for (node::DriverBatch& batch : outbox) {
+      for (const auto& [to, encoded] : batch.messages) {
+        for (const std::string& bytes : encoded) {
+          auto decoded = replication::decode_message(bytes);
+          if (!decoded.is_ok()) return fail("a message the driver sent does not decode: " + decoded.status().to_string());
+          send(*decoded);
+        }
+      }
+      for (auto& [id, reply] : batch.replies) on_reply(n, id, reply);
+      if (!result_.ok) return;
+    }
+  }
+
+  // ---- the workload: client requests to the drivers ----
 
   Node* leader() {
     Node* found = nullptr;
+    uint64_t found_term = 0;
     for (Node& n : nodes_) {
-      if (n.replica && n.replica->core().role() == Role::kLeader) {
-        if (found == nullptr || n.replica->core().term() > found->replica->core().term()) found = &n;
+      if (!n.process) continue;
+      const replication::RaftCore& core = n.replica().core();
+      if (core.role() == Role::kLeader && (found == nullptr || core.term().value() > found_term)) {
+        found = &n;
+        found_term = core.term().value();
       }
     }
     return found;
   }
 
-  Command random_command(storage::Replica& leader_replica) {
+  Command random_command(const storage::StateMachine& state) {
     Command command;
     command.database = "db";
     command.container = "c";
     // The schema first, as the leader's state machine sees it (a lost create is simply proposed again).
-    if (!leader_replica.state().read_database("db").ok()) {
+    if (!state.read_database("db").ok()) {
       command.type = CommandType::kCreateDatabase;
       return command;
     }
-    if (!leader_replica.state().read_container("db", "c").ok()) {
+    if (!state.read_container("db", "c").ok()) {
       command.type = CommandType::kCreateContainer;
       command.partition_key_path = "/pk";
       command.default_ttl_change = storage::DefaultTtlChange::kSet;
@@ -318,27 +403,66 @@ class Simulation {
     return command;
   }
 
+  void request(Node& n, PendingRequest pending, node::Operation operation) {
+    const uint64_t id = next_request_id_++;
+    pending_[{n.id.value(), id}] = pending;
+    n.process->driver->on_request(id, std::move(operation));
+  }
+
   void workload() {
     Node* lead = leader();
-    if (lead == nullptr) return;
-    storage::Replica& replica = *lead->replica;
-    if (prng_.uniform(100) < 20) {  // a client write
-      Command command = random_command(replica);
-      auto proposal = replica.propose(command, clock_of(*lead));
-      if (proposal.is_ok()) pending_writes_[{lead->id.value(), proposal->index.value()}] = {proposal->term, now_ms_};
+    if (lead != nullptr && prng_.uniform(100) < 20) {  // a client write, to the leader
+      node::Operation write;
+      write.kind = node::Operation::Kind::kWrite;
+      write.command = random_command(lead->process->driver->state());
+      PendingRequest pending{PendingRequest::Kind::kWrite, fnv1a(storage::encode_command(write.command)), {}};
+      request(*lead, pending, std::move(write));
     }
-    if (now_ms_ - last_time_entry_ms_ >= kTimeEntryMillis) {  // the leader keeps replicated time moving
-      (void)replica.propose_time_entry(clock_of(*lead));
-      last_time_entry_ms_ = now_ms_;
-    }
-    if (prng_.uniform(100) < 3) {  // a strong read from a random live node
+    if (prng_.uniform(100) < 3) {  // a strong read on a random live node
       Node& reader = nodes_[prng_.uniform(nodes_.size())];
-      if (reader.replica) {
-        const std::string context = "read-" + std::to_string(read_sequence_++);
-        if (reader.replica->read_index(context).is_ok()) {
-          pending_reads_[context] = PendingRead{reader.id, highest_acknowledged_};
-        }
+      if (reader.process) {
+        node::Operation read;
+        read.kind = node::Operation::Kind::kRead;
+        read.consistency = node::Consistency::kStrong;
+        read.read.kind = node::ReadQuery::Kind::kItem;
+        read.read.database = "db";
+        read.read.container = "c";
+        read.read.partition_key_json = "\"p0\"";
+        read.read.id = "i0";
+        request(reader, PendingRequest{PendingRequest::Kind::kStrongRead, 0, highest_acknowledged_}, std::move(read));
       }
+    }
+  }
+
+  void on_reply(Node& n, uint64_t id, const node::Reply& reply) {
+    auto it = pending_.find({n.id.value(), id});
+    if (it == pending_.end()) return;
+    const PendingRequest pending = it->second;
+    pending_.erase(it);
+    switch (pending.kind) {
+      case PendingRequest::Kind::kWrite:
+        // Applied (whatever its business outcome) at the index the session token names.
+        if (reply.result.status < 500 && reply.session_token != 0) {
+          acknowledged_[reply.session_token] = pending.command_hash;
+          highest_acknowledged_ = std::max(highest_acknowledged_, LogIndex(reply.session_token));
+          ++result_.writes_acknowledged;
+        }
+        return;
+      case PendingRequest::Kind::kStrongRead: {
+        if (!reply.serve_here) return;  // 503: no leader could confirm it
+        // The driver released the read: this node's state is now at least as new as every write acknowledged
+        // before the read started (ReadIndex).
+        const LogIndex applied = n.process->driver->state().applied().index;
+        if (applied < pending.acknowledged_before) {
+          return fail("strong read on node " + std::to_string(n.id.value()) + " released at applied index " +
+                      std::to_string(applied.value()) + " below acknowledged write " +
+                      std::to_string(pending.acknowledged_before.value()));
+        }
+        ++result_.strong_reads_checked;
+        return;
+      }
+      case PendingRequest::Kind::kAdmin:
+        return;
     }
   }
 
@@ -348,7 +472,7 @@ class Simulation {
     if (prng_.uniform(1000) < plan_.partition_per_mille_per_ms) toggle_partition();
     if (prng_.uniform(1000) < plan_.crash_per_mille_per_ms) {
       Node& victim = nodes_[prng_.uniform(nodes_.size())];
-      if (victim.replica) crash(victim);
+      if (victim.process) crash(victim);
     }
     if (prng_.uniform(1000) < plan_.clock_jump_per_mille_per_ms) {
       Node& jumper = nodes_[prng_.uniform(nodes_.size())];
@@ -358,10 +482,14 @@ class Simulation {
     if (prng_.uniform(1000) < plan_.transfer_per_mille_per_ms) {
       Node* lead = leader();
       if (lead != nullptr) {
-        const auto& voters = lead->replica->core().membership().voters;
+        const auto& voters = lead->replica().core().membership().voters;
         std::vector<NodeId> others(voters.begin(), voters.end());
         NodeId target = others[prng_.uniform(others.size())];
-        if (target != lead->id && lead->replica->transfer_leadership(target).is_ok()) {
+        if (target != lead->id) {
+          node::Operation transfer;
+          transfer.kind = node::Operation::Kind::kTransferLeader;
+          transfer.member = target;
+          request(*lead, PendingRequest{PendingRequest::Kind::kAdmin, 0, {}}, std::move(transfer));
           ++result_.transfers;
           note("transfer leadership to " + std::to_string(target.value()));
         }
@@ -393,20 +521,19 @@ class Simulation {
     ++result_.partitions;
   }
 
-  // Remove a voter, wipe it, add it back as a learner, promote it: one change at a time.
-  enum class MembershipStep { kIdle, kRemoving, kAdding, kPromoting };
+  // Remove a voter, wipe it, add it back (the driver makes it a learner and promotes it once caught up): one change
+  // at a time, through the drivers' admin requests as a user would make them.
+  enum class MembershipStep { kIdle, kRemoving, kAdding };
 
-  // Keeps the cluster whole (re-adds a missing node as a learner, promotes a caught-up learner) and, when asked to
-  // (`may_remove`), starts a cycle by removing a voter. Every step is a proposal on the current leader; a step that
-  // does not complete within kMembershipStepMillis is abandoned and reconsidered.
+  // Keeps the cluster whole (re-adds a missing node) and, when asked to (`may_remove`), starts a cycle by removing a
+  // voter. A step that does not complete within kMembershipStepMillis is abandoned and reconsidered.
   static constexpr int64_t kMembershipStepMillis = 3000;
 
   void advance_membership_cycle(bool may_remove) {
     Node* lead = leader();
     if (lead == nullptr) return;
-    storage::Replica& replica = *lead->replica;
-    const replication::Membership current = replica.core().membership();
-    const replication::RaftStatus status = replica.core().status();
+    const replication::Membership current = lead->replica().core().membership();
+    const replication::RaftStatus status = lead->replica().core().status();
     if (membership_cycle_ != MembershipStep::kIdle && now_ms_ - membership_step_since_ms_ > kMembershipStepMillis) {
       membership_cycle_ = MembershipStep::kIdle;  // lost in a leader change: look again
     }
@@ -414,7 +541,7 @@ class Simulation {
       if (current.contains(cycling_) || status.commit < status.last_index) return;
       // The removed server is retired; a new, empty one takes its id and waits to be added.
       Node& removed = node(cycling_);
-      removed.replica.reset();
+      drop_process(removed);
       removed.env = std::make_unique<FaultEnv>();
       removed.bootstrap_member = false;
       removed.restart_at_ms = -1;
@@ -423,22 +550,18 @@ class Simulation {
       ++result_.membership_changes;
       return;
     }
-    if (membership_cycle_ != MembershipStep::kIdle) {
-      const bool done = membership_cycle_ == MembershipStep::kAdding ? current.is_learner(cycling_)
-                                                                     : current.is_voter(cycling_);
-      if (done && status.commit >= status.last_index) membership_cycle_ = MembershipStep::kIdle;
+    if (membership_cycle_ == MembershipStep::kAdding) {
+      // Done once the driver has promoted it (auto-promotion of a caught-up learner).
+      if (current.is_voter(cycling_) && status.commit >= status.last_index) membership_cycle_ = MembershipStep::kIdle;
       return;
     }
     for (Node& n : nodes_) {
-      if (!current.contains(n.id) && !n.bootstrap_member && n.replica) {
-        propose_membership(replica, ConfigChangeType::kAddLearner, n.id, MembershipStep::kAdding);
-        return;
-      }
-    }
-    for (NodeId learner : current.learners) {
-      auto progress = status.progress.find(learner);
-      if (progress != status.progress.end() && progress->second.match >= status.commit) {
-        propose_membership(replica, ConfigChangeType::kPromoteLearner, learner, MembershipStep::kPromoting);
+      if (!current.contains(n.id) && !n.bootstrap_member && n.process) {
+        node::Operation add;
+        add.kind = node::Operation::Kind::kAddMember;
+        add.member = n.id;
+        add.member_address = "sim-node-" + std::to_string(n.id.value()) + ":7100";
+        begin_membership_step(*lead, std::move(add), MembershipStep::kAdding, "add");
         return;
       }
     }
@@ -447,23 +570,24 @@ class Simulation {
     for (NodeId voter : current.voters) {
       if (voter != lead->id) candidates.push_back(voter);
     }
-    propose_membership(replica, ConfigChangeType::kRemoveNode, candidates[prng_.uniform(candidates.size())],
-                       MembershipStep::kRemoving);
+    node::Operation remove;
+    remove.kind = node::Operation::Kind::kRemoveMember;
+    remove.member = candidates[prng_.uniform(candidates.size())];
+    begin_membership_step(*lead, std::move(remove), MembershipStep::kRemoving, "remove");
   }
 
-  void propose_membership(storage::Replica& replica, ConfigChangeType type, NodeId target, MembershipStep step) {
-    if (!replica.propose_config_change(ConfigChange{type, target}).is_ok()) return;
+  void begin_membership_step(Node& lead, node::Operation operation, MembershipStep step, const char* what) {
     membership_cycle_ = step;
-    cycling_ = target;
+    cycling_ = operation.member;
     membership_step_since_ms_ = now_ms_;
-    static constexpr const char* kNames[] = {"add learner", "promote", "remove", "add voter"};
-    note(std::string(kNames[static_cast<int>(type)]) + " node " + std::to_string(target.value()));
+    note(std::string(what) + " node " + std::to_string(cycling_.value()));
+    request(lead, PendingRequest{PendingRequest::Kind::kAdmin, 0, {}}, std::move(operation));
   }
 
   void heal() {
     blocked_.clear();
     for (Node& n : nodes_) {
-      if (!n.replica && n.restart_at_ms >= 0) {
+      if (!n.process && n.restart_at_ms >= 0) {
         n.restart_at_ms = -1;
         start(n);
       }
@@ -472,21 +596,17 @@ class Simulation {
     note("faults healed");
   }
 
-  // ---- outputs and checkers ----
+  // ---- what the drivers did, and the checkers ----
 
-  void process(Node& n) {
-    auto output = n.replica->process_ready();
-    if (!output.is_ok()) return fail("node " + std::to_string(n.id.value()) + ": " + output.status().to_string());
-    n.replica->core().check_invariants();  // aborts with the invariant that broke
-    for (const Message& message : output->messages) send(message);
-    if (output->snapshot_installed) {  // the state jumped to the leader's snapshot
+  // Every flush of node n's driver: the replica's output, before the driver acts on it.
+  void on_flush(Node& n, const storage::ReplicaOutput& output) {
+    n.replica().core().check_invariants();  // aborts with the invariant that broke
+    if (output.snapshot_installed) {  // the state jumped to the leader's snapshot
       ++result_.snapshots_installed;
-      n.last_applied = output->snapshot_installed->index;
-      n.last_applied_ts = output->snapshot_installed->ts_micros;
+      n.last_applied = output.snapshot_installed->index;
+      n.last_applied_ts = output.snapshot_installed->ts_micros;
     }
-    for (const storage::AppliedEntry& applied : output->applied) on_applied(n, applied);
-    for (const replication::ReadState& read : output->read_states) on_read_state(n, read);
-    if (prng_.uniform(100) < 5) collect_garbage(n);
+    for (const storage::AppliedEntry& applied : output.applied) on_applied(n, applied);
   }
 
   void on_applied(Node& n, const storage::AppliedEntry& applied) {
@@ -504,7 +624,7 @@ class Simulation {
     n.last_applied_ts = applied.ts_micros;
     // Committed entries agree everywhere. Reconstruct the entry's data hash from the log when still there.
     CommittedEntry entry{applied.term, applied.ts_micros, applied.type, 0};
-    auto stored = n.replica->log().entries(applied.index, applied.index.next(), UINT64_MAX);
+    auto stored = n.replica().log().entries(applied.index, applied.index.next(), UINT64_MAX);
     if (stored.is_ok()) entry.data_hash = fnv1a(stored->front().data);
     auto [it, inserted] = committed_.try_emplace(applied.index.value(), entry);
     if (!inserted) {
@@ -522,45 +642,12 @@ class Simulation {
         return fail("entry " + std::to_string(applied.index.value()) + " is not stamped after its predecessor");
       }
     }
-    // The proposer's acknowledgement: the entry it proposed committed at the same index with the same term.
-    auto pending = pending_writes_.find({n.id.value(), applied.index.value()});
-    if (pending != pending_writes_.end()) {
-      if (pending->second.term == applied.term) {
-        acknowledged_[applied.index.value()] = applied.term;
-        highest_acknowledged_ = std::max(highest_acknowledged_, applied.index);
-        ++result_.writes_acknowledged;
-      }
-      pending_writes_.erase(pending);
-    }
-  }
-
-  void on_read_state(Node& n, const replication::ReadState& read) {
-    auto pending = pending_reads_.find(read.context);
-    if (pending == pending_reads_.end() || pending->second.node != n.id) return;
-    if (read.index < pending->second.acknowledged_before) {
-      return fail("strong read " + read.context + " on node " + std::to_string(n.id.value()) + " got read index " +
-                  std::to_string(read.index.value()) + " below acknowledged write " +
-                  std::to_string(pending->second.acknowledged_before.value()));
-    }
-    ++result_.strong_reads_checked;
-    pending_reads_.erase(pending);
-  }
-
-  void collect_garbage(Node& n) {
-    storage::StateMachine& state = n.replica->state();
-    auto containers = state.containers();
-    if (!containers.is_ok()) return fail("containers(): " + containers.status().to_string());
-    for (const storage::ContainerInfo& info : *containers) {
-      auto collected = state.collect_expired(info.database, info.container, state.applied().ts_micros, 20);
-      if (!collected.is_ok()) return fail("collect_expired: " + collected.status().to_string());
-      result_.gc_items_collected += collected->items;
-    }
   }
 
   void check_leaders() {
     for (Node& n : nodes_) {
-      if (!n.replica || n.replica->core().role() != Role::kLeader) continue;
-      const uint64_t term = n.replica->core().term().value();
+      if (!n.process || n.replica().core().role() != Role::kLeader) continue;
+      const uint64_t term = n.replica().core().term().value();
       auto [it, inserted] = leaders_.try_emplace(term, n.id.value());
       if (inserted) {
         ++result_.leader_changes;
@@ -573,7 +660,7 @@ class Simulation {
   }
 
   // Everything a user could see on this node: containers and every item visible at the applied time.
-  uint64_t visible_digest(storage::StateMachine& state) {
+  uint64_t visible_digest(const storage::StateMachine& state) {
     uint64_t hash = fnv1a("state");
     auto containers = state.containers();
     if (!containers.is_ok()) return 0;
@@ -595,9 +682,10 @@ class Simulation {
 
   void checkpoint_states() {
     for (Node& n : nodes_) {
-      if (!n.replica) continue;
-      const uint64_t index = n.replica->state().applied().index.value();
-      const uint64_t digest = visible_digest(n.replica->state());
+      if (!n.process) continue;
+      const storage::StateMachine& state = n.process->driver->state();
+      const uint64_t index = state.applied().index.value();
+      const uint64_t digest = visible_digest(state);
       auto [it, inserted] = digests_.try_emplace(index, std::make_pair(digest, n.id.value()));
       if (!inserted && it->second.first != digest) {
         return fail("visible state at applied index " + std::to_string(index) + " differs between nodes " +
@@ -607,27 +695,30 @@ class Simulation {
   }
 
   void final_checks() {
+    for (Node& n : nodes_) {
+      if (n.process) result_.gc_items_collected += n.process->driver->gc_items_collected();
+    }
     Node* lead = leader();
     if (lead == nullptr) return fail("liveness: no leader " + std::to_string(options_.heal_phase_ms) +
                                      " ms after the faults healed");
     if (highest_acknowledged_ <= heal_acknowledged_mark_) {
       return fail("liveness: no write was acknowledged after the faults healed");
     }
-    const LogIndex commit = lead->replica->core().status().commit;
+    const LogIndex commit = lead->replica().core().status().commit;
     for (Node& n : nodes_) {
-      const bool member = lead->replica->core().membership().contains(n.id);
-      if (!member || !n.replica) continue;
-      if (n.replica->state().applied().index.value() + 50 < commit.value()) {  // time entries keep arriving: allow a little lag
-        return fail("liveness: node " + std::to_string(n.id.value()) + " applied " +
-                    std::to_string(n.replica->state().applied().index.value()) + " but the leader committed " +
-                    std::to_string(commit.value()));
+      const bool member = lead->replica().core().membership().contains(n.id);
+      if (!member || !n.process) continue;
+      const uint64_t applied = n.process->driver->state().applied().index.value();
+      if (applied + 50 < commit.value()) {  // time entries keep arriving: allow a little lag
+        return fail("liveness: node " + std::to_string(n.id.value()) + " applied " + std::to_string(applied) +
+                    " but the leader committed " + std::to_string(commit.value()));
       }
     }
-    for (const auto& [index, term] : acknowledged_) {
+    // Every write a driver acknowledged is the committed entry at the index it named.
+    for (const auto& [index, hash] : acknowledged_) {
       auto it = committed_.find(index);
-      if (it == committed_.end() || it->second.term != term) {
-        return fail("acknowledged write at index " + std::to_string(index) + " (term " +
-                    std::to_string(term.value()) + ") was lost");
+      if (it == committed_.end() || (it->second.data_hash != 0 && it->second.data_hash != hash)) {
+        return fail("acknowledged write at index " + std::to_string(index) + " was lost");
       }
     }
     checkpoint_states();
@@ -646,11 +737,9 @@ class Simulation {
   uint64_t message_sequence_ = 0;
   std::set<std::pair<uint64_t, uint64_t>> blocked_;  // (from, to) links that drop everything
 
-  int64_t last_time_entry_ms_ = 0;
-  uint64_t read_sequence_ = 0;
-  std::map<std::pair<uint64_t, uint64_t>, PendingWrite> pending_writes_;  // (node, index)
-  std::map<std::string, PendingRead> pending_reads_;
-  std::map<uint64_t, Term> acknowledged_;
+  uint64_t next_request_id_ = 1;
+  std::map<std::pair<uint64_t, uint64_t>, PendingRequest> pending_;  // (node, request id)
+  std::map<uint64_t, uint64_t> acknowledged_;  // index -> hash of the acknowledged write's command
   LogIndex highest_acknowledged_;
   LogIndex heal_acknowledged_mark_;
   std::map<uint64_t, CommittedEntry> committed_;

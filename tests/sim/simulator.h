@@ -1,6 +1,9 @@
-// The deterministic cluster simulator: 3 or 5 production Replicas (Raft core + LevelDB log + state machine, on
-// in-memory LevelDB Envs that lose unsynced writes on a crash) in one thread, with a simulated network and clocks,
-// and every choice drawn from one seed.
+// The deterministic cluster simulator: 3 or 5 production nodes in one thread — each the real node::Driver (its
+// Replica: Raft core, LevelDB log and state machine; its collector, request-unit account, time entries, expiry
+// deadlines, learner promotion, request timeouts) on a ManualLoop (node/event_loop.h) with a simulated wall clock, on
+// an in-memory LevelDB Env that loses unsynced writes on a crash — with a simulated network, and every choice drawn
+// from one seed. Clients reach the drivers as mayflyd's RPC side does (Driver::on_request, replies in DriverBatch);
+// peer messages travel through the wire codec.
 //
 // A run has a fault phase — message drops, delays (hence reordering), duplicates, symmetric and one-way partitions
 // that come and go, crashes and restarts, clock skew, drift and jumps, leadership transfers and membership changes,
@@ -11,8 +14,9 @@
 //   - entry timestamps strictly increase along the log;
 //   - every node's visible state (containers, and every item visible at the applied time) is identical at the same
 //     applied index — identical expiry decisions, whatever each node's garbage collector did;
-//   - a strong (ReadIndex) read is at or after every write acknowledged before it started;
-//   - every acknowledged write is committed at its index with its term, and every node applies it;
+//   - a strong read is released by the driver only once the node has applied every write acknowledged before it
+//     started (ReadIndex);
+//   - every write a driver acknowledged is the committed entry at the index it named, and every node applies it;
 //   - liveness: after the faults heal, a write commits and every node catches up within a bound.
 // A failure names the seed and the command that reproduces it.
 #pragma once
