@@ -274,38 +274,20 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
 }
 
 void Driver::handle_read(uint64_t request_id, const Operation& operation) {
-  const int64_t deadline = steady_ms() + config_.session_wait_ms;
-  switch (operation.consistency) {
-    case Consistency::kStrong: {
-      const std::string context = "r" + std::to_string(next_read_context_++);
-      Status status = replica_->read_index(context);
-      if (!status.is_ok()) {
-        reply(request_id, not_leader("no leader to confirm a strong read: " + status.message()));
-        return;
-      }
-      pending_strong_[context] = PendingStrongRead{request_id, steady_ms() + config_.request_timeout_ms};
-      return;
-    }
-    case Consistency::kBounded: {
-      // The commit index we know is only a bound on staleness while the leader keeps talking to us: a follower cut
-      // off from it would otherwise serve ever older state as "bounded".
-      const NodeView current = view();
-      if (!current.leader_contact_steady_ms ||
-          steady_ms() - *current.leader_contact_steady_ms > config_.bounded_staleness_ms) {
-        reply(request_id, not_leader("no recent contact with the leader, so staleness cannot be bounded here; retry "
-                                     "on another node or read at eventual consistency"));
-        return;
-      }
-      const uint64_t commit = replica_->core().status().commit.value();
-      const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
-      waiting_reads_.emplace(commit > slack ? commit - slack : 0, WaitingRead{request_id, deadline});
-      return;
-    }
-    case Consistency::kSession:
-    case Consistency::kEventual:
-      waiting_reads_.emplace(operation.session_token, WaitingRead{request_id, deadline});
-      return;
+  // Only a strong read needs the driver: the core confirms leadership (ReadIndex), and the read waits here until this
+  // node has applied that far. Session and bounded reads wait on the RPC side for the applied index it is sent.
+  if (operation.consistency != Consistency::kStrong) {
+    reply(request_id, Reply::error(400, "only strong reads go through the driver; session, bounded and eventual "
+                                        "reads are served by the RPC side"));
+    return;
   }
+  const std::string context = "r" + std::to_string(next_read_context_++);
+  Status status = replica_->read_index(context);
+  if (!status.is_ok()) {
+    reply(request_id, not_leader("no leader to confirm a strong read: " + status.message()));
+    return;
+  }
+  pending_strong_[context] = PendingStrongRead{request_id, steady_ms() + config_.request_timeout_ms};
 }
 
 void Driver::handle_admin(uint64_t request_id, const Operation& operation) {
@@ -476,8 +458,8 @@ void Driver::expire_requests() {
       ++it;
       continue;
     }
-    Reply result = Reply::error(503, "this replica has not caught up to the requested session/staleness yet; retry "
-                                     "or read from another node");
+    Reply result = Reply::error(503, "this replica has not applied up to the strong read's confirmed index in time; "
+                                     "retry or read from another node");
     result.result.substatus = kSubstatusReplicaBehind;
     result.retry_after_ms = 50;
     reply(it->second.request_id, std::move(result));

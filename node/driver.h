@@ -133,7 +133,8 @@ class Driver {
     int64_t deadline_ms;
     int64_t proposed_at_micros;  // steady clock, for the proposal latency histogram
   };
-  // A read waiting for this node's applied index to reach a point (the RPC thread then serves it: Reply::serve_here).
+  // A strong read whose ReadIndex is confirmed, waiting for this node's applied index to reach it (the RPC thread
+  // then serves it: Reply::serve_here).
   struct WaitingRead {
     uint64_t request_id;
     int64_t deadline_ms;
@@ -194,7 +195,7 @@ class Driver {
   DriverBatch batch_;  // being filled until the next flush delivers it
   std::map<uint64_t, PendingWrite> pending_writes_;            // log index -> write
   std::map<std::string, PendingStrongRead> pending_strong_;    // ReadIndex context -> read
-  std::multimap<uint64_t, WaitingRead> waiting_reads_;         // required applied index -> read
+  std::multimap<uint64_t, WaitingRead> waiting_reads_;         // confirmed read index -> strong read
   std::map<uint64_t, uint64_t> pending_config_;                // log index -> request id (admin changes)
   uint64_t next_read_context_ = 1;
   int64_t last_proposal_ms_ = 0;

@@ -617,6 +617,8 @@ void RpcHost::run(std::promise<Status>& started) {
   }
   pending_.clear();
   pending_writes_.clear();
+  for (auto& [index, waiting] : waiting_reads_) waiting.second->fulfill(false);
+  waiting_reads_.clear();
   for (auto& [id, queued] : deliveries_) {
     if (queued.waiting.get() != nullptr) queued.waiting->fulfill();
   }
@@ -831,7 +833,10 @@ kj::Promise<void> RpcHost::drain_mailbox() {
 }
 
 void RpcHost::apply_batch(DriverBatch& batch) {
-  if (batch.view) view_ = *batch.view;
+  if (batch.view) {
+    view_ = *batch.view;
+    release_waiting_reads();
+  }
   for (uint64_t delivery : batch.deliveries_taken) {
     auto it = deliveries_.find(delivery);
     if (it == deliveries_.end()) continue;
@@ -944,7 +949,9 @@ Reply RpcHost::shutting_down() const {
 
 std::optional<Reply> RpcHost::shed_if_full(const char* kind) {
   const auto limit = static_cast<size_t>(config_.max_pending_requests);
-  if (pending_.size() < limit && static_cast<size_t>(reads_queued_.load()) < limit) return std::nullopt;
+  if (pending_.size() + waiting_reads_.size() < limit && static_cast<size_t>(reads_queued_.load()) < limit) {
+    return std::nullopt;
+  }
   static int64_t last_log_ms = 0;
   security_metrics_.add_shed(kind);
   if (log_now(last_log_ms)) {
@@ -1011,6 +1018,42 @@ kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
   }));
 }
 
+kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t required) {
+  if (stopping_) return shutting_down();
+  if (std::optional<Reply> shed = shed_if_full("read")) return kj::mv(*shed);
+  auto ready = kj::newPromiseAndFulfiller<bool>();
+  const uint64_t id = next_wait_id_++;
+  waiting_reads_.emplace(required, std::make_pair(id, kj::mv(ready.fulfiller)));
+  auto served = ready.promise.then([this, operation = kj::mv(operation)](bool go) mutable -> kj::Promise<Reply> {
+    if (!go) return shutting_down();
+    return serve_read_here_or_async(kj::mv(operation));
+  });
+  auto behind = timer_->afterDelay(config_.session_wait_ms * kj::MILLISECONDS).then([this, required, id] {
+    auto [first, last] = waiting_reads_.equal_range(required);
+    for (auto it = first; it != last; ++it) {
+      if (it->second.first == id) {
+        waiting_reads_.erase(it);
+        break;
+      }
+    }
+    Reply reply = Reply::error(503, "this replica has not caught up to the requested session/staleness yet; retry "
+                                    "or read from another node");
+    reply.result.substatus = kSubstatusReplicaBehind;
+    reply.retry_after_ms = 50;
+    reply.served_by = config_.id;
+    reply.leader_hint = view_.leader;
+    return reply;
+  });
+  return served.exclusiveJoin(kj::mv(behind));
+}
+
+void RpcHost::release_waiting_reads() {
+  while (!waiting_reads_.empty() && waiting_reads_.begin()->first <= view_.applied) {
+    waiting_reads_.begin()->second.second->fulfill(true);
+    waiting_reads_.erase(waiting_reads_.begin());
+  }
+}
+
 bool RpcHost::fresh_enough(const Operation& operation) const {
   const storage::AppliedState applied = state_.applied();
   switch (operation.consistency) {
@@ -1068,6 +1111,27 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
   switch (operation.kind) {
     case Operation::Kind::kRead: {
       if (fresh_enough(operation)) return serve_read_here_or_async(std::move(operation));
+      if (operation.consistency == Consistency::kSession) {
+        const uint64_t required = operation.session_token;
+        return wait_for_applied(std::move(operation), required);
+      }
+      if (operation.consistency == Consistency::kBounded) {
+        // The commit index we know is only a bound on staleness while the leader keeps talking to us: a follower
+        // cut off from it would otherwise serve ever older state as "bounded".
+        if (!view_.leader_contact_steady_ms ||
+            steady_ms() - *view_.leader_contact_steady_ms > config_.bounded_staleness_ms) {
+          Reply reply = Reply::error(503, "no recent contact with the leader, so staleness cannot be bounded here; "
+                                          "retry on another node or read at eventual consistency");
+          reply.result.substatus = kSubstatusNoLeader;
+          reply.retry_after_ms = 100;
+          reply.served_by = config_.id;
+          reply.leader_hint = view_.leader;
+          return reply;
+        }
+        const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
+        return wait_for_applied(std::move(operation), view_.commit > slack ? view_.commit - slack : 0);
+      }
+      // Strong: the driver confirms leadership (ReadIndex) and says when this node has applied that far.
       Operation read = operation;
       return to_driver(std::move(operation)).then([this, read = std::move(read)](Reply reply) mutable {
         return reply.serve_here ? serve_read_here_or_async(std::move(read)) : kj::Promise<Reply>(kj::mv(reply));

@@ -119,6 +119,11 @@ class RpcHost final : public DriverOutput {
   std::optional<Reply> shed_if_full(const char* kind);
   kj::Promise<Reply> route(Operation operation, proto::Request::Reader request, bool forwarded);
   kj::Promise<Reply> to_driver(Operation operation);
+  // A session or bounded read this replica is not fresh enough for: it waits here (not on the driver) until the
+  // applied index the driver reports reaches `required`, then is served; 503 (replica behind) after
+  // --session-wait-ms.
+  kj::Promise<Reply> wait_for_applied(Operation operation, uint64_t required);
+  void release_waiting_reads();
   // Any thread (a read thread, normally): the read at this node's applied state.
   Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
@@ -156,6 +161,9 @@ class RpcHost final : public DriverOutput {
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;  // waiting on the driver or a read thread
   std::set<uint64_t> pending_writes_;  // the writes among them: at shutdown, their outcome is unknown
+  // Reads waiting for this node's applied index: required index -> (wait id, what to wake).
+  std::multimap<uint64_t, std::pair<uint64_t, kj::Own<kj::PromiseFulfiller<bool>>>> waiting_reads_;  // true: go
+  uint64_t next_wait_id_ = 1;
   uint64_t next_delivery_id_ = 1;
   // Peer deliveries the driver has not taken: who sent each, and (past the first few of a peer) the call waiting.
   struct QueuedDelivery {
