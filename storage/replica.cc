@@ -65,14 +65,18 @@ Result<AppliedEntry> Replica::apply_entry(const Entry& entry) {
   AppliedEntry applied{entry.index, entry.term, entry.ts_micros, entry.type, OpResult{}};
   if (entry.index <= state_->applied().index) return applied;  // already applied before a restart
   if (entry.type == EntryType::kNormal) {
+    // Decoded once: applied, then its type and target kept for request-unit accounting. Undecodable bytes take
+    // apply_encoded's deterministic 400.
     Result<Command> command = decode_command(entry.data);
-    if (command.is_ok()) {
-      applied.command_type = command->type;
-      applied.database = std::move(command->database);
-      applied.container = std::move(command->container);
-      applied.command_bytes = command->body.size();
+    if (!command.is_ok()) {
+      MAYFLY_ASSIGN_OR_RETURN(applied.result, state_->apply_encoded(entry.data, entry.index, entry.ts_micros));
+      return applied;
     }
-    MAYFLY_ASSIGN_OR_RETURN(applied.result, state_->apply_encoded(entry.data, entry.index, entry.ts_micros));
+    MAYFLY_ASSIGN_OR_RETURN(applied.result, state_->apply(*command, entry.index, entry.ts_micros));
+    applied.command_type = command->type;
+    applied.database = std::move(command->database);
+    applied.container = std::move(command->container);
+    applied.command_bytes = command->body.size();
   } else {
     // Config changes and time entries carry no command, but they move the applied index and replicated time.
     MAYFLY_ASSIGN_OR_RETURN(applied.result, state_->apply(Command{}, entry.index, entry.ts_micros));
