@@ -1,0 +1,398 @@
+#include "tests/chaos/campaign.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "tests/chaos/checker.h"
+#include "tests/chaos/workload.h"
+#include "tests/integration/cluster_harness.h"
+
+namespace mayfly::chaos {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+const char* kDatabase = "chaos";
+const char* kContainer = "items";
+
+// A pause between fault steps: the fault schedule itself (how long a fault lasts), not a wait for a condition.
+void hold(int64_t ms) { std::this_thread::sleep_for(milliseconds(ms)); }
+
+struct NodeSnapshot {
+  uint64_t applied = 0;
+  int64_t applied_time_s = 0;
+  std::map<std::string, Op> items;  // key -> the pinned eventual read
+};
+
+class Campaign {
+ public:
+  Campaign(const CampaignOptions& options, it::Cluster& cluster, History& history, SteadyClock::time_point origin)
+      : options_(options), cluster_(cluster), history_(history), origin_(origin), random_(options.seed) {}
+
+  int64_t between(int64_t low, int64_t high) { return low + static_cast<int64_t>(random_() % (high - low + 1)); }
+
+  void log(const std::string& line) {
+    char stamp[32];
+    std::snprintf(stamp, sizeof(stamp), "[%7.3f] ", static_cast<double>(micros_since(origin_)) / 1e6);
+    fault_log_ += stamp + line + "\n";
+    std::cerr << "[chaos] " << stamp << line << "\n";
+  }
+
+  void anomaly(const std::string& checker, const std::string& message) {
+    extra_anomalies_.push_back({checker, "", message, micros_since(origin_)});
+    log("ANOMALY (" + checker + "): " + message);
+  }
+
+  // The leader as the running, unpaused nodes report it (the highest term's self-declared leader); 0: none.
+  uint64_t leader() {
+    uint64_t best = 0, best_term = 0;
+    for (size_t n = 1; n <= cluster_.size(); ++n) {
+      if (paused_.count(n) || !cluster_.running(n)) continue;
+      std::optional<it::NodeStatus> s = cluster_.status(n);
+      if (s && s->role == "leader" && s->term >= best_term) {
+        best = n;
+        best_term = s->term;
+      }
+    }
+    return best;
+  }
+
+  // A node to hit: the leader three times out of five (if there is one), else any node.
+  size_t target() {
+    const uint64_t lead = between(1, 5) <= 3 ? leader() : 0;
+    return lead != 0 ? static_cast<size_t>(lead) : static_cast<size_t>(between(1, static_cast<int64_t>(cluster_.size())));
+  }
+
+  // After a fault heals: a leader every node agrees on within the bound.
+  void expect_recovery(const std::string& after) {
+    const auto start = SteadyClock::now();
+    const uint64_t lead = cluster_.wait_for_leader(milliseconds(options_.recovery_bound_ms));
+    const int64_t ms = std::chrono::duration_cast<milliseconds>(SteadyClock::now() - start).count();
+    if (lead == 0) {
+      anomaly("recovery", "no leader within " + std::to_string(options_.recovery_bound_ms) + " ms after " + after);
+    } else {
+      log("leader " + std::to_string(lead) + " after " + std::to_string(ms) + " ms");
+      recovery_ms_max_ = std::max(recovery_ms_max_, ms);
+    }
+  }
+
+  void restart(size_t n) {
+    cluster_.kill_node(n);
+    if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
+  }
+
+  void fault_kill() {
+    const size_t n = target();
+    log("SIGKILL node " + std::to_string(n));
+    cluster_.kill_node(n);
+    hold(between(500, 2500));
+    if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
+    log("restarted node " + std::to_string(n));
+    expect_recovery("restarting node " + std::to_string(n));
+  }
+
+  void fault_pause() {
+    const size_t n = target();
+    const pid_t pid = cluster_.pid(n);
+    if (pid <= 0) return;
+    const int64_t ms = between(900, 2500);  // elections start after 300-600 ms of silence
+    log("SIGSTOP node " + std::to_string(n) + " for " + std::to_string(ms) + " ms");
+    paused_.insert(n);
+    ::kill(pid, SIGSTOP);  // a PID the harness started and has not reaped
+    hold(ms);
+    ::kill(pid, SIGCONT);
+    paused_.erase(n);
+    log("SIGCONT node " + std::to_string(n));
+    expect_recovery("resuming node " + std::to_string(n));
+  }
+
+  void fault_partition() {
+    if (options_.network == nullptr) return;
+    const size_t n = target();
+    std::set<size_t> rest;
+    for (size_t m = 1; m <= cluster_.size(); ++m) {
+      if (m != n) rest.insert(m);
+    }
+    const int64_t ms = between(1000, 3000);
+    log("partition {" + std::to_string(n) + "} from the others for " + std::to_string(ms) + " ms");
+    if (!options_.network->partition({{n}, rest})) anomaly("harness", "could not install the partition");
+    hold(ms);
+    if (!options_.network->heal()) anomaly("harness", "could not heal the partition");
+    log("healed partition");
+    expect_recovery("healing a partition");
+  }
+
+  void fault_clock() {
+    static const char* kOffsets[] = {"+5s", "-5s", "+1h"};
+    const std::string offset = kOffsets[between(0, 2)];
+    const uint64_t lead = leader();
+    const size_t n = lead != 0 ? static_cast<size_t>(lead) : 1;
+    log("restart node " + std::to_string(n) + " with its clock at " + offset + " (libfaketime)");
+    cluster_.set_clock_offset(n, offset);
+    restart(n);
+    expect_recovery("restarting node " + std::to_string(n) + " with a skewed clock");
+    // Give it back the leadership, so the skewed clock is the leader's (one request; it may refuse).
+    if (const uint64_t now = leader(); now != 0 && now != n) {
+      client::Request request;
+      request.op = client::Op::kTransferLeader;
+      request.member_id = n;
+      request.endpoint = now;
+      admin().execute(request);
+      it::wait_until([&] { return leader() == n; }, milliseconds(2000), milliseconds(50));
+      log("leader now " + std::to_string(leader()));
+    }
+    hold(between(2000, 4000));
+    cluster_.set_clock_offset(n, "");
+    log("restart node " + std::to_string(n) + " with its real clock");
+    restart(n);
+    expect_recovery("restoring node " + std::to_string(n) + "'s clock");
+  }
+
+  client::Client& admin() {
+    if (!admin_) {
+      client::ClientOptions options = cluster_.client_options();
+      options.request_timeout_ms = 3000;
+      admin_ = std::make_unique<client::Client>(options);
+    }
+    return *admin_;
+  }
+
+  void run_faults(SteadyClock::time_point until) {
+    for (int round = 0; round < 10000 && SteadyClock::now() < until; ++round) {
+      hold(between(300, 1500));
+      if (SteadyClock::now() >= until) break;
+      const std::string& kind = options_.faults[between(0, static_cast<int64_t>(options_.faults.size()) - 1)];
+      ++faults_;
+      if (kind == "kill") fault_kill();
+      if (kind == "pause") fault_pause();
+      if (kind == "partition") fault_partition();
+      if (kind == "clock") fault_clock();
+    }
+  }
+
+  // After every fault healed: a leader, and every node applied what the leader had committed, within the bound.
+  void expect_caught_up() {
+    const uint64_t lead = cluster_.wait_for_leader(milliseconds(options_.recovery_bound_ms));
+    if (lead == 0) return anomaly("recovery", "no leader after the final heal");
+    std::optional<it::NodeStatus> s = cluster_.status(lead);
+    if (!s) return anomaly("recovery", "the leader does not answer");
+    const uint64_t commit = s->commit;
+    for (size_t n = 1; n <= cluster_.size(); ++n) {
+      const bool caught_up = it::wait_until(
+          [&] {
+            std::optional<it::NodeStatus> ns = cluster_.status(n);
+            return ns && ns->applied >= commit;
+          },
+          milliseconds(options_.recovery_bound_ms), milliseconds(20));
+      if (!caught_up) anomaly("recovery", "node " + std::to_string(n) + " did not apply index " + std::to_string(commit));
+    }
+  }
+
+  Op read(const std::string& key, client::Consistency consistency, std::optional<size_t> endpoint, int client) {
+    Op op;
+    op.client = client;
+    op.key = key;
+    op.level = consistency == client::Consistency::kStrong ? ReadLevel::kStrong : ReadLevel::kEventual;
+    op.pinned_endpoint = endpoint;
+    client::Request request = it::item_key(client::Op::kReadItem, kDatabase, kContainer, key, key);
+    request.options.consistency = consistency;
+    request.endpoint = endpoint;
+    op.invoke_wall_us = it::wall_micros();
+    op.invoke_us = micros_since(origin_);
+    const client::Response response = admin().execute(request);
+    op.complete_us = micros_since(origin_);
+    classify(op, response);
+    return op;
+  }
+
+  // Every node's state machine, read at eventual consistency pinned to it, agrees with every other's: identical
+  // at the same applied index; otherwise an item one node has and another has not must have expired in between.
+  void expect_agreement(const std::vector<std::string>& keys) {
+    for (int attempt = 0; attempt < 30; ++attempt) {
+      std::vector<NodeSnapshot> snapshots;
+      bool stable = true;
+      for (size_t n = 1; n <= cluster_.size() && stable; ++n) {
+        std::optional<it::NodeStatus> before = cluster_.status(n);
+        NodeSnapshot snapshot;
+        for (const std::string& key : keys) {
+          Op op = read(key, client::Consistency::kEventual, n, -1);
+          if (op.outcome != Outcome::kOk || op.served_by != n) stable = false;
+          snapshot.items[key] = op;
+        }
+        std::optional<it::NodeStatus> after = cluster_.status(n);
+        if (!before || !after || before->applied != after->applied) stable = false;
+        snapshot.applied = after ? after->applied : 0;
+        snapshot.applied_time_s = after ? after->applied_time_micros / 1000000 : 0;
+        snapshots.push_back(std::move(snapshot));
+      }
+      if (!stable) continue;
+      for (size_t a = 0; a < snapshots.size(); ++a) {
+        for (size_t b = 0; b < snapshots.size(); ++b) {
+          if (a == b) continue;
+          for (const std::string& key : keys) {
+            const Op& x = snapshots[a].items[key];
+            const Op& y = snapshots[b].items[key];
+            const bool same = x.found == y.found && (!x.found || (x.read_v == y.read_v && x.read_n == y.read_n &&
+                                                                  x.read_ts == y.read_ts && x.etag == y.etag));
+            if (same || (!x.found && y.found) || (x.found && y.found && a > b)) continue;  // the pair's other order
+            // x present, y absent: y must be further along, at a time the item can have expired by.
+            const bool excused = x.found && !y.found && snapshots[b].applied > snapshots[a].applied &&
+                                 snapshots[b].applied_time_s >= x.read_ts + (x.read_ttl > 0 ? x.read_ttl : 1);
+            if (excused) continue;
+            anomaly("agreement", "node " + std::to_string(a + 1) + " (applied " + std::to_string(snapshots[a].applied) +
+                                     ") and node " + std::to_string(b + 1) + " (applied " +
+                                     std::to_string(snapshots[b].applied) + ") disagree on " + key + ": " +
+                                     describe(x) + " vs " + describe(y));
+          }
+        }
+      }
+      log("nodes agree (applied indexes " + std::to_string(snapshots[0].applied) + ", " +
+          std::to_string(snapshots[1].applied) + ", " + std::to_string(snapshots[2].applied) + ")");
+      return;
+    }
+    anomaly("agreement", "could not read every node at a stable applied index in 30 attempts");
+  }
+
+  const CampaignOptions& options_;
+  it::Cluster& cluster_;
+  History& history_;
+  SteadyClock::time_point origin_;
+  std::mt19937_64 random_;
+  std::set<size_t> paused_;
+  std::unique_ptr<client::Client> admin_;
+  std::string fault_log_;
+  std::vector<Anomaly> extra_anomalies_;
+  size_t faults_ = 0;
+  int64_t recovery_ms_max_ = 0;
+};
+
+}  // namespace
+
+CampaignSummary run_campaign(const CampaignOptions& options) {
+  CampaignSummary summary;
+  const auto origin = SteadyClock::now();
+  std::cerr << "[chaos] seed " << options.seed << ": " << options.seconds << " s, " << options.threads
+            << " clients, exactly-once " << (options.exactly_once ? "on" : "off") << ", faults:";
+  for (const std::string& f : options.faults) std::cerr << " " << f;
+  std::cerr << (options.network ? " (nodes in network namespaces)" : " (nodes on 127.0.0.1)") << "\n";
+
+  it::ClusterOptions cluster_options;
+  cluster_options.name = "chaos";
+  cluster_options.mayflyd = options.mayflyd;
+  cluster_options.extra_flags = {"--request-timeout-ms", "3000"};
+  if (options.network != nullptr) {
+    for (size_t n = 1; n <= 3; ++n) {
+      cluster_options.addresses.push_back(options.network->address(n) + ":7100");
+      cluster_options.launch_prefix[n] = options.network->launch_prefix(n);
+    }
+  }
+  it::Cluster cluster(cluster_options);
+  History history;
+  Campaign campaign(options, cluster, history, origin);
+  std::mt19937_64 setup_random(options.seed ^ 0x5eed);
+  const std::vector<int64_t> policies = {-1, 3, 10, 60};
+  const int64_t initial_policy = policies[setup_random() % policies.size()];
+  if (!cluster.start() || cluster.wait_for_leader(milliseconds(15000)) == 0) {
+    summary.result = CampaignResult::kInconclusive;
+    std::cerr << "[chaos] seed " << options.seed << ": the cluster did not start\n";
+    return summary;
+  }
+  client::Response made = campaign.admin().execute(it::db_req(client::Op::kCreateDatabase, kDatabase));
+  made = campaign.admin().execute(it::create_container(kDatabase, kContainer, "/pk", std::to_string(initial_policy)));
+  if (made.status != 201) {
+    summary.result = CampaignResult::kInconclusive;
+    std::cerr << "[chaos] could not create the container: " << made.status << " " << made.message << "\n";
+    return summary;
+  }
+  WorkloadOptions workload_options;
+  workload_options.seed = options.seed;
+  workload_options.threads = options.threads;
+  workload_options.database = kDatabase;
+  workload_options.container = kContainer;
+  workload_options.keys = {"k0", "k1", "k2", "k3", "k4", "k5"};
+  workload_options.counter_keys = {"c0", "c1"};
+  workload_options.policies = policies;
+  workload_options.item_ttls = {kTtlAbsent, kTtlAbsent, -1, 2, 3, 5};
+  workload_options.client = cluster.client_options();
+  workload_options.client.request_timeout_ms = 4000;
+  workload_options.exactly_once = options.exactly_once;
+  for (const std::string& key : workload_options.counter_keys) {  // counters start at 0 and never expire
+    Op op;
+    op.client = -2;
+    op.kind = OpKind::kCreate;
+    op.key = key;
+    op.write_v = static_cast<int64_t>(history.ops().size()) + 1;
+    op.write_ttl = -1;
+    op.invoke_us = micros_since(origin);
+    const client::Response response = campaign.admin().execute(it::item_write(
+        client::Op::kCreateItem, kDatabase, kContainer,
+        "{\"id\":\"" + key + "\",\"pk\":\"" + key + "\",\"v\":" + std::to_string(op.write_v) + ",\"n\":0,\"ttl\":-1}"));
+    op.complete_us = micros_since(origin);
+    classify(op, response);
+    history.record(op);
+  }
+
+  Workload workload(workload_options, history, origin);
+  workload.start();
+  campaign.run_faults(SteadyClock::now() + std::chrono::seconds(options.seconds));
+  if (options.network != nullptr) options.network->heal();
+  campaign.log("every fault healed");
+  campaign.expect_caught_up();
+  hold(1000);  // a last second of load on the healed cluster
+  workload.stop();
+  std::vector<std::string> all_keys = workload_options.keys;
+  all_keys.insert(all_keys.end(), workload_options.counter_keys.begin(), workload_options.counter_keys.end());
+  for (const std::string& key : all_keys) history.record(campaign.read(key, client::Consistency::kStrong, std::nullopt, -1));
+  campaign.expect_caught_up();
+  campaign.expect_agreement(all_keys);
+
+  const std::vector<Op> ops = history.ops();
+  CheckOptions check_options;
+  check_options.initial_policy = initial_policy;
+  check_options.counter_keys = {workload_options.counter_keys.begin(), workload_options.counter_keys.end()};
+  const bool clock_faults = std::find(options.faults.begin(), options.faults.end(), "clock") != options.faults.end();
+  check_options.expiry_slack_s = clock_faults ? 8 : 2;
+  CheckReport report = check_history(ops, check_options);
+  report.anomalies.insert(report.anomalies.end(), campaign.extra_anomalies_.begin(), campaign.extra_anomalies_.end());
+
+  for (const Op& op : ops) {
+    ++summary.ops;
+    if (op.outcome == Outcome::kOk) ++summary.ok;
+    if (op.outcome == Outcome::kFail) ++summary.failed;
+    if (op.outcome == Outcome::kUnknown) ++summary.unknown;
+  }
+  summary.faults = campaign.faults_;
+  summary.fault_log = campaign.fault_log_;
+  summary.seconds = static_cast<double>(micros_since(origin)) / 1e6;
+  std::cerr << "[chaos] seed " << options.seed << ": " << summary.ops << " ops (" << summary.ok << " ok, "
+            << summary.failed << " failed, " << summary.unknown << " unknown), " << summary.faults
+            << " faults, longest recovery " << campaign.recovery_ms_max_ << " ms, " << report.keys_checked
+            << " keys searched in " << report.search_steps << " steps, " << summary.seconds << " s\n";
+  bool inconclusive = false, anomalous = false;
+  for (const Anomaly& a : report.anomalies) {
+    (a.inconclusive ? inconclusive : anomalous) = true;
+    std::cerr << "[chaos] seed " << options.seed << " " << (a.inconclusive ? "INCONCLUSIVE" : "ANOMALY") << " ("
+              << a.checker << (a.key.empty() ? "" : ", key " + a.key) << "): " << a.message << "\n";
+    if (!a.key.empty() && !a.inconclusive) std::cerr << excerpt(ops, a.key, a.around_us);
+  }
+  summary.result = anomalous ? CampaignResult::kAnomaly : inconclusive ? CampaignResult::kInconclusive : CampaignResult::kPass;
+  if (summary.result != CampaignResult::kPass) {
+    const std::string path = (options.history_dir.empty() ? std::string("/tmp") : options.history_dir) +
+                             "/mayfly-chaos-" + std::to_string(options.seed) + ".history";
+    history.write(path);
+    std::cerr << "[chaos] seed " << options.seed << ": history in " << path << "; fault log:\n" << summary.fault_log;
+  }
+  return summary;
+}
+
+}  // namespace mayfly::chaos

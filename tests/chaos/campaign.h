@@ -1,0 +1,43 @@
+// One fault-campaign run: a real 3-node mayflyd cluster (each node in its own network namespace when this machine
+// allows it), the workload (workload.h) for a while under a seeded fault schedule — SIGKILL and restart, SIGSTOP
+// pauses longer than the election timeout, partitions, the leader restarted with its clock stepped ±5 s or +1 h
+// (libfaketime) — then every fault healed, a bound on recovery, final strong reads, a check that every node's state
+// machine agrees, and the checkers (checker.h) over the history.
+//
+// Thread-safety: run_campaign runs on the calling thread (which must be the one that made any Network) and starts
+// the workload's threads itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tests/chaos/netns.h"
+
+namespace mayfly::chaos {
+
+struct CampaignOptions {
+  uint64_t seed = 1;
+  int64_t seconds = 20;  // of workload under faults
+  size_t threads = 4;
+  bool exactly_once = true;
+  std::vector<std::string> faults = {"kill", "pause", "partition", "clock"};
+  std::string mayflyd;   // empty: this build's
+  Network* network = nullptr;  // nullptr: nodes on 127.0.0.1, no partitions
+  int64_t recovery_bound_ms = 15000;
+  std::string history_dir;  // where failing runs' histories are written
+};
+
+enum class CampaignResult { kPass, kAnomaly, kInconclusive };
+
+struct CampaignSummary {
+  CampaignResult result = CampaignResult::kPass;
+  size_t ops = 0, ok = 0, failed = 0, unknown = 0;
+  size_t faults = 0;
+  double seconds = 0;
+  std::string fault_log;
+};
+
+CampaignSummary run_campaign(const CampaignOptions& options);
+
+}  // namespace mayfly::chaos
