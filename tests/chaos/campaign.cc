@@ -93,12 +93,24 @@ class Campaign {
 
   void fault_kill() {
     const size_t n = target();
-    log("SIGKILL node " + std::to_string(n));
+    log("SIGKILL node " + std::to_string(n) + (options_.power_cut_shim.empty() ? "" : " (power cut)"));
     cluster_.kill_node(n);
     hold(between(500, 2500));
     if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
     log("restarted node " + std::to_string(n));
     expect_recovery("restarting node " + std::to_string(n));
+  }
+
+  // Every node at once: with power_cut_shim, what no node had fsync'd is gone everywhere (a data centre's power cut).
+  void fault_blackout() {
+    log(std::string("SIGKILL every node") + (options_.power_cut_shim.empty() ? "" : " (power cut)"));
+    for (size_t n = 1; n <= cluster_.size(); ++n) cluster_.kill_node(n);
+    hold(between(300, 1500));
+    for (size_t n = 1; n <= cluster_.size(); ++n) {
+      if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
+    }
+    log("restarted every node");
+    expect_recovery("restarting every node");
   }
 
   void fault_pause() {
@@ -174,6 +186,7 @@ class Campaign {
       const std::string& kind = options_.faults[between(0, static_cast<int64_t>(options_.faults.size()) - 1)];
       ++faults_;
       if (kind == "kill") fault_kill();
+      if (kind == "blackout") fault_blackout();
       if (kind == "pause") fault_pause();
       if (kind == "partition") fault_partition();
       if (kind == "clock") fault_clock();
@@ -284,12 +297,14 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
   std::cerr << "[chaos] seed " << options.seed << ": " << options.seconds << " s, " << options.threads
             << " clients, exactly-once " << (options.exactly_once ? "on" : "off") << ", faults:";
   for (const std::string& f : options.faults) std::cerr << " " << f;
-  std::cerr << (options.network ? " (nodes in network namespaces)" : " (nodes on 127.0.0.1)") << "\n";
+  std::cerr << (options.network ? " (nodes in network namespaces)" : " (nodes on 127.0.0.1)")
+            << (options.power_cut_shim.empty() ? "" : ", kills are power cuts") << "\n";
 
   it::ClusterOptions cluster_options;
   cluster_options.name = "chaos";
   cluster_options.mayflyd = options.mayflyd;
   cluster_options.extra_flags = {"--request-timeout-ms", "3000"};
+  if (!options.power_cut_shim.empty()) cluster_options.extra_env = {"LD_PRELOAD=" + options.power_cut_shim};
   if (options.network != nullptr) {
     for (size_t n = 1; n <= 3; ++n) {
       cluster_options.addresses.push_back(options.network->address(n) + ":7100");
@@ -378,6 +393,14 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
             << summary.failed << " failed, " << summary.unknown << " unknown), " << summary.faults
             << " faults, longest recovery " << campaign.recovery_ms_max_ << " ms, " << report.keys_checked
             << " keys searched in " << report.search_steps << " steps, " << summary.seconds << " s\n";
+  std::map<std::string, size_t> mix;  // "strong read 200" -> count
+  for (const Op& op : ops) {
+    std::string what = op.kind == OpKind::kRead ? read_level_name(op.level) + " read" : op_kind_name(op.kind);
+    mix[what + " " + (op.outcome == Outcome::kUnknown ? std::string("unknown") : std::to_string(op.status))]++;
+  }
+  std::cerr << "[chaos] seed " << options.seed << " operations:";
+  for (const auto& [what, count] : mix) std::cerr << " " << what << " x" << count << ";";
+  std::cerr << "\n";
   bool inconclusive = false, anomalous = false;
   for (const Anomaly& a : report.anomalies) {
     (a.inconclusive ? inconclusive : anomalous) = true;
@@ -386,7 +409,7 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
     if (!a.key.empty() && !a.inconclusive) std::cerr << excerpt(ops, a.key, a.around_us);
   }
   summary.result = anomalous ? CampaignResult::kAnomaly : inconclusive ? CampaignResult::kInconclusive : CampaignResult::kPass;
-  if (summary.result != CampaignResult::kPass) {
+  if (summary.result != CampaignResult::kPass || options.keep_history) {
     const std::string path = (options.history_dir.empty() ? std::string("/tmp") : options.history_dir) +
                              "/mayfly-chaos-" + std::to_string(options.seed) + ".history";
     history.write(path);

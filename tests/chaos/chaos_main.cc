@@ -29,9 +29,11 @@ struct Flags {
   size_t threads = 4;
   bool no_exactly_once = false;
   bool no_netns = false;
-  std::string faults = "kill,pause,partition,clock";
+  std::string faults = "kill,pause,partition,clock,blackout";
   std::string mayflyd;
   std::string history_dir = "/tmp";
+  bool keep_history = false;
+  bool no_power_cut = false;
 };
 Flags flags;
 std::unique_ptr<mayfly::chaos::Network> network;
@@ -62,13 +64,16 @@ TEST(Chaos, Campaign) {
     options.mayflyd = flags.mayflyd;
     options.network = network.get();
     options.history_dir = flags.history_dir;
+    options.keep_history = flags.keep_history;
+    if (!flags.no_power_cut) options.power_cut_shim = MAYFLY_CHAOS_POWER_CUT_SHIM;
     const mayfly::chaos::CampaignSummary summary = mayfly::chaos::run_campaign(options);
     const char* verdict = summary.result == mayfly::chaos::CampaignResult::kPass      ? "PASS"
                           : summary.result == mayfly::chaos::CampaignResult::kAnomaly ? "FAIL"
                                                                                         : "INCONCLUSIVE";
     std::cerr << "[chaos] seed " << seed << ": " << verdict << " (reproduce: mayfly-chaos --seed " << seed
               << " --seconds " << flags.seconds << " --threads " << flags.threads << " --faults " << flags.faults
-              << (flags.no_exactly_once ? " --no-exactly-once" : "") << ")\n";
+              << (flags.no_exactly_once ? " --no-exactly-once" : "") << (flags.no_power_cut ? " --no-power-cut" : "")
+              << ")\n";
     EXPECT_EQ(summary.result, mayfly::chaos::CampaignResult::kPass) << "seed " << seed << ": " << verdict;
     if (summary.result == mayfly::chaos::CampaignResult::kAnomaly) exit_code = 1;
     if (summary.result == mayfly::chaos::CampaignResult::kInconclusive && exit_code == 0) exit_code = 2;
@@ -84,11 +89,13 @@ int main(int argc, char** argv) {
   app.add_option("--first-seed", flags.first_seed, "the first of --seeds");
   app.add_option("--seconds", flags.seconds, "workload time under faults per seed")->check(CLI::Range(1, 86400));
   app.add_option("--threads", flags.threads, "workload client threads")->check(CLI::Range(1, 64));
-  app.add_option("--faults", flags.faults, "comma-separated: kill, pause, partition, clock");
+  app.add_option("--faults", flags.faults, "comma-separated: kill, blackout (every node at once), pause, partition, clock");
   app.add_flag("--no-exactly-once", flags.no_exactly_once, "clients without exactly-once writes (mutation check)");
   app.add_flag("--no-netns", flags.no_netns, "nodes on 127.0.0.1 (no partitions) even as root");
   app.add_option("--mayflyd", flags.mayflyd, "the mayflyd binary (default: this build's)");
   app.add_option("--history-dir", flags.history_dir, "where a failing run's history is written");
+  app.add_flag("--no-power-cut", flags.no_power_cut, "SIGKILL only (the nodes' unsynced log writes survive it)");
+  app.add_flag("--keep-history", flags.keep_history, "write the history of passing runs too");
   CLI11_PARSE(app, argc, argv);
 
   // Namespaces first, while this is the only thread: the process then lives in the hub namespace.

@@ -198,6 +198,20 @@ TEST(ChaosChecker, SessionReadGoingBackFails) {
   EXPECT_TRUE(check(other).ok());
 }
 
+TEST(ChaosChecker, ManyUnknownIncrementsStayTractable) {
+  HistoryBuilder h;
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1, 0, Outcome::kOk, "c");
+  for (int i = 0; i < 40; ++i) h.unknown(OpKind::kIncr, 100 + i, 20 + i, kTtlAbsent, "c");
+  h.read(139, 100, 110, 101, -1, 17, ReadLevel::kStrong, -1, "c");
+  CheckOptions options;
+  options.initial_policy = -1;
+  options.counter_keys = {"c"};
+  options.max_search_steps = 100000;
+  EXPECT_TRUE(check_history(h.ops(), options).ok());
+  h.read(139, 120, 130, 101, -1, 18, ReadLevel::kStrong, -1, "c");  // the same version with another count
+  EXPECT_TRUE(has(check_history(h.ops(), options), "linearizable"));
+}
+
 TEST(ChaosChecker, SearchOverItsBoundIsInconclusiveNotAPass) {
   HistoryBuilder h;
   for (int i = 0; i < 12; ++i) h.unknown(OpKind::kUpsert, 10 + i, i, -1);

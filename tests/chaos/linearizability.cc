@@ -4,6 +4,7 @@
 #include <climits>
 #include <functional>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 
 namespace mayfly::chaos {
@@ -51,7 +52,8 @@ std::optional<int64_t> known_time(const Op& op) {
 
 class Model {
  public:
-  explicit Model(const std::map<int64_t, int64_t>& version_ts) : version_ts_(version_ts) {}
+  Model(const std::map<int64_t, int64_t>& version_ts, const std::vector<int>& op_class)
+      : version_ts_(version_ts), op_class_(op_class) {}
 
   // Every state `op` can lead to from `s` (none: `op` with its recorded outcome is impossible here).
   void step(const KeyState& s0, const Op& op, std::vector<KeyState>& out) const {
@@ -94,7 +96,9 @@ class Model {
 
   KeyState written(KeyState s, const Op& op, const std::optional<int64_t>& t, int64_t n, int64_t ttl_own) const {
     s.present = true;
-    s.v = op.write_v;
+    // A version no one saw is named by its write's class, so interchangeable writes lead to one state.
+    const int op_class = op_class_.at(static_cast<size_t>(&op - first_op_));
+    s.v = op_class != 0 ? -op_class : op.write_v;
     s.n = n;
     s.ttl_own = ttl_own;
     s.ts = version_time(op, t);
@@ -161,6 +165,10 @@ class Model {
   }
 
   const std::map<int64_t, int64_t>& version_ts_;
+  const std::vector<int>& op_class_;
+
+ public:
+  const Op* first_op_ = nullptr;  // ops[0]: an op's position is its address minus this
 };
 
 using StateSet = std::vector<KeyState>;  // sorted, unique
@@ -232,7 +240,25 @@ LinearizabilityResult check_key(const std::vector<Op>& ops, const std::map<int64
     if (call->next) call->next->prev = call;
   };
 
-  const Model model(version_ts);
+  // Unknown writes whose version no one ever saw are interchangeable with others of their class (same kind, key,
+  // ttl): once invoked, each may take effect at any later point, and which of them does is invisible. The search
+  // tries only one member of a class at each point (an exchange argument: any linearization that places a later one
+  // there places the earlier one there just as well), which keeps many unknown increments from exploding it.
+  std::vector<int> op_class(ops.size(), 0);
+  {
+    std::map<std::tuple<int, int64_t, int64_t>, int> classes;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      if (op.outcome != Outcome::kUnknown || op.kind == OpKind::kRead || op.kind == OpKind::kSetDefaultTtl) continue;
+      if (op.kind != OpKind::kDelete && version_ts.count(op.write_v)) continue;
+      const auto key = std::make_tuple(static_cast<int>(op.kind), op.write_ttl, op.if_match_v);
+      auto [it, inserted] = classes.emplace(key, static_cast<int>(classes.size()) + 1);
+      op_class[i] = it->second;
+    }
+  }
+  Model model(version_ts, op_class);
+  model.first_op_ = ops.data();
+  std::vector<int> tried;  // classes tried at the current point
   std::vector<uint64_t> linearized((ops.size() + 63) / 64, 0);
   std::unordered_map<uint64_t, std::vector<std::pair<std::vector<uint64_t>, StateSet>>> cache;
   auto remember = [&cache](const std::vector<uint64_t>& bits, const StateSet& states) {
@@ -249,10 +275,14 @@ LinearizabilityResult check_key(const std::vector<Op>& ops, const std::map<int64
   KeyState initial;
   initial.policy = initial_policy;
   StateSet states = {initial};
-  std::vector<std::pair<Entry*, StateSet>> stack;
+  struct Level {
+    Entry* call;
+    StateSet states;
+    std::vector<int> tried;
+  };
+  std::vector<Level> stack;
   Entry* entry = head.next;
   StateSet next_states;
-  std::vector<KeyState> successors;
   while (head.next != nullptr) {
     if (++result.steps > max_steps) {
       result.verdict = Verdict::kTooBig;
@@ -260,6 +290,14 @@ LinearizabilityResult check_key(const std::vector<Op>& ops, const std::map<int64
     }
     if (entry == nullptr) break;  // cannot happen: a return entry always ends the list
     if (entry->is_call) {
+      const int entry_class = op_class[entry->op];
+      if (entry_class != 0) {
+        if (std::find(tried.begin(), tried.end(), entry_class) != tried.end()) {
+          entry = entry->next;
+          continue;
+        }
+        tried.push_back(entry_class);
+      }
       next_states.clear();
       for (const KeyState& s : states) model.step(s, ops[entry->op], next_states);
       std::sort(next_states.begin(), next_states.end());
@@ -268,7 +306,8 @@ LinearizabilityResult check_key(const std::vector<Op>& ops, const std::map<int64
         std::vector<uint64_t> bits = linearized;
         bits[entry->op / 64] |= 1ull << (entry->op % 64);
         if (remember(bits, next_states)) {
-          stack.emplace_back(entry, std::move(states));
+          stack.push_back(Level{entry, std::move(states), std::move(tried)});
+          tried.clear();
           states = next_states;
           linearized = std::move(bits);
           lift(entry);
@@ -290,9 +329,11 @@ LinearizabilityResult check_key(const std::vector<Op>& ops, const std::map<int64
       result.verdict = Verdict::kNotLinearizable;
       return result;
     }
-    auto [call, previous] = std::move(stack.back());
+    Level level = std::move(stack.back());
     stack.pop_back();
-    states = std::move(previous);
+    Entry* call = level.call;
+    states = std::move(level.states);
+    tried = std::move(level.tried);
     linearized[call->op / 64] &= ~(1ull << (call->op % 64));
     unlift(call);
     entry = call->next;

@@ -317,7 +317,15 @@ bool Cluster::spawn(size_t n) {
     }
     env = {"LD_PRELOAD=" + library, "FAKETIME=" + offset->second, "FAKETIME_DONT_FAKE_MONOTONIC=1"};
   }
-  env.insert(env.end(), options_.extra_env.begin(), options_.extra_env.end());
+  for (const std::string& extra : options_.extra_env) {
+    // Two preloaded libraries (libfaketime and a test's): one LD_PRELOAD naming both.
+    auto preload = std::find_if(env.begin(), env.end(), [](const std::string& e) { return e.rfind("LD_PRELOAD=", 0) == 0; });
+    if (extra.rfind("LD_PRELOAD=", 0) == 0 && preload != env.end()) {
+      *preload += ":" + extra.substr(std::strlen("LD_PRELOAD="));
+    } else {
+      env.push_back(extra);
+    }
+  }
   {
     std::ofstream log(log_path(n), std::ios::app);
     log << "===== [harness] starting node " << n << ":";

@@ -46,7 +46,8 @@ struct ClusterOptions {
   std::vector<std::string> extra_flags;
   // Node number (1..N) -> libfaketime offset, e.g. "+5s" or "-5s" (FAKETIME_DONT_FAKE_MONOTONIC=1 is set too).
   std::map<size_t, std::string> clock_offset;
-  // Environment added for every node (e.g. "LD_PRELOAD=" a test-only fault library); not with clock_offset.
+  // Environment added for every node (e.g. "LD_PRELOAD=" a test-only fault library; with a clock_offset too, the
+  // node's LD_PRELOAD names both libraries).
   std::vector<std::string> extra_env;
   // Serve Prometheus metrics from every node (--metrics on a port of its own; see Cluster::scrape).
   bool metrics = false;
