@@ -212,6 +212,18 @@ TEST(ChaosChecker, ManyUnknownIncrementsStayTractable) {
   EXPECT_TRUE(has(check_history(h.ops(), options), "linearizable"));
 }
 
+TEST(ChaosChecker, AStrongReadOfAnItemLongExpiredByTheWallClockFails) {
+  HistoryBuilder h;  // expires at second 102; read at wall second 110 (slack 2 s)
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2).read(1, 20, 30, 100, 2);
+  std::vector<Op> ops = h.ops();
+  ops[1].invoke_wall_us = 110'000'000;
+  CheckOptions options;
+  options.initial_policy = -1;
+  EXPECT_TRUE(has(check_history(ops, options), "recency"));
+  ops[1].invoke_wall_us = 103'500'000;  // within the slack: replicated time may trail the wall clock a little
+  EXPECT_TRUE(check_history(ops, options).ok());
+}
+
 TEST(ChaosChecker, SearchOverItsBoundIsInconclusiveNotAPass) {
   HistoryBuilder h;
   for (int i = 0; i < 12; ++i) h.unknown(OpKind::kUpsert, 10 + i, i, -1);
