@@ -1,6 +1,7 @@
 #include "tests/chaos/campaign.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "tests/chaos/checker.h"
+#include "tests/chaos/disk.h"
 #include "tests/chaos/workload.h"
 #include "tests/integration/cluster_harness.h"
 
@@ -113,6 +115,73 @@ class Campaign {
     expect_recovery("restarting every node");
   }
 
+  // A membership request sent until the leader accepts it (bounded); its last response.
+  client::Response change_membership(client::Op op, size_t n) {
+    client::Response response;
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      client::Request request;
+      request.op = op;
+      request.member_id = n;
+      if (op == client::Op::kAddMember) request.member_address = cluster_.endpoint(n);
+      response = admin().execute(request);
+      if (response.status == 200) break;
+      hold(300);  // retry spacing while a leader is elected or the last change commits
+    }
+    return response;
+  }
+
+  // A follower loses its disk: removed from the cluster, wiped, restarted empty with --join, added back as a learner
+  // (the leader promotes it once it has caught up), all under load.
+  void fault_membership() {
+    const uint64_t lead = leader();
+    if (lead == 0) return;
+    size_t n = lead == cluster_.size() ? 1 : static_cast<size_t>(lead) + 1;
+    if (disk_ != nullptr && n == disk_node_) n = n == cluster_.size() ? 1 : n + 1;  // a tmpfs cannot be wiped whole
+    if (n == lead) return;
+    log("remove node " + std::to_string(n) + ", wipe it, add it back");
+    cluster_.kill_node(n);
+    cluster_.wipe_node(n);
+    client::Response removed = change_membership(client::Op::kRemoveMember, n);
+    log("remove-member " + std::to_string(n) + ": " + std::to_string(removed.status) + " " + removed.message);
+    if (removed.status != 200) return anomaly("membership", "remove-member " + std::to_string(n) + " never succeeded");
+    cluster_.set_node_flags(n, {"--join"});
+    if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not start");
+    hold(between(200, 1000));
+    client::Response added = change_membership(client::Op::kAddMember, n);
+    log("add-member " + std::to_string(n) + ": " + std::to_string(added.status) + " " + added.message);
+    if (added.status != 200) return anomaly("membership", "add-member " + std::to_string(n) + " never succeeded");
+    expect_recovery("re-adding node " + std::to_string(n));
+  }
+
+  // Node disk_node_'s tmpfs filled to ENOSPC: the node must stop cleanly (exit 1 with the cause, README "Disk
+  // faults"), never abort; once the space is back it restarts and catches up.
+  void fault_disk_full() {
+    if (disk_ == nullptr) return;
+    const size_t n = disk_node_;
+    const int64_t mib = disk_->fill();
+    log("filled node " + std::to_string(n) + "'s disk (" + std::to_string(mib) + " MiB of filler)");
+    const bool exited = it::wait_until([&] { return !cluster_.running(n); }, milliseconds(10000), milliseconds(20));
+    if (exited) {
+      const std::optional<int> status = cluster_.exit_status(n);
+      if (status && WIFSIGNALED(*status)) {
+        anomaly("disk full", "node " + std::to_string(n) + " died of signal " + std::to_string(WTERMSIG(*status)) +
+                                 " on a full disk instead of stopping with exit status 1");
+      } else {
+        log("node " + std::to_string(n) + " stopped: exit status " +
+            std::to_string(status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1));
+      }
+    } else {
+      log("node " + std::to_string(n) + " still runs with a full disk");
+    }
+    hold(between(500, 1500));
+    disk_->drain();
+    log("freed node " + std::to_string(n) + "'s disk");
+    if (!cluster_.running(n) && !cluster_.start_node(n)) {
+      anomaly("recovery", "node " + std::to_string(n) + " did not restart after its disk was freed");
+    }
+    expect_recovery("freeing node " + std::to_string(n) + "'s disk");
+  }
+
   void fault_pause() {
     const size_t n = target();
     const pid_t pid = cluster_.pid(n);
@@ -187,6 +256,8 @@ class Campaign {
       ++faults_;
       if (kind == "kill") fault_kill();
       if (kind == "blackout") fault_blackout();
+      if (kind == "membership") fault_membership();
+      if (kind == "diskfull") fault_disk_full();
       if (kind == "pause") fault_pause();
       if (kind == "partition") fault_partition();
       if (kind == "clock") fault_clock();
@@ -282,6 +353,8 @@ class Campaign {
   SteadyClock::time_point origin_;
   std::mt19937_64 random_;
   std::set<size_t> paused_;
+  SmallDisk* disk_ = nullptr;
+  size_t disk_node_ = 0;
   std::unique_ptr<client::Client> admin_;
   std::string fault_log_;
   std::vector<Anomaly> extra_anomalies_;
@@ -312,8 +385,21 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
     }
   }
   it::Cluster cluster(cluster_options);
+  std::unique_ptr<SmallDisk> disk;  // unmounted (lazily) before the cluster's destructor removes its directory
   History history;
   Campaign campaign(options, cluster, history, origin);
+  if (std::find(options.faults.begin(), options.faults.end(), "diskfull") != options.faults.end()) {
+    const size_t n = 1 + options.seed % 3;
+    std::string why;
+    disk = SmallDisk::create(cluster.data_dir(n), 192, &why);
+    if (disk == nullptr) {
+      std::cerr << "[chaos] DISK FULL SKIPPED: " << why << "\n";
+    } else {
+      campaign.disk_ = disk.get();
+      campaign.disk_node_ = n;
+      campaign.log("node " + std::to_string(n) + "'s data directory is a 192 MiB tmpfs");
+    }
+  }
   std::mt19937_64 setup_random(options.seed ^ 0x5eed);
   const std::vector<int64_t> policies = {-1, 3, 10, 60};
   const int64_t initial_policy = policies[setup_random() % policies.size()];

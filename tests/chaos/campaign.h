@@ -22,7 +22,7 @@ struct CampaignOptions {
   int64_t seconds = 20;  // of workload under faults
   size_t threads = 4;
   bool exactly_once = true;
-  std::vector<std::string> faults = {"kill", "pause", "partition", "clock", "blackout"};
+  std::vector<std::string> faults = {"kill", "pause", "partition", "clock", "blackout", "membership", "diskfull"};
   std::string mayflyd;   // empty: this build's
   Network* network = nullptr;  // nullptr: nodes on 127.0.0.1, no partitions
   // Non-empty: every node preloads this library (power_cut_shim.c), so a SIGKILL also loses the LevelDB log writes

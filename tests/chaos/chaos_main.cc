@@ -29,7 +29,7 @@ struct Flags {
   size_t threads = 4;
   bool no_exactly_once = false;
   bool no_netns = false;
-  std::string faults = "kill,pause,partition,clock,blackout";
+  std::string faults = "kill,pause,partition,clock,blackout,membership,diskfull";
   std::string mayflyd;
   std::string history_dir = "/tmp";
   bool keep_history = false;
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
   app.add_option("--first-seed", flags.first_seed, "the first of --seeds");
   app.add_option("--seconds", flags.seconds, "workload time under faults per seed")->check(CLI::Range(1, 86400));
   app.add_option("--threads", flags.threads, "workload client threads")->check(CLI::Range(1, 64));
-  app.add_option("--faults", flags.faults, "comma-separated: kill, blackout (every node at once), pause, partition, clock");
+  app.add_option("--faults", flags.faults, "comma-separated: kill, blackout (every node at once), pause, partition, clock, membership, diskfull");
   app.add_flag("--no-exactly-once", flags.no_exactly_once, "clients without exactly-once writes (mutation check)");
   app.add_flag("--no-netns", flags.no_netns, "nodes on 127.0.0.1 (no partitions) even as root");
   app.add_option("--mayflyd", flags.mayflyd, "the mayflyd binary (default: this build's)");

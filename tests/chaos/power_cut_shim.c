@@ -62,16 +62,19 @@ static void track(int fd, const char* path, int flags) {
 static int flush_locked(int fd) {
   struct pending* p = &table[fd];
   size_t done = 0;
+  int result = 0;
   while (done < p->size) {
     const ssize_t n = real_write(fd, p->data + done, p->size - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return -1;
+      result = -1;  // e.g. ENOSPC: what was not written stays cached, never written twice
+      break;
     }
     done += (size_t)n;
   }
-  p->size = 0;
-  return 0;
+  memmove(p->data, p->data + done, p->size - done);
+  p->size -= done;
+  return result;
 }
 
 static int flush(int fd) {
