@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", flags.seconds, "workload time under faults per seed")->check(CLI::Range(1, 86400));
   app.add_option("--threads", flags.threads, "workload client threads")->check(CLI::Range(1, 64));
   app.add_option("--faults", flags.faults, "comma-separated: kill, blackout (every node at once), pause, partition, clock, membership, diskfull");
-  app.add_flag("--no-exactly-once", flags.no_exactly_once, "clients without exactly-once writes (mutation check)");
+  app.add_flag("--no-exactly-once", flags.no_exactly_once, "clients without exactly-once writes, re-sending writes whose outcome is unknown (mutation check)");
   app.add_flag("--no-netns", flags.no_netns, "nodes on 127.0.0.1 (no partitions) even as root");
   app.add_option("--mayflyd", flags.mayflyd, "the mayflyd binary (default: this build's)");
   app.add_option("--history-dir", flags.history_dir, "where a failing run's history is written");

@@ -64,6 +64,7 @@ std::string describe(const Op& op) {
     default: break;
   }
   if (op.pinned_endpoint) out += " pinned=" + std::to_string(*op.pinned_endpoint);
+  if (op.resent != 0) out += " resent=" + std::to_string(op.resent);
   out += " -> " + outcome_name(op.outcome) + " " + std::to_string(op.status);
   if (op.substatus != 0) out += "/" + std::to_string(op.substatus);
   if (op.kind == OpKind::kRead && op.found) {

@@ -45,6 +45,7 @@ struct Op {
   int substatus = 0;
   uint64_t served_by = 0;
   std::optional<size_t> pinned_endpoint;  // a read sent to one node first
+  int resent = 0;  // times the workload itself sent the write again after an unknown outcome (--no-exactly-once)
 
   // What was sent.
   int64_t write_v = 0;            // create/upsert/replace/incr: the new version's v

@@ -2,6 +2,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <random>
@@ -167,9 +168,20 @@ void Workload::run(size_t thread) {
     }
     op.invoke_wall_us = wall_micros();
     op.invoke_us = micros_since(origin_);
-    const client::Response response = client.execute(request);
+    client::Response response = client.execute(request);
     op.complete_us = micros_since(origin_);
     classify(op, response);
+    // Without exactly-once writes, an application that must get its write done sends it again when the outcome is
+    // unknown: one logical operation, perhaps applied twice. The checkers must catch that (the mutation check).
+    for (int resend = 0; resend < 5 && !options_.exactly_once && op.outcome == Outcome::kUnknown && !stopping_;
+         ++resend) {
+      // The application's back-off (300 ms doubling, at most 2 s) lets the fault behind the 503 heal.
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(300 << resend, 2000)));
+      response = client.execute(request);
+      op.complete_us = micros_since(origin_);
+      ++op.resent;
+      classify(op, response);
+    }
     if (op.outcome == Outcome::kOk && op.kind == OpKind::kRead && op.found) {
       known_etag[op.key] = {op.etag, op.read_v};
     } else if (op.outcome == Outcome::kOk && op.write_v != 0 && op.status < 300 && !op.etag.empty()) {

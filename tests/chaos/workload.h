@@ -2,6 +2,8 @@
 // own seeded random choices, doing reads at every consistency level (some pinned to one node), creates, upserts,
 // If-Match replaces, deletes and `incr` patches over a few item keys, increments of counter keys, and (thread 0)
 // defaultTtl changes; every operation is recorded in the History with its invocation and completion times.
+// With exactly_once off the threads behave like an application without exactly-once writes that must get its writes
+// done: a write whose outcome is unknown is sent again (at most 5 times, backing off) and recorded as one operation.
 //
 // Thread-safety: start() and stop() from one thread; the workload threads only share the History and an atomic flag.
 #pragma once
