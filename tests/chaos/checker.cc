@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <set>
 
 #include "tests/chaos/linearizability.h"
 
@@ -115,6 +116,8 @@ void check_sessions(const std::vector<Op>& ops, const Versions& versions, CheckR
     int64_t since_us = 0;          // when the client learned of it
   };
   std::map<int, std::map<std::string, Floor>> floors;
+  // Versions a client has seen give way (to another version, to absent, or to its own write): never seen again.
+  std::map<int, std::map<std::string, std::set<int64_t>>> dead;
   std::map<std::string, std::vector<const Op*>> changes;  // per key: writes and deletes, for "absent" excuses
   for (const Op& op : ops) {
     if (op.is_write() && op.kind != OpKind::kSetDefaultTtl && op.outcome != Outcome::kFail) changes[op.key].push_back(&op);
@@ -122,15 +125,29 @@ void check_sessions(const std::vector<Op>& ops, const Versions& versions, CheckR
   for (const Op& op : ops) {  // ops of one client are sequential, so history order is that client's order
     if (op.client < 0 || op.kind == OpKind::kSetDefaultTtl || op.outcome != Outcome::kOk) continue;
     Floor& floor = floors[op.client][op.key];
+    std::set<int64_t>& gone = dead[op.client][op.key];
     if (writes_version(op)) {
-      if (op.status < 300) floor = Floor{op.write_v, op.kind == OpKind::kIncr ? floor.ttl_own : op.write_ttl, op.invoke_us};
+      if (op.status < 300) {
+        if (floor.v != 0) gone.insert(floor.v);
+        floor = Floor{op.write_v, op.kind == OpKind::kIncr ? floor.ttl_own : op.write_ttl, op.invoke_us};
+      }
       continue;
     }
     if (op.kind == OpKind::kDelete) {
-      if (op.status == 204) floor = Floor{};
+      if (op.status == 204) {
+        if (floor.v != 0) gone.insert(floor.v);
+        floor = Floor{};
+      }
       continue;
     }
     if (op.kind != OpKind::kRead || op.level != ReadLevel::kSession) continue;
+    if (floor.v != 0 && (!op.found || op.read_v != floor.v)) gone.insert(floor.v);
+    if (op.found && gone.count(op.read_v)) {
+      report.anomalies.push_back({"session", op.key,
+                                  "client " + std::to_string(op.client) + " read v=" + std::to_string(op.read_v) +
+                                      " again after it had seen it replaced or removed: " + describe(op),
+                                  op.invoke_us});
+    }
     if (op.found) {
       if (floor.v != 0 && certainly_older(op.read_v, floor.v, versions)) {
         report.anomalies.push_back({"session", op.key,

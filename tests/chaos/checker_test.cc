@@ -198,6 +198,19 @@ TEST(ChaosChecker, SessionReadGoingBackFails) {
   EXPECT_TRUE(check(other).ok());
 }
 
+TEST(ChaosChecker, SessionSeeingAnExpiredItemAgainFails) {
+  HistoryBuilder h;  // client 1 saw v1, then saw it gone (expired), then saw v1 again
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2, 0);
+  h.read(1, 20, 30, 100, 2, 0, ReadLevel::kSession, 1).read(0, 40, 50, 0, kTtlAbsent, 0, ReadLevel::kSession, 1);
+  h.read(1, 60, 70, 100, 2, 0, ReadLevel::kSession, 1);
+  EXPECT_TRUE(has(check(h), "session"));
+  HistoryBuilder eventual;  // eventual reads promise no order
+  eventual.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2, 0);
+  eventual.read(1, 20, 30, 100, 2, 0, ReadLevel::kEventual, 1).read(0, 40, 50, 0, kTtlAbsent, 0, ReadLevel::kEventual, 1);
+  eventual.read(1, 60, 70, 100, 2, 0, ReadLevel::kEventual, 1);
+  EXPECT_TRUE(check(eventual).ok());
+}
+
 TEST(ChaosChecker, ManyUnknownIncrementsStayTractable) {
   HistoryBuilder h;
   h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1, 0, Outcome::kOk, "c");
