@@ -36,6 +36,9 @@ struct NodeSnapshot {
   std::map<std::string, Op> items;  // key -> the pinned eventual read
 };
 
+// The nemesis and the end-of-run checks of one run, on the campaign's main thread (the cluster harness and the admin
+// client are single-threaded). Every random draw comes from the seed; which node leads when a fault picks "the
+// leader" is the cluster's doing, so a seed fixes the schedule's choices, not the whole run.
 class Campaign {
  public:
   Campaign(const CampaignOptions& options, it::Cluster& cluster, History& history, SteadyClock::time_point origin)
