@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test run walkthrough bench sanitize clean
+.PHONY: all deps configure build test run walkthrough bench sanitize chaos clean
 
 all: build
 
@@ -18,7 +18,7 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The whole suite (labels: unit, sim, integration, conformance, fuzz). One label: make test CTEST_ARGS="-L unit"
+# The whole suite (labels: unit, sim, integration, conformance, fuzz, chaos). One label: make test CTEST_ARGS="-L unit"
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
@@ -38,6 +38,15 @@ sanitize: deps
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMAYFLY_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+# The fault campaign (tests/chaos/README.md), long: SEEDS seeds of CHAOS_SECONDS each under kills, power cuts,
+# pauses, partitions and clock steps (as root for partitions). make chaos SEEDS=15 is about 30 minutes.
+SEEDS ?= 15
+FIRST_SEED ?= 1
+CHAOS_SECONDS ?= 110
+chaos: build
+	$(BUILD_DIR)/tests/chaos/mayfly-chaos --seeds $(SEEDS) --first-seed $(FIRST_SEED) --seconds $(CHAOS_SECONDS) \
+	  --history-dir $(BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR) build-asan

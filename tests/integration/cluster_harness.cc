@@ -219,6 +219,12 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)), nodes_(
 }
 
 void Cluster::pick_ports() {
+  if (!options_.addresses.empty()) {
+    ports_ = options_.addresses;
+    ports_.resize(options_.nodes);
+    metrics_ports_ = free_ports(options_.metrics ? options_.nodes : 0);
+    return;
+  }
   // All at once, so they differ.
   std::vector<std::string> ports = free_ports(options_.nodes * (options_.metrics ? 2 : 1));
   metrics_ports_.assign(ports.begin() + static_cast<std::ptrdiff_t>(std::min(ports.size(), options_.nodes)),
@@ -257,7 +263,9 @@ std::vector<std::string> Cluster::node_argv(size_t n) const {
   for (size_t i = 1; i <= ports_.size(); ++i) {
     peers += (peers.empty() ? "" : ",") + std::to_string(i) + "=" + ports_[i - 1];
   }
-  std::vector<std::string> argv = {MAYFLY_IT_MAYFLYD,
+  std::vector<std::string> argv;
+  if (auto prefix = options_.launch_prefix.find(n); prefix != options_.launch_prefix.end()) argv = prefix->second;
+  argv.insert(argv.end(), {options_.mayflyd.empty() ? std::string(MAYFLY_IT_MAYFLYD) : options_.mayflyd,
                                    "--id",
                                    std::to_string(n),
                                    "--listen",
@@ -271,7 +279,7 @@ std::vector<std::string> Cluster::node_argv(size_t n) const {
                                    "--election-timeout-ticks",
                                    std::to_string(options_.election_timeout_ticks),
                                    "--heartbeat-ticks",
-                                   std::to_string(options_.heartbeat_ticks)};
+                                   std::to_string(options_.heartbeat_ticks)});
   if (options_.auth) {
     argv.insert(argv.end(), {"--keys-file", keys_file(), "--cluster-secret-file", secret_file()});
   }
@@ -309,7 +317,15 @@ bool Cluster::spawn(size_t n) {
     }
     env = {"LD_PRELOAD=" + library, "FAKETIME=" + offset->second, "FAKETIME_DONT_FAKE_MONOTONIC=1"};
   }
-  env.insert(env.end(), options_.extra_env.begin(), options_.extra_env.end());
+  for (const std::string& extra : options_.extra_env) {
+    // Two preloaded libraries (libfaketime and a test's): one LD_PRELOAD naming both.
+    auto preload = std::find_if(env.begin(), env.end(), [](const std::string& e) { return e.rfind("LD_PRELOAD=", 0) == 0; });
+    if (extra.rfind("LD_PRELOAD=", 0) == 0 && preload != env.end()) {
+      *preload += ":" + extra.substr(std::strlen("LD_PRELOAD="));
+    } else {
+      env.push_back(extra);
+    }
+  }
   {
     std::ofstream log(log_path(n), std::ios::app);
     log << "===== [harness] starting node " << n << ":";

@@ -46,7 +46,8 @@ struct ClusterOptions {
   std::vector<std::string> extra_flags;
   // Node number (1..N) -> libfaketime offset, e.g. "+5s" or "-5s" (FAKETIME_DONT_FAKE_MONOTONIC=1 is set too).
   std::map<size_t, std::string> clock_offset;
-  // Environment added for every node (e.g. "LD_PRELOAD=" a test-only fault library); not with clock_offset.
+  // Environment added for every node (e.g. "LD_PRELOAD=" a test-only fault library; with a clock_offset too, the
+  // node's LD_PRELOAD names both libraries).
   std::vector<std::string> extra_env;
   // Serve Prometheus metrics from every node (--metrics on a port of its own; see Cluster::scrape).
   bool metrics = false;
@@ -55,6 +56,14 @@ struct ClusterOptions {
   // Keys and a cluster secret (README "Security"): every node gets --keys-file and --cluster-secret-file, and the
   // harness's clients and CLI runs use the admin key. false: the nodes run open, as on a loopback dev machine.
   bool auth = true;
+  // The nodes' addresses ("HOST:PORT", node n is [n-1]); empty: free ports on 127.0.0.1 that the harness finds (and
+  // re-picks when one was taken). Set: these exactly, e.g. addresses in network namespaces the test made.
+  std::vector<std::string> addresses;
+  // Node number -> words put before mayflyd's path on its command line, e.g. {"/usr/sbin/ip", "netns", "exec", "ns1"}
+  // (a program that execs mayflyd in place, so the PID the harness signals is still the node's).
+  std::map<size_t, std::vector<std::string>> launch_prefix;
+  // The mayflyd binary to run; empty: the one this build made.
+  std::string mayflyd;
   int64_t tick_ms = 10;
   int64_t election_timeout_ticks = 30;
   int64_t heartbeat_ticks = 5;
@@ -111,6 +120,14 @@ class Cluster {
   std::optional<int> exit_status(size_t n);
   // Extra flags for node n's next starts (e.g. {"--join"}); replaces what was set before.
   void set_node_flags(size_t n, std::vector<std::string> flags) { node_flags_[n] = std::move(flags); }
+  // The libfaketime offset for node n's next starts (as ClusterOptions::clock_offset); empty: its real clock.
+  void set_clock_offset(size_t n, const std::string& offset) {
+    if (offset.empty()) {
+      options_.clock_offset.erase(n);
+    } else {
+      options_.clock_offset[n] = offset;
+    }
+  }
   // The CA (PEM file) the harness's clients and CLI runs trust: they connect with TLS (ClientOptions::tls_ca,
   // --tls-ca). Empty (the default): plaintext. Set it before the first status query.
   void set_tls_ca(std::string path) { tls_ca_ = std::move(path); }

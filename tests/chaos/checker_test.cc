@@ -1,0 +1,253 @@
+// The fault campaign's checkers (checker.h) against hand-made histories: each anomaly class must be reported, and
+// the legitimate histories around it (concurrency, unknown outcomes, expiry) must pass.
+#include "tests/chaos/checker.h"
+
+#include <gtest/gtest.h>
+
+namespace mayfly::chaos {
+namespace {
+
+class HistoryBuilder {
+ public:
+  // A write; `ts` is the _ts the server answered with (0: none).
+  HistoryBuilder& write(OpKind kind, int64_t v, int64_t at, int64_t until, int status, int64_t ts,
+                        int64_t ttl = kTtlAbsent, int client = 0, Outcome outcome = Outcome::kOk,
+                        const std::string& key = "k") {
+    Op op = base(client, key, at, until);
+    op.kind = kind;
+    op.write_v = v;
+    op.write_ttl = ttl;
+    op.status = status;
+    op.ts = ts;
+    op.outcome = outcome;
+    return add(op);
+  }
+  HistoryBuilder& unknown(OpKind kind, int64_t v, int64_t at, int64_t ttl = kTtlAbsent, const std::string& key = "k") {
+    return write(kind, v, at, at + 1, 503, 0, ttl, 0, Outcome::kUnknown, key);
+  }
+  HistoryBuilder& del(int64_t at, int64_t until, int status, int client = 0) {
+    Op op = base(client, "k", at, until);
+    op.kind = OpKind::kDelete;
+    op.status = status;
+    return add(op);
+  }
+  // A read that found version v (n, ts, ttl), or (v == 0) got 404.
+  HistoryBuilder& read(int64_t v, int64_t at, int64_t until, int64_t ts = 0, int64_t ttl = kTtlAbsent, int64_t n = 0,
+                       ReadLevel level = ReadLevel::kStrong, int client = 0, const std::string& key = "k") {
+    Op op = base(client, key, at, until);
+    op.kind = OpKind::kRead;
+    op.level = level;
+    op.status = v != 0 ? 200 : 404;
+    op.found = v != 0;
+    op.read_v = v;
+    op.read_n = n;
+    op.read_ts = ts;
+    op.read_ttl = ttl;
+    return add(op);
+  }
+  HistoryBuilder& policy(int64_t default_ttl, int64_t at, int64_t until, int64_t ts) {
+    Op op = base(0, "", at, until);
+    op.kind = OpKind::kSetDefaultTtl;
+    op.default_ttl = default_ttl;
+    op.status = 200;
+    op.ts = ts;
+    return add(op);
+  }
+  const std::vector<Op>& ops() const { return ops_; }
+
+ private:
+  Op base(int client, const std::string& key, int64_t at, int64_t until) {
+    Op op;
+    op.client = client;
+    op.key = key;
+    op.invoke_us = at * 1000;
+    op.complete_us = until * 1000;
+    op.invoke_wall_us = 0;
+    op.outcome = Outcome::kOk;
+    return op;
+  }
+  HistoryBuilder& add(Op op) {
+    op.index = ops_.size();
+    ops_.push_back(op);
+    return *this;
+  }
+  std::vector<Op> ops_;
+};
+
+CheckReport check(const HistoryBuilder& history, int64_t policy = -1, std::set<std::string> counters = {}) {
+  CheckOptions options;
+  options.initial_policy = policy;
+  options.counter_keys = std::move(counters);
+  return check_history(history.ops(), options);
+}
+
+bool has(const CheckReport& report, const std::string& checker) {
+  for (const Anomaly& a : report.anomalies) {
+    if (a.checker == checker) return true;
+  }
+  return false;
+}
+
+TEST(ChaosChecker, ReadOfTheLastWritePasses) {
+  HistoryBuilder h;
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1).write(OpKind::kUpsert, 2, 20, 30, 200, 100, -1).read(2, 40, 50, 100, -1);
+  EXPECT_TRUE(check(h).ok());
+}
+
+TEST(ChaosChecker, ConcurrentWritesMayLandInEitherOrder) {
+  HistoryBuilder h;
+  h.write(OpKind::kUpsert, 1, 0, 50, 201, 100, -1, 0).write(OpKind::kUpsert, 2, 10, 40, 200, 100, -1, 1);
+  h.read(1, 60, 70, 100, -1);  // 2 then 1: upsert 2 created it (201 expected)... see next test
+  EXPECT_FALSE(check(h).ok()) << "upsert 2 answered 200 (replaced), so 1 came first and the read must see 2";
+  HistoryBuilder g;
+  g.write(OpKind::kUpsert, 1, 0, 50, 200, 100, -1, 0).write(OpKind::kUpsert, 2, 10, 40, 201, 100, -1, 1);
+  g.read(1, 60, 70, 100, -1);
+  EXPECT_TRUE(check(g).ok());
+}
+
+TEST(ChaosChecker, StaleStrongReadFails) {
+  HistoryBuilder h;
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1).write(OpKind::kUpsert, 2, 20, 30, 200, 100, -1).read(1, 40, 50, 100, -1);
+  EXPECT_TRUE(has(check(h), "linearizable"));
+}
+
+TEST(ChaosChecker, LostAcknowledgedWriteFails) {
+  HistoryBuilder h;
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1).read(0, 20, 30);
+  EXPECT_TRUE(has(check(h), "linearizable"));
+}
+
+TEST(ChaosChecker, ExpiryIsAWriteOfAbsentAtTheExpiryInstant) {
+  HistoryBuilder h;  // ttl 2 at second 100: gone from second 102 on
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2).read(1, 20, 30, 100, 2).read(0, 40, 50);
+  h.write(OpKind::kCreate, 2, 60, 70, 201, 102, -1);
+  EXPECT_TRUE(check(h).ok());
+}
+
+TEST(ChaosChecker, ResurrectionAfterExpiryFails) {
+  HistoryBuilder h;
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2).read(0, 20, 30).read(1, 40, 50, 100, 2);
+  EXPECT_TRUE(has(check(h), "linearizable"));
+}
+
+TEST(ChaosChecker, AnItemAliveAtAKnownLaterSecondFails) {
+  HistoryBuilder h;  // expires at 102; a write acknowledged at second 103 completed before the read began
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2).write(OpKind::kCreate, 9, 20, 30, 201, 103, -1, 1, Outcome::kOk, "x");
+  h.read(1, 40, 50, 100, 2);
+  EXPECT_TRUE(check(h).ok()) << "another key's write does not move this key's time (per-key check)";
+  HistoryBuilder g;
+  g.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2).write(OpKind::kCreate, 2, 20, 30, 409, 0, -1);
+  g.write(OpKind::kUpsert, 3, 40, 50, 201, 103, -1).read(1, 60, 70, 100, 2);
+  EXPECT_TRUE(has(check(g), "linearizable"));
+}
+
+TEST(ChaosChecker, ExpiringBeforeTheInstantFails) {
+  HistoryBuilder h;  // ttl 5 at 100: alive at 102, so an upsert at 102 must replace (200), not create (201)
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 5).write(OpKind::kUpsert, 2, 20, 30, 201, 102, -1);
+  EXPECT_TRUE(has(check(h), "linearizable"));
+}
+
+TEST(ChaosChecker, UnknownWritesMayTakeEffectLaterOrNever) {
+  HistoryBuilder h;
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1).unknown(OpKind::kUpsert, 2, 20, -1).read(1, 30, 40, 100, -1);
+  h.read(2, 50, 60, 101, -1);
+  EXPECT_TRUE(check(h).ok());
+  h.read(1, 70, 80, 100, -1);  // and back: impossible
+  EXPECT_TRUE(has(check(h), "linearizable"));
+}
+
+TEST(ChaosChecker, AReadOfARefusedWriteFails) {
+  HistoryBuilder h;
+  h.write(OpKind::kUpsert, 1, 0, 10, 503, 0, -1, 0, Outcome::kFail).read(1, 20, 30, 100, -1);
+  EXPECT_TRUE(has(check(h), "versions"));
+}
+
+TEST(ChaosChecker, IncrementsCountExactlyOnce) {
+  HistoryBuilder h;
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1, 0, Outcome::kOk, "c");
+  h.write(OpKind::kIncr, 2, 20, 30, 200, 100, kTtlAbsent, 0, Outcome::kOk, "c");
+  h.unknown(OpKind::kIncr, 3, 40, kTtlAbsent, "c");
+  h.read(3, 60, 70, 101, -1, 2, ReadLevel::kStrong, -1, "c");
+  EXPECT_TRUE(check(h, -1, {"c"}).ok());
+  HistoryBuilder twice;  // one increment, counted twice
+  twice.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1, 0, Outcome::kOk, "c");
+  twice.write(OpKind::kIncr, 2, 20, 30, 200, 100, kTtlAbsent, 0, Outcome::kOk, "c");
+  twice.read(2, 60, 70, 100, -1, 2, ReadLevel::kStrong, -1, "c");
+  const CheckReport report = check(twice, -1, {"c"});
+  EXPECT_TRUE(has(report, "counters"));
+  EXPECT_TRUE(has(report, "linearizable"));
+}
+
+TEST(ChaosChecker, ShorteningTheDefaultTtlExpiresOldItemsAtTheChange) {
+  HistoryBuilder h;  // inherits 60 s; the default becomes 3 s at second 110: the item (from 100) is gone
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100).policy(3, 20, 30, 110).read(1, 40, 50, 100);
+  EXPECT_TRUE(has(check(h, 60), "linearizable"));
+  HistoryBuilder g;
+  g.write(OpKind::kCreate, 1, 0, 10, 201, 100).policy(30, 20, 30, 110).read(1, 40, 50, 100);
+  EXPECT_TRUE(check(g, 60).ok());
+}
+
+TEST(ChaosChecker, SessionReadGoingBackFails) {
+  HistoryBuilder h;  // client 1 wrote v2 (second 101); its session read returns v1 (second 100)
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1, 0).write(OpKind::kUpsert, 2, 20, 30, 200, 101, -1, 1);
+  h.read(1, 40, 50, 100, -1, 0, ReadLevel::kSession, 1);
+  EXPECT_TRUE(has(check(h), "session"));
+  HistoryBuilder other;  // another client may read the older version at session level
+  other.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1, 0).write(OpKind::kUpsert, 2, 20, 30, 200, 101, -1, 1);
+  other.read(1, 40, 50, 100, -1, 0, ReadLevel::kSession, 2);
+  EXPECT_TRUE(check(other).ok());
+}
+
+TEST(ChaosChecker, SessionSeeingAnExpiredItemAgainFails) {
+  HistoryBuilder h;  // client 1 saw v1, then saw it gone (expired), then saw v1 again
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2, 0);
+  h.read(1, 20, 30, 100, 2, 0, ReadLevel::kSession, 1).read(0, 40, 50, 0, kTtlAbsent, 0, ReadLevel::kSession, 1);
+  h.read(1, 60, 70, 100, 2, 0, ReadLevel::kSession, 1);
+  EXPECT_TRUE(has(check(h), "session"));
+  HistoryBuilder eventual;  // eventual reads promise no order
+  eventual.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2, 0);
+  eventual.read(1, 20, 30, 100, 2, 0, ReadLevel::kEventual, 1).read(0, 40, 50, 0, kTtlAbsent, 0, ReadLevel::kEventual, 1);
+  eventual.read(1, 60, 70, 100, 2, 0, ReadLevel::kEventual, 1);
+  EXPECT_TRUE(check(eventual).ok());
+}
+
+TEST(ChaosChecker, ManyUnknownIncrementsStayTractable) {
+  HistoryBuilder h;
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1, 0, Outcome::kOk, "c");
+  for (int i = 0; i < 40; ++i) h.unknown(OpKind::kIncr, 100 + i, 20 + i, kTtlAbsent, "c");
+  h.read(139, 100, 110, 101, -1, 17, ReadLevel::kStrong, -1, "c");
+  CheckOptions options;
+  options.initial_policy = -1;
+  options.counter_keys = {"c"};
+  options.max_search_steps = 100000;
+  EXPECT_TRUE(check_history(h.ops(), options).ok());
+  h.read(139, 120, 130, 101, -1, 18, ReadLevel::kStrong, -1, "c");  // the same version with another count
+  EXPECT_TRUE(has(check_history(h.ops(), options), "linearizable"));
+}
+
+TEST(ChaosChecker, AStrongReadOfAnItemLongExpiredByTheWallClockFails) {
+  HistoryBuilder h;  // expires at second 102; read at wall second 110 (slack 2 s)
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2).read(1, 20, 30, 100, 2);
+  std::vector<Op> ops = h.ops();
+  ops[1].invoke_wall_us = 110'000'000;
+  CheckOptions options;
+  options.initial_policy = -1;
+  EXPECT_TRUE(has(check_history(ops, options), "recency"));
+  ops[1].invoke_wall_us = 103'500'000;  // within the slack: replicated time may trail the wall clock a little
+  EXPECT_TRUE(check_history(ops, options).ok());
+}
+
+TEST(ChaosChecker, SearchOverItsBoundIsInconclusiveNotAPass) {
+  HistoryBuilder h;
+  for (int i = 0; i < 12; ++i) h.unknown(OpKind::kUpsert, 10 + i, i, -1);
+  h.read(0, 100, 110);
+  CheckOptions options;
+  options.initial_policy = -1;
+  options.max_search_steps = 5;
+  const CheckReport report = check_history(h.ops(), options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_TRUE(report.anomalies[0].inconclusive);
+}
+
+}  // namespace
+}  // namespace mayfly::chaos
