@@ -1036,15 +1036,20 @@ kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t requi
         break;
       }
     }
-    Reply reply = Reply::error(503, "this replica has not caught up to the requested session/staleness yet; retry "
-                                    "or read from another node");
-    reply.result.substatus = kSubstatusReplicaBehind;
-    reply.retry_after_ms = 50;
-    reply.served_by = config_.id;
-    reply.leader_hint = view_.leader;
-    return reply;
+    return unavailable(kSubstatusReplicaBehind, 50,
+                       "this replica has not caught up to the requested session/staleness yet; retry or read from "
+                       "another node");
   });
   return served.exclusiveJoin(kj::mv(behind));
+}
+
+Reply RpcHost::unavailable(uint32_t substatus, uint32_t retry_after_ms, std::string message) const {
+  Reply reply = Reply::error(503, std::move(message));
+  reply.result.substatus = static_cast<int>(substatus);
+  reply.retry_after_ms = retry_after_ms;
+  reply.served_by = config_.id;
+  reply.leader_hint = view_.leader;
+  return reply;
 }
 
 void RpcHost::release_waiting_reads() {
@@ -1120,13 +1125,9 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
         // cut off from it would otherwise serve ever older state as "bounded".
         if (!view_.leader_contact_steady_ms ||
             steady_ms() - *view_.leader_contact_steady_ms > config_.bounded_staleness_ms) {
-          Reply reply = Reply::error(503, "no recent contact with the leader, so staleness cannot be bounded here; "
-                                          "retry on another node or read at eventual consistency");
-          reply.result.substatus = kSubstatusNoLeader;
-          reply.retry_after_ms = 100;
-          reply.served_by = config_.id;
-          reply.leader_hint = view_.leader;
-          return reply;
+          return unavailable(kSubstatusNoLeader, 100,
+                             "no recent contact with the leader, so staleness cannot be bounded here; retry on "
+                             "another node or read at eventual consistency");
         }
         const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
         return wait_for_applied(std::move(operation), view_.commit > slack ? view_.commit - slack : 0);

@@ -124,6 +124,8 @@ class RpcHost final : public DriverOutput {
   // --session-wait-ms.
   kj::Promise<Reply> wait_for_applied(Operation operation, uint64_t required);
   void release_waiting_reads();
+  // A 503 this node answers itself (served by it, with its leader hint).
+  Reply unavailable(uint32_t substatus, uint32_t retry_after_ms, std::string message) const;
   // Any thread (a read thread, normally): the read at this node's applied state.
   Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
