@@ -273,6 +273,7 @@ class Client::Impl {
     kj::TimePoint attempt_started_at = kj::origin<kj::TimePoint>();
     std::optional<uint64_t> sequence;  // the write's number, when it carries a write id
     uint32_t attempts = 0;             // sent or tried so far
+    bool maybe_applied = false;        // a write: some attempt's outcome was unknown
     std::weak_ptr<Connection> connection;  // of the attempt in flight, for the timeout's diagnosis
   };
 
@@ -374,6 +375,11 @@ class Client::Impl {
   }
 
   kj::Promise<Response> after_attempt(std::shared_ptr<Call> call, Attempt outcome) {
+    if (call->write && (outcome.kind == Attempt::Kind::kConnectionLost ||
+                        (outcome.kind == Attempt::Kind::kAnswered && outcome.response.status == 503 &&
+                         outcome.response.substatus == kSubstatusServerOutcomeUnknown))) {
+      call->maybe_applied = true;
+    }
     if (outcome.kind == Attempt::Kind::kAnswered) {
       learn(call->request, outcome.response, call->write);
     } else if (outcome.kind == Attempt::Kind::kNotSent) {
@@ -384,10 +390,11 @@ class Client::Impl {
     const RetryDecision decision = decide_retry(options_, call->retries, outcome, call->write, prng_, deduplicated);
     if (!decision.retry || timer_->now() + decision.delay_ms * kj::MILLISECONDS >= call->deadline) {
       // Out of retries, or the wait would outlast the deadline: the last answer says more than a 408 would.
-      if (outcome.kind == Attempt::Kind::kAnswered) {
-        return kj::mv(outcome.response);
-      }
-      return unanswered_response(outcome, call->write, routing_.address(call->endpoint));
+      Response last = outcome.kind == Attempt::Kind::kAnswered
+                          ? kj::mv(outcome.response)
+                          : unanswered_response(outcome, call->write, routing_.address(call->endpoint));
+      // A later attempt's "not applied" says nothing of an earlier attempt whose outcome was unknown.
+      return call->maybe_applied ? outcome_still_unknown(kj::mv(last)) : kj::mv(last);
     }
     call->endpoint = next_endpoint(*call, decision);
     return timer_->afterDelay(decision.delay_ms * kj::MILLISECONDS).then([this, call]() { return run(call); });

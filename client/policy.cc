@@ -230,6 +230,26 @@ Response unanswered_response(const Attempt& attempt, bool write, std::string_vie
   return response;
 }
 
+Response outcome_still_unknown(Response last) {
+  const bool executed =
+      last.status < 400 || (last.status < 500 && last.status != 401 && last.status != 403 && last.status != 408 &&
+                            last.status != kStatusThrottled);
+  const bool already_unknown =
+      last.status == kStatusUnavailable &&
+      (last.substatus == kSubstatusWriteOutcomeUnknown || last.substatus == kSubstatusServerOutcomeUnknown ||
+       last.substatus == kSubstatusServerWriteRecordLost);
+  if (executed || already_unknown) return last;
+  Response unknown = last;
+  unknown.status = kStatusUnavailable;
+  unknown.substatus = kSubstatusWriteOutcomeUnknown;
+  unknown.body.clear();
+  unknown.etag.clear();
+  unknown.message = "the write's outcome is unknown: an earlier attempt may have been applied, and the retries "
+                    "ended with " + std::to_string(last.status) + " (" + last.message +
+                    "). Read the item to find out before writing again";
+  return unknown;
+}
+
 Response timeout_response(uint32_t timeout_ms, bool write, std::string_view endpoint) {
   Response response;
   response.status = kStatusTimeout;

@@ -121,6 +121,12 @@ RetryDecision decide_retry(const ClientOptions& options, RetryState& state, cons
 // The Response a call ends with when its last attempt got no answer (503 with a client substatus and a message that
 // says what happened and what the caller can do).
 Response unanswered_response(const Attempt& attempt, bool write, std::string_view endpoint);
+// The final Response of a write an earlier attempt of which may have been applied (its outcome was unknown): `last`
+// itself when it is an outcome of the write's execution (2xx, or a 4xx other than 401, 403, 408 and 429 — with a
+// write id, a re-send's answer from the cluster's exactly-once table), otherwise a 503 kSubstatusWriteOutcomeUnknown
+// that says so, carrying `last`'s message: a later "not applied" (no leader, overloaded, throttled) speaks only for
+// that attempt.
+Response outcome_still_unknown(Response last);
 // The Response of a call that ran out of time.
 Response timeout_response(uint32_t timeout_ms, bool write, std::string_view endpoint);
 

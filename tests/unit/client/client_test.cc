@@ -801,6 +801,41 @@ TEST(ClientNetwork, ANumberedWriteLostInFlightIsResentWithItsId) {
   EXPECT_FALSE(other.state().stamps.back().has_value());
 }
 
+TEST(ClientNetwork, RetriesOfAWriteThatMayHaveAppliedNeverEndInANotApplied) {
+  // The first attempt is lost in flight (it may have applied); every re-send then meets "no leader, not applied".
+  // That answer speaks for the re-sends only: the call ends "outcome unknown", not in a 503 the caller would take for
+  // "nothing happened" (the chaos campaign found a delete reported so that had deleted the item).
+  auto received = kj::newPromiseAndFulfiller<void>();
+  FakeNode crashing(1, [&](const Request&) {
+    received.fulfiller->fulfill();
+    return kj::Promise<Response>(kj::NEVER_DONE);
+  });
+  FakeNode leaderless(2, [](const Request&) {
+    return kj::Promise<Response>(Response{.status = 503, .substatus = 1, .message = "no leader", .served_by = 2});
+  });
+  ClientOptions options = options_for({&crashing, &leaderless});
+  options.max_retries_unavailable = 3;
+  Client client(options);
+  kj::Promise<Response> pending = client.execute_async(write_request());
+  received.promise.wait(client.wait_scope());
+  crashing.stop();
+  const Response response = pending.wait(client.wait_scope());
+  EXPECT_EQ(response.status, 503);
+  EXPECT_EQ(response.substatus, kSubstatusWriteOutcomeUnknown) << response.message;
+  EXPECT_NE(response.message.find("earlier attempt may have been applied"), std::string::npos) << response.message;
+  EXPECT_GE(leaderless.requests().size(), 1u);
+  // A write whose every attempt was refused before it could apply keeps its plain 503.
+  FakeNode refusing(3, [](const Request&) {
+    return kj::Promise<Response>(Response{.status = 503, .substatus = 1, .message = "no leader", .served_by = 3});
+  });
+  ClientOptions plain = options_for({&refusing});
+  plain.max_retries_unavailable = 2;
+  Client careful(plain);
+  const Response refused = careful.execute(write_request());
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.substatus, 1u);
+}
+
 TEST(ClientNetwork, TimeoutIs408AndAHungConnectionIsReplaced) {
   bool hang = true;
   FakeNode node(1, [&](const Request&) {
