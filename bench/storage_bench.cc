@@ -109,7 +109,7 @@ void bench_apply_and_read(const Options& options) {
     start = std::chrono::steady_clock::now();
     for (int64_t r = 0; r < reads; ++r) {
       const int64_t i = static_cast<int64_t>(prng.uniform(static_cast<uint64_t>(options.items)));
-      OpResult read = fixture.store->read_item("db", "c", "\"p" + std::to_string(i % 1000) + "\"",
+      OpResult read = fixture.store->reader().read_item("db", "c", "\"p" + std::to_string(i % 1000) + "\"",
                                                "item-" + std::to_string(i), fixture.now);
       check(read.status == 200, "read item");
     }

@@ -15,7 +15,7 @@ uint64_t Collector::pass_work() const {
 }
 
 Result<int64_t> Collector::run_once() {
-  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<storage::ContainerInfo>> list, state_.container_list());
+  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<storage::ContainerInfo>> list, state_.reader().container_list());
   const std::vector<storage::ContainerInfo>& containers = *list;
   // The list is sorted by name (StateMachine::container_list), so the cursor's place is a binary search.
   size_t next = std::lower_bound(containers.begin(), containers.end(), cursor_,

@@ -237,9 +237,9 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
   if (storage::is_item_write(command.type) && !resent) {
     // One container lookup serves both checks before anything reaches the log.
     std::optional<storage::ContainerRecord> container =
-        replica_->state().container_record(command.database, command.container);
+        replica_->state().reader().container_record(command.database, command.container);
     if (!container) {
-      reply(request_id, Reply{replica_->state().read_container(command.database, command.container)});  // the 404
+      reply(request_id, Reply{replica_->state().reader().read_container(command.database, command.container)});  // the 404
       return;
     }
     // Over the container's RU/s: 429 and nothing is proposed (spec §8).
@@ -591,10 +591,10 @@ void Driver::publish_metrics() {
   last_container_metrics_ms_ = steady_ms();
   const int64_t started = loop_.now_micros();
   storage::StateMachine& state = replica_->state();
-  Result<storage::DedupTotals> dedup = state.dedup_totals();
+  Result<storage::DedupTotals> dedup = state.reader().dedup_totals();
   if (!dedup.is_ok()) return fatal(dedup.status());
   metrics_.set_dedup_table(dedup->clients, dedup->result_bytes);
-  Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.container_list();
+  Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.reader().container_list();
   if (!list.is_ok()) return fatal(list.status());
   const std::vector<storage::ContainerInfo>& containers = **list;
   // Series and meters of containers that no longer exist go when the set changes (a new list), and every 10 s for

@@ -13,62 +13,19 @@
 #include "storage/document.h"
 #include "storage/json.h"
 #include "storage/patch.h"
+#include "storage/store_internal.h"
 #include "storage/write_dedup.h"
 
 namespace mayfly::storage {
-namespace {
+using internal::bad_request;
+using internal::from_leveldb;
+using internal::has_prefix;
+using internal::index_value;
+using internal::internal_error;
+using internal::not_found;
+using internal::read_options;
+using internal::decode_index_value;
 
-OpResult not_found(std::string message) { return OpResult::error(404, std::move(message)); }
-OpResult bad_request(std::string message) { return OpResult::error(400, std::move(message)); }
-
-Status from_leveldb(const leveldb::Status& status, std::string_view what) {
-  if (status.ok()) return Status::ok();
-  if (status.IsCorruption()) return Status::corruption(std::string(what) + ": " + status.ToString());
-  return Status::io_error(std::string(what) + ": " + status.ToString());
-}
-
-OpResult internal_error(const Status& status) {
-  return OpResult::error(500, "internal storage error: " + status.to_string());
-}
-
-leveldb::ReadOptions read_options(const void* snapshot) {
-  leveldb::ReadOptions options;
-  options.snapshot = static_cast<const leveldb::Snapshot*>(snapshot);
-  return options;
-}
-
-bool has_prefix(const leveldb::Slice& key, std::string_view prefix) {
-  return key.size() >= prefix.size() && std::string_view(key.data(), prefix.size()) == prefix;
-}
-
-// Holds a LevelDB snapshot for one read.
-class SnapshotGuard {
- public:
-  explicit SnapshotGuard(leveldb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {}
-  ~SnapshotGuard() { db_->ReleaseSnapshot(snapshot_); }
-  SnapshotGuard(const SnapshotGuard&) = delete;
-  SnapshotGuard& operator=(const SnapshotGuard&) = delete;
-  const void* get() const { return snapshot_; }
-
- private:
-  leveldb::DB* db_;
-  const leveldb::Snapshot* snapshot_;
-};
-
-std::string index_value(size_t record_bytes) {
-  std::string out;
-  codec::put_varint(out, record_bytes);
-  return out;
-}
-
-Result<int64_t> decode_index_value(const leveldb::Slice& value) {
-  codec::Reader reader(std::string_view(value.data(), value.size()));
-  uint64_t bytes;
-  if (!reader.get_varint(bytes) || !reader.done()) return Status::corruption("undecodable expiry index value");
-  return static_cast<int64_t>(bytes);
-}
-
-}  // namespace
 
 // Everything one apply (or one GC batch) changes: the LevelDB batch plus the in-memory effects that become true
 // only if the batch is written.
@@ -130,7 +87,12 @@ Result<std::unique_ptr<StateMachine>> StateMachine::open(const StoreOptions& opt
 StateMachine::StateMachine(const StoreOptions& options, std::unique_ptr<leveldb::Cache> cache,
                            std::unique_ptr<const leveldb::FilterPolicy> filter, std::unique_ptr<leveldb::DB> db,
                            MetaState meta)
-    : options_(options), cache_(std::move(cache)), filter_(std::move(filter)), db_(std::move(db)), meta_(meta) {
+    : options_(options),
+      cache_(std::move(cache)),
+      filter_(std::move(filter)),
+      db_(std::move(db)),
+      meta_(meta),
+      reader_(db_.get(), applied_) {
   publish_applied();
 }
 
@@ -138,17 +100,10 @@ StateMachine::~StateMachine() {
   db_.reset();  // the DB must close before its block cache and filter policy go
 }
 
-AppliedState StateMachine::applied() const {
-  std::lock_guard<std::mutex> lock(applied_mutex_);
-  return applied_;
-}
-
 void StateMachine::publish_applied() {
-  std::lock_guard<std::mutex> lock(applied_mutex_);
-  applied_ = AppliedState{LogIndex(meta_.applied_index), meta_.applied_ts_micros};
+  applied_.set(AppliedState{LogIndex(meta_.applied_index), meta_.applied_ts_micros});
 }
 
-Result<DedupTotals> StateMachine::dedup_totals() const { return read_dedup_totals(db_.get()); }
 
 Result<OpResult> StateMachine::apply_encoded(std::string_view command_bytes, LogIndex index, int64_t ts_micros) {
   Result<Command> command = decode_command(command_bytes);
@@ -210,8 +165,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
     case CommandType::kCreateContainer:
     case CommandType::kUpdateContainer:
     case CommandType::kDeleteContainer: {
-      std::lock_guard<std::mutex> lock(containers_mutex_);
-      containers_cache_.reset();
+      reader_.invalidate_container_list();
       break;
     }
     default:
@@ -268,44 +222,13 @@ OpResult StateMachine::dispatch(const Command& command, int64_t ts, ApplyContext
   return bad_request("unknown command type");
 }
 
-// ---- lookups ----------------------------------------------------------------------------------------------------
-
-Result<std::optional<std::string>> StateMachine::get_raw(const std::string& key, const void* snapshot) const {
-  std::string value;
-  leveldb::Status status = db_->Get(read_options(snapshot), key, &value);
-  if (status.IsNotFound()) return std::optional<std::string>();
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "read"));
-  return std::optional<std::string>(std::move(value));
-}
-
-Result<std::optional<ItemRecord>> StateMachine::get_item(const std::string& key, const void* snapshot) const {
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, snapshot));
-  if (!raw) return std::optional<ItemRecord>();
-  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(*raw));
-  return std::optional<ItemRecord>(std::move(record));
-}
-
 Result<std::optional<StateMachine::StoredItem>> StateMachine::load_item(const std::string& key) const {
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, nullptr));
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, reader_.get_raw(key, nullptr));
   if (!raw) return std::optional<StoredItem>();
   MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(*raw));
   return std::optional<StoredItem>(StoredItem{std::move(record), key.size() + raw->size()});
 }
 
-Outcome<ContainerRecord> StateMachine::find_container(std::string_view database, std::string_view container,
-                                                      const void* snapshot) const {
-  Result<std::optional<std::string>> raw = get_raw(container_key(database, container), snapshot);
-  if (!raw.is_ok()) return internal_error(raw.status());
-  if (!raw->has_value()) {
-    Result<std::optional<std::string>> db = get_raw(database_key(database), snapshot);
-    if (db.is_ok() && !db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
-    return not_found("container '" + std::string(container) + "' does not exist in database '" +
-                     std::string(database) + "'");
-  }
-  Result<ContainerRecord> record = decode_container(**raw);
-  if (!record.is_ok()) return internal_error(record.status());
-  return std::move(record).value();
-}
 
 // ---- databases and containers -----------------------------------------------------------------------------------
 
@@ -314,7 +237,7 @@ OpResult StateMachine::create_database(const Command& command, int64_t ts, Apply
     return bad_request(status.message());
   }
   const std::string key = database_key(command.database);
-  Result<std::optional<std::string>> existing = get_raw(key, nullptr);
+  Result<std::optional<std::string>> existing = reader_.get_raw(key, nullptr);
   if (!existing.is_ok()) {
     context.failure = existing.status();
     return internal_error(existing.status());
@@ -334,7 +257,7 @@ OpResult StateMachine::create_database(const Command& command, int64_t ts, Apply
 
 OpResult StateMachine::delete_database(const Command& command, ApplyContext& context) {
   const std::string key = database_key(command.database);
-  Result<std::optional<std::string>> existing = get_raw(key, nullptr);
+  Result<std::optional<std::string>> existing = reader_.get_raw(key, nullptr);
   if (!existing.is_ok()) {
     context.failure = existing.status();
     return internal_error(existing.status());
@@ -387,36 +310,13 @@ Status validate_throughput(const Throughput& throughput) {
 
 }  // namespace
 
-std::string StateMachine::render_container(std::string_view id, const ContainerRecord& record) const {
-  std::string body = "{\"id\":";
-  json::write_json_string(id, body);
-  body += ",\"partitionKey\":{\"paths\":[";
-  json::write_json_string(record.partition_key_path, body);
-  body += "],\"kind\":\"Hash\"},\"indexingPolicy\":{\"indexingMode\":\"";
-  body += record.indexing == ttl::IndexingMode::kNone ? "none" : "consistent";
-  body += "\"}";
-  if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kNoDefault) body += ",\"defaultTtl\":-1";
-  if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kSeconds) {
-    body += ",\"defaultTtl\":" + std::to_string(record.ttl.policy.seconds);
-  }
-  if (record.throughput.mode == Throughput::Mode::kServerless) {
-    body += ",\"throughput\":{\"mode\":\"serverless\"}";
-  } else {
-    body += ",\"throughput\":{\"mode\":\"provisioned\",\"requestUnitsPerSecond\":" +
-            std::to_string(record.throughput.request_units_per_second) + "}";
-  }
-  body += ",\"_rid\":\"" + std::to_string(record.crid) + "\",\"_etag\":";
-  json::write_json_string(format_etag(record.etag_sequence), body);
-  body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record.modified_ts_micros)) + "}";
-  return body;
-}
-
 OpResult StateMachine::create_container(const Command& command, int64_t ts, ApplyContext& context) {
   if (Status status = validate_resource_id("container", command.container); !status.is_ok()) {
     return bad_request(status.message());
   }
-  Result<std::optional<std::string>> db = get_raw(database_key(command.database), nullptr);
-  Result<std::optional<std::string>> existing = get_raw(container_key(command.database, command.container), nullptr);
+  Result<std::optional<std::string>> db = reader_.get_raw(database_key(command.database), nullptr);
+  Result<std::optional<std::string>> existing =
+      reader_.get_raw(container_key(command.database, command.container), nullptr);
   if (!db.is_ok() || !existing.is_ok()) {
     context.failure = db.is_ok() ? existing.status() : db.status();
     return internal_error(context.failure);
@@ -455,7 +355,7 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
 }
 
 OpResult StateMachine::update_container(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.ok()) return found.error();
   ContainerRecord record = found.value();
   if (command.if_match && *command.if_match != format_etag(record.etag_sequence)) {
@@ -494,7 +394,7 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
 }
 
 OpResult StateMachine::delete_container(const Command& command, ApplyContext& context) {
-  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.ok()) return found.error();
   context.batch.Delete(container_key(command.database, command.container));
   context.batch.Put(dropped_container_key(found.value().crid), "");
@@ -530,7 +430,7 @@ LocalStats& StateMachine::local_stats(uint64_t crid) {
   auto it = local_stats_.find(crid);
   if (it != local_stats_.end()) return it->second;
   LocalStats stats;
-  Result<std::optional<std::string>> raw = get_raw(local_stats_key(crid), nullptr);
+  Result<std::optional<std::string>> raw = reader_.get_raw(local_stats_key(crid), nullptr);
   if (raw.is_ok() && raw->has_value()) {
     Result<LocalStats> decoded = decode_local_stats(**raw);
     if (decoded.is_ok()) stats = *decoded;
@@ -555,7 +455,7 @@ void StateMachine::remove_stored_item(uint64_t crid, const std::string& key, std
 }
 
 OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.ok()) return found.error();
   const ContainerRecord& container = found.value();
   const CommandType type = command.type;
@@ -645,7 +545,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
 }
 
 OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.ok()) return found.error();
   const ContainerRecord& container = found.value();
   Outcome<std::string> partition_key = canonical_partition_key_text(command.partition_key_json);
@@ -691,324 +591,6 @@ OpResult StateMachine::set_member_address(const Command& command, ApplyContext& 
   return OpResult{};
 }
 
-std::map<NodeId, std::string> StateMachine::member_addresses() const {
-  std::map<NodeId, std::string> out;
-  const std::string prefix(1, static_cast<char>(KeyTag::kMemberAddress));
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
-    uint64_t node = 0;
-    if (reader.get_u64_be(node)) out.emplace(NodeId(node), it->value().ToString());
-  }
-  return out;
-}
-
-// ---- reads ------------------------------------------------------------------------------------------------------
-
-OpResult StateMachine::read_item(std::string_view database, std::string_view container,
-                                 std::string_view partition_key_json, std::string_view id, int64_t now_micros) const {
-  SnapshotGuard snapshot(db_.get());
-  Outcome<ContainerRecord> found = find_container(database, container, snapshot.get());
-  if (!found.ok()) return found.error();
-  Outcome<std::string> partition_key = canonical_partition_key_text(partition_key_json);
-  if (!partition_key.ok()) return partition_key.error();
-  Result<std::optional<ItemRecord>> record =
-      get_item(item_key(found.value().crid, partition_key.value(), id), snapshot.get());
-  if (!record.is_ok()) return internal_error(record.status());
-  const std::string missing = "item with id '" + std::string(id) + "' and partition key " + partition_key.value() +
-                              " does not exist";
-  if (!record->has_value()) return not_found(missing);
-  const ItemRecord& item = **record;
-  if (!ttl::alive(item.ttl, item.write_ts_micros, found.value().ttl, now_micros)) {
-    OpResult result = not_found(missing);
-    result.expired_skipped = 1;
-    return result;
-  }
-  OpResult result;
-  result.ts_micros = item.write_ts_micros;
-  result.etag = format_etag(item.etag_sequence);
-  result.body = render_item(item, found.value().crid);
-  return result;
-}
-
-OpResult StateMachine::list_items(const ListRequest& request, int64_t now_micros) const {
-  if (request.max_items == 0 || request.max_items > kMaxListItems) {
-    return bad_request("max items per page must be between 1 and " + std::to_string(kMaxListItems));
-  }
-  SnapshotGuard snapshot(db_.get());
-  Outcome<ContainerRecord> found = find_container(request.database, request.container, snapshot.get());
-  if (!found.ok()) return found.error();
-  const ContainerRecord& container = found.value();
-  std::string prefix = item_prefix(container.crid);
-  if (request.partition_key_json) {
-    Outcome<std::string> partition_key = canonical_partition_key_text(*request.partition_key_json);
-    if (!partition_key.ok()) return partition_key.error();
-    prefix = partition_prefix(container.crid, partition_key.value());
-  }
-  std::string start = prefix;
-  if (!request.continuation.empty()) {
-    std::optional<std::string> decoded = codec::hex_decode(request.continuation);
-    if (!decoded || decoded->empty()) return bad_request("continuation token is malformed");
-    start = item_prefix(container.crid) + *decoded;
-    if (start.compare(0, prefix.size(), prefix) != 0) {
-      return bad_request("continuation token belongs to a different listing");
-    }
-  }
-  OpResult result;
-  result.body = "[";
-  size_t count = 0;
-  size_t examined = 0;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot.get())));
-  it->Seek(start);
-  if (!request.continuation.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
-  std::string last_read;  // the key of the last record read: the next page resumes after it
-  for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    if (count == request.max_items || result.body.size() >= kMaxListPageBytes) {
-      break;
-    }
-    if (examined == kMaxListExamined) {
-      // Enough work for one page (a long run of expired, uncollected items): resume after the last record read,
-      // even an expired one. Positions are keys, so nothing is skipped or repeated.
-      break;
-    }
-    ++examined;
-    last_read.assign(it->key().data(), it->key().size());
-    Result<ItemRecord> item = decode_item(std::string_view(it->value().data(), it->value().size()));
-    if (!item.is_ok()) return internal_error(item.status());
-    if (!ttl::alive(item->ttl, item->write_ts_micros, container.ttl, now_micros)) {
-      ++result.expired_skipped;
-      continue;
-    }
-    if (count > 0) result.body.push_back(',');
-    result.body += render_item(*item, container.crid);
-    ++count;
-  }
-  if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));
-  if (it->Valid() && has_prefix(it->key(), prefix) && !last_read.empty()) {  // more pages
-    result.continuation =
-        codec::hex_encode(std::string_view(last_read).substr(item_prefix(container.crid).size()));
-  }
-  result.body.push_back(']');
-  return result;
-}
-
-// ---- the query engine's reader -----------------------------------------------------------------------------
-
-StateMachine::ItemReader::ItemReader(leveldb::DB* db, ContainerRecord container)
-    : db_(db), snapshot_(db->GetSnapshot()), container_(std::move(container)) {}
-
-StateMachine::ItemReader::~ItemReader() { db_->ReleaseSnapshot(static_cast<const leveldb::Snapshot*>(snapshot_)); }
-
-Outcome<std::unique_ptr<StateMachine::ItemReader>> StateMachine::open_item_reader(std::string_view database,
-                                                                               std::string_view container) const {
-  // The container record is read from the reader's own snapshot, so settings and items are one consistent state.
-  std::unique_ptr<ItemReader> reader(new ItemReader(db_.get(), ContainerRecord{}));
-  Outcome<ContainerRecord> found = find_container(database, container, reader->snapshot_);
-  if (!found.ok()) return found.error();
-  reader->container_ = std::move(found.value());
-  Result<std::optional<std::string>> meta = get_raw(meta_key(), reader->snapshot_);
-  if (!meta.is_ok()) return internal_error(meta.status());
-  if (meta->has_value()) {
-    Result<MetaState> decoded = decode_meta(**meta);
-    if (!decoded.is_ok()) return internal_error(decoded.status());
-    reader->applied_ts_micros_ = decoded->applied_ts_micros;
-  }
-  return reader;
-}
-
-Status StateMachine::ItemReader::walk(Order order, const std::optional<std::string>& partition_key,
-                                      std::string_view resume_after, int64_t now_micros,
-                                      const std::function<bool(const Visit&)>& visit) {
-  if (order == Order::kKey) return walk_keys(partition_key, resume_after, now_micros, visit);
-  return walk_ts(order == Order::kTsDescending, partition_key, resume_after, now_micros, visit);
-}
-
-Status StateMachine::ItemReader::walk_keys(const std::optional<std::string>& partition_key,
-                                           std::string_view resume_after, int64_t now_micros,
-                                           const std::function<bool(const Visit&)>& visit) {
-  const std::string container_prefix = item_prefix(container_.crid);
-  const std::string prefix = partition_key ? partition_prefix(container_.crid, *partition_key) : container_prefix;
-  const std::string start = container_prefix + std::string(resume_after);
-  if (!resume_after.empty() && start.compare(0, prefix.size(), prefix) != 0) {
-    return Status::invalid_argument("continuation position is outside this partition");
-  }
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
-  it->Seek(resume_after.empty() ? prefix : start);
-  if (!resume_after.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
-  std::string pk, id;
-  for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    const std::string_view key(it->key().data(), it->key().size());
-    const std::string_view value(it->value().data(), it->value().size());
-    ++counters_.items_loaded;
-    counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
-    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
-      ++counters_.expired_skipped;
-      continue;
-    }
-    MAYFLY_RETURN_IF_ERROR(decode_item_key(key, pk, id));
-    if (!visit(Visit{key.substr(container_prefix.size()), pk, record})) return Status::ok();
-  }
-  return from_leveldb(it->status(), "query scan");
-}
-
-Status StateMachine::ItemReader::walk_ts(bool descending, const std::optional<std::string>& partition_key,
-                                         std::string_view resume_after, int64_t now_micros,
-                                         const std::function<bool(const Visit&)>& visit) {
-  const std::string prefix = ts_index_prefix(container_.crid);
-  const std::string start = prefix + std::string(resume_after);
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
-  if (!descending) {
-    it->Seek(resume_after.empty() ? prefix : start);
-    if (!resume_after.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
-  } else {
-    // Position at the last key strictly below the resume point (or the last key of the index).
-    const std::string end = resume_after.empty() ? codec::prefix_successor(prefix) : start;
-    it->Seek(end);
-    if (it->Valid()) {
-      it->Prev();
-    } else {
-      it->SeekToLast();
-    }
-    while (it->Valid() && it->key().compare(leveldb::Slice(end)) >= 0) it->Prev();
-  }
-  std::string value;
-  for (; it->Valid() && has_prefix(it->key(), prefix); descending ? it->Prev() : it->Next()) {
-    const std::string_view key(it->key().data(), it->key().size());
-    ++counters_.index_entries;
-    MAYFLY_ASSIGN_OR_RETURN(IndexKey entry, decode_index_key(key));
-    if (partition_key && entry.partition_key != *partition_key) continue;
-    const std::string item = item_key(container_.crid, entry.partition_key, entry.id);
-    leveldb::Status status = db_->Get(read_options(snapshot_), item, &value);
-    if (status.IsNotFound()) return Status::corruption("`_ts` index entry without its item");
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "query index lookup"));
-    ++counters_.items_loaded;
-    counters_.bytes_loaded += static_cast<int64_t>(item.size() + value.size());
-    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
-      ++counters_.expired_skipped;
-      continue;
-    }
-    if (!visit(Visit{key.substr(prefix.size()), entry.partition_key, record})) return Status::ok();
-  }
-  return from_leveldb(it->status(), "query index walk");
-}
-
-Result<std::optional<ItemRecord>> StateMachine::ItemReader::lookup(std::string_view partition_key,
-                                                                   std::string_view id, int64_t now_micros) {
-  const std::string key = item_key(container_.crid, partition_key, id);
-  std::string value;
-  leveldb::Status status = db_->Get(read_options(snapshot_), key, &value);
-  if (status.IsNotFound()) return std::optional<ItemRecord>();
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "query point read"));
-  ++counters_.items_loaded;
-  counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
-  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-  if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
-    ++counters_.expired_skipped;
-    return std::optional<ItemRecord>();
-  }
-  return std::optional<ItemRecord>(std::move(record));
-}
-
-OpResult StateMachine::read_database(std::string_view database) const {
-  Result<std::optional<std::string>> raw = get_raw(database_key(database), nullptr);
-  if (!raw.is_ok()) return internal_error(raw.status());
-  if (!raw->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
-  Result<DatabaseRecord> record = decode_database(**raw);
-  if (!record.is_ok()) return internal_error(record.status());
-  OpResult result;
-  result.ts_micros = record->created_ts_micros;
-  result.body = "{\"id\":";
-  json::write_json_string(database, result.body);
-  result.body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record->created_ts_micros)) + "}";
-  return result;
-}
-
-OpResult StateMachine::list_databases() const {
-  const std::string prefix(1, static_cast<char>(KeyTag::kDatabase));
-  OpResult result;
-  result.body = "[";
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  bool first = true;
-  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
-    std::string name;
-    if (!reader.get_ordered_string(name)) return internal_error(Status::corruption("database key"));
-    if (!first) result.body.push_back(',');
-    first = false;
-    json::write_json_string(name, result.body);
-  }
-  result.body.push_back(']');
-  return result;
-}
-
-OpResult StateMachine::read_container(std::string_view database, std::string_view container) const {
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
-  if (!found.ok()) return found.error();
-  OpResult result;
-  result.ts_micros = found.value().modified_ts_micros;
-  result.etag = format_etag(found.value().etag_sequence);
-  result.body = render_container(container, found.value());
-  return result;
-}
-
-std::optional<ContainerRecord> StateMachine::container_record(std::string_view database,
-                                                              std::string_view container) const {
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
-  if (!found.ok()) return std::nullopt;
-  return found.value();
-}
-
-OpResult StateMachine::list_containers(std::string_view database) const {
-  SnapshotGuard snapshot(db_.get());
-  Result<std::optional<std::string>> db = get_raw(database_key(database), snapshot.get());
-  if (!db.is_ok()) return internal_error(db.status());
-  if (!db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
-  const std::string prefix = container_prefix(database);
-  OpResult result;
-  result.body = "[";
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot.get())));
-  bool first = true;
-  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(prefix.size()));
-    std::string name;
-    Result<ContainerRecord> record = decode_container(std::string_view(it->value().data(), it->value().size()));
-    if (!reader.get_ordered_string(name) || !record.is_ok()) {
-      return internal_error(Status::corruption("container record"));
-    }
-    if (!first) result.body.push_back(',');
-    first = false;
-    result.body += render_container(name, *record);
-  }
-  result.body.push_back(']');
-  return result;
-}
-
-Result<std::vector<ContainerInfo>> StateMachine::containers() const {
-  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<ContainerInfo>> list, container_list());
-  return *list;
-}
-
-Result<std::shared_ptr<const std::vector<ContainerInfo>>> StateMachine::container_list() const {
-  std::lock_guard<std::mutex> lock(containers_mutex_);
-  if (containers_cache_) return containers_cache_;
-  const std::string prefix(1, static_cast<char>(KeyTag::kContainer));
-  std::vector<ContainerInfo> out;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    ContainerInfo info;
-    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
-    if (!reader.get_ordered_string(info.database) || !reader.get_ordered_string(info.container)) {
-      return Status::corruption("container key");
-    }
-    MAYFLY_ASSIGN_OR_RETURN(info.record, decode_container(std::string_view(it->value().data(), it->value().size())));
-    out.push_back(std::move(info));
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan containers"));
-  containers_cache_ = std::make_shared<const std::vector<ContainerInfo>>(std::move(out));
-  return containers_cache_;
-}
 
 // ---- garbage collection -----------------------------------------------------------------------------------------
 
@@ -1065,7 +647,7 @@ Result<Backlog> StateMachine::backlog(std::string_view database, std::string_vie
 Result<Backlog> StateMachine::backlog(std::string_view database, std::string_view container,
                                       size_t max_count_entries) {
   if (!sticky_.is_ok()) return sticky_;
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
   if (!found.ok()) return Status::not_found(found.error().message);
   const ContainerRecord& record = found.value();
   BacklogTracker& tracker = trackers_[record.crid];
@@ -1096,71 +678,6 @@ Result<Backlog> StateMachine::backlog(std::string_view database, std::string_vie
   return backlog;
 }
 
-Result<std::vector<ExpiringSoon>> StateMachine::expiring_soon(const std::vector<int64_t>& windows_micros) const {
-  if (windows_micros.empty()) return std::vector<ExpiringSoon>{};
-  const int64_t widest = *std::max_element(windows_micros.begin(), windows_micros.end());
-  MAYFLY_ASSERT(widest >= 0);
-  const leveldb::Snapshot* snapshot = db_->GetSnapshot();
-  struct Release {
-    leveldb::DB* db;
-    const leveldb::Snapshot* snapshot;
-    ~Release() { db->ReleaseSnapshot(snapshot); }
-  } release{db_.get(), snapshot};
-  const leveldb::ReadOptions options = read_options(snapshot);
-
-  std::string meta_bytes;
-  MetaState meta;
-  const leveldb::Status got = db_->Get(options, meta_key(), &meta_bytes);
-  if (!got.IsNotFound()) {
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(got, "read the applied state"));
-    MAYFLY_ASSIGN_OR_RETURN(meta, decode_meta(meta_bytes));
-  }
-  const int64_t now = meta.applied_ts_micros;
-
-  std::vector<ExpiringSoon> out;
-  const std::string container_prefix(1, static_cast<char>(KeyTag::kContainer));
-  std::unique_ptr<leveldb::Iterator> containers(db_->NewIterator(options));
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
-  for (containers->Seek(container_prefix); containers->Valid() && has_prefix(containers->key(), container_prefix);
-       containers->Next()) {
-    ExpiringSoon entry;
-    codec::Reader reader(std::string_view(containers->key().data(), containers->key().size()).substr(1));
-    if (!reader.get_ordered_string(entry.database) || !reader.get_ordered_string(entry.container)) {
-      return Status::corruption("container key");
-    }
-    MAYFLY_ASSIGN_OR_RETURN(
-        ContainerRecord record,
-        decode_container(std::string_view(containers->value().data(), containers->value().size())));
-    if (!record.ttl.policy.is_on()) continue;
-    entry.counts.assign(windows_micros.size(), 0);
-    const ttl::ExpiredBounds at_now = ttl::expired_bounds(record.ttl, now);
-    const ttl::ExpiredBounds at_end = ttl::expired_bounds(record.ttl, now + widest);
-    for (const bool own : {true, false}) {
-      const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
-      const int64_t from = own ? at_now.own_expiry_below_micros : at_now.default_ts_below_micros;
-      const int64_t to = own ? at_end.own_expiry_below_micros : at_end.default_ts_below_micros;
-      if (from >= to) continue;
-      std::string start = prefix;
-      codec::put_i64_be(start, from);
-      for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-        MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
-        if (key.sort_micros >= to) break;
-        // The item expires at the first instant its index entry falls below the bound: its own expiry instant, or
-        // its write time plus the default ttl (whole seconds, as ttl::expiry_instant_micros).
-        const int64_t expiry =
-            own ? key.sort_micros : ttl::expiry_instant_micros(key.sort_micros, record.ttl.policy.seconds);
-        for (size_t i = 0; i < windows_micros.size(); ++i) {
-          if (expiry <= now + windows_micros[i]) entry.counts[i] += 1;
-        }
-      }
-      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
-    }
-    out.push_back(std::move(entry));
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(containers->status(), "scan containers"));
-  return out;
-}
-
 Result<ContainerStats> StateMachine::container_stats(std::string_view database, std::string_view container) {
   return container_stats(database, container, options_.backlog_count_step);
 }
@@ -1168,7 +685,7 @@ Result<ContainerStats> StateMachine::container_stats(std::string_view database, 
 Result<ContainerStats> StateMachine::container_stats(std::string_view database, std::string_view container,
                                                      size_t max_count_entries) {
   MAYFLY_ASSIGN_OR_RETURN(Backlog expired, backlog(database, container, max_count_entries));
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
   if (!found.ok()) return Status::not_found(found.error().message);
   const LocalStats& stored = local_stats(found.value().crid);
   ContainerStats stats;
@@ -1187,7 +704,7 @@ Result<CollectResult> StateMachine::collect_expired(std::string_view database, s
     return Status::invalid_argument("collect_expired up to " + std::to_string(up_to_micros) +
                                     " is past the applied time " + std::to_string(meta_.applied_ts_micros));
   }
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
   if (!found.ok()) return Status::not_found(found.error().message);
   const ContainerRecord& record = found.value();
   const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, up_to_micros);
@@ -1243,7 +760,7 @@ Result<CollectResult> StateMachine::collect_expired(std::string_view database, s
   context.meta = meta_;
   for (const Candidate& candidate : candidates) {
     const std::string key = item_key(record.crid, candidate.key.partition_key, candidate.key.id);
-    MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, nullptr));
+    MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, reader_.get_raw(key, nullptr));
     if (!raw) return Status::corruption("expiry index entry without its item");  // index and items move together
     MAYFLY_ASSIGN_OR_RETURN(ItemRecord item, decode_item(*raw));
     MAYFLY_ASSERT(!ttl::alive(item.ttl, item.write_ts_micros, record.ttl, up_to_micros));  // paired with the bound
@@ -1263,7 +780,7 @@ Result<CollectResult> StateMachine::collect_expired(std::string_view database, s
 }
 
 Result<std::optional<int64_t>> StateMachine::next_expiry_after(int64_t now_micros) const {
-  MAYFLY_ASSIGN_OR_RETURN(std::vector<ContainerInfo> all, containers());
+  MAYFLY_ASSIGN_OR_RETURN(std::vector<ContainerInfo> all, reader_.containers());
   std::optional<int64_t> earliest;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
   auto consider = [&](int64_t expiry) {
@@ -1349,10 +866,9 @@ bool is_state_machine_key(const leveldb::Slice& key) {
 
 }  // namespace
 
-StateMachine::View::View(leveldb::DB* db, AppliedState applied)
-    : db_(db), snapshot_(db->GetSnapshot()), applied_(applied) {}
+StateMachine::View::View(leveldb::DB* db, AppliedState applied) : db_(db), snapshot_(db), applied_(applied) {}
 
-StateMachine::View::~View() { db_->ReleaseSnapshot(static_cast<const leveldb::Snapshot*>(snapshot_)); }
+StateMachine::View::~View() = default;
 
 std::unique_ptr<StateMachine::View> StateMachine::open_view() const {
   // On the driver thread between applies, so the LevelDB snapshot is exactly the state at applied().
@@ -1362,7 +878,7 @@ std::unique_ptr<StateMachine::View> StateMachine::open_view() const {
 Result<std::string> StateMachine::View::export_snapshot() const {
   std::string out;
   codec::put_u8(out, kSnapshotVersion);
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot_)));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (!is_replicated_key(it->key())) continue;
     codec::put_bytes(out, std::string_view(it->key().data(), it->key().size()));
@@ -1422,10 +938,7 @@ Status StateMachine::install_snapshot(std::string_view data) {
   trackers_.clear();
   collect_cursors_.clear();
   reclaim_cursors_.clear();
-  {
-    std::lock_guard<std::mutex> lock(containers_mutex_);
-    containers_cache_.reset();
-  }
+  reader_.invalidate_container_list();
   return Status::ok();
 }
 

@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "storage/command.h"
 #include "storage/layout.h"
+#include "storage/store_reader.h"
 #include "storage/write_dedup.h"
 
 namespace leveldb {
@@ -58,25 +59,6 @@ struct StoreOptions {
   // is done). ~0.7 µs an entry, so the default holds the caller for ~7 ms.
   size_t backlog_count_step = kBacklogCountStep;
 };
-
-struct AppliedState {
-  LogIndex index;
-  int64_t ts_micros = 0;
-};
-
-struct ListRequest {
-  std::string database;
-  std::string container;
-  std::optional<std::string> partition_key_json;  // one partition, or the whole container
-  size_t max_items = 100;                         // 1..kMaxListItems
-  std::string continuation;                       // from the previous page's OpResult::continuation
-};
-inline constexpr size_t kMaxListItems = 1000;
-inline constexpr size_t kMaxListPageBytes = 4 << 20;
-// Item records one list_items page reads at most, expired ones included (they are skipped but reading them is the
-// work): a page over a long run of expired, not yet collected items ends there, short or even empty, with a
-// continuation that resumes after the last record read.
-inline constexpr size_t kMaxListExamined = 10'000;
 
 // What one collect_expired call reclaimed.
 struct CollectResult {
@@ -110,20 +92,6 @@ struct ContainerStats {
   int64_t live_bytes = 0;
 };
 
-// Live items of one container whose expiry instant falls within each of the asked windows after the applied time:
-// counts[i] is for windows_micros[i] (a forecast under the container's current policy).
-struct ExpiringSoon {
-  std::string database;
-  std::string container;
-  std::vector<int64_t> counts;
-};
-
-struct ContainerInfo {
-  std::string database;
-  std::string container;
-  ContainerRecord record;
-};
-
 class StateMachine {
  public:
   static Result<std::unique_ptr<StateMachine>> open(const StoreOptions& options);
@@ -137,30 +105,11 @@ class StateMachine {
   Result<OpResult> apply(const Command& command, LogIndex index, int64_t ts_micros);
   // The same for an encoded command; undecodable bytes are a 400 result (deterministic on every replica).
   Result<OpResult> apply_encoded(std::string_view command_bytes, LogIndex index, int64_t ts_micros);
-  AppliedState applied() const;
+  // The applied index and time (the same as reader().applied()).
+  AppliedState applied() const { return reader_.applied(); }
+  // The read side: hand this, not the StateMachine, to code on other threads.
+  const StoreReader& reader() const { return reader_; }
 
-  // Reads at replicated time `now_micros` (normally the applied time). Expired items are 404 / left out.
-  OpResult read_item(std::string_view database, std::string_view container, std::string_view partition_key_json,
-                     std::string_view id, int64_t now_micros) const;
-  OpResult list_items(const ListRequest& request, int64_t now_micros) const;
-  OpResult read_database(std::string_view database) const;
-  OpResult list_databases() const;
-  OpResult read_container(std::string_view database, std::string_view container) const;
-  // The container's settings, or nullopt when it (or its database) does not exist.
-  std::optional<ContainerRecord> container_record(std::string_view database, std::string_view container) const;
-  OpResult list_containers(std::string_view database) const;
-
-  // The exactly-once table's totals (storage/write_dedup.h). Any thread.
-  Result<DedupTotals> dedup_totals() const;
-
-  // The replicated address book: node id -> HOST:PORT, as set by kSetMemberAddress commands.
-  std::map<NodeId, std::string> member_addresses() const;
-
-  // Every container, sorted by (database, container) name (std::string order), for the garbage collector's
-  // schedule and metrics. container_list() shares the cached list instead of copying it: the same pointer until a
-  // container command or a snapshot install changes the set (callers compare pointers to see a change).
-  Result<std::vector<ContainerInfo>> containers() const;
-  Result<std::shared_ptr<const std::vector<ContainerInfo>>> container_list() const;
   // Physically deletes up to `max_items` items of the container that are expired at `up_to_micros`, oldest expiry
   // first. up_to_micros must not exceed the applied time (spec §7). Node-local: not replicated.
   Result<CollectResult> collect_expired(std::string_view database, std::string_view container, int64_t up_to_micros,
@@ -179,10 +128,6 @@ class StateMachine {
   // leader schedules a time entry there, so an item disappears within one commit round trip of its deadline.
   // Two index seeks per container with TTL on.
   Result<std::optional<int64_t>> next_expiry_after(int64_t now_micros) const;
-  // For every container with TTL on: how many live items expire within each window after the applied time, from one
-  // consistent LevelDB snapshot (the applied time is read from it too). Thread-safe and off the driver: the work is
-  // one index scan per container over the items expiring within the largest window.
-  Result<std::vector<ExpiringSoon>> expiring_soon(const std::vector<int64_t>& windows_micros) const;
   // Deletes up to max_keys keys of dropped containers; returns how many it deleted.
   Result<int64_t> reclaim_dropped(size_t max_keys);
 
@@ -191,57 +136,6 @@ class StateMachine {
   // figures are recomputed from the installed items). Installing is one atomic write.
   Result<std::string> export_snapshot() const;
   Status install_snapshot(std::string_view data);
-
-  // A consistent, read-only view of one container's items (one LevelDB snapshot), for the query engine (query/):
-  // walks in key order or by last-modified time (the `_ts` index) and point lookups. Only items alive at
-  // `now_micros` are ever handed out: expired ones are skipped and counted here, in storage, so no query path above
-  // can see one. Opened like the read_* methods (any thread); used by one thread; destroyed before the store.
-  class ItemReader {
-   public:
-    enum class Order : uint8_t { kKey, kTsAscending, kTsDescending };
-    struct Visit {
-      // Where the item sits in the walk, to resume strictly after it: the item key (key order) or the `_ts` index
-      // key (ts order) without the container's prefix. Key-order positions compare (bytewise) like the walk.
-      std::string_view position;
-      std::string_view partition_key;  // canonical JSON of the key value
-      const ItemRecord& record;
-    };
-    struct Counters {
-      int64_t items_loaded = 0;     // item records read and decoded, expired ones included (the work done)
-      int64_t bytes_loaded = 0;
-      int64_t index_entries = 0;    // `_ts` index entries walked
-      int64_t expired_skipped = 0;  // items passed over because they had expired at now_micros
-    };
-    ~ItemReader();
-    ItemReader(const ItemReader&) = delete;
-    ItemReader& operator=(const ItemReader&) = delete;
-    const ContainerRecord& container() const { return container_; }
-    const Counters& counters() const { return counters_; }
-    // The replicated time of the snapshot's own applied position. Callers evaluate at max(their time, this), so a
-    // reader never judges a newer state by an older time (which could show an item the newer state saw expire).
-    int64_t applied_ts_micros() const { return applied_ts_micros_; }
-    // Visits alive items in `order` strictly after `resume_after` ("" from the start) until `visit` returns false.
-    // `partition_key` (canonical) keeps the walk to one partition. InvalidArgument for a position that is not one.
-    Status walk(Order order, const std::optional<std::string>& partition_key, std::string_view resume_after,
-                int64_t now_micros, const std::function<bool(const Visit&)>& visit);
-    // The item (pk, id) when it exists and is alive at now_micros.
-    Result<std::optional<ItemRecord>> lookup(std::string_view partition_key, std::string_view id, int64_t now_micros);
-
-   private:
-    friend class StateMachine;
-    ItemReader(leveldb::DB* db, ContainerRecord container);
-    Status walk_keys(const std::optional<std::string>& partition_key, std::string_view resume_after,
-                     int64_t now_micros, const std::function<bool(const Visit&)>& visit);
-    Status walk_ts(bool descending, const std::optional<std::string>& partition_key, std::string_view resume_after,
-                   int64_t now_micros, const std::function<bool(const Visit&)>& visit);
-    leveldb::DB* db_;
-    const void* snapshot_;
-    ContainerRecord container_;
-    int64_t applied_ts_micros_ = 0;
-    Counters counters_;
-  };
-  // 404 when the database or container does not exist.
-  Outcome<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;
 
   // A consistent, read-only view of the state at the current applied position, for exporting a snapshot on another
   // thread while applies go on. Open it on the driver thread; export it anywhere; destroy it before the store.
@@ -258,7 +152,7 @@ class StateMachine {
     friend class StateMachine;
     View(leveldb::DB* db, AppliedState applied);
     leveldb::DB* db_;
-    const void* snapshot_;
+    ReadSnapshot snapshot_;
     AppliedState applied_;
   };
   std::unique_ptr<View> open_view() const;
@@ -301,16 +195,11 @@ class StateMachine {
   OpResult delete_item(const Command& command, int64_t ts, ApplyContext& context);
   OpResult set_member_address(const Command& command, ApplyContext& context);
 
-  // Lookups on the live DB (apply) or a snapshot (reads); 404 results when missing.
-  Outcome<ContainerRecord> find_container(std::string_view database, std::string_view container,
-                                          const void* snapshot) const;
-  Result<std::optional<ItemRecord>> get_item(const std::string& key, const void* snapshot) const;
   struct StoredItem {
     ItemRecord record;
     size_t bytes = 0;  // key and value, as counted in stats and the backlog
   };
   Result<std::optional<StoredItem>> load_item(const std::string& key) const;  // the live DB (apply)
-  Result<std::optional<std::string>> get_raw(const std::string& key, const void* snapshot) const;
 
   static IndexEntry index_entry_for(uint64_t crid, std::string_view partition_key, std::string_view id,
                                     const ItemRecord& record);
@@ -323,7 +212,6 @@ class StateMachine {
   Result<bool> advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
                                BacklogTracker& tracker, size_t max_entries, int64_t* entries_read) const;
   Status commit(ApplyContext& context, bool sync);
-  std::string render_container(std::string_view id, const ContainerRecord& record) const;
   void publish_applied();
 
   StoreOptions options_;
@@ -331,8 +219,8 @@ class StateMachine {
   std::unique_ptr<const leveldb::FilterPolicy> filter_;  // bloom filters: point reads of absent keys skip files
   std::unique_ptr<leveldb::DB> db_;
   MetaState meta_;  // driver thread only
-  mutable std::mutex applied_mutex_;  // index and time change together, for readers on any thread
-  AppliedState applied_;
+  AppliedCell applied_;  // published after each write, for the reader on any thread
+  StoreReader reader_;
   Status sticky_;
   std::unordered_map<uint64_t, LocalStats> local_stats_;   // cache of the persisted local stats
   std::unordered_map<uint64_t, BacklogTracker> trackers_;  // derived, rebuilt lazily after open
@@ -346,10 +234,6 @@ class StateMachine {
   // Where reclaim_dropped resumes deleting a dropped container's keys (crid -> the last key it deleted): a seek from
   // the container's first key would step over every key deleted by the passes before. In memory, like the above.
   std::unordered_map<uint64_t, std::string> reclaim_cursors_;
-  // The container list (containers()), rebuilt after any apply that can change it: scanning the container keys
-  // ends by stepping into the item keys after them, over every item tombstone left by deletions.
-  mutable std::mutex containers_mutex_;
-  mutable std::shared_ptr<const std::vector<ContainerInfo>> containers_cache_;
 };
 
 }  // namespace mayfly::storage

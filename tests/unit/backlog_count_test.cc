@@ -80,7 +80,7 @@ class BacklogCount : public StoreFixture {
     std::string continuation;
     for (int page = 0; page < 10000; ++page) {
       ListRequest request{"db", "c", std::nullopt, kMaxListItems, continuation};
-      OpResult result = store_->list_items(request, store_->applied().ts_micros);
+      OpResult result = store_->reader().list_items(request, store_->applied().ts_micros);
       EXPECT_EQ(result.status, 200) << result.message;
       if (!result.ok()) break;
       if (result.body != "[]") live += std::count(result.body.begin(), result.body.end(), '{');
@@ -231,19 +231,19 @@ TEST_F(ListCap, APageStopsAfterTenThousandRecordsReadWithAContinuation) {
   }
   // While everything is alive pages are full and the cap is never what ends them.
   ListRequest alive{"db", "c", std::nullopt, kMaxListItems, ""};
-  OpResult page = store_->list_items(alive, at(4));
+  OpResult page = store_->reader().list_items(alive, at(4));
   EXPECT_EQ(std::count(page.body.begin(), page.body.end(), '{'), static_cast<long>(kMaxListItems));
   EXPECT_EQ(page.expired_skipped, 0);
   EXPECT_FALSE(page.continuation.empty());
   ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), at(5)).status, 200);
   ListRequest request{"db", "c", std::nullopt, 100, ""};
-  OpResult first = store_->list_items(request, at(5));
+  OpResult first = store_->reader().list_items(request, at(5));
   ASSERT_EQ(first.status, 200) << first.message;
   EXPECT_EQ(first.body, "[]");
   EXPECT_EQ(first.expired_skipped, static_cast<int64_t>(kMaxListExamined));
   ASSERT_FALSE(first.continuation.empty()) << "an empty page that stopped early must say where to resume";
   request.continuation = first.continuation;
-  OpResult second = store_->list_items(request, at(5));
+  OpResult second = store_->reader().list_items(request, at(5));
   ASSERT_EQ(second.status, 200) << second.message;
   EXPECT_EQ(second.expired_skipped, 5);
   EXPECT_NE(second.body.find(R"("id":"x")"), std::string::npos) << second.body;
@@ -251,11 +251,11 @@ TEST_F(ListCap, APageStopsAfterTenThousandRecordsReadWithAContinuation) {
   EXPECT_TRUE(second.continuation.empty());
   // One partition: the same cap, the same resumption.
   ListRequest partition{"db", "c", std::string("\"a\""), 100, ""};
-  OpResult only_a = store_->list_items(partition, at(5));
+  OpResult only_a = store_->reader().list_items(partition, at(5));
   EXPECT_EQ(only_a.body, "[]");
   EXPECT_FALSE(only_a.continuation.empty());
   partition.continuation = only_a.continuation;
-  OpResult rest_of_a = store_->list_items(partition, at(5));
+  OpResult rest_of_a = store_->reader().list_items(partition, at(5));
   EXPECT_EQ(rest_of_a.body, "[]");
   EXPECT_EQ(rest_of_a.expired_skipped, 5);
   EXPECT_TRUE(rest_of_a.continuation.empty());

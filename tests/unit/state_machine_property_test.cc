@@ -285,7 +285,7 @@ class PropertyRun {
   // The node's collector: spends only the spare RU of the window, and nothing while users are throttled.
   void collect_within_budget() {
     StateMachine& store = *stores_[0];
-    std::optional<ContainerRecord> record = store.container_record("db", container_);
+    std::optional<ContainerRecord> record = store.reader().container_record("db", container_);
     ASSERT_TRUE(record.has_value());
     node_.clock.set_micros(std::max(node_.clock.now_micros(), now_));
     const std::string key = "db/" + container_;
@@ -334,7 +334,7 @@ class PropertyRun {
       const bool expected = model_.visible(id, t);
       visible_count += expected ? 1 : 0;
       for (StateMachine* store : stores_) {
-        OpResult read = store->read_item("db", container_, "\"" + pk_of(id) + "\"", id, t);
+        OpResult read = store->reader().read_item("db", container_, "\"" + pk_of(id) + "\"", id, t);
         ASSERT_EQ(read.status, expected ? 200 : 404)
             << "read " << id << " at T=" << t << " (applied " << applied << ", step " << step << ")\n"
             << reproduce();
@@ -342,7 +342,7 @@ class PropertyRun {
     }
     for (StateMachine* store : stores_) {
       ListRequest list{"db", container_, std::nullopt, kMaxListItems, ""};
-      OpResult listed = store->list_items(list, t);
+      OpResult listed = store->reader().list_items(list, t);
       ASSERT_EQ(listed.status, 200);
       const int64_t listed_count =
           listed.body == "[]" ? 0 : std::count(listed.body.begin(), listed.body.end(), '{');

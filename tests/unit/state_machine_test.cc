@@ -48,7 +48,7 @@ TEST_F(StateMachineTest, SnapshotInstallsTheSameStateElsewhere) {
   EXPECT_EQ((*other)->applied().index, store_->applied().index);
   EXPECT_EQ((*other)->applied().ts_micros, store_->applied().ts_micros);
   EXPECT_EQ(*(*other)->dump(false), *store_->dump(false));
-  EXPECT_EQ((*other)->read_database("old").status, 404);
+  EXPECT_EQ((*other)->reader().read_database("old").status, 404);
   auto stats = (*other)->container_stats("db", "c");
   auto original = store_->container_stats("db", "c");
   ASSERT_TRUE(stats.is_ok() && original.is_ok());
@@ -100,7 +100,7 @@ TEST_F(StateMachineTest, ExpiringSoonCountsLiveItemsByWindowFromBothIndexes) {
   write(R"({"id":"e","pk":"p","ttl":7200})", kT0 + 900);    // kT0 + 2 h: beyond every window
   write(R"({"id":"f","pk":"q","ttl":63})", kT0 + 950);      // kT0 + 63 s: exactly at the end of the 60 s window below
   auto counts = [&] {
-    Result<std::vector<ExpiringSoon>> soon = store_->expiring_soon(windows);
+    Result<std::vector<ExpiringSoon>> soon = store_->reader().expiring_soon(windows);
     EXPECT_TRUE(soon.is_ok()) << soon.status().to_string();
     EXPECT_EQ(soon->size(), 1u);
     if (soon->size() != 1) return std::vector<int64_t>{};
@@ -116,7 +116,7 @@ TEST_F(StateMachineTest, ExpiringSoonCountsLiveItemsByWindowFromBothIndexes) {
   EXPECT_EQ(counts(), (std::vector<int64_t>{0, 1, 2}));
   // TTL off: nothing expires, the container is not reported.
   ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 5 * kSecond).status, 200);
-  Result<std::vector<ExpiringSoon>> off = store_->expiring_soon(windows);
+  Result<std::vector<ExpiringSoon>> off = store_->reader().expiring_soon(windows);
   ASSERT_TRUE(off.is_ok());
   EXPECT_TRUE(off->empty());
 }

@@ -88,7 +88,7 @@ TEST_F(QueryStorageTest, SnapshotsCarryTheIndexAndDroppedContainersLoseIt) {
   request.database = "db";
   request.container = "c";
   request.sql = "SELECT VALUE c.id FROM c ORDER BY c._ts DESC";
-  EXPECT_EQ(execute_query(**other, request, t).body, body(request.sql, t));
+  EXPECT_EQ(execute_query((*other)->reader(), request, t).body, body(request.sql, t));
   expect_index_agrees_with_scan(t);
   // Dropping the container and reclaiming its keys removes the index too.
   ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), t += kSecond).status, 204);
