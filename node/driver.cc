@@ -43,7 +43,7 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
       clock_(clock),
       metrics_(metrics),
       request_units_(request_units),
-      collector_(replica_->state(), request_units, metrics, clock,
+      collector_(replica_->state().expiry(), request_units, metrics, clock,
                  CollectorOptions{config.gc_batch_items_max, config.gc_ru_share}),
       tick_timer_(loop_.make_timer()),
       deadline_timer_(loop_.make_timer()) {}
@@ -624,7 +624,7 @@ void Driver::publish_metrics() {
     const storage::ContainerInfo& info = containers[next];
     work += kVisitWork;
     Result<storage::ContainerStats> stats =
-        state.container_stats(info.database, info.container, (kMetricsWorkMax - work) / 2 / kCountWork);
+        state.expiry().container_stats(info.database, info.container, (kMetricsWorkMax - work) / 2 / kCountWork);
     if (!stats.is_ok()) continue;  // dropped between the two calls
     work += static_cast<uint64_t>(stats->backlog.entries_read) * kCountWork;
     metrics::ContainerFigures container{info.database + "/" + info.container, stats->live_items, stats->live_bytes,
@@ -681,7 +681,7 @@ void Driver::schedule_expiry_entry() {
   const storage::AppliedState applied = replica_->state().applied();
   if (applied.index.value() == expiry_checked_at_applied_ && scheduled_expiry_micros_) return;
   expiry_checked_at_applied_ = applied.index.value();
-  Result<std::optional<int64_t>> next = replica_->state().next_expiry_after(applied.ts_micros);
+  Result<std::optional<int64_t>> next = replica_->state().expiry().next_expiry_after(applied.ts_micros);
   if (!next.is_ok()) return fatal(next.status());
   if (!*next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == **next)) return;
   // An entry stamped at or after the deadline is in the log already: its commit will apply it.

@@ -189,17 +189,17 @@ class Contract : public StoreFixture {
   }
 
   ContainerStats stats(const std::string& container = "c") {
-    Result<ContainerStats> result = store_->container_stats("db", container);
+    Result<ContainerStats> result = store_->expiry().container_stats("db", container);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     return result.is_ok() ? *result : ContainerStats{};
   }
   Backlog backlog(const std::string& container = "c") {
-    Result<Backlog> result = store_->backlog("db", container);
+    Result<Backlog> result = store_->expiry().backlog("db", container);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     return result.is_ok() ? *result : Backlog{};
   }
   CollectResult collect(int64_t up_to, size_t max_items = 1000, const std::string& container = "c") {
-    Result<CollectResult> result = store_->collect_expired("db", container, up_to, max_items);
+    Result<CollectResult> result = store_->expiry().collect_expired("db", container, up_to, max_items);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     return result.is_ok() ? *result : CollectResult{};
   }
@@ -1072,7 +1072,7 @@ TEST_F(Contract, CollectExpiredRejectsUpToBeyondTheAppliedTime) {
   ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).status, 201);
   tick(at(5));
   const Dump before = dump_without_meta();
-  Result<CollectResult> beyond = store_->collect_expired("db", "c", at(5) + 1, 100);
+  Result<CollectResult> beyond = store_->expiry().collect_expired("db", "c", at(5) + 1, 100);
   EXPECT_FALSE(beyond.is_ok());
   EXPECT_EQ(beyond.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(dump_without_meta(), before);
@@ -1082,9 +1082,9 @@ TEST_F(Contract, CollectExpiredRejectsUpToBeyondTheAppliedTime) {
 TEST_F(Contract, CollectExpiredOnAMissingContainerIsAnError) {
   make_container("-1");
   tick(at(1));
-  EXPECT_FALSE(store_->collect_expired("db", "nope", at(1), 10).is_ok());
-  EXPECT_FALSE(store_->backlog("db", "nope").is_ok());
-  EXPECT_FALSE(store_->container_stats("nodb", "c").is_ok());
+  EXPECT_FALSE(store_->expiry().collect_expired("db", "nope", at(1), 10).is_ok());
+  EXPECT_FALSE(store_->expiry().backlog("db", "nope").is_ok());
+  EXPECT_FALSE(store_->expiry().container_stats("nodb", "c").is_ok());
 }
 
 TEST_F(Contract, CollectExpiredRespectsMaxItemsOldestFirstAndReportsMore) {
@@ -1481,7 +1481,7 @@ TEST_F(Contract, ContainerCreateIs201Or409AndDeleteIs204ThenItemsAreGone) {
   EXPECT_EQ(fresh.backlog.items, 0);
   EXPECT_EQ(collect(at(11)).items, 0);
   EXPECT_EQ(create(item_body("b", "p"), at(12)).status, 201);
-  Result<int64_t> reclaimed = store_->reclaim_dropped(1000);
+  Result<int64_t> reclaimed = store_->expiry().reclaim_dropped(1000);
   ASSERT_TRUE(reclaimed.is_ok());
   EXPECT_GE(*reclaimed, 2);
   EXPECT_EQ(read("\"p\"", "b", at(12)).status, 200);
@@ -1674,7 +1674,7 @@ TEST(ContractDeterminism, ReplicaThatCollectsGivesTheSameResultsAsOneThatDoesNot
     Result<std::vector<ContainerInfo>> containers = b->reader().containers();
     ASSERT_TRUE(containers.is_ok());
     for (const ContainerInfo& info : *containers) {
-      Result<CollectResult> collected = b->collect_expired(info.database, info.container, ts, 1000);
+      Result<CollectResult> collected = b->expiry().collect_expired(info.database, info.container, ts, 1000);
       ASSERT_TRUE(collected.is_ok()) << collected.status().to_string();
     }
     for (const char* container : {"c", "d"}) {
