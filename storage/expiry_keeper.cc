@@ -340,5 +340,4 @@ Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
   return deleted;
 }
 
-
 }  // namespace mayfly::storage
