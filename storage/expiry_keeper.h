@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "storage/layout.h"
+#include "storage/records.h"
 #include "storage/store_reader.h"
 
 namespace leveldb {

@@ -31,6 +31,7 @@
 #include "storage/command.h"
 #include "storage/expiry_keeper.h"
 #include "storage/layout.h"
+#include "storage/records.h"
 #include "storage/store_reader.h"
 
 namespace leveldb {

@@ -24,6 +24,7 @@
 #include "common/status.h"
 #include "storage/command.h"
 #include "storage/layout.h"
+#include "storage/records.h"
 #include "storage/write_dedup.h"
 
 namespace leveldb {
