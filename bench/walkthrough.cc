@@ -74,7 +74,8 @@ class Walkthrough {
       std::printf("  applied time %lld.%06lld:", static_cast<long long>(now / kMicrosPerSecond),
                   static_cast<long long>(now % kMicrosPerSecond));
       for (int i = 0; i < 3; ++i) {
-        std::printf("  %s=%s", ids[i], store_->reader().read_item("demo", "sessions", users[i], ids[i], now).ok() ? "alive" : "gone ");
+        const bool alive = store_->reader().read_item("demo", "sessions", users[i], ids[i], now).ok();
+        std::printf("  %s=%s", ids[i], alive ? "alive" : "gone ");
       }
       Result<ContainerStats> stats = store_->expiry().container_stats("demo", "sessions");
       if (stats.is_ok()) {

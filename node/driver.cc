@@ -239,7 +239,8 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
     std::optional<storage::ContainerRecord> container =
         replica_->state().reader().container_record(command.database, command.container);
     if (!container) {
-      reply(request_id, Reply{replica_->state().reader().read_container(command.database, command.container)});  // the 404
+      // No such container (or database): read_container gives the 404.
+      reply(request_id, Reply{replica_->state().reader().read_container(command.database, command.container)});
       return;
     }
     // Over the container's RU/s: 429 and nothing is proposed (spec §8).
