@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
     request.container = "c";
     request.sql = workload.sql;
     if (workload.random_partition) request.parameters_json = partition_parameter(options, prng);
-    storage::OpResult result = execute_query(store, request, query_time);
+    storage::OpResult result = execute_query(store.reader(), request, query_time);
     check(result.status == 200, workload.name + ": " + result.message);
     return std::make_pair(std::move(result.body), result.work_charge);
   });

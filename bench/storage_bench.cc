@@ -109,7 +109,7 @@ void bench_apply_and_read(const Options& options) {
     start = std::chrono::steady_clock::now();
     for (int64_t r = 0; r < reads; ++r) {
       const int64_t i = static_cast<int64_t>(prng.uniform(static_cast<uint64_t>(options.items)));
-      OpResult read = fixture.store->read_item("db", "c", "\"p" + std::to_string(i % 1000) + "\"",
+      OpResult read = fixture.store->reader().read_item("db", "c", "\"p" + std::to_string(i % 1000) + "\"",
                                                "item-" + std::to_string(i), fixture.now);
       check(read.status == 200, "read item");
     }
@@ -132,7 +132,7 @@ void bench_collect(const Options& options) {
   start = std::chrono::steady_clock::now();
   int64_t deleted = 0;
   while (true) {
-    Result<CollectResult> collected = fixture.store->collect_expired("db", "c", fixture.now - 1, 1000);
+    Result<CollectResult> collected = fixture.store->expiry().collect_expired("db", "c", fixture.now - 1, 1000);
     check(collected.is_ok(), "collect_expired");
     deleted += collected->items;
     if (!collected->more) break;
@@ -165,7 +165,7 @@ void bench_backlog(const Options& options) {
   double longest = 0;
   do {
     const auto call = std::chrono::steady_clock::now();
-    first = fixture.store->backlog("db", "c");
+    first = fixture.store->expiry().backlog("db", "c");
     longest = std::max(longest, seconds_since(call));
     ++calls;
   } while (first.is_ok() && !first->complete && calls < 1'000'000);
@@ -176,7 +176,7 @@ void bench_backlog(const Options& options) {
   for (int i = 0; i < 101; ++i) {
     fixture.apply(time_entry);
     start = std::chrono::steady_clock::now();
-    Result<Backlog> again = fixture.store->backlog("db", "c");
+    Result<Backlog> again = fixture.store->expiry().backlog("db", "c");
     incremental.push_back(seconds_since(start));
     check(again.is_ok() && again->items == expired, "backlog again");
   }

@@ -74,9 +74,10 @@ class Walkthrough {
       std::printf("  applied time %lld.%06lld:", static_cast<long long>(now / kMicrosPerSecond),
                   static_cast<long long>(now % kMicrosPerSecond));
       for (int i = 0; i < 3; ++i) {
-        std::printf("  %s=%s", ids[i], store_->read_item("demo", "sessions", users[i], ids[i], now).ok() ? "alive" : "gone ");
+        const bool alive = store_->reader().read_item("demo", "sessions", users[i], ids[i], now).ok();
+        std::printf("  %s=%s", ids[i], alive ? "alive" : "gone ");
       }
-      Result<ContainerStats> stats = store_->container_stats("demo", "sessions");
+      Result<ContainerStats> stats = store_->expiry().container_stats("demo", "sessions");
       if (stats.is_ok()) {
         std::printf("  | live %lld, expired-not-deleted %lld\n", static_cast<long long>(stats->live_items),
                     static_cast<long long>(stats->backlog.items));
@@ -85,12 +86,12 @@ class Walkthrough {
       if (second < seconds) std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     Result<CollectResult> collected =
-        store_->collect_expired("demo", "sessions", store_->applied().ts_micros, 100);
+        store_->expiry().collect_expired("demo", "sessions", store_->applied().ts_micros, 100);
     if (collected.is_ok()) {
       std::printf("\nGarbage collector: deleted %lld expired items (%lld bytes) from disk.\n",
                   static_cast<long long>(collected->items), static_cast<long long>(collected->bytes));
     }
-    Result<ContainerStats> stats = store_->container_stats("demo", "sessions");
+    Result<ContainerStats> stats = store_->expiry().container_stats("demo", "sessions");
     if (stats.is_ok()) {
       std::printf("Backlog now %lld items; %lld live items stored.\n", static_cast<long long>(stats->backlog.items),
                   static_cast<long long>(stats->live_items));

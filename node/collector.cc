@@ -15,9 +15,10 @@ uint64_t Collector::pass_work() const {
 }
 
 Result<int64_t> Collector::run_once() {
-  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<storage::ContainerInfo>> list, state_.container_list());
+  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<storage::ContainerInfo>> list,
+                          expiry_.reader().container_list());
   const std::vector<storage::ContainerInfo>& containers = *list;
-  // The list is sorted by name (StateMachine::container_list), so the cursor's place is a binary search.
+  // The list is sorted by name (StoreReader::container_list), so the cursor's place is a binary search.
   size_t next = std::lower_bound(containers.begin(), containers.end(), cursor_,
                                  [](const storage::ContainerInfo& info, const std::pair<std::string, std::string>& key) {
                                    return std::tie(info.database, info.container) < std::tie(key.first, key.second);
@@ -48,7 +49,7 @@ Result<int64_t> Collector::run_once() {
   if (!containers.empty()) cursor_ = {containers[next].database, containers[next].container};
   last_pass_visits_ = visits;
   last_pass_work_ = work;
-  MAYFLY_RETURN_IF_ERROR(state_.reclaim_dropped(options_.batch_items_max).status());
+  MAYFLY_RETURN_IF_ERROR(expiry_.reclaim_dropped(options_.batch_items_max).status());
   return deleted;
 }
 
@@ -65,7 +66,7 @@ Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, ui
   spent = kVisitWork;
   const std::string key = info.database + "/" + info.container;
   const uint64_t count_limit = max_work > spent ? (max_work - spent) / 2 / kCountWork : 0;
-  MAYFLY_ASSIGN_OR_RETURN(storage::Backlog backlog, state_.backlog(info.database, info.container, count_limit));
+  MAYFLY_ASSIGN_OR_RETURN(storage::Backlog backlog, expiry_.backlog(info.database, info.container, count_limit));
   spent += static_cast<uint64_t>(backlog.entries_read) * kCountWork;
   *cut_short = !backlog.complete;  // the count stopped at its limit
   // Asked even with nothing to delete, so the spare-RU gauge stays current.
@@ -80,9 +81,9 @@ Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, ui
   if (affordable < paid_for && static_cast<uint64_t>(backlog.items) > affordable) *cut_short = true;
   if (affordable == 0) return 0;  // user work wins (or this pass's work is spent); the backlog waits
   const int64_t now = clock_.now_micros();
+  const int64_t applied_ts = expiry_.reader().applied().ts_micros;
   MAYFLY_ASSIGN_OR_RETURN(storage::CollectResult collected,
-                          state_.collect_expired(info.database, info.container, state_.applied().ts_micros,
-                                                 affordable));
+                          expiry_.collect_expired(info.database, info.container, applied_ts, affordable));
   spent += static_cast<uint64_t>(collected.items) * kDeleteWork;
   if (collected.items == 0) return 0;
   request_units_.collector_spent(

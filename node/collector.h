@@ -11,7 +11,7 @@
 // backlogs and deleting items. It takes containers in name order from where the last pass stopped (a cursor, so
 // every container gets its turn across passes however many there are) until the budget is spent.
 //
-// Thread-safety: driver thread only (it calls StateMachine::collect_expired).
+// Thread-safety: driver thread only (it calls storage::ExpiryKeeper::collect_expired).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include "common/status.h"
 #include "metrics/metrics.h"
 #include "node/request_units.h"
-#include "storage/state_machine.h"
+#include "storage/expiry_keeper.h"
 
 namespace mayfly::node {
 
@@ -46,9 +46,9 @@ struct CollectorOptions {
 
 class Collector {
  public:
-  Collector(storage::StateMachine& state, RequestUnitAccount& request_units, metrics::Metrics& metrics, Clock& clock,
+  Collector(storage::ExpiryKeeper& expiry, RequestUnitAccount& request_units, metrics::Metrics& metrics, Clock& clock,
             CollectorOptions options)
-      : state_(state), request_units_(request_units), metrics_(metrics), clock_(clock), options_(options) {}
+      : expiry_(expiry), request_units_(request_units), metrics_(metrics), clock_(clock), options_(options) {}
 
   // One pass: containers in turn from the cursor while the pass's work budget lasts (each at most once), then a
   // batch of dropped containers' keys (at most batch_items_max, outside the budget). A container the budget cut
@@ -72,7 +72,7 @@ class Collector {
   Result<int64_t> collect_within(const storage::ContainerInfo& info, uint64_t max_work, uint64_t& spent,
                                  bool* cut_short);
 
-  storage::StateMachine& state_;
+  storage::ExpiryKeeper& expiry_;
   RequestUnitAccount& request_units_;
   metrics::Metrics& metrics_;
   Clock& clock_;

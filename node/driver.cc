@@ -43,7 +43,7 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
       clock_(clock),
       metrics_(metrics),
       request_units_(request_units),
-      collector_(replica_->state(), request_units, metrics, clock,
+      collector_(replica_->state().expiry(), request_units, metrics, clock,
                  CollectorOptions{config.gc_batch_items_max, config.gc_ru_share}),
       tick_timer_(loop_.make_timer()),
       deadline_timer_(loop_.make_timer()) {}
@@ -237,9 +237,10 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
   if (storage::is_item_write(command.type) && !resent) {
     // One container lookup serves both checks before anything reaches the log.
     std::optional<storage::ContainerRecord> container =
-        replica_->state().container_record(command.database, command.container);
+        replica_->state().reader().container_record(command.database, command.container);
     if (!container) {
-      reply(request_id, Reply{replica_->state().read_container(command.database, command.container)});  // the 404
+      // No such container (or database): read_container gives the 404.
+      reply(request_id, Reply{replica_->state().reader().read_container(command.database, command.container)});
       return;
     }
     // Over the container's RU/s: 429 and nothing is proposed (spec §8).
@@ -573,10 +574,10 @@ void Driver::publish_metrics() {
   last_container_metrics_ms_ = steady_ms();
   const int64_t started = loop_.now_micros();
   storage::StateMachine& state = replica_->state();
-  Result<storage::DedupTotals> dedup = state.dedup_totals();
+  Result<storage::DedupTotals> dedup = state.reader().dedup_totals();
   if (!dedup.is_ok()) return fatal(dedup.status());
   metrics_.set_dedup_table(dedup->clients, dedup->result_bytes);
-  Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.container_list();
+  Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.reader().container_list();
   if (!list.is_ok()) return fatal(list.status());
   const std::vector<storage::ContainerInfo>& containers = **list;
   // Series and meters of containers that no longer exist go when the set changes (a new list), and every 10 s for
@@ -606,7 +607,7 @@ void Driver::publish_metrics() {
     const storage::ContainerInfo& info = containers[next];
     work += kVisitWork;
     Result<storage::ContainerStats> stats =
-        state.container_stats(info.database, info.container, (kMetricsWorkMax - work) / 2 / kCountWork);
+        state.expiry().container_stats(info.database, info.container, (kMetricsWorkMax - work) / 2 / kCountWork);
     if (!stats.is_ok()) continue;  // dropped between the two calls
     work += static_cast<uint64_t>(stats->backlog.entries_read) * kCountWork;
     metrics::ContainerFigures container{info.database + "/" + info.container, stats->live_items, stats->live_bytes,
@@ -663,7 +664,7 @@ void Driver::schedule_expiry_entry() {
   const storage::AppliedState applied = replica_->state().applied();
   if (applied.index.value() == expiry_checked_at_applied_ && scheduled_expiry_micros_) return;
   expiry_checked_at_applied_ = applied.index.value();
-  Result<std::optional<int64_t>> next = replica_->state().next_expiry_after(applied.ts_micros);
+  Result<std::optional<int64_t>> next = replica_->state().expiry().next_expiry_after(applied.ts_micros);
   if (!next.is_ok()) return fatal(next.status());
   if (!*next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == **next)) return;
   // An entry stamped at or after the deadline is in the log already: its commit will apply it.

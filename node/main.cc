@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     spdlog::info("signal {}: shutting down", signal);
     driver.stop_gracefully();
   });
-  metrics.set_expiring_source([&state = driver.state()] {
+  metrics.set_expiring_source([&state = driver.state().reader()] {
     std::vector<int64_t> windows;
     for (int64_t seconds : metrics::kExpiringWindowsSeconds) windows.push_back(seconds * 1'000'000);
     std::vector<metrics::ExpiringFigures> figures;

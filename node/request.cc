@@ -237,7 +237,7 @@ double read_request_charge(const storage::OpResult& result, bool strong) {
   return ttl::read_charge(result.body.size(), strong);
 }
 
-storage::OpResult execute_read(const storage::StateMachine& state, const ReadQuery& query, int64_t now_micros) {
+storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros) {
   switch (query.kind) {
     case ReadQuery::Kind::kItem:
       return state.read_item(query.database, query.container, query.partition_key_json, query.id, now_micros);

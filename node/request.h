@@ -11,7 +11,7 @@
 #include "proto/mayfly.capnp.h"
 #include "query/executor.h"
 #include "storage/command.h"
-#include "storage/state_machine.h"
+#include "storage/store_reader.h"
 #include "storage/write_dedup.h"
 
 namespace mayfly::node {
@@ -77,7 +77,7 @@ std::string op_name(const Operation& operation);
 double read_request_charge(const storage::OpResult& result, bool strong);
 
 // Runs a read at replicated time `now_micros`.
-storage::OpResult execute_read(const storage::StateMachine& state, const ReadQuery& query, int64_t now_micros);
+storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros);
 
 // Substatus values Mayfly adds to 503s, so clients can tell "retry anywhere" from "outcome unknown".
 inline constexpr uint32_t kSubstatusNoLeader = 1;         // not applied; retry (the leader hint may help)

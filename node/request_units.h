@@ -13,7 +13,7 @@
 
 #include "common/clock.h"
 #include "metrics/metrics.h"
-#include "storage/layout.h"
+#include "storage/records.h"
 #include "ttl/request_units.h"
 
 namespace mayfly::node {

@@ -506,7 +506,7 @@ RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& met
       driver_(driver),
       metrics_(metrics),
       request_units_(request_units),
-      state_(driver.state()),
+      state_(driver.state().reader()),
       keyring_(std::move(keyring)),
       cluster_secrets_(std::move(cluster_secrets)),
       security_metrics_(metrics),

@@ -137,7 +137,7 @@ class RpcHost final : public DriverOutput {
   Driver& driver_;
   metrics::Metrics& metrics_;
   RequestUnitAccount& request_units_;
-  const storage::StateMachine& state_;
+  const storage::StoreReader& state_;
   Keyring keyring_;
   ClusterSecrets cluster_secrets_;
   metrics::SecurityMetrics security_metrics_;

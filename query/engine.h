@@ -3,10 +3,11 @@
 // and the continuation token that lets the next page resume.
 //
 // Expiry is not decided here: an ItemSource yields only items alive at its replicated time (storage decides, see
-// query/storage_source.h), so nothing this file computes — rows, counts, sums, groups, sort order, offsets, the
-// position a continuation resumes from — can include an expired item. Continuations resume from a *position* (an
-// item key, an index key, or the last sort values and key), never from a count of items, so a page is stable when
-// items expire between pages: the expired ones are simply not there, and nothing shifts.
+// storage::ItemReader in storage/store_reader.h, wrapped by query/executor.cc), so nothing this file computes —
+// rows, counts, sums, groups, sort order, offsets, the position a continuation resumes from — can include an expired
+// item. Continuations resume from a *position* (an item key, an index key, or the last sort values and key), never
+// from a count of items, so a page is stable when items expire between pages: the expired ones are simply not
+// there, and nothing shifts.
 //
 // Aggregates and GROUP BY are computed over the whole visible set in one request (one snapshot, one replicated time)
 // and come back in a single page; a continuation is never issued for them. Their work is bounded by

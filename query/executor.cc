@@ -22,7 +22,7 @@ OpResult from_status(const Status& status) {
 // An ItemSource over a storage snapshot: the container, or one partition of it, as users read the items.
 class StorageSource final : public ItemSource {
  public:
-  StorageSource(storage::StateMachine::ItemReader& reader, std::optional<std::string> partition_key,
+  StorageSource(storage::ItemReader& reader, std::optional<std::string> partition_key,
                 int64_t now_micros)
       : reader_(reader), partition_key_(std::move(partition_key)), now_micros_(now_micros) {}
 
@@ -30,13 +30,13 @@ class StorageSource final : public ItemSource {
 
   Status scan(ScanOrder order, std::string_view resume_after, bool with_documents,
               const std::function<bool(SourceItem&)>& visit) override {
-    using Order = storage::StateMachine::ItemReader::Order;
+    using Order = storage::ItemReader::Order;
     const Order walk_order = order == ScanOrder::kKey           ? Order::kKey
                              : order == ScanOrder::kTsAscending ? Order::kTsAscending
                                                                 : Order::kTsDescending;
     Status failure;
     Status walked = reader_.walk(walk_order, partition_key_, resume_after, now_micros_,
-                                 [&](const storage::StateMachine::ItemReader::Visit& found) {
+                                 [&](const storage::ItemReader::Visit& found) {
                                    if (!with_documents) {
                                      SourceItem bare{found.position, found.record.write_ts_micros, nullptr};
                                      return visit(bare);
@@ -78,7 +78,7 @@ class StorageSource final : public ItemSource {
     return item;
   }
 
-  storage::StateMachine::ItemReader& reader_;
+  storage::ItemReader& reader_;
   std::optional<std::string> partition_key_;
   int64_t now_micros_;
 };
@@ -151,7 +151,7 @@ double query_charge(const QueryWork& work) {
   return std::round(charge * 100.0) / 100.0;
 }
 
-OpResult execute_query(const storage::StateMachine& state, const QueryRequest& request, int64_t now_micros,
+OpResult execute_query(const storage::StoreReader& state, const QueryRequest& request, int64_t now_micros,
                        const EngineLimits& limits, const ParseLimits& parse_limits) {
   if (request.max_items == 0 || request.max_items > kMaxQueryPageItems) {
     return bad_request("max items per page must be between 1 and " + std::to_string(kMaxQueryPageItems));
@@ -165,10 +165,10 @@ OpResult execute_query(const storage::StateMachine& state, const QueryRequest& r
   Result<Evaluator> evaluator = Evaluator::create(*query, *parameters);
   if (!evaluator.is_ok()) return bad_request(evaluator.status().message());
 
-  storage::Outcome<std::unique_ptr<storage::StateMachine::ItemReader>> opened =
+  storage::Outcome<std::unique_ptr<storage::ItemReader>> opened =
       state.open_item_reader(request.database, request.container);
   if (!opened.ok()) return opened.error();
-  storage::StateMachine::ItemReader& reader = *opened.value();
+  storage::ItemReader& reader = *opened.value();
   const storage::ContainerRecord& container = reader.container();
   const int64_t at_micros = std::max(now_micros, reader.applied_ts_micros());
 

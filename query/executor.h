@@ -2,13 +2,13 @@
 // over a storage snapshot (query/engine.h), and price the work in request units.
 //
 // Link graph (DESIGN.md §1): query → storage, ttl, common. Storage knows nothing of the query language; it offers
-// StateMachine::ItemReader, which hands out only items alive at the read's replicated time. The node calls
-// execute_query from its read paths, so a query follows the consistency levels exactly like a list.
+// storage::ItemReader (storage/store_reader.h), which hands out only items alive at the read's replicated time. The
+// node calls execute_query from its read paths, so a query follows the consistency levels exactly like a list.
 //
 // Request units: 1 RU per query, plus 0.1 RU per item record read (expired ones too: reading them is work), 0.01 RU
 // per `_ts` index entry walked, plus 1 RU per KB returned; rounded to 0.01 RU. Deterministic for the same state
 // and request; a strong read pays twice (the node applies that factor, as for point reads).
-// Thread-safety: pure functions; safe wherever StateMachine reads are.
+// Thread-safety: pure functions on a const storage::StoreReader: any thread, concurrently with applies.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +19,7 @@
 #include "query/engine.h"
 #include "query/parser.h"
 #include "storage/command.h"
-#include "storage/state_machine.h"
+#include "storage/store_reader.h"
 
 namespace mayfly::query {
 
@@ -48,7 +48,7 @@ double query_charge(const QueryWork& work);
 // One page of the query at replicated time `now_micros` (or the reader snapshot's own applied time if later). The
 // OpResult has the page as a JSON array in `body`, `continuation` when there are more pages, `work_charge`, and
 // `expired_skipped`; 400 for bad queries (with position and what was expected), 404 for a missing container.
-storage::OpResult execute_query(const storage::StateMachine& state, const QueryRequest& request, int64_t now_micros,
+storage::OpResult execute_query(const storage::StoreReader& state, const QueryRequest& request, int64_t now_micros,
                                 const EngineLimits& limits = {}, const ParseLimits& parse_limits = {});
 
 }  // namespace mayfly::query

@@ -2,8 +2,8 @@
 //
 // A command holds the request as the client sent it (raw JSON for item bodies, patch operations and TTL values), so
 // that validation happens inside the deterministic apply and every replica reaches the same verdict; the leader
-// also validates before proposing (storage/validate) so bad requests rarely reach the log. Encoded with
-// common/codec; decoding rejects malformed bytes with a Status.
+// also checks item bodies before proposing (storage::prepare_item, storage/document.h, called by node/driver.cc) so
+// bad requests rarely reach the log. Encoded with common/codec; decoding rejects malformed bytes with a Status.
 // Thread-safety: plain values.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <variant>
 
 #include "common/status.h"
-#include "storage/layout.h"
+#include "storage/records.h"
 #include "ttl/ttl.h"
 
 namespace mayfly::storage {

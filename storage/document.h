@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "storage/command.h"
-#include "storage/layout.h"
+#include "storage/records.h"
 #include "ttl/ttl.h"
 
 namespace mayfly::storage {

@@ -1,13 +1,9 @@
 #include "storage/layout.h"
 
-#include <cstdio>
-
 #include "common/codec.h"
 
 namespace mayfly::storage {
 namespace {
-
-constexpr uint8_t kRecordVersion = 1;
 
 std::string tagged(KeyTag tag) { return std::string(1, static_cast<char>(tag)); }
 
@@ -112,140 +108,6 @@ Status decode_item_key(std::string_view key, std::string& partition_key, std::st
     return corrupt("item key");
   }
   return Status::ok();
-}
-
-std::string encode_meta(const MetaState& meta) {
-  std::string out;
-  codec::put_u8(out, kRecordVersion);
-  codec::put_varint(out, meta.applied_index);
-  codec::put_varint_signed(out, meta.applied_ts_micros);
-  codec::put_varint(out, meta.write_sequence);
-  codec::put_varint(out, meta.next_container_rid);
-  return out;
-}
-
-Result<MetaState> decode_meta(std::string_view bytes) {
-  codec::Reader reader(bytes);
-  MetaState meta;
-  uint8_t version;
-  if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_varint(meta.applied_index) ||
-      !reader.get_varint_signed(meta.applied_ts_micros) || !reader.get_varint(meta.write_sequence) ||
-      !reader.get_varint(meta.next_container_rid) || !reader.done()) {
-    return corrupt("meta state");
-  }
-  return meta;
-}
-
-std::string encode_database(const DatabaseRecord& record) {
-  std::string out;
-  codec::put_u8(out, kRecordVersion);
-  codec::put_varint(out, record.rid);
-  codec::put_varint_signed(out, record.created_ts_micros);
-  return out;
-}
-
-Result<DatabaseRecord> decode_database(std::string_view bytes) {
-  codec::Reader reader(bytes);
-  DatabaseRecord record;
-  uint8_t version;
-  if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_varint(record.rid) ||
-      !reader.get_varint_signed(record.created_ts_micros) || !reader.done()) {
-    return corrupt("database record");
-  }
-  return record;
-}
-
-std::string encode_container(const ContainerRecord& record) {
-  std::string out;
-  codec::put_u8(out, kRecordVersion);
-  codec::put_varint(out, record.crid);
-  codec::put_bytes(out, record.partition_key_path);
-  codec::put_u8(out, static_cast<uint8_t>(record.ttl.policy.kind));
-  codec::put_varint_signed(out, record.ttl.policy.seconds);
-  codec::put_varint_signed(out, record.ttl.own_dead_below_micros);
-  codec::put_varint_signed(out, record.ttl.default_dead_below_micros);
-  codec::put_varint_signed(out, record.ttl.default_dead_since_micros);
-  codec::put_u8(out, static_cast<uint8_t>(record.indexing));
-  codec::put_u8(out, static_cast<uint8_t>(record.throughput.mode));
-  codec::put_varint_signed(out, record.throughput.request_units_per_second);
-  codec::put_varint_signed(out, record.modified_ts_micros);
-  codec::put_varint(out, record.etag_sequence);
-  return out;
-}
-
-Result<ContainerRecord> decode_container(std::string_view bytes) {
-  codec::Reader reader(bytes);
-  ContainerRecord record;
-  uint8_t version, policy_kind, indexing, mode;
-  std::string_view path;
-  if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_varint(record.crid) ||
-      !reader.get_bytes(path) || !reader.get_u8(policy_kind) || policy_kind > 2 ||
-      !reader.get_varint_signed(record.ttl.policy.seconds) ||
-      !reader.get_varint_signed(record.ttl.own_dead_below_micros) ||
-      !reader.get_varint_signed(record.ttl.default_dead_below_micros) ||
-      !reader.get_varint_signed(record.ttl.default_dead_since_micros) || !reader.get_u8(indexing) || indexing > 1 ||
-      !reader.get_u8(mode) || mode > 1 || !reader.get_varint_signed(record.throughput.request_units_per_second) ||
-      !reader.get_varint_signed(record.modified_ts_micros) || !reader.get_varint(record.etag_sequence) ||
-      !reader.done()) {
-    return corrupt("container record");
-  }
-  record.partition_key_path = std::string(path);
-  record.ttl.policy.kind = static_cast<ttl::DefaultTtl::Kind>(policy_kind);
-  record.indexing = static_cast<ttl::IndexingMode>(indexing);
-  record.throughput.mode = static_cast<Throughput::Mode>(mode);
-  return record;
-}
-
-std::string encode_item(const ItemRecord& record) {
-  std::string out;
-  out.reserve(record.json.size() + 24);
-  codec::put_u8(out, kRecordVersion);
-  codec::put_varint_signed(out, record.write_ts_micros);
-  codec::put_u8(out, static_cast<uint8_t>(record.ttl.kind));
-  codec::put_varint(out, static_cast<uint64_t>(record.ttl.seconds));
-  codec::put_varint(out, record.etag_sequence);
-  codec::put_varint(out, record.item_rid);
-  out.append(record.json);  // the rest of the value
-  return out;
-}
-
-Result<ItemRecord> decode_item(std::string_view bytes) {
-  codec::Reader reader(bytes);
-  ItemRecord record;
-  uint8_t version, ttl_kind;
-  uint64_t seconds;
-  if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_varint_signed(record.write_ts_micros) ||
-      !reader.get_u8(ttl_kind) || ttl_kind > 2 || !reader.get_varint(seconds) ||
-      seconds > static_cast<uint64_t>(ttl::kMaxTtlSeconds) || !reader.get_varint(record.etag_sequence) ||
-      !reader.get_varint(record.item_rid) || reader.rest().empty() || reader.rest().front() != '{') {
-    return corrupt("item record");
-  }
-  record.ttl.kind = static_cast<ttl::ItemTtl::Kind>(ttl_kind);
-  record.ttl.seconds = static_cast<int64_t>(seconds);
-  record.json = std::string(reader.rest());
-  return record;
-}
-
-std::string encode_local_stats(const LocalStats& stats) {
-  std::string out;
-  codec::put_varint_signed(out, stats.items);
-  codec::put_varint_signed(out, stats.bytes);
-  return out;
-}
-
-Result<LocalStats> decode_local_stats(std::string_view bytes) {
-  codec::Reader reader(bytes);
-  LocalStats stats;
-  if (!reader.get_varint_signed(stats.items) || !reader.get_varint_signed(stats.bytes) || !reader.done()) {
-    return corrupt("local stats");
-  }
-  return stats;
-}
-
-std::string format_etag(uint64_t sequence) {
-  char buffer[24];
-  std::snprintf(buffer, sizeof buffer, "\"%016llx\"", static_cast<unsigned long long>(sequence));
-  return buffer;
 }
 
 }  // namespace mayfly::storage

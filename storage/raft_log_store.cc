@@ -15,20 +15,16 @@
 #include "common/codec.h"
 #include "replication/codec.h"
 #include "storage/layout.h"
+#include "storage/store_internal.h"
 
 namespace mayfly::storage {
 namespace {
 
+using internal::from_leveldb;
 using replication::Entry;
 using replication::HardState;
 using replication::Snapshot;
 using replication::SnapshotMetadata;
-
-Status from_leveldb(const leveldb::Status& status, std::string_view what) {
-  if (status.ok()) return Status::ok();
-  if (status.IsCorruption()) return Status::corruption(std::string(what) + ": " + status.ToString());
-  return Status::io_error(std::string(what) + ": " + status.ToString());
-}
 
 std::string encode_base(LogIndex index, Term term) {
   std::string out;

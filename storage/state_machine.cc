@@ -1,3 +1,5 @@
+// StateMachine (storage/state_machine.h): opening the store, the deterministic apply of each command kind and the
+// commit of its batch. Snapshots and dump are in storage/state_snapshot.cc.
 #include "storage/state_machine.h"
 
 #include <leveldb/cache.h>
@@ -5,93 +7,27 @@
 #include <leveldb/filter_policy.h>
 #include <leveldb/write_batch.h>
 
-#include <algorithm>
 #include <filesystem>
-#include <map>
 
-#include "common/codec.h"
 #include "storage/document.h"
 #include "storage/json.h"
 #include "storage/patch.h"
+#include "storage/store_internal.h"
 #include "storage/write_dedup.h"
 
 namespace mayfly::storage {
-namespace {
 
-OpResult not_found(std::string message) { return OpResult::error(404, std::move(message)); }
-OpResult bad_request(std::string message) { return OpResult::error(400, std::move(message)); }
+using internal::bad_request;
+using internal::from_leveldb;
+using internal::has_prefix;
+using internal::index_value;
+using internal::internal_error;
+using internal::not_found;
 
-Status from_leveldb(const leveldb::Status& status, std::string_view what) {
-  if (status.ok()) return Status::ok();
-  if (status.IsCorruption()) return Status::corruption(std::string(what) + ": " + status.ToString());
-  return Status::io_error(std::string(what) + ": " + status.ToString());
-}
-
-OpResult internal_error(const Status& status) {
-  return OpResult::error(500, "internal storage error: " + status.to_string());
-}
-
-leveldb::ReadOptions read_options(const void* snapshot) {
-  leveldb::ReadOptions options;
-  options.snapshot = static_cast<const leveldb::Snapshot*>(snapshot);
-  return options;
-}
-
-bool has_prefix(const leveldb::Slice& key, std::string_view prefix) {
-  return key.size() >= prefix.size() && std::string_view(key.data(), prefix.size()) == prefix;
-}
-
-// Holds a LevelDB snapshot for one read.
-class SnapshotGuard {
- public:
-  explicit SnapshotGuard(leveldb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {}
-  ~SnapshotGuard() { db_->ReleaseSnapshot(snapshot_); }
-  SnapshotGuard(const SnapshotGuard&) = delete;
-  SnapshotGuard& operator=(const SnapshotGuard&) = delete;
-  const void* get() const { return snapshot_; }
-
- private:
-  leveldb::DB* db_;
-  const leveldb::Snapshot* snapshot_;
-};
-
-std::string index_value(size_t record_bytes) {
-  std::string out;
-  codec::put_varint(out, record_bytes);
-  return out;
-}
-
-Result<int64_t> decode_index_value(const leveldb::Slice& value) {
-  codec::Reader reader(std::string_view(value.data(), value.size()));
-  uint64_t bytes;
-  if (!reader.get_varint(bytes) || !reader.done()) return Status::corruption("undecodable expiry index value");
-  return static_cast<int64_t>(bytes);
-}
-
-}  // namespace
-
-// Everything one apply (or one GC batch) changes: the LevelDB batch plus the in-memory effects that become true
-// only if the batch is written.
-struct StateMachine::ApplyContext {
-  leveldb::WriteBatch batch;
+// One apply: the batch and its node-local effects (internal::StoreBatch) plus the meta state it writes.
+struct StateMachine::ApplyContext : internal::StoreBatch {
   MetaState meta;
-  std::map<uint64_t, LocalStats> stats;  // new absolute values
-  struct Removal {
-    uint64_t crid;
-    IndexKind kind;
-    std::string key;  // the expiry index entry removed
-    int64_t bytes;
-  };
-  std::vector<Removal> removals;
-  std::vector<uint64_t> dropped;
   Status failure;  // an internal error found while building the batch
-
-  void reset() {
-    batch.Clear();
-    stats.clear();
-    removals.clear();
-    dropped.clear();
-  }
 };
 
 Result<std::unique_ptr<StateMachine>> StateMachine::open(const StoreOptions& options) {
@@ -130,7 +66,13 @@ Result<std::unique_ptr<StateMachine>> StateMachine::open(const StoreOptions& opt
 StateMachine::StateMachine(const StoreOptions& options, std::unique_ptr<leveldb::Cache> cache,
                            std::unique_ptr<const leveldb::FilterPolicy> filter, std::unique_ptr<leveldb::DB> db,
                            MetaState meta)
-    : options_(options), cache_(std::move(cache)), filter_(std::move(filter)), db_(std::move(db)), meta_(meta) {
+    : options_(options),
+      cache_(std::move(cache)),
+      filter_(std::move(filter)),
+      db_(std::move(db)),
+      meta_(meta),
+      reader_(db_.get(), applied_),
+      expiry_(db_.get(), reader_, sticky_, options.backlog_count_step) {
   publish_applied();
 }
 
@@ -138,17 +80,9 @@ StateMachine::~StateMachine() {
   db_.reset();  // the DB must close before its block cache and filter policy go
 }
 
-AppliedState StateMachine::applied() const {
-  std::lock_guard<std::mutex> lock(applied_mutex_);
-  return applied_;
-}
-
 void StateMachine::publish_applied() {
-  std::lock_guard<std::mutex> lock(applied_mutex_);
-  applied_ = AppliedState{LogIndex(meta_.applied_index), meta_.applied_ts_micros};
+  applied_.set(AppliedState{LogIndex(meta_.applied_index), meta_.applied_ts_micros});
 }
-
-Result<DedupTotals> StateMachine::dedup_totals() const { return read_dedup_totals(db_.get()); }
 
 Result<OpResult> StateMachine::apply_encoded(std::string_view command_bytes, LogIndex index, int64_t ts_micros) {
   Result<Command> command = decode_command(command_bytes);
@@ -210,8 +144,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
     case CommandType::kCreateContainer:
     case CommandType::kUpdateContainer:
     case CommandType::kDeleteContainer: {
-      std::lock_guard<std::mutex> lock(containers_mutex_);
-      containers_cache_.reset();
+      reader_.invalidate_container_list();
       break;
     }
     default:
@@ -230,23 +163,7 @@ Status StateMachine::commit(ApplyContext& context, bool sync) {
   }
   meta_ = context.meta;
   publish_applied();
-  for (const auto& [crid, stats] : context.stats) local_stats_[crid] = stats;
-  for (const ApplyContext::Removal& removal : context.removals) {
-    auto it = trackers_.find(removal.crid);
-    if (it == trackers_.end()) continue;
-    BacklogTracker& tracker = it->second;
-    const std::string& position = tracker.positions[removal.kind == IndexKind::kOwn ? 0 : 1];
-    if (removal.key < position) {  // counted (see BacklogTracker)
-      tracker.items -= 1;
-      tracker.bytes -= removal.bytes;
-      MAYFLY_ASSERT(tracker.items >= 0 && tracker.bytes >= 0);
-    }
-  }
-  for (uint64_t crid : context.dropped) {
-    trackers_.erase(crid);
-    collect_cursors_.erase(crid);
-    local_stats_.erase(crid);
-  }
+  expiry_.committed(context);
   return Status::ok();
 }
 
@@ -268,43 +185,11 @@ OpResult StateMachine::dispatch(const Command& command, int64_t ts, ApplyContext
   return bad_request("unknown command type");
 }
 
-// ---- lookups ----------------------------------------------------------------------------------------------------
-
-Result<std::optional<std::string>> StateMachine::get_raw(const std::string& key, const void* snapshot) const {
-  std::string value;
-  leveldb::Status status = db_->Get(read_options(snapshot), key, &value);
-  if (status.IsNotFound()) return std::optional<std::string>();
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "read"));
-  return std::optional<std::string>(std::move(value));
-}
-
-Result<std::optional<ItemRecord>> StateMachine::get_item(const std::string& key, const void* snapshot) const {
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, snapshot));
-  if (!raw) return std::optional<ItemRecord>();
-  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(*raw));
-  return std::optional<ItemRecord>(std::move(record));
-}
-
 Result<std::optional<StateMachine::StoredItem>> StateMachine::load_item(const std::string& key) const {
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, nullptr));
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, reader_.get_raw(key, nullptr));
   if (!raw) return std::optional<StoredItem>();
   MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(*raw));
   return std::optional<StoredItem>(StoredItem{std::move(record), key.size() + raw->size()});
-}
-
-Outcome<ContainerRecord> StateMachine::find_container(std::string_view database, std::string_view container,
-                                                      const void* snapshot) const {
-  Result<std::optional<std::string>> raw = get_raw(container_key(database, container), snapshot);
-  if (!raw.is_ok()) return internal_error(raw.status());
-  if (!raw->has_value()) {
-    Result<std::optional<std::string>> db = get_raw(database_key(database), snapshot);
-    if (db.is_ok() && !db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
-    return not_found("container '" + std::string(container) + "' does not exist in database '" +
-                     std::string(database) + "'");
-  }
-  Result<ContainerRecord> record = decode_container(**raw);
-  if (!record.is_ok()) return internal_error(record.status());
-  return std::move(record).value();
 }
 
 // ---- databases and containers -----------------------------------------------------------------------------------
@@ -314,7 +199,7 @@ OpResult StateMachine::create_database(const Command& command, int64_t ts, Apply
     return bad_request(status.message());
   }
   const std::string key = database_key(command.database);
-  Result<std::optional<std::string>> existing = get_raw(key, nullptr);
+  Result<std::optional<std::string>> existing = reader_.get_raw(key, nullptr);
   if (!existing.is_ok()) {
     context.failure = existing.status();
     return internal_error(existing.status());
@@ -334,7 +219,7 @@ OpResult StateMachine::create_database(const Command& command, int64_t ts, Apply
 
 OpResult StateMachine::delete_database(const Command& command, ApplyContext& context) {
   const std::string key = database_key(command.database);
-  Result<std::optional<std::string>> existing = get_raw(key, nullptr);
+  Result<std::optional<std::string>> existing = reader_.get_raw(key, nullptr);
   if (!existing.is_ok()) {
     context.failure = existing.status();
     return internal_error(existing.status());
@@ -387,36 +272,13 @@ Status validate_throughput(const Throughput& throughput) {
 
 }  // namespace
 
-std::string StateMachine::render_container(std::string_view id, const ContainerRecord& record) const {
-  std::string body = "{\"id\":";
-  json::write_json_string(id, body);
-  body += ",\"partitionKey\":{\"paths\":[";
-  json::write_json_string(record.partition_key_path, body);
-  body += "],\"kind\":\"Hash\"},\"indexingPolicy\":{\"indexingMode\":\"";
-  body += record.indexing == ttl::IndexingMode::kNone ? "none" : "consistent";
-  body += "\"}";
-  if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kNoDefault) body += ",\"defaultTtl\":-1";
-  if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kSeconds) {
-    body += ",\"defaultTtl\":" + std::to_string(record.ttl.policy.seconds);
-  }
-  if (record.throughput.mode == Throughput::Mode::kServerless) {
-    body += ",\"throughput\":{\"mode\":\"serverless\"}";
-  } else {
-    body += ",\"throughput\":{\"mode\":\"provisioned\",\"requestUnitsPerSecond\":" +
-            std::to_string(record.throughput.request_units_per_second) + "}";
-  }
-  body += ",\"_rid\":\"" + std::to_string(record.crid) + "\",\"_etag\":";
-  json::write_json_string(format_etag(record.etag_sequence), body);
-  body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record.modified_ts_micros)) + "}";
-  return body;
-}
-
 OpResult StateMachine::create_container(const Command& command, int64_t ts, ApplyContext& context) {
   if (Status status = validate_resource_id("container", command.container); !status.is_ok()) {
     return bad_request(status.message());
   }
-  Result<std::optional<std::string>> db = get_raw(database_key(command.database), nullptr);
-  Result<std::optional<std::string>> existing = get_raw(container_key(command.database, command.container), nullptr);
+  Result<std::optional<std::string>> db = reader_.get_raw(database_key(command.database), nullptr);
+  Result<std::optional<std::string>> existing =
+      reader_.get_raw(container_key(command.database, command.container), nullptr);
   if (!db.is_ok() || !existing.is_ok()) {
     context.failure = db.is_ok() ? existing.status() : db.status();
     return internal_error(context.failure);
@@ -455,7 +317,7 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
 }
 
 OpResult StateMachine::update_container(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.ok()) return found.error();
   ContainerRecord record = found.value();
   if (command.if_match && *command.if_match != format_etag(record.etag_sequence)) {
@@ -494,7 +356,7 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
 }
 
 OpResult StateMachine::delete_container(const Command& command, ApplyContext& context) {
-  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.ok()) return found.error();
   context.batch.Delete(container_key(command.database, command.container));
   context.batch.Put(dropped_container_key(found.value().crid), "");
@@ -506,56 +368,8 @@ OpResult StateMachine::delete_container(const Command& command, ApplyContext& co
 
 // ---- items ------------------------------------------------------------------------------------------------------
 
-StateMachine::IndexEntry StateMachine::index_entry_for(uint64_t crid, std::string_view partition_key,
-                                                       std::string_view id, const ItemRecord& record) {
-  IndexEntry entry;
-  switch (record.ttl.kind) {
-    case ttl::ItemTtl::Kind::kNever:
-      break;
-    case ttl::ItemTtl::Kind::kSeconds:
-      entry.kind = IndexKind::kOwn;
-      entry.sort_micros = ttl::expiry_instant_micros(record.write_ts_micros, record.ttl.seconds);
-      entry.key = own_expiry_key(crid, entry.sort_micros, partition_key, id);
-      break;
-    case ttl::ItemTtl::Kind::kInherit:
-      entry.kind = IndexKind::kInherit;
-      entry.sort_micros = record.write_ts_micros;
-      entry.key = inherit_expiry_key(crid, entry.sort_micros, partition_key, id);
-      break;
-  }
-  return entry;
-}
-
-LocalStats& StateMachine::local_stats(uint64_t crid) {
-  auto it = local_stats_.find(crid);
-  if (it != local_stats_.end()) return it->second;
-  LocalStats stats;
-  Result<std::optional<std::string>> raw = get_raw(local_stats_key(crid), nullptr);
-  if (raw.is_ok() && raw->has_value()) {
-    Result<LocalStats> decoded = decode_local_stats(**raw);
-    if (decoded.is_ok()) stats = *decoded;
-  }
-  return local_stats_.emplace(crid, stats).first->second;
-}
-
-void StateMachine::remove_stored_item(uint64_t crid, const std::string& key, std::string_view partition_key,
-                                      std::string_view id, const ItemRecord& record, size_t record_bytes,
-                                      ApplyContext& context) {
-  context.batch.Delete(key);
-  context.batch.Delete(ts_index_key(crid, record.write_ts_micros, partition_key, id));
-  const IndexEntry entry = index_entry_for(crid, partition_key, id, record);
-  if (entry.kind != IndexKind::kNone) {
-    context.batch.Delete(entry.key);
-    context.removals.push_back({crid, entry.kind, entry.key, static_cast<int64_t>(record_bytes)});
-  }
-  auto [it, inserted] = context.stats.try_emplace(crid);
-  if (inserted) it->second = local_stats(crid);
-  it->second.items -= 1;
-  it->second.bytes -= static_cast<int64_t>(record_bytes);
-}
-
 OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.ok()) return found.error();
   const ContainerRecord& container = found.value();
   const CommandType type = command.type;
@@ -623,15 +437,17 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   record.item_rid = creating ? record.etag_sequence : existing->record.item_rid;
   record.json = std::move(prepared->json);
 
-  if (existing) remove_stored_item(container.crid, key, partition_key, id, existing->record, existing->bytes, context);
+  if (existing) {
+    expiry_.remove_stored_item(container.crid, key, partition_key, id, existing->record, existing->bytes, context);
+  }
   const std::string value = encode_item(record);
   const size_t record_bytes = key.size() + value.size();
   context.batch.Put(key, value);
   context.batch.Put(ts_index_key(container.crid, ts, partition_key, id), "");
-  const IndexEntry entry = index_entry_for(container.crid, partition_key, id, record);
-  if (entry.kind != IndexKind::kNone) context.batch.Put(entry.key, index_value(record_bytes));
+  const internal::IndexEntry entry = internal::index_entry_for(container.crid, partition_key, id, record);
+  if (entry.kind != internal::IndexKind::kNone) context.batch.Put(entry.key, index_value(record_bytes));
   auto [stats, inserted] = context.stats.try_emplace(container.crid);
-  if (inserted) stats->second = local_stats(container.crid);
+  if (inserted) stats->second = expiry_.local_stats(container.crid);
   stats->second.items += 1;
   stats->second.bytes += static_cast<int64_t>(record_bytes);
   context.batch.Put(local_stats_key(container.crid), encode_local_stats(stats->second));
@@ -645,7 +461,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
 }
 
 OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = find_container(command.database, command.container, nullptr);
+  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.ok()) return found.error();
   const ContainerRecord& container = found.value();
   Outcome<std::string> partition_key = canonical_partition_key_text(command.partition_key_json);
@@ -665,7 +481,8 @@ OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyCont
     return OpResult::error(412, "the item's etag " + format_etag(existing->record.etag_sequence) +
                                     " does not match if-match " + *command.if_match);
   }
-  remove_stored_item(container.crid, key, partition_key.value(), command.id, existing->record, existing->bytes, context);
+  expiry_.remove_stored_item(container.crid, key, partition_key.value(), command.id, existing->record,
+                             existing->bytes, context);
   context.batch.Put(local_stats_key(container.crid), encode_local_stats(context.stats[container.crid]));
   ++context.meta.write_sequence;  // deletes are writes too: etags of later writes stay unique
   OpResult result;
@@ -689,757 +506,6 @@ OpResult StateMachine::set_member_address(const Command& command, ApplyContext& 
   }
   context.batch.Put(member_address_key(node), command.body);
   return OpResult{};
-}
-
-std::map<NodeId, std::string> StateMachine::member_addresses() const {
-  std::map<NodeId, std::string> out;
-  const std::string prefix(1, static_cast<char>(KeyTag::kMemberAddress));
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
-    uint64_t node = 0;
-    if (reader.get_u64_be(node)) out.emplace(NodeId(node), it->value().ToString());
-  }
-  return out;
-}
-
-// ---- reads ------------------------------------------------------------------------------------------------------
-
-OpResult StateMachine::read_item(std::string_view database, std::string_view container,
-                                 std::string_view partition_key_json, std::string_view id, int64_t now_micros) const {
-  SnapshotGuard snapshot(db_.get());
-  Outcome<ContainerRecord> found = find_container(database, container, snapshot.get());
-  if (!found.ok()) return found.error();
-  Outcome<std::string> partition_key = canonical_partition_key_text(partition_key_json);
-  if (!partition_key.ok()) return partition_key.error();
-  Result<std::optional<ItemRecord>> record =
-      get_item(item_key(found.value().crid, partition_key.value(), id), snapshot.get());
-  if (!record.is_ok()) return internal_error(record.status());
-  const std::string missing = "item with id '" + std::string(id) + "' and partition key " + partition_key.value() +
-                              " does not exist";
-  if (!record->has_value()) return not_found(missing);
-  const ItemRecord& item = **record;
-  if (!ttl::alive(item.ttl, item.write_ts_micros, found.value().ttl, now_micros)) {
-    OpResult result = not_found(missing);
-    result.expired_skipped = 1;
-    return result;
-  }
-  OpResult result;
-  result.ts_micros = item.write_ts_micros;
-  result.etag = format_etag(item.etag_sequence);
-  result.body = render_item(item, found.value().crid);
-  return result;
-}
-
-OpResult StateMachine::list_items(const ListRequest& request, int64_t now_micros) const {
-  if (request.max_items == 0 || request.max_items > kMaxListItems) {
-    return bad_request("max items per page must be between 1 and " + std::to_string(kMaxListItems));
-  }
-  SnapshotGuard snapshot(db_.get());
-  Outcome<ContainerRecord> found = find_container(request.database, request.container, snapshot.get());
-  if (!found.ok()) return found.error();
-  const ContainerRecord& container = found.value();
-  std::string prefix = item_prefix(container.crid);
-  if (request.partition_key_json) {
-    Outcome<std::string> partition_key = canonical_partition_key_text(*request.partition_key_json);
-    if (!partition_key.ok()) return partition_key.error();
-    prefix = partition_prefix(container.crid, partition_key.value());
-  }
-  std::string start = prefix;
-  if (!request.continuation.empty()) {
-    std::optional<std::string> decoded = codec::hex_decode(request.continuation);
-    if (!decoded || decoded->empty()) return bad_request("continuation token is malformed");
-    start = item_prefix(container.crid) + *decoded;
-    if (start.compare(0, prefix.size(), prefix) != 0) {
-      return bad_request("continuation token belongs to a different listing");
-    }
-  }
-  OpResult result;
-  result.body = "[";
-  size_t count = 0;
-  size_t examined = 0;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot.get())));
-  it->Seek(start);
-  if (!request.continuation.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
-  std::string last_read;  // the key of the last record read: the next page resumes after it
-  for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    if (count == request.max_items || result.body.size() >= kMaxListPageBytes) {
-      break;
-    }
-    if (examined == kMaxListExamined) {
-      // Enough work for one page (a long run of expired, uncollected items): resume after the last record read,
-      // even an expired one. Positions are keys, so nothing is skipped or repeated.
-      break;
-    }
-    ++examined;
-    last_read.assign(it->key().data(), it->key().size());
-    Result<ItemRecord> item = decode_item(std::string_view(it->value().data(), it->value().size()));
-    if (!item.is_ok()) return internal_error(item.status());
-    if (!ttl::alive(item->ttl, item->write_ts_micros, container.ttl, now_micros)) {
-      ++result.expired_skipped;
-      continue;
-    }
-    if (count > 0) result.body.push_back(',');
-    result.body += render_item(*item, container.crid);
-    ++count;
-  }
-  if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));
-  if (it->Valid() && has_prefix(it->key(), prefix) && !last_read.empty()) {  // more pages
-    result.continuation =
-        codec::hex_encode(std::string_view(last_read).substr(item_prefix(container.crid).size()));
-  }
-  result.body.push_back(']');
-  return result;
-}
-
-// ---- the query engine's reader -----------------------------------------------------------------------------
-
-StateMachine::ItemReader::ItemReader(leveldb::DB* db, ContainerRecord container)
-    : db_(db), snapshot_(db->GetSnapshot()), container_(std::move(container)) {}
-
-StateMachine::ItemReader::~ItemReader() { db_->ReleaseSnapshot(static_cast<const leveldb::Snapshot*>(snapshot_)); }
-
-Outcome<std::unique_ptr<StateMachine::ItemReader>> StateMachine::open_item_reader(std::string_view database,
-                                                                               std::string_view container) const {
-  // The container record is read from the reader's own snapshot, so settings and items are one consistent state.
-  std::unique_ptr<ItemReader> reader(new ItemReader(db_.get(), ContainerRecord{}));
-  Outcome<ContainerRecord> found = find_container(database, container, reader->snapshot_);
-  if (!found.ok()) return found.error();
-  reader->container_ = std::move(found.value());
-  Result<std::optional<std::string>> meta = get_raw(meta_key(), reader->snapshot_);
-  if (!meta.is_ok()) return internal_error(meta.status());
-  if (meta->has_value()) {
-    Result<MetaState> decoded = decode_meta(**meta);
-    if (!decoded.is_ok()) return internal_error(decoded.status());
-    reader->applied_ts_micros_ = decoded->applied_ts_micros;
-  }
-  return reader;
-}
-
-Status StateMachine::ItemReader::walk(Order order, const std::optional<std::string>& partition_key,
-                                      std::string_view resume_after, int64_t now_micros,
-                                      const std::function<bool(const Visit&)>& visit) {
-  if (order == Order::kKey) return walk_keys(partition_key, resume_after, now_micros, visit);
-  return walk_ts(order == Order::kTsDescending, partition_key, resume_after, now_micros, visit);
-}
-
-Status StateMachine::ItemReader::walk_keys(const std::optional<std::string>& partition_key,
-                                           std::string_view resume_after, int64_t now_micros,
-                                           const std::function<bool(const Visit&)>& visit) {
-  const std::string container_prefix = item_prefix(container_.crid);
-  const std::string prefix = partition_key ? partition_prefix(container_.crid, *partition_key) : container_prefix;
-  const std::string start = container_prefix + std::string(resume_after);
-  if (!resume_after.empty() && start.compare(0, prefix.size(), prefix) != 0) {
-    return Status::invalid_argument("continuation position is outside this partition");
-  }
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
-  it->Seek(resume_after.empty() ? prefix : start);
-  if (!resume_after.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
-  std::string pk, id;
-  for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    const std::string_view key(it->key().data(), it->key().size());
-    const std::string_view value(it->value().data(), it->value().size());
-    ++counters_.items_loaded;
-    counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
-    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
-      ++counters_.expired_skipped;
-      continue;
-    }
-    MAYFLY_RETURN_IF_ERROR(decode_item_key(key, pk, id));
-    if (!visit(Visit{key.substr(container_prefix.size()), pk, record})) return Status::ok();
-  }
-  return from_leveldb(it->status(), "query scan");
-}
-
-Status StateMachine::ItemReader::walk_ts(bool descending, const std::optional<std::string>& partition_key,
-                                         std::string_view resume_after, int64_t now_micros,
-                                         const std::function<bool(const Visit&)>& visit) {
-  const std::string prefix = ts_index_prefix(container_.crid);
-  const std::string start = prefix + std::string(resume_after);
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
-  if (!descending) {
-    it->Seek(resume_after.empty() ? prefix : start);
-    if (!resume_after.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
-  } else {
-    // Position at the last key strictly below the resume point (or the last key of the index).
-    const std::string end = resume_after.empty() ? codec::prefix_successor(prefix) : start;
-    it->Seek(end);
-    if (it->Valid()) {
-      it->Prev();
-    } else {
-      it->SeekToLast();
-    }
-    while (it->Valid() && it->key().compare(leveldb::Slice(end)) >= 0) it->Prev();
-  }
-  std::string value;
-  for (; it->Valid() && has_prefix(it->key(), prefix); descending ? it->Prev() : it->Next()) {
-    const std::string_view key(it->key().data(), it->key().size());
-    ++counters_.index_entries;
-    MAYFLY_ASSIGN_OR_RETURN(IndexKey entry, decode_index_key(key));
-    if (partition_key && entry.partition_key != *partition_key) continue;
-    const std::string item = item_key(container_.crid, entry.partition_key, entry.id);
-    leveldb::Status status = db_->Get(read_options(snapshot_), item, &value);
-    if (status.IsNotFound()) return Status::corruption("`_ts` index entry without its item");
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "query index lookup"));
-    ++counters_.items_loaded;
-    counters_.bytes_loaded += static_cast<int64_t>(item.size() + value.size());
-    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
-      ++counters_.expired_skipped;
-      continue;
-    }
-    if (!visit(Visit{key.substr(prefix.size()), entry.partition_key, record})) return Status::ok();
-  }
-  return from_leveldb(it->status(), "query index walk");
-}
-
-Result<std::optional<ItemRecord>> StateMachine::ItemReader::lookup(std::string_view partition_key,
-                                                                   std::string_view id, int64_t now_micros) {
-  const std::string key = item_key(container_.crid, partition_key, id);
-  std::string value;
-  leveldb::Status status = db_->Get(read_options(snapshot_), key, &value);
-  if (status.IsNotFound()) return std::optional<ItemRecord>();
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "query point read"));
-  ++counters_.items_loaded;
-  counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
-  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-  if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
-    ++counters_.expired_skipped;
-    return std::optional<ItemRecord>();
-  }
-  return std::optional<ItemRecord>(std::move(record));
-}
-
-OpResult StateMachine::read_database(std::string_view database) const {
-  Result<std::optional<std::string>> raw = get_raw(database_key(database), nullptr);
-  if (!raw.is_ok()) return internal_error(raw.status());
-  if (!raw->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
-  Result<DatabaseRecord> record = decode_database(**raw);
-  if (!record.is_ok()) return internal_error(record.status());
-  OpResult result;
-  result.ts_micros = record->created_ts_micros;
-  result.body = "{\"id\":";
-  json::write_json_string(database, result.body);
-  result.body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record->created_ts_micros)) + "}";
-  return result;
-}
-
-OpResult StateMachine::list_databases() const {
-  const std::string prefix(1, static_cast<char>(KeyTag::kDatabase));
-  OpResult result;
-  result.body = "[";
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  bool first = true;
-  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
-    std::string name;
-    if (!reader.get_ordered_string(name)) return internal_error(Status::corruption("database key"));
-    if (!first) result.body.push_back(',');
-    first = false;
-    json::write_json_string(name, result.body);
-  }
-  result.body.push_back(']');
-  return result;
-}
-
-OpResult StateMachine::read_container(std::string_view database, std::string_view container) const {
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
-  if (!found.ok()) return found.error();
-  OpResult result;
-  result.ts_micros = found.value().modified_ts_micros;
-  result.etag = format_etag(found.value().etag_sequence);
-  result.body = render_container(container, found.value());
-  return result;
-}
-
-std::optional<ContainerRecord> StateMachine::container_record(std::string_view database,
-                                                              std::string_view container) const {
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
-  if (!found.ok()) return std::nullopt;
-  return found.value();
-}
-
-OpResult StateMachine::list_containers(std::string_view database) const {
-  SnapshotGuard snapshot(db_.get());
-  Result<std::optional<std::string>> db = get_raw(database_key(database), snapshot.get());
-  if (!db.is_ok()) return internal_error(db.status());
-  if (!db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
-  const std::string prefix = container_prefix(database);
-  OpResult result;
-  result.body = "[";
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot.get())));
-  bool first = true;
-  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(prefix.size()));
-    std::string name;
-    Result<ContainerRecord> record = decode_container(std::string_view(it->value().data(), it->value().size()));
-    if (!reader.get_ordered_string(name) || !record.is_ok()) {
-      return internal_error(Status::corruption("container record"));
-    }
-    if (!first) result.body.push_back(',');
-    first = false;
-    result.body += render_container(name, *record);
-  }
-  result.body.push_back(']');
-  return result;
-}
-
-Result<std::vector<ContainerInfo>> StateMachine::containers() const {
-  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<ContainerInfo>> list, container_list());
-  return *list;
-}
-
-Result<std::shared_ptr<const std::vector<ContainerInfo>>> StateMachine::container_list() const {
-  std::lock_guard<std::mutex> lock(containers_mutex_);
-  if (containers_cache_) return containers_cache_;
-  const std::string prefix(1, static_cast<char>(KeyTag::kContainer));
-  std::vector<ContainerInfo> out;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    ContainerInfo info;
-    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
-    if (!reader.get_ordered_string(info.database) || !reader.get_ordered_string(info.container)) {
-      return Status::corruption("container key");
-    }
-    MAYFLY_ASSIGN_OR_RETURN(info.record, decode_container(std::string_view(it->value().data(), it->value().size())));
-    out.push_back(std::move(info));
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan containers"));
-  containers_cache_ = std::make_shared<const std::vector<ContainerInfo>>(std::move(out));
-  return containers_cache_;
-}
-
-// ---- garbage collection -----------------------------------------------------------------------------------------
-
-Result<bool> StateMachine::advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
-                                           BacklogTracker& tracker, size_t max_entries,
-                                           int64_t* entries_read) const {
-  const ttl::ExpiredBounds bounds = ttl::expired_bounds(state, now_micros);
-  size_t budget = max_entries;
-  bool complete = true;
-  std::unique_ptr<leveldb::Iterator> it;
-  for (const bool own : {true, false}) {
-    const std::string prefix = own ? own_expiry_prefix(crid) : inherit_expiry_prefix(crid);
-    // Every expired entry of this index sorts below `target`, every live one at or above it.
-    std::string target = prefix;
-    codec::put_i64_be(target, own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros);
-    std::string& position = tracker.positions[own ? 0 : 1];
-    MAYFLY_ASSERT_MSG(position <= target, "expired bound moved back below the counted position (crid %llu)",
-                      static_cast<unsigned long long>(crid));
-    if (position == target) continue;
-    if (budget == 0) {
-      complete = false;
-      continue;
-    }
-    if (!it) it.reset(db_->NewIterator(leveldb::ReadOptions()));
-    it->Seek(position.empty() ? prefix : position);
-    bool reached = true;
-    for (; it->Valid() && it->key().compare(leveldb::Slice(target)) < 0; it->Next()) {
-      if (budget == 0) {
-        // Stopped here: this entry and everything after it are not counted yet.
-        position.assign(it->key().data(), it->key().size());
-        reached = false;
-        break;
-      }
-      --budget;
-      *entries_read += 1;
-      MAYFLY_ASSIGN_OR_RETURN(int64_t bytes, decode_index_value(it->value()));
-      tracker.items += 1;
-      tracker.bytes += bytes;
-    }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
-    if (reached) {
-      position = std::move(target);
-    } else {
-      complete = false;
-    }
-  }
-  return complete;
-}
-
-Result<Backlog> StateMachine::backlog(std::string_view database, std::string_view container) {
-  return backlog(database, container, options_.backlog_count_step);
-}
-
-Result<Backlog> StateMachine::backlog(std::string_view database, std::string_view container,
-                                      size_t max_count_entries) {
-  if (!sticky_.is_ok()) return sticky_;
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
-  if (!found.ok()) return Status::not_found(found.error().message);
-  const ContainerRecord& record = found.value();
-  BacklogTracker& tracker = trackers_[record.crid];
-  const int64_t now = meta_.applied_ts_micros;
-  Backlog backlog;
-  MAYFLY_ASSIGN_OR_RETURN(backlog.complete, advance_tracker(record.crid, record.ttl, now, tracker, max_count_entries,
-                                                            &backlog.entries_read));
-  backlog.items = tracker.items;
-  backlog.bytes = tracker.bytes;
-  if (tracker.items == 0 && backlog.complete) return backlog;
-  // The oldest expired item is first in one of the two indexes. Seek from the collector's cursors: the keys below
-  // them were deleted, and LevelDB would step over each of their tombstones until a compaction drops them.
-  const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, now);
-  const auto cursors = collect_cursors_.find(record.crid);
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (const bool own : {true, false}) {
-    const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
-    const std::string* cursor = cursors == collect_cursors_.end() ? nullptr : &cursors->second[own ? 0 : 1];
-    it->Seek(cursor == nullptr || cursor->empty() ? prefix : *cursor);
-    if (!it->Valid() || !has_prefix(it->key(), prefix)) continue;
-    MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
-    if (key.sort_micros >= (own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros)) continue;
-    const int64_t expiry =
-        own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, now);
-    if (!backlog.oldest_expiry_micros || expiry < *backlog.oldest_expiry_micros) backlog.oldest_expiry_micros = expiry;
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "seek expiry index"));
-  return backlog;
-}
-
-Result<std::vector<ExpiringSoon>> StateMachine::expiring_soon(const std::vector<int64_t>& windows_micros) const {
-  if (windows_micros.empty()) return std::vector<ExpiringSoon>{};
-  const int64_t widest = *std::max_element(windows_micros.begin(), windows_micros.end());
-  MAYFLY_ASSERT(widest >= 0);
-  const leveldb::Snapshot* snapshot = db_->GetSnapshot();
-  struct Release {
-    leveldb::DB* db;
-    const leveldb::Snapshot* snapshot;
-    ~Release() { db->ReleaseSnapshot(snapshot); }
-  } release{db_.get(), snapshot};
-  const leveldb::ReadOptions options = read_options(snapshot);
-
-  std::string meta_bytes;
-  MetaState meta;
-  const leveldb::Status got = db_->Get(options, meta_key(), &meta_bytes);
-  if (!got.IsNotFound()) {
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(got, "read the applied state"));
-    MAYFLY_ASSIGN_OR_RETURN(meta, decode_meta(meta_bytes));
-  }
-  const int64_t now = meta.applied_ts_micros;
-
-  std::vector<ExpiringSoon> out;
-  const std::string container_prefix(1, static_cast<char>(KeyTag::kContainer));
-  std::unique_ptr<leveldb::Iterator> containers(db_->NewIterator(options));
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
-  for (containers->Seek(container_prefix); containers->Valid() && has_prefix(containers->key(), container_prefix);
-       containers->Next()) {
-    ExpiringSoon entry;
-    codec::Reader reader(std::string_view(containers->key().data(), containers->key().size()).substr(1));
-    if (!reader.get_ordered_string(entry.database) || !reader.get_ordered_string(entry.container)) {
-      return Status::corruption("container key");
-    }
-    MAYFLY_ASSIGN_OR_RETURN(
-        ContainerRecord record,
-        decode_container(std::string_view(containers->value().data(), containers->value().size())));
-    if (!record.ttl.policy.is_on()) continue;
-    entry.counts.assign(windows_micros.size(), 0);
-    const ttl::ExpiredBounds at_now = ttl::expired_bounds(record.ttl, now);
-    const ttl::ExpiredBounds at_end = ttl::expired_bounds(record.ttl, now + widest);
-    for (const bool own : {true, false}) {
-      const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
-      const int64_t from = own ? at_now.own_expiry_below_micros : at_now.default_ts_below_micros;
-      const int64_t to = own ? at_end.own_expiry_below_micros : at_end.default_ts_below_micros;
-      if (from >= to) continue;
-      std::string start = prefix;
-      codec::put_i64_be(start, from);
-      for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-        MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
-        if (key.sort_micros >= to) break;
-        // The item expires at the first instant its index entry falls below the bound: its own expiry instant, or
-        // its write time plus the default ttl (whole seconds, as ttl::expiry_instant_micros).
-        const int64_t expiry =
-            own ? key.sort_micros : ttl::expiry_instant_micros(key.sort_micros, record.ttl.policy.seconds);
-        for (size_t i = 0; i < windows_micros.size(); ++i) {
-          if (expiry <= now + windows_micros[i]) entry.counts[i] += 1;
-        }
-      }
-      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
-    }
-    out.push_back(std::move(entry));
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(containers->status(), "scan containers"));
-  return out;
-}
-
-Result<ContainerStats> StateMachine::container_stats(std::string_view database, std::string_view container) {
-  return container_stats(database, container, options_.backlog_count_step);
-}
-
-Result<ContainerStats> StateMachine::container_stats(std::string_view database, std::string_view container,
-                                                     size_t max_count_entries) {
-  MAYFLY_ASSIGN_OR_RETURN(Backlog expired, backlog(database, container, max_count_entries));
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
-  if (!found.ok()) return Status::not_found(found.error().message);
-  const LocalStats& stored = local_stats(found.value().crid);
-  ContainerStats stats;
-  stats.stored_items = stored.items;
-  stats.stored_bytes = stored.bytes;
-  stats.backlog = expired;
-  stats.live_items = stored.items - expired.items;
-  stats.live_bytes = stored.bytes - expired.bytes;
-  return stats;
-}
-
-Result<CollectResult> StateMachine::collect_expired(std::string_view database, std::string_view container,
-                                                    int64_t up_to_micros, size_t max_items) {
-  if (!sticky_.is_ok()) return sticky_;
-  if (up_to_micros > meta_.applied_ts_micros) {
-    return Status::invalid_argument("collect_expired up to " + std::to_string(up_to_micros) +
-                                    " is past the applied time " + std::to_string(meta_.applied_ts_micros));
-  }
-  Outcome<ContainerRecord> found = find_container(database, container, nullptr);
-  if (!found.ok()) return Status::not_found(found.error().message);
-  const ContainerRecord& record = found.value();
-  const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, up_to_micros);
-
-  struct Candidate {
-    int64_t expiry;
-    IndexKey key;
-    size_t index;         // 0: own-ttl index, 1: inheriting index
-    std::string raw_key;  // the index key, for the scan cursor
-  };
-  std::vector<Candidate> candidates;
-  std::array<std::string, 2>& cursors = collect_cursors_[record.crid];
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (const bool own : {true, false}) {
-    const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
-    const int64_t bound = own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
-    const std::string& cursor = cursors[own ? 0 : 1];
-    size_t taken = 0;
-    for (it->Seek(cursor.empty() ? prefix : cursor); it->Valid() && has_prefix(it->key(), prefix) && taken <= max_items;
-         it->Next()) {
-      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
-      if (key.sort_micros >= bound) break;
-      const int64_t expiry =
-          own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, up_to_micros);
-      candidates.push_back({expiry, std::move(key), own ? size_t{0} : size_t{1},
-                            std::string(it->key().data(), it->key().size())});
-      ++taken;
-    }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
-  }
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return a.expiry < b.expiry; });
-
-  CollectResult result;
-  result.more = candidates.size() > max_items;
-  // The next scan of each index starts at the first entry this pass saw but leaves (still expired, beyond the
-  // batch), or else at the last one it deletes: every key before that is gone.
-  std::array<std::optional<std::string>, 2> next_cursor;
-  for (size_t i = max_items; i < candidates.size(); ++i) {
-    std::optional<std::string>& next = next_cursor[candidates[i].index];
-    if (!next || candidates[i].raw_key < *next) next = candidates[i].raw_key;
-  }
-  if (result.more) candidates.resize(max_items);
-  for (size_t index = 0; index < 2; ++index) {
-    if (next_cursor[index]) continue;
-    for (const Candidate& deleted : candidates) {
-      if (deleted.index != index) continue;
-      std::optional<std::string>& next = next_cursor[index];
-      if (!next || deleted.raw_key > *next) next = deleted.raw_key;
-    }
-  }
-  ApplyContext context;
-  context.meta = meta_;
-  for (const Candidate& candidate : candidates) {
-    const std::string key = item_key(record.crid, candidate.key.partition_key, candidate.key.id);
-    MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, nullptr));
-    if (!raw) return Status::corruption("expiry index entry without its item");  // index and items move together
-    MAYFLY_ASSIGN_OR_RETURN(ItemRecord item, decode_item(*raw));
-    MAYFLY_ASSERT(!ttl::alive(item.ttl, item.write_ts_micros, record.ttl, up_to_micros));  // paired with the bound
-    const size_t bytes = key.size() + raw->size();
-    remove_stored_item(record.crid, key, candidate.key.partition_key, candidate.key.id, item, bytes, context);
-    result.items += 1;
-    result.bytes += static_cast<int64_t>(bytes);
-    result.expiry_instants_micros.push_back(candidate.expiry);
-  }
-  if (result.items == 0) return result;
-  context.batch.Put(local_stats_key(record.crid), encode_local_stats(context.stats[record.crid]));
-  MAYFLY_RETURN_IF_ERROR(commit(context, false));
-  for (size_t i = 0; i < 2; ++i) {
-    if (next_cursor[i]) cursors[i] = std::move(*next_cursor[i]);
-  }
-  return result;
-}
-
-Result<std::optional<int64_t>> StateMachine::next_expiry_after(int64_t now_micros) const {
-  MAYFLY_ASSIGN_OR_RETURN(std::vector<ContainerInfo> all, containers());
-  std::optional<int64_t> earliest;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  auto consider = [&](int64_t expiry) {
-    if (expiry > now_micros && (!earliest || expiry < *earliest)) earliest = expiry;
-  };
-  for (const ContainerInfo& info : all) {
-    const ttl::ContainerTtlState& state = info.record.ttl;
-    if (!state.policy.is_on()) continue;
-    const ttl::ExpiredBounds bounds = ttl::expired_bounds(state, now_micros);
-    for (const bool own : {true, false}) {
-      if (!own && state.policy.kind != ttl::DefaultTtl::Kind::kSeconds) continue;
-      const std::string prefix = own ? own_expiry_prefix(info.record.crid) : inherit_expiry_prefix(info.record.crid);
-      std::string start = prefix;
-      codec::put_i64_be(start, own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros);
-      it->Seek(start);
-      if (!it->Valid() || !has_prefix(it->key(), prefix)) continue;
-      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
-      consider(own ? key.sort_micros : ttl::expiry_instant_micros(key.sort_micros, state.policy.seconds));
-    }
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry indexes"));
-  return earliest;
-}
-
-Result<int64_t> StateMachine::reclaim_dropped(size_t max_keys) {
-  if (!sticky_.is_ok()) return sticky_;
-  const std::string dropped_prefix(1, static_cast<char>(KeyTag::kDroppedContainer));
-  leveldb::WriteBatch batch;
-  int64_t deleted = 0;
-  std::map<uint64_t, std::string> last_deleted;  // crid -> its last key deleted by this call
-  std::vector<uint64_t> finished_crids;
-  std::unique_ptr<leveldb::Iterator> marker(db_->NewIterator(leveldb::ReadOptions()));
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (marker->Seek(dropped_prefix); marker->Valid() && has_prefix(marker->key(), dropped_prefix); marker->Next()) {
-    codec::Reader reader(std::string_view(marker->key().data(), marker->key().size()).substr(1));
-    uint64_t crid;
-    if (!reader.get_u64_be(crid)) return Status::corruption("dropped container key");
-    // The prefixes are walked in key order and each is emptied before the next, so every key of this container
-    // below the last one deleted is gone: start there.
-    const auto cursor = reclaim_cursors_.find(crid);
-    bool finished = true;
-    for (const std::string& prefix :
-         {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid), ts_index_prefix(crid)}) {
-      const bool resume = cursor != reclaim_cursors_.end() && cursor->second > prefix;
-      for (it->Seek(resume ? cursor->second : prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-        if (static_cast<size_t>(deleted) >= max_keys) {
-          finished = false;
-          break;
-        }
-        batch.Delete(it->key());
-        last_deleted[crid] = it->key().ToString();
-        ++deleted;
-      }
-      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan dropped container"));
-      if (!finished) break;
-    }
-    if (!finished) break;
-    batch.Delete(local_stats_key(crid));
-    batch.Delete(marker->key());
-    finished_crids.push_back(crid);
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(marker->status(), "scan dropped containers"));
-  Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &batch), "reclaim dropped containers");
-  if (!status.is_ok()) sticky_ = status;
-  MAYFLY_RETURN_IF_ERROR(status);
-  for (auto& [crid, key] : last_deleted) reclaim_cursors_[crid] = std::move(key);
-  for (uint64_t crid : finished_crids) reclaim_cursors_.erase(crid);
-  return deleted;
-}
-
-namespace {
-
-constexpr uint8_t kSnapshotVersion = 1;
-
-bool is_replicated_key(const leveldb::Slice& key) {
-  const uint8_t tag = static_cast<uint8_t>(key[0]);
-  return tag >= static_cast<uint8_t>(KeyTag::kMeta) && tag < static_cast<uint8_t>(KeyTag::kRaftMeta);
-}
-
-bool is_state_machine_key(const leveldb::Slice& key) {
-  return is_replicated_key(key) || static_cast<uint8_t>(key[0]) >= kLocalPrefixFirst;
-}
-
-}  // namespace
-
-StateMachine::View::View(leveldb::DB* db, AppliedState applied)
-    : db_(db), snapshot_(db->GetSnapshot()), applied_(applied) {}
-
-StateMachine::View::~View() { db_->ReleaseSnapshot(static_cast<const leveldb::Snapshot*>(snapshot_)); }
-
-std::unique_ptr<StateMachine::View> StateMachine::open_view() const {
-  // On the driver thread between applies, so the LevelDB snapshot is exactly the state at applied().
-  return std::unique_ptr<View>(new View(db_.get(), applied()));
-}
-
-Result<std::string> StateMachine::View::export_snapshot() const {
-  std::string out;
-  codec::put_u8(out, kSnapshotVersion);
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(snapshot_)));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (!is_replicated_key(it->key())) continue;
-    codec::put_bytes(out, std::string_view(it->key().data(), it->key().size()));
-    codec::put_bytes(out, std::string_view(it->value().data(), it->value().size()));
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "export snapshot"));
-  return out;
-}
-
-Result<std::string> StateMachine::export_snapshot() const { return open_view()->export_snapshot(); }
-
-Status StateMachine::install_snapshot(std::string_view data) {
-  if (!sticky_.is_ok()) return sticky_;
-  // Decode and check everything before touching the store.
-  codec::Reader reader(data);
-  uint8_t version;
-  if (!reader.get_u8(version) || version != kSnapshotVersion) return Status::corruption("snapshot version");
-  leveldb::WriteBatch batch;
-  std::optional<MetaState> meta;
-  std::map<uint64_t, LocalStats> stats;
-  while (!reader.done()) {
-    std::string_view key, value;
-    if (!reader.get_bytes(key) || !reader.get_bytes(value) || key.empty() ||
-        !is_replicated_key(leveldb::Slice(key.data(), key.size()))) {
-      return Status::corruption("undecodable snapshot entry");
-    }
-    if (key == meta_key()) {
-      MAYFLY_ASSIGN_OR_RETURN(meta, decode_meta(value));
-    } else if (static_cast<uint8_t>(key[0]) == static_cast<uint8_t>(KeyTag::kItem)) {
-      codec::Reader key_reader(key.substr(1));
-      uint64_t crid;
-      if (!key_reader.get_u64_be(crid)) return Status::corruption("snapshot item key");
-      stats[crid].items += 1;
-      stats[crid].bytes += static_cast<int64_t>(key.size() + value.size());
-    }  // dropped-container markers travel too: the installing node reclaims those keys itself
-    batch.Put(leveldb::Slice(key.data(), key.size()), leveldb::Slice(value.data(), value.size()));
-  }
-  if (!meta) return Status::corruption("snapshot without applied state");
-  // Replace: delete every state-machine key (replicated and local) of the current store in the same batch. LevelDB
-  // applies a batch in order, so the puts above must come after the deletes: build a second batch.
-  leveldb::WriteBatch replace;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (is_state_machine_key(it->key())) replace.Delete(it->key());
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan before installing a snapshot"));
-  replace.Append(batch);
-  for (const auto& [crid, local] : stats) replace.Put(local_stats_key(crid), encode_local_stats(local));
-  Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &replace), "install snapshot");
-  if (!status.is_ok()) {
-    sticky_ = status;
-    return status;
-  }
-  meta_ = *meta;
-  publish_applied();
-  local_stats_.clear();
-  trackers_.clear();
-  collect_cursors_.clear();
-  reclaim_cursors_.clear();
-  {
-    std::lock_guard<std::mutex> lock(containers_mutex_);
-    containers_cache_.reset();
-  }
-  return Status::ok();
-}
-
-Result<std::vector<std::pair<std::string, std::string>>> StateMachine::dump(bool include_local) const {
-  std::vector<std::pair<std::string, std::string>> out;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    const uint8_t tag = static_cast<uint8_t>(it->key()[0]);
-    const bool replicated = tag < 0x10;
-    const bool local = tag >= kLocalPrefixFirst;
-    if (replicated || (include_local && local)) out.emplace_back(it->key().ToString(), it->value().ToString());
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "dump"));
-  return out;
 }
 
 }  // namespace mayfly::storage

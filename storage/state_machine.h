@@ -1,5 +1,11 @@
 // StateMachine: Mayfly's replicated state on LevelDB — databases, containers, items, expiry indexes — and the
-// deterministic apply of committed commands, reads at a replicated time, and the garbage-collection primitives.
+// deterministic apply of committed commands. It owns the store and hands out its two other sides as types, so the
+// thread that may call a method is the type it is called on:
+//   - StateMachine (this file): apply, snapshot export/install, dump — the driver thread;
+//   - ExpiryKeeper (expiry() — storage/expiry_keeper.h): garbage collection, backlog and container figures, the
+//     next expiry deadline, reclaiming dropped containers — the driver thread;
+//   - StoreReader (reader() — storage/store_reader.h): every read, all const — any thread, concurrently with
+//     applies, each call on one consistent LevelDB snapshot.
 //
 // Determinism: apply(command, index, ts) uses only its arguments and the stored state — never a clock — so every
 // replica that applies the same log reaches byte-identical replicated state (key prefixes below 0x10; see
@@ -9,29 +15,24 @@
 // applied time). Garbage collection deletes only items expired at or before the applied time, and never changes
 // what a read at any time >= the applied time sees.
 //
-// Thread-safety: apply, collect_expired, backlog, container_stats and reclaim_dropped must be called from one thread
-// (the node's driver). The read_* / list_* methods may be called from any thread concurrently with it; each sees one
-// consistent LevelDB snapshot.
+// Thread-safety: the non-const methods, expiry() and open_view() on one thread (the node's driver); reader(),
+// applied() and a View's export_snapshot() from any thread.
 #pragma once
 
-#include <array>
-#include <atomic>
-#include <mutex>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common/ids.h"
 #include "common/status.h"
 #include "storage/command.h"
+#include "storage/expiry_keeper.h"
 #include "storage/layout.h"
-#include "storage/write_dedup.h"
+#include "storage/records.h"
+#include "storage/store_reader.h"
 
 namespace leveldb {
 class DB;
@@ -41,8 +42,6 @@ class FilterPolicy;
 }  // namespace leveldb
 
 namespace mayfly::storage {
-
-inline constexpr size_t kBacklogCountStep = 10'000;
 
 struct StoreOptions {
   std::string path;                 // the LevelDB directory; created when missing
@@ -59,71 +58,6 @@ struct StoreOptions {
   size_t backlog_count_step = kBacklogCountStep;
 };
 
-struct AppliedState {
-  LogIndex index;
-  int64_t ts_micros = 0;
-};
-
-struct ListRequest {
-  std::string database;
-  std::string container;
-  std::optional<std::string> partition_key_json;  // one partition, or the whole container
-  size_t max_items = 100;                         // 1..kMaxListItems
-  std::string continuation;                       // from the previous page's OpResult::continuation
-};
-inline constexpr size_t kMaxListItems = 1000;
-inline constexpr size_t kMaxListPageBytes = 4 << 20;
-// Item records one list_items page reads at most, expired ones included (they are skipped but reading them is the
-// work): a page over a long run of expired, not yet collected items ends there, short or even empty, with a
-// continuation that resumes after the last record read.
-inline constexpr size_t kMaxListExamined = 10'000;
-
-// What one collect_expired call reclaimed.
-struct CollectResult {
-  int64_t items = 0;
-  int64_t bytes = 0;
-  std::vector<int64_t> expiry_instants_micros;  // of each deleted item, for deletion-lag figures
-  bool more = false;                            // stopped at max_items: more expired items remain
-};
-
-// Items expired at the applied time but not yet physically deleted.
-//
-// The count is kept incrementally and advanced by a bounded amount of work per call, so after a restart or when a
-// defaultTtl change expires a large part of a container at once it takes several calls to finish. Until it has
-// (`complete` false), `items` and `bytes` count only the expired index entries read so far: exact figures for that
-// part, hence lower bounds of the backlog. `oldest_expiry_micros` is exact either way (one index seek).
-struct Backlog {
-  int64_t items = 0;
-  int64_t bytes = 0;
-  std::optional<int64_t> oldest_expiry_micros;  // nullopt when the backlog is empty
-  bool complete = true;                         // false: still counting; items and bytes are lower bounds
-  int64_t entries_read = 0;                     // expiry index entries this call read to advance the count (work)
-};
-
-struct ContainerStats {
-  int64_t stored_items = 0;  // physically present on this node, expired or not
-  int64_t stored_bytes = 0;
-  Backlog backlog;
-  // What users can see: stored minus expired (spec §4: expired items are not billed). An upper bound while
-  // backlog.complete is false.
-  int64_t live_items = 0;
-  int64_t live_bytes = 0;
-};
-
-// Live items of one container whose expiry instant falls within each of the asked windows after the applied time:
-// counts[i] is for windows_micros[i] (a forecast under the container's current policy).
-struct ExpiringSoon {
-  std::string database;
-  std::string container;
-  std::vector<int64_t> counts;
-};
-
-struct ContainerInfo {
-  std::string database;
-  std::string container;
-  ContainerRecord record;
-};
-
 class StateMachine {
  public:
   static Result<std::unique_ptr<StateMachine>> open(const StoreOptions& options);
@@ -137,111 +71,20 @@ class StateMachine {
   Result<OpResult> apply(const Command& command, LogIndex index, int64_t ts_micros);
   // The same for an encoded command; undecodable bytes are a 400 result (deterministic on every replica).
   Result<OpResult> apply_encoded(std::string_view command_bytes, LogIndex index, int64_t ts_micros);
-  AppliedState applied() const;
+  // The applied index and time (the same as reader().applied()).
+  AppliedState applied() const { return reader_.applied(); }
 
-  // Reads at replicated time `now_micros` (normally the applied time). Expired items are 404 / left out.
-  OpResult read_item(std::string_view database, std::string_view container, std::string_view partition_key_json,
-                     std::string_view id, int64_t now_micros) const;
-  OpResult list_items(const ListRequest& request, int64_t now_micros) const;
-  OpResult read_database(std::string_view database) const;
-  OpResult list_databases() const;
-  OpResult read_container(std::string_view database, std::string_view container) const;
-  // The container's settings, or nullopt when it (or its database) does not exist.
-  std::optional<ContainerRecord> container_record(std::string_view database, std::string_view container) const;
-  OpResult list_containers(std::string_view database) const;
+  // The read side: hand this, not the StateMachine, to code on other threads.
+  const StoreReader& reader() const { return reader_; }
+  // The garbage collector's side (driver thread).
+  ExpiryKeeper& expiry() { return expiry_; }
+  const ExpiryKeeper& expiry() const { return expiry_; }
 
-  // The exactly-once table's totals (storage/write_dedup.h). Any thread.
-  Result<DedupTotals> dedup_totals() const;
-
-  // The replicated address book: node id -> HOST:PORT, as set by kSetMemberAddress commands.
-  std::map<NodeId, std::string> member_addresses() const;
-
-  // Every container, sorted by (database, container) name (std::string order), for the garbage collector's
-  // schedule and metrics. container_list() shares the cached list instead of copying it: the same pointer until a
-  // container command or a snapshot install changes the set (callers compare pointers to see a change).
-  Result<std::vector<ContainerInfo>> containers() const;
-  Result<std::shared_ptr<const std::vector<ContainerInfo>>> container_list() const;
-  // Physically deletes up to `max_items` items of the container that are expired at `up_to_micros`, oldest expiry
-  // first. up_to_micros must not exceed the applied time (spec §7). Node-local: not replicated.
-  Result<CollectResult> collect_expired(std::string_view database, std::string_view container, int64_t up_to_micros,
-                                        size_t max_items);
-  // Backlog at the applied time. Maintained incrementally: after open (or a snapshot install) the expired part is
-  // counted once, later calls only look at what expired since, and a call reads at most `max_count_entries` expiry
-  // index entries to advance the count (StoreOptions::backlog_count_step when not given; 0: no counting, just the
-  // figures so far), resuming where the last call stopped. Removals of entries already counted (GC, deletes,
-  // overwrites) keep the count exact meanwhile.
-  Result<Backlog> backlog(std::string_view database, std::string_view container);
-  Result<Backlog> backlog(std::string_view database, std::string_view container, size_t max_count_entries);
-  Result<ContainerStats> container_stats(std::string_view database, std::string_view container);
-  Result<ContainerStats> container_stats(std::string_view database, std::string_view container,
-                                         size_t max_count_entries);
-  // The earliest expiry instant after `now_micros` of any item in any container (nullopt: nothing will expire). The
-  // leader schedules a time entry there, so an item disappears within one commit round trip of its deadline.
-  // Two index seeks per container with TTL on.
-  Result<std::optional<int64_t>> next_expiry_after(int64_t now_micros) const;
-  // For every container with TTL on: how many live items expire within each window after the applied time, from one
-  // consistent LevelDB snapshot (the applied time is read from it too). Thread-safe and off the driver: the work is
-  // one index scan per container over the items expiring within the largest window.
-  Result<std::vector<ExpiringSoon>> expiring_soon(const std::vector<int64_t>& windows_micros) const;
-  // Deletes up to max_keys keys of dropped containers; returns how many it deleted.
-  Result<int64_t> reclaim_dropped(size_t max_keys);
-
-  // Snapshots for Raft: the replicated state (every replicated key, applied index and time included) as one blob,
-  // taken from a consistent LevelDB snapshot; and installing one, which replaces the whole state machine (node-local
-  // figures are recomputed from the installed items). Installing is one atomic write.
+  // Snapshots for Raft (storage/state_snapshot.cc): the replicated state (every replicated key, applied index and
+  // time included) as one blob, taken from a consistent LevelDB snapshot; and installing one, which replaces the
+  // whole state machine (node-local figures are recomputed from the installed items). Installing is one atomic write.
   Result<std::string> export_snapshot() const;
   Status install_snapshot(std::string_view data);
-
-  // A consistent, read-only view of one container's items (one LevelDB snapshot), for the query engine (query/):
-  // walks in key order or by last-modified time (the `_ts` index) and point lookups. Only items alive at
-  // `now_micros` are ever handed out: expired ones are skipped and counted here, in storage, so no query path above
-  // can see one. Opened like the read_* methods (any thread); used by one thread; destroyed before the store.
-  class ItemReader {
-   public:
-    enum class Order : uint8_t { kKey, kTsAscending, kTsDescending };
-    struct Visit {
-      // Where the item sits in the walk, to resume strictly after it: the item key (key order) or the `_ts` index
-      // key (ts order) without the container's prefix. Key-order positions compare (bytewise) like the walk.
-      std::string_view position;
-      std::string_view partition_key;  // canonical JSON of the key value
-      const ItemRecord& record;
-    };
-    struct Counters {
-      int64_t items_loaded = 0;     // item records read and decoded, expired ones included (the work done)
-      int64_t bytes_loaded = 0;
-      int64_t index_entries = 0;    // `_ts` index entries walked
-      int64_t expired_skipped = 0;  // items passed over because they had expired at now_micros
-    };
-    ~ItemReader();
-    ItemReader(const ItemReader&) = delete;
-    ItemReader& operator=(const ItemReader&) = delete;
-    const ContainerRecord& container() const { return container_; }
-    const Counters& counters() const { return counters_; }
-    // The replicated time of the snapshot's own applied position. Callers evaluate at max(their time, this), so a
-    // reader never judges a newer state by an older time (which could show an item the newer state saw expire).
-    int64_t applied_ts_micros() const { return applied_ts_micros_; }
-    // Visits alive items in `order` strictly after `resume_after` ("" from the start) until `visit` returns false.
-    // `partition_key` (canonical) keeps the walk to one partition. InvalidArgument for a position that is not one.
-    Status walk(Order order, const std::optional<std::string>& partition_key, std::string_view resume_after,
-                int64_t now_micros, const std::function<bool(const Visit&)>& visit);
-    // The item (pk, id) when it exists and is alive at now_micros.
-    Result<std::optional<ItemRecord>> lookup(std::string_view partition_key, std::string_view id, int64_t now_micros);
-
-   private:
-    friend class StateMachine;
-    ItemReader(leveldb::DB* db, ContainerRecord container);
-    Status walk_keys(const std::optional<std::string>& partition_key, std::string_view resume_after,
-                     int64_t now_micros, const std::function<bool(const Visit&)>& visit);
-    Status walk_ts(bool descending, const std::optional<std::string>& partition_key, std::string_view resume_after,
-                   int64_t now_micros, const std::function<bool(const Visit&)>& visit);
-    leveldb::DB* db_;
-    const void* snapshot_;
-    ContainerRecord container_;
-    int64_t applied_ts_micros_ = 0;
-    Counters counters_;
-  };
-  // 404 when the database or container does not exist.
-  Outcome<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;
 
   // A consistent, read-only view of the state at the current applied position, for exporting a snapshot on another
   // thread while applies go on. Open it on the driver thread; export it anywhere; destroy it before the store.
@@ -258,7 +101,7 @@ class StateMachine {
     friend class StateMachine;
     View(leveldb::DB* db, AppliedState applied);
     leveldb::DB* db_;
-    const void* snapshot_;
+    ReadSnapshot snapshot_;
     AppliedState applied_;
   };
   std::unique_ptr<View> open_view() const;
@@ -268,25 +111,9 @@ class StateMachine {
   // The LevelDB handle, shared with the raft log (which uses its own key prefixes).
   leveldb::DB* leveldb() const { return db_.get(); }
 
+
  private:
   struct ApplyContext;
-  // The backlog count of one container. For each expiry index, an entry is counted iff its key sorts below the
-  // index's position (a full index key; "" counts nothing). Counting moves a position towards the index's expired
-  // bound (the key prefix + the bound: every expired entry sorts below it, no live one does) a bounded number of
-  // entries per call; a stopped count keeps the key of the first entry it did not count. No entry is ever written
-  // below a position (new entries sort above the expired bound, which never moves back), so removals alone change
-  // the counted set: commit() subtracts an index entry removed below the position, exactly.
-  struct BacklogTracker {
-    std::array<std::string, 2> positions;  // {own-ttl index, inheriting index}
-    int64_t items = 0;
-    int64_t bytes = 0;
-  };
-  enum class IndexKind { kNone, kOwn, kInherit };
-  struct IndexEntry {
-    IndexKind kind = IndexKind::kNone;
-    std::string key;
-    int64_t sort_micros = 0;
-  };
 
   StateMachine(const StoreOptions& options, std::unique_ptr<leveldb::Cache> cache,
                std::unique_ptr<const leveldb::FilterPolicy> filter, std::unique_ptr<leveldb::DB> db, MetaState meta);
@@ -301,29 +128,12 @@ class StateMachine {
   OpResult delete_item(const Command& command, int64_t ts, ApplyContext& context);
   OpResult set_member_address(const Command& command, ApplyContext& context);
 
-  // Lookups on the live DB (apply) or a snapshot (reads); 404 results when missing.
-  Outcome<ContainerRecord> find_container(std::string_view database, std::string_view container,
-                                          const void* snapshot) const;
-  Result<std::optional<ItemRecord>> get_item(const std::string& key, const void* snapshot) const;
   struct StoredItem {
     ItemRecord record;
     size_t bytes = 0;  // key and value, as counted in stats and the backlog
   };
   Result<std::optional<StoredItem>> load_item(const std::string& key) const;  // the live DB (apply)
-  Result<std::optional<std::string>> get_raw(const std::string& key, const void* snapshot) const;
-
-  static IndexEntry index_entry_for(uint64_t crid, std::string_view partition_key, std::string_view id,
-                                    const ItemRecord& record);
-  // Removes a stored item and its index entry inside an apply/GC batch.
-  void remove_stored_item(uint64_t crid, const std::string& key, std::string_view partition_key, std::string_view id,
-                          const ItemRecord& record, size_t record_bytes, ApplyContext& context);
-  LocalStats& local_stats(uint64_t crid);
-  // Advances the tracker towards the expired bounds at now_micros, reading at most max_entries index entries;
-  // returns whether both indexes are counted up to their bounds, and adds the entries read to *entries_read.
-  Result<bool> advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
-                               BacklogTracker& tracker, size_t max_entries, int64_t* entries_read) const;
   Status commit(ApplyContext& context, bool sync);
-  std::string render_container(std::string_view id, const ContainerRecord& record) const;
   void publish_applied();
 
   StoreOptions options_;
@@ -331,25 +141,10 @@ class StateMachine {
   std::unique_ptr<const leveldb::FilterPolicy> filter_;  // bloom filters: point reads of absent keys skip files
   std::unique_ptr<leveldb::DB> db_;
   MetaState meta_;  // driver thread only
-  mutable std::mutex applied_mutex_;  // index and time change together, for readers on any thread
-  AppliedState applied_;
-  Status sticky_;
-  std::unordered_map<uint64_t, LocalStats> local_stats_;   // cache of the persisted local stats
-  std::unordered_map<uint64_t, BacklogTracker> trackers_;  // derived, rebuilt lazily after open
-  // Where collect_expired's scans of a container's two expiry indexes start: every index key below is gone. Deleted
-  // keys stay in LevelDB as tombstones until a compaction, and a scan from the start of the index would step over
-  // all of them on every pass. New entries always sort after what was collected (their expiry instant or write time
-  // is later than any applied time so far), so a cursor never hides a live entry. In memory: after open, the first
-  // pass starts at the beginning again.
-  // backlog() seeks the oldest expired entry from these too, for the same reason.
-  std::unordered_map<uint64_t, std::array<std::string, 2>> collect_cursors_;  // crid -> {own, inherit}
-  // Where reclaim_dropped resumes deleting a dropped container's keys (crid -> the last key it deleted): a seek from
-  // the container's first key would step over every key deleted by the passes before. In memory, like the above.
-  std::unordered_map<uint64_t, std::string> reclaim_cursors_;
-  // The container list (containers()), rebuilt after any apply that can change it: scanning the container keys
-  // ends by stepping into the item keys after them, over every item tombstone left by deletions.
-  mutable std::mutex containers_mutex_;
-  mutable std::shared_ptr<const std::vector<ContainerInfo>> containers_cache_;
+  AppliedCell applied_;  // published after each write, for the reader on any thread
+  StoreReader reader_;
+  Status sticky_;  // a failed write: every later apply, install and GC write fails with it
+  ExpiryKeeper expiry_;
 };
 
 }  // namespace mayfly::storage

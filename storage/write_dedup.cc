@@ -7,9 +7,12 @@
 
 #include "common/codec.h"
 #include "storage/layout.h"
+#include "storage/store_internal.h"
 
 namespace mayfly::storage {
 namespace {
+
+using internal::from_leveldb;
 
 constexpr uint8_t kDedupRecordVersion = 1;
 
@@ -41,12 +44,6 @@ std::string activity_key(int64_t last_active_micros, uint64_t client) {
 }
 
 std::string totals_key() { return std::string(1, static_cast<char>(KeyTag::kDedupTotals)); }
-
-Status from_leveldb(const leveldb::Status& status, std::string_view what) {
-  if (status.ok()) return Status::ok();
-  if (status.IsCorruption()) return Status::corruption(std::string(what) + ": " + status.ToString());
-  return Status::io_error(std::string(what) + ": " + status.ToString());
-}
 
 Result<std::optional<std::string>> get(leveldb::DB* db, const std::string& key) {
   std::string value;

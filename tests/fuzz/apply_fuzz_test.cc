@@ -109,7 +109,7 @@ TEST_F(ApplyFuzz, BadInputIsA4xxAndChangesNothing) {
     }
     // The item written by accepted inputs must read back as valid JSON that parses again.
     if (result.status < 300 && !result.body.empty()) {
-      OpResult listed = store_->list_items(ListRequest{"db", "c", std::nullopt, kMaxListItems, ""}, now);
+      OpResult listed = store_->reader().list_items(ListRequest{"db", "c", std::nullopt, kMaxListItems, ""}, now);
       ASSERT_EQ(listed.status, 200) << listed.message;
     }
   }

@@ -355,11 +355,11 @@ class Simulation {
     command.database = "db";
     command.container = "c";
     // The schema first, as the leader's state machine sees it (a lost create is simply proposed again).
-    if (!state.read_database("db").ok()) {
+    if (!state.reader().read_database("db").ok()) {
       command.type = CommandType::kCreateDatabase;
       return command;
     }
-    if (!state.read_container("db", "c").ok()) {
+    if (!state.reader().read_container("db", "c").ok()) {
       command.type = CommandType::kCreateContainer;
       command.partition_key_path = "/pk";
       command.default_ttl_change = storage::DefaultTtlChange::kSet;
@@ -662,7 +662,7 @@ class Simulation {
   // Everything a user could see on this node: containers and every item visible at the applied time.
   uint64_t visible_digest(const storage::StateMachine& state) {
     uint64_t hash = fnv1a("state");
-    auto containers = state.containers();
+    auto containers = state.reader().containers();
     if (!containers.is_ok()) return 0;
     const int64_t now = state.applied().ts_micros;
     for (const storage::ContainerInfo& info : *containers) {
@@ -672,7 +672,7 @@ class Simulation {
                    hash);
       storage::ListRequest request{info.database, info.container, std::nullopt, storage::kMaxListItems, ""};
       do {
-        storage::OpResult page = state.list_items(request, now);
+        storage::OpResult page = state.reader().list_items(request, now);
         hash = fnv1a(page.body, hash);
         request.continuation = page.continuation;
       } while (!request.continuation.empty());

@@ -44,12 +44,12 @@ class BacklogCount : public StoreFixture {
   }
 
   Backlog backlog(size_t max_entries) {
-    Result<Backlog> result = store_->backlog("db", "c", max_entries);
+    Result<Backlog> result = store_->expiry().backlog("db", "c", max_entries);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     return result.is_ok() ? *result : Backlog{};
   }
   ContainerStats stats(size_t max_entries) {
-    Result<ContainerStats> result = store_->container_stats("db", "c", max_entries);
+    Result<ContainerStats> result = store_->expiry().container_stats("db", "c", max_entries);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     return result.is_ok() ? *result : ContainerStats{};
   }
@@ -58,7 +58,7 @@ class BacklogCount : public StoreFixture {
   Backlog count_to_the_end(int* calls, int64_t expired = -1) {
     Backlog last;
     for (*calls = 0; *calls < 100000; ++*calls) {
-      Result<Backlog> result = store_->backlog("db", "c");
+      Result<Backlog> result = store_->expiry().backlog("db", "c");
       EXPECT_TRUE(result.is_ok()) << result.status().to_string();
       if (!result.is_ok()) return {};
       EXPECT_LE(result->entries_read, static_cast<int64_t>(backlog_count_step_));
@@ -80,7 +80,7 @@ class BacklogCount : public StoreFixture {
     std::string continuation;
     for (int page = 0; page < 10000; ++page) {
       ListRequest request{"db", "c", std::nullopt, kMaxListItems, continuation};
-      OpResult result = store_->list_items(request, store_->applied().ts_micros);
+      OpResult result = store_->reader().list_items(request, store_->applied().ts_micros);
       EXPECT_EQ(result.status, 200) << result.message;
       if (!result.ok()) break;
       if (result.body != "[]") live += std::count(result.body.begin(), result.body.end(), '{');
@@ -164,12 +164,12 @@ TEST_F(BacklogCount, RemovalsAndNewExpiriesDuringAPartialCountKeepItExact) {
   }
   EXPECT_EQ(backlog(0).items, 190);
   // The collector deletes oldest first: 100 counted items (10-109)...
-  Result<CollectResult> collected = store_->collect_expired("db", "c", store_->applied().ts_micros, 100);
+  Result<CollectResult> collected = store_->expiry().collect_expired("db", "c", store_->applied().ts_micros, 100);
   ASSERT_TRUE(collected.is_ok());
   ASSERT_EQ(collected->items, 100);
   EXPECT_EQ(backlog(0).items, 90);
   // ... then 150 more, past the position: the last 90 counted ones (110-199) and 60 not yet counted (200-259).
-  collected = store_->collect_expired("db", "c", store_->applied().ts_micros, 150);
+  collected = store_->expiry().collect_expired("db", "c", store_->applied().ts_micros, 150);
   ASSERT_TRUE(collected.is_ok());
   ASSERT_EQ(collected->items, 150);
   EXPECT_EQ(backlog(0).items, 0);
@@ -195,7 +195,7 @@ TEST_F(BacklogCount, CollectingEverythingBeforeTheCountFinishesLeavesZero) {
   set_default_ttl("1", at(5));
   EXPECT_EQ(backlog(100).items, 100);
   for (int pass = 0; pass < 10; ++pass) {
-    Result<CollectResult> collected = store_->collect_expired("db", "c", store_->applied().ts_micros, 77);
+    Result<CollectResult> collected = store_->expiry().collect_expired("db", "c", store_->applied().ts_micros, 77);
     ASSERT_TRUE(collected.is_ok());
   }
   const Backlog left = backlog(0);
@@ -231,19 +231,19 @@ TEST_F(ListCap, APageStopsAfterTenThousandRecordsReadWithAContinuation) {
   }
   // While everything is alive pages are full and the cap is never what ends them.
   ListRequest alive{"db", "c", std::nullopt, kMaxListItems, ""};
-  OpResult page = store_->list_items(alive, at(4));
+  OpResult page = store_->reader().list_items(alive, at(4));
   EXPECT_EQ(std::count(page.body.begin(), page.body.end(), '{'), static_cast<long>(kMaxListItems));
   EXPECT_EQ(page.expired_skipped, 0);
   EXPECT_FALSE(page.continuation.empty());
   ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), at(5)).status, 200);
   ListRequest request{"db", "c", std::nullopt, 100, ""};
-  OpResult first = store_->list_items(request, at(5));
+  OpResult first = store_->reader().list_items(request, at(5));
   ASSERT_EQ(first.status, 200) << first.message;
   EXPECT_EQ(first.body, "[]");
   EXPECT_EQ(first.expired_skipped, static_cast<int64_t>(kMaxListExamined));
   ASSERT_FALSE(first.continuation.empty()) << "an empty page that stopped early must say where to resume";
   request.continuation = first.continuation;
-  OpResult second = store_->list_items(request, at(5));
+  OpResult second = store_->reader().list_items(request, at(5));
   ASSERT_EQ(second.status, 200) << second.message;
   EXPECT_EQ(second.expired_skipped, 5);
   EXPECT_NE(second.body.find(R"("id":"x")"), std::string::npos) << second.body;
@@ -251,11 +251,11 @@ TEST_F(ListCap, APageStopsAfterTenThousandRecordsReadWithAContinuation) {
   EXPECT_TRUE(second.continuation.empty());
   // One partition: the same cap, the same resumption.
   ListRequest partition{"db", "c", std::string("\"a\""), 100, ""};
-  OpResult only_a = store_->list_items(partition, at(5));
+  OpResult only_a = store_->reader().list_items(partition, at(5));
   EXPECT_EQ(only_a.body, "[]");
   EXPECT_FALSE(only_a.continuation.empty());
   partition.continuation = only_a.continuation;
-  OpResult rest_of_a = store_->list_items(partition, at(5));
+  OpResult rest_of_a = store_->reader().list_items(partition, at(5));
   EXPECT_EQ(rest_of_a.body, "[]");
   EXPECT_EQ(rest_of_a.expired_skipped, 5);
   EXPECT_TRUE(rest_of_a.continuation.empty());
@@ -276,7 +276,7 @@ TEST_F(ListCap, ADroppedContainerIsReclaimedInBoundedCallsThatResume) {
   int64_t total = 0;
   int calls = 0;
   for (; calls < 1000; ++calls) {
-    Result<int64_t> reclaimed = store_->reclaim_dropped(64);
+    Result<int64_t> reclaimed = store_->expiry().reclaim_dropped(64);
     ASSERT_TRUE(reclaimed.is_ok()) << reclaimed.status().to_string();
     EXPECT_LE(*reclaimed, 64);
     total += *reclaimed;
@@ -320,10 +320,10 @@ TEST_F(CollectorPasses, APassStaysWithinItsWorkBudgetAndEveryContainerGetsItsTur
   node::CollectorOptions options;
   options.batch_items_max = 5;
   options.pass_work_max = 2000;
-  node::Collector collector(*store_, account_, metrics_, clock_, options);
+  node::Collector collector(store_->expiry(), account_, metrics_, clock_, options);
   ASSERT_EQ(collector.pass_work(), 2000u);
   auto stored = [&](int c) {
-    Result<ContainerStats> stats = store_->container_stats("db", "c" + std::to_string(100 + c), 0);
+    Result<ContainerStats> stats = store_->expiry().container_stats("db", "c" + std::to_string(100 + c), 0);
     EXPECT_TRUE(stats.is_ok());
     return stats.is_ok() ? stats->stored_items : -1;
   };
@@ -349,7 +349,7 @@ TEST_F(CollectorPasses, APassStaysWithinItsWorkBudgetAndEveryContainerGetsItsTur
 TEST_F(CollectorPasses, ABatchLargerThanTheBudgetRaisesTheBudget) {
   node::CollectorOptions options;
   options.batch_items_max = 5000;
-  node::Collector collector(*store_, account_, metrics_, clock_, options);
+  node::Collector collector(store_->expiry(), account_, metrics_, clock_, options);
   EXPECT_EQ(collector.pass_work(), node::kVisitWork + 5000 * node::kDeleteWork);
 }
 

@@ -140,7 +140,7 @@ class Contract : public StoreFixture {
   void tick(int64_t ts) { ASSERT_EQ(apply(Command{}, ts).status, 200); }
 
   OpResult read_in(const std::string& container, const std::string& pk_json, const std::string& id, int64_t now) {
-    return store_->read_item("db", container, pk_json, id, now);
+    return store_->reader().read_item("db", container, pk_json, id, now);
   }
   OpResult list(std::optional<std::string> pk_json, int64_t now, size_t max_items = 100,
                 const std::string& continuation = "", const std::string& container = "c") {
@@ -150,7 +150,7 @@ class Contract : public StoreFixture {
     request.partition_key_json = std::move(pk_json);
     request.max_items = max_items;
     request.continuation = continuation;
-    return store_->list_items(request, now);
+    return store_->reader().list_items(request, now);
   }
   // All pages of a listing.
   std::vector<std::string> list_all_ids(std::optional<std::string> pk_json, int64_t now, size_t page_size,
@@ -189,17 +189,17 @@ class Contract : public StoreFixture {
   }
 
   ContainerStats stats(const std::string& container = "c") {
-    Result<ContainerStats> result = store_->container_stats("db", container);
+    Result<ContainerStats> result = store_->expiry().container_stats("db", container);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     return result.is_ok() ? *result : ContainerStats{};
   }
   Backlog backlog(const std::string& container = "c") {
-    Result<Backlog> result = store_->backlog("db", container);
+    Result<Backlog> result = store_->expiry().backlog("db", container);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     return result.is_ok() ? *result : Backlog{};
   }
   CollectResult collect(int64_t up_to, size_t max_items = 1000, const std::string& container = "c") {
-    Result<CollectResult> result = store_->collect_expired("db", container, up_to, max_items);
+    Result<CollectResult> result = store_->expiry().collect_expired("db", container, up_to, max_items);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
     return result.is_ok() ? *result : CollectResult{};
   }
@@ -277,14 +277,14 @@ TEST_F(Contract, InvalidContainerDefaultTtlOnCreateIs400AndNothingWritten) {
     EXPECT_TRUE(contains(created.message, "defaultTtl")) << created.message;
     EXPECT_TRUE(contains(created.message, "'" + bad.text + "'")) << created.message;
     EXPECT_EQ(dump_without_meta(), before);
-    EXPECT_EQ(store_->read_container("db", "c").status, 404);
+    EXPECT_EQ(store_->reader().read_container("db", "c").status, 404);
   }
 }
 
 TEST_F(Contract, InvalidContainerDefaultTtlOnUpdateIs400AndContainerUnchanged) {
   make_container("10");
   ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  const std::string container_before = store_->read_container("db", "c").body;
+  const std::string container_before = store_->reader().read_container("db", "c").body;
   for (const BadTtl& bad : bad_ttls()) {
     SCOPED_TRACE("defaultTtl " + bad.json);
     const Dump before = dump_without_meta();
@@ -292,7 +292,7 @@ TEST_F(Contract, InvalidContainerDefaultTtlOnUpdateIs400AndContainerUnchanged) {
     EXPECT_EQ(updated.status, 400);
     EXPECT_TRUE(contains(updated.message, "'" + bad.text + "'")) << updated.message;
     EXPECT_EQ(dump_without_meta(), before);
-    EXPECT_EQ(store_->read_container("db", "c").body, container_before);
+    EXPECT_EQ(store_->reader().read_container("db", "c").body, container_before);
   }
   // The old policy still governs the item.
   EXPECT_EQ(read("\"p\"", "a", at(10) - 1).status, 200);
@@ -307,19 +307,19 @@ TEST_F(Contract, ValidContainerDefaultTtlBoundaryValuesAreAccepted) {
     OpResult created = apply(create_container_command("db", name, "/pk", std::string(value)), kT0);
     ASSERT_EQ(created.status, 201) << created.message;
     EXPECT_EQ(int_field(created.body, "defaultTtl"), std::stoll(value));
-    EXPECT_EQ(int_field(store_->read_container("db", name).body, "defaultTtl"), std::stoll(value));
+    EXPECT_EQ(int_field(store_->reader().read_container("db", name).body, "defaultTtl"), std::stoll(value));
   }
   add_container("u", std::nullopt);
   for (const char* value : {"-1", "1", "2147483647"}) {
     SCOPED_TRACE(value);
     OpResult updated = apply(set_default_ttl_command("db", "u", std::string(value)), at(1));
     ASSERT_EQ(updated.status, 200) << updated.message;
-    EXPECT_EQ(int_field(store_->read_container("db", "u").body, "defaultTtl"), std::stoll(value));
+    EXPECT_EQ(int_field(store_->reader().read_container("db", "u").body, "defaultTtl"), std::stoll(value));
   }
   // Absent defaultTtl: TTL off, no defaultTtl property.
   OpResult removed = apply(set_default_ttl_command("db", "u", std::nullopt), at(2));
   ASSERT_EQ(removed.status, 200);
-  EXPECT_FALSE(parse_object(store_->read_container("db", "u").body).contains("defaultTtl"));
+  EXPECT_FALSE(parse_object(store_->reader().read_container("db", "u").body).contains("defaultTtl"));
 }
 
 TEST_F(Contract, DefaultTtlWithIndexingNoneIs400OnCreate) {
@@ -988,7 +988,7 @@ TEST_F(Contract, RemovingDefaultTtlStopsExpiryEvenForOwnTtlItems) {
   ASSERT_EQ(create(item_body("own100", "p", "\"ttl\":100"), kT0).status, 201);  // E +100: alive at the change
   ASSERT_EQ(create(item_body("inh2", "p"), at(45)).status, 201);              // E +55: alive at the change
   ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(50)).status, 200);
-  EXPECT_FALSE(parse_object(store_->read_container("db", "c").body).contains("defaultTtl"));
+  EXPECT_FALSE(parse_object(store_->reader().read_container("db", "c").body).contains("defaultTtl"));
   for (int64_t later : {at(50), at(100), at(1000000)}) {
     EXPECT_EQ(read("\"p\"", "own3", later).status, 404);
     EXPECT_EQ(read("\"p\"", "inh", later).status, 404);
@@ -1072,7 +1072,7 @@ TEST_F(Contract, CollectExpiredRejectsUpToBeyondTheAppliedTime) {
   ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).status, 201);
   tick(at(5));
   const Dump before = dump_without_meta();
-  Result<CollectResult> beyond = store_->collect_expired("db", "c", at(5) + 1, 100);
+  Result<CollectResult> beyond = store_->expiry().collect_expired("db", "c", at(5) + 1, 100);
   EXPECT_FALSE(beyond.is_ok());
   EXPECT_EQ(beyond.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(dump_without_meta(), before);
@@ -1082,9 +1082,9 @@ TEST_F(Contract, CollectExpiredRejectsUpToBeyondTheAppliedTime) {
 TEST_F(Contract, CollectExpiredOnAMissingContainerIsAnError) {
   make_container("-1");
   tick(at(1));
-  EXPECT_FALSE(store_->collect_expired("db", "nope", at(1), 10).is_ok());
-  EXPECT_FALSE(store_->backlog("db", "nope").is_ok());
-  EXPECT_FALSE(store_->container_stats("nodb", "c").is_ok());
+  EXPECT_FALSE(store_->expiry().collect_expired("db", "nope", at(1), 10).is_ok());
+  EXPECT_FALSE(store_->expiry().backlog("db", "nope").is_ok());
+  EXPECT_FALSE(store_->expiry().container_stats("nodb", "c").is_ok());
 }
 
 TEST_F(Contract, CollectExpiredRespectsMaxItemsOldestFirstAndReportsMore) {
@@ -1396,10 +1396,10 @@ TEST_F(Contract, PatchIs200Or404Or412Or400) {
 
 TEST_F(Contract, MissingDatabaseOrContainerIs404NamingIt) {
   make_container("-1");
-  OpResult no_container = store_->read_item("db", "nope", "\"p\"", "a", kT0);
+  OpResult no_container = store_->reader().read_item("db", "nope", "\"p\"", "a", kT0);
   EXPECT_EQ(no_container.status, 404);
   EXPECT_TRUE(contains(no_container.message, "'nope'")) << no_container.message;
-  OpResult no_database = store_->read_item("nodb", "c", "\"p\"", "a", kT0);
+  OpResult no_database = store_->reader().read_item("nodb", "c", "\"p\"", "a", kT0);
   EXPECT_EQ(no_database.status, 404);
   EXPECT_TRUE(contains(no_database.message, "'nodb'")) << no_database.message;
 
@@ -1418,12 +1418,12 @@ TEST_F(Contract, MissingDatabaseOrContainerIs404NamingIt) {
               at(1)),
         apply(set_default_ttl_command(database, container, "10"), at(1)),
         apply(target_command(CommandType::kDeleteContainer, database, container, "", ""), at(1)),
-        store_->read_container(database, container),
+        store_->reader().read_container(database, container),
     };
     ListRequest request;
     request.database = database;
     request.container = container;
-    results.push_back(store_->list_items(request, at(1)));
+    results.push_back(store_->reader().list_items(request, at(1)));
     for (const OpResult& result : results) {
       EXPECT_EQ(result.status, 404) << result.message;
       EXPECT_TRUE(contains(result.message, named)) << result.message;
@@ -1432,17 +1432,17 @@ TEST_F(Contract, MissingDatabaseOrContainerIs404NamingIt) {
   OpResult container_in_missing_db = apply(create_container_command("nodb", "c", "/pk"), at(1));
   EXPECT_EQ(container_in_missing_db.status, 404);
   EXPECT_TRUE(contains(container_in_missing_db.message, "'nodb'")) << container_in_missing_db.message;
-  EXPECT_EQ(store_->read_database("nodb").status, 404);
-  EXPECT_EQ(store_->list_containers("nodb").status, 404);
+  EXPECT_EQ(store_->reader().read_database("nodb").status, 404);
+  EXPECT_EQ(store_->reader().list_containers("nodb").status, 404);
   EXPECT_EQ(dump_without_meta(), before);
 }
 
 TEST_F(Contract, DatabaseCreateIs201Or409AndDeleteIs204Or404) {
   EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 201);
-  EXPECT_EQ(store_->read_database("db").status, 200);
+  EXPECT_EQ(store_->reader().read_database("db").status, 200);
   EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 409);
   EXPECT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), at(1)).status, 204);
-  EXPECT_EQ(store_->read_database("db").status, 404);
+  EXPECT_EQ(store_->reader().read_database("db").status, 404);
   EXPECT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), at(1)).status, 404);
   EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), at(2)).status, 201);
 }
@@ -1467,7 +1467,7 @@ TEST_F(Contract, ContainerCreateIs201Or409AndDeleteIs204ThenItemsAreGone) {
   tick(at(10));  // "a" expired, not collected
   OpResult deleted = apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), at(10));
   EXPECT_EQ(deleted.status, 204);
-  EXPECT_EQ(store_->read_container("db", "c").status, 404);
+  EXPECT_EQ(store_->reader().read_container("db", "c").status, 404);
   EXPECT_EQ(read("\"p\"", "b", at(10)).status, 404);
   EXPECT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), at(10)).status, 404);
   // Re-created with the same name: empty, and its TTL is its own.
@@ -1481,7 +1481,7 @@ TEST_F(Contract, ContainerCreateIs201Or409AndDeleteIs204ThenItemsAreGone) {
   EXPECT_EQ(fresh.backlog.items, 0);
   EXPECT_EQ(collect(at(11)).items, 0);
   EXPECT_EQ(create(item_body("b", "p"), at(12)).status, 201);
-  Result<int64_t> reclaimed = store_->reclaim_dropped(1000);
+  Result<int64_t> reclaimed = store_->expiry().reclaim_dropped(1000);
   ASSERT_TRUE(reclaimed.is_ok());
   EXPECT_GE(*reclaimed, 2);
   EXPECT_EQ(read("\"p\"", "b", at(12)).status, 200);
@@ -1671,17 +1671,17 @@ TEST(ContractDeterminism, ReplicaThatCollectsGivesTheSameResultsAsOneThatDoesNot
     EXPECT_EQ(ra->body, rb->body) << index;
     EXPECT_EQ(ra->etag, rb->etag) << index;
     // Replica B collects everything it may after every entry.
-    Result<std::vector<ContainerInfo>> containers = b->containers();
+    Result<std::vector<ContainerInfo>> containers = b->reader().containers();
     ASSERT_TRUE(containers.is_ok());
     for (const ContainerInfo& info : *containers) {
-      Result<CollectResult> collected = b->collect_expired(info.database, info.container, ts, 1000);
+      Result<CollectResult> collected = b->expiry().collect_expired(info.database, info.container, ts, 1000);
       ASSERT_TRUE(collected.is_ok()) << collected.status().to_string();
     }
     for (const char* container : {"c", "d"}) {
       for (const auto& [pk, id] : std::vector<std::pair<std::string, std::string>>{
                {"\"p\"", "a"}, {"\"p\"", "b"}, {"\"q\"", "x"}}) {
-        OpResult read_a = a->read_item("db", container, pk, id, ts);
-        OpResult read_b = b->read_item("db", container, pk, id, ts);
+        OpResult read_a = a->reader().read_item("db", container, pk, id, ts);
+        OpResult read_b = b->reader().read_item("db", container, pk, id, ts);
         EXPECT_EQ(read_a.status, read_b.status) << index << container << id;
         EXPECT_EQ(read_a.body, read_b.body) << index << container << id;
       }

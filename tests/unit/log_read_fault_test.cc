@@ -154,7 +154,7 @@ TEST_F(LogReadFaultTest, EntriesReadEioIsAnIoErrorNamingTheEntryAndTheFileAndIsS
   ASSERT_FALSE(compressed.is_ok());
   EXPECT_TRUE(contains(compressed.status().message(), "read raft entry ")) << compressed.status().to_string();
   // The rest of the store reads fine: the fault is the log's blocks only.
-  EXPECT_TRUE(state_->containers().is_ok());
+  EXPECT_TRUE(state_->reader().containers().is_ok());
   // Sticky: the log on disk is in doubt, so nothing more is written to it.
   EXPECT_EQ(log_->failure().to_string(), read.status().to_string());
   const Entry next{Term(1), LogIndex(kLastIndex + 1), kT0 + static_cast<int64_t>(kLastIndex) + 1, EntryType::kEmpty,

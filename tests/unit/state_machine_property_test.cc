@@ -100,7 +100,7 @@ std::string ttl_json(ModelTtl ttl) {
 // The node's request-unit-aware collector, run against the collecting store: its meters run on replicated time.
 struct NodeCollector {
   explicit NodeCollector(StateMachine& store)
-      : clock(kT0), metrics(1), account(clock, metrics), collector(store, account, metrics, clock, {4, 1.0}) {}
+      : clock(kT0), metrics(1), account(clock, metrics), collector(store.expiry(), account, metrics, clock, {4, 1.0}) {}
   ManualClock clock;
   metrics::Metrics metrics;
   node::RequestUnitAccount account;
@@ -127,7 +127,7 @@ class PropertyRun {
     // However the collector's scan cursors moved, everything expired can still be collected: drain, no backlog left.
     StateMachine& store = *stores_[0];
     for (int pass = 0; pass < 1000; ++pass) {
-      Result<CollectResult> drained = store.collect_expired("db", container_, store.applied().ts_micros, 7);
+      Result<CollectResult> drained = store.expiry().collect_expired("db", container_, store.applied().ts_micros, 7);
       ASSERT_TRUE(drained.is_ok()) << drained.status().to_string();
       if (drained->items == 0) break;
     }
@@ -278,14 +278,14 @@ class PropertyRun {
     const int64_t applied = store.applied().ts_micros;
     const int64_t up_to = applied - prng_.range(0, 3 * kSecond);
     Result<CollectResult> collected =
-        store.collect_expired("db", container_, std::max<int64_t>(up_to, 0), prng_.range(1, 4));
+        store.expiry().collect_expired("db", container_, std::max<int64_t>(up_to, 0), prng_.range(1, 4));
     ASSERT_TRUE(collected.is_ok()) << collected.status().to_string();
   }
 
   // The node's collector: spends only the spare RU of the window, and nothing while users are throttled.
   void collect_within_budget() {
     StateMachine& store = *stores_[0];
-    std::optional<ContainerRecord> record = store.container_record("db", container_);
+    std::optional<ContainerRecord> record = store.reader().container_record("db", container_);
     ASSERT_TRUE(record.has_value());
     node_.clock.set_micros(std::max(node_.clock.now_micros(), now_));
     const std::string key = "db/" + container_;
@@ -306,9 +306,9 @@ class PropertyRun {
 
   // The backlog counted to the end (several calls on a store that counts in small steps).
   Result<Backlog> counted_backlog(StateMachine& store) {
-    Result<Backlog> backlog = store.backlog("db", container_);
+    Result<Backlog> backlog = store.expiry().backlog("db", container_);
     for (int call = 0; call < 100 && backlog.is_ok() && !backlog->complete; ++call) {
-      backlog = store.backlog("db", container_);
+      backlog = store.expiry().backlog("db", container_);
     }
     if (backlog.is_ok() && !backlog->complete) return Status::internal("the backlog count does not finish");
     return backlog;
@@ -334,7 +334,7 @@ class PropertyRun {
       const bool expected = model_.visible(id, t);
       visible_count += expected ? 1 : 0;
       for (StateMachine* store : stores_) {
-        OpResult read = store->read_item("db", container_, "\"" + pk_of(id) + "\"", id, t);
+        OpResult read = store->reader().read_item("db", container_, "\"" + pk_of(id) + "\"", id, t);
         ASSERT_EQ(read.status, expected ? 200 : 404)
             << "read " << id << " at T=" << t << " (applied " << applied << ", step " << step << ")\n"
             << reproduce();
@@ -342,13 +342,13 @@ class PropertyRun {
     }
     for (StateMachine* store : stores_) {
       ListRequest list{"db", container_, std::nullopt, kMaxListItems, ""};
-      OpResult listed = store->list_items(list, t);
+      OpResult listed = store->reader().list_items(list, t);
       ASSERT_EQ(listed.status, 200);
       const int64_t listed_count =
           listed.body == "[]" ? 0 : std::count(listed.body.begin(), listed.body.end(), '{');
       ASSERT_EQ(listed_count, visible_count) << "list at T=" << t << "\n" << reproduce();
       if (t == applied) {
-        Result<ContainerStats> stats = store->container_stats("db", container_);
+        Result<ContainerStats> stats = store->expiry().container_stats("db", container_);
         ASSERT_TRUE(stats.is_ok()) << stats.status().to_string();
         // The collected store counts its backlog a few index entries per call (kCountStep). Half the time leave a
         // count unfinished, so later applies and collections meet a partial count: its figures are bounds.
@@ -358,7 +358,7 @@ class PropertyRun {
           continue;
         }
         for (int call = 0; call < 100 && !stats->backlog.complete; ++call) {
-          stats = store->container_stats("db", container_);
+          stats = store->expiry().container_stats("db", container_);
           ASSERT_TRUE(stats.is_ok()) << stats.status().to_string();
         }
         ASSERT_TRUE(stats->backlog.complete) << reproduce();

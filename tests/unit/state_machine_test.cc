@@ -48,9 +48,9 @@ TEST_F(StateMachineTest, SnapshotInstallsTheSameStateElsewhere) {
   EXPECT_EQ((*other)->applied().index, store_->applied().index);
   EXPECT_EQ((*other)->applied().ts_micros, store_->applied().ts_micros);
   EXPECT_EQ(*(*other)->dump(false), *store_->dump(false));
-  EXPECT_EQ((*other)->read_database("old").status, 404);
-  auto stats = (*other)->container_stats("db", "c");
-  auto original = store_->container_stats("db", "c");
+  EXPECT_EQ((*other)->reader().read_database("old").status, 404);
+  auto stats = (*other)->expiry().container_stats("db", "c");
+  auto original = store_->expiry().container_stats("db", "c");
   ASSERT_TRUE(stats.is_ok() && original.is_ok());
   EXPECT_EQ(stats->stored_items, 20);
   EXPECT_EQ(stats->live_items, original->live_items);
@@ -68,7 +68,7 @@ namespace {
 
 TEST_F(StateMachineTest, NextExpiryIsTheEarliestFutureDeadlineOfEitherIndex) {
   make_container("10");  // written at kT0: inheriting items written at kT0 + x expire at kT0 + 10 s
-  auto next = store_->next_expiry_after(kT0);
+  auto next = store_->expiry().next_expiry_after(kT0);
   ASSERT_TRUE(next.is_ok());
   EXPECT_FALSE(next->has_value()) << "no items, nothing to schedule";
   ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p"})"), kT0 + 500).status, 201);
@@ -78,12 +78,12 @@ TEST_F(StateMachineTest, NextExpiryIsTheEarliestFutureDeadlineOfEitherIndex) {
   ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"c","pk":"p","ttl":-1})"), kT0 + 700)
                 .status,
             201);
-  EXPECT_EQ(**store_->next_expiry_after(kT0 + 700), kT0 + 3 * kSecond);            // b, own ttl
-  EXPECT_EQ(**store_->next_expiry_after(kT0 + 3 * kSecond), kT0 + 10 * kSecond);   // then a, inherited
-  EXPECT_FALSE(store_->next_expiry_after(kT0 + 10 * kSecond)->has_value());       // c never expires
+  EXPECT_EQ(**store_->expiry().next_expiry_after(kT0 + 700), kT0 + 3 * kSecond);            // b, own ttl
+  EXPECT_EQ(**store_->expiry().next_expiry_after(kT0 + 3 * kSecond), kT0 + 10 * kSecond);   // then a, inherited
+  EXPECT_FALSE(store_->expiry().next_expiry_after(kT0 + 10 * kSecond)->has_value());       // c never expires
   // TTL off: nothing is scheduled although items keep their own ttl.
   ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + kSecond).status, 200);
-  EXPECT_FALSE(store_->next_expiry_after(kT0 + kSecond)->has_value());
+  EXPECT_FALSE(store_->expiry().next_expiry_after(kT0 + kSecond)->has_value());
 }
 
 
@@ -100,7 +100,7 @@ TEST_F(StateMachineTest, ExpiringSoonCountsLiveItemsByWindowFromBothIndexes) {
   write(R"({"id":"e","pk":"p","ttl":7200})", kT0 + 900);    // kT0 + 2 h: beyond every window
   write(R"({"id":"f","pk":"q","ttl":63})", kT0 + 950);      // kT0 + 63 s: exactly at the end of the 60 s window below
   auto counts = [&] {
-    Result<std::vector<ExpiringSoon>> soon = store_->expiring_soon(windows);
+    Result<std::vector<ExpiringSoon>> soon = store_->reader().expiring_soon(windows);
     EXPECT_TRUE(soon.is_ok()) << soon.status().to_string();
     EXPECT_EQ(soon->size(), 1u);
     if (soon->size() != 1) return std::vector<int64_t>{};
@@ -116,7 +116,7 @@ TEST_F(StateMachineTest, ExpiringSoonCountsLiveItemsByWindowFromBothIndexes) {
   EXPECT_EQ(counts(), (std::vector<int64_t>{0, 1, 2}));
   // TTL off: nothing expires, the container is not reported.
   ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 5 * kSecond).status, 200);
-  Result<std::vector<ExpiringSoon>> off = store_->expiring_soon(windows);
+  Result<std::vector<ExpiringSoon>> off = store_->reader().expiring_soon(windows);
   ASSERT_TRUE(off.is_ok());
   EXPECT_TRUE(off->empty());
 }

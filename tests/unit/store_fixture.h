@@ -124,7 +124,7 @@ class StoreFixture : public ::testing::Test {
   }
 
   OpResult read(std::string pk_json, std::string id, int64_t now) {
-    return store_->read_item("db", "c", pk_json, id, now);
+    return store_->reader().read_item("db", "c", pk_json, id, now);
   }
 
   TempDir dir_;

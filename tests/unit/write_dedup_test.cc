@@ -35,7 +35,7 @@ class WriteDedupTest : public StoreFixture {
     return at == std::string::npos ? -1 : std::stoll(read_back.body.substr(at + 4));
   }
   DedupTotals totals() {
-    Result<DedupTotals> read_back = store_->dedup_totals();
+    Result<DedupTotals> read_back = store_->reader().dedup_totals();
     EXPECT_TRUE(read_back.is_ok()) << read_back.status().to_string();
     return read_back.is_ok() ? *read_back : DedupTotals{};
   }
@@ -121,7 +121,7 @@ TEST_F(WriteDedupTest, SurvivesRestartAndSnapshotInstall) {
   ASSERT_TRUE(on_other.is_ok());
   EXPECT_TRUE(on_other->duplicate);
   EXPECT_EQ(on_other->body, first.body);
-  EXPECT_EQ((*other)->read_item("db", "c", "\"p\"", "n", kT0 + 4 * kSecond).body,
+  EXPECT_EQ((*other)->reader().read_item("db", "c", "\"p\"", "n", kT0 + 4 * kSecond).body,
             read("\"p\"", "n", kT0 + 4 * kSecond).body);
 }
 

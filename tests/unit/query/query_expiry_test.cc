@@ -73,7 +73,7 @@ class QueryExpiryTest : public QueryFixture {
     for (int page = 0; page < 100; ++page) {
       if (now > store_->applied().ts_micros) advance_to(now);
       if (page % 2 == 1) {
-        Result<storage::CollectResult> collected = store_->collect_expired("db", "c", now, 1000);
+        Result<storage::CollectResult> collected = store_->expiry().collect_expired("db", "c", now, 1000);
         EXPECT_TRUE(collected.is_ok());
       }
       OpResult result = query(sql, now, "", std::nullopt, page_size, continuation);

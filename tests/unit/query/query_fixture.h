@@ -30,7 +30,7 @@ class QueryFixture : public storage::testing::StoreFixture {
     request.partition_key_json = std::move(pk);
     request.max_items = max_items;
     request.continuation = std::move(continuation);
-    return execute_query(*store_, request, now, limits);
+    return execute_query(store_->reader(), request, now, limits);
   }
 
   // The body of a successful query (fails the test otherwise).

@@ -232,7 +232,7 @@ TEST_F(QueryGoldenTest, ErrorsSayWhereAndWhat) {
   missing.database = "db";
   missing.container = "nope";
   missing.sql = "SELECT * FROM c";
-  EXPECT_EQ(execute_query(*store_, missing, kNow).status, 404);
+  EXPECT_EQ(execute_query(store_->reader(), missing, kNow).status, 404);
 }
 
 TEST_F(QueryGoldenTest, WorkLimitsBoundEveryRequest) {
@@ -285,7 +285,7 @@ TEST_F(QueryIndexingNoneTest, ScansNeedEnableScan) {
   request.container = "c";
   request.sql = "SELECT VALUE c.id FROM c";
   request.enable_scan = true;
-  EXPECT_EQ(execute_query(*store_, request, kT0 + kSecond).body, R"(["a"])");
+  EXPECT_EQ(execute_query(store_->reader(), request, kT0 + kSecond).body, R"(["a"])");
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ TEST_F(QueryStorageTest, WritesMoveEntriesDeletesAndCollectorRemoveThem) {
   EXPECT_EQ(body("SELECT VALUE c.id FROM c ORDER BY c._ts DESC", t), R"(["i0","i5","i3","i2"])");  // i4 expired
   expect_index_agrees_with_scan(t);
   // The collector deletes i4 and its index entry.
-  Result<storage::CollectResult> collected = store_->collect_expired("db", "c", t, 100);
+  Result<storage::CollectResult> collected = store_->expiry().collect_expired("db", "c", t, 100);
   ASSERT_TRUE(collected.is_ok());
   EXPECT_EQ(collected->items, 1);
   EXPECT_EQ(ts_index_keys(*store_).size(), 4u);
@@ -88,11 +88,11 @@ TEST_F(QueryStorageTest, SnapshotsCarryTheIndexAndDroppedContainersLoseIt) {
   request.database = "db";
   request.container = "c";
   request.sql = "SELECT VALUE c.id FROM c ORDER BY c._ts DESC";
-  EXPECT_EQ(execute_query(**other, request, t).body, body(request.sql, t));
+  EXPECT_EQ(execute_query((*other)->reader(), request, t).body, body(request.sql, t));
   expect_index_agrees_with_scan(t);
   // Dropping the container and reclaiming its keys removes the index too.
   ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), t += kSecond).status, 204);
-  Result<int64_t> reclaimed = store_->reclaim_dropped(1000);
+  Result<int64_t> reclaimed = store_->expiry().reclaim_dropped(1000);
   ASSERT_TRUE(reclaimed.is_ok());
   EXPECT_TRUE(ts_index_keys(*store_).empty());
 }

@@ -1,0 +1,343 @@
+#include "storage/expiry_keeper.h"
+
+#include <leveldb/db.h>
+#include <leveldb/write_batch.h>
+
+#include <algorithm>
+#include <map>
+
+#include "common/codec.h"
+#include "storage/store_internal.h"
+
+namespace mayfly::storage {
+
+using internal::decode_index_value;
+using internal::from_leveldb;
+using internal::has_prefix;
+
+ExpiryKeeper::ExpiryKeeper(leveldb::DB* db, const StoreReader& reader, Status& sticky, size_t backlog_count_step)
+    : db_(db), reader_(reader), sticky_(sticky), backlog_count_step_(backlog_count_step) {}
+
+void ExpiryKeeper::committed(const internal::StoreBatch& changes) {
+  for (const auto& [crid, stats] : changes.stats) local_stats_[crid] = stats;
+  for (const internal::StoreBatch::Removal& removal : changes.removals) {
+    auto it = trackers_.find(removal.crid);
+    if (it == trackers_.end()) continue;
+    BacklogTracker& tracker = it->second;
+    const std::string& position = tracker.positions[removal.kind == internal::IndexKind::kOwn ? 0 : 1];
+    if (removal.key < position) {  // counted (see BacklogTracker)
+      tracker.items -= 1;
+      tracker.bytes -= removal.bytes;
+      MAYFLY_ASSERT(tracker.items >= 0 && tracker.bytes >= 0);
+    }
+  }
+  for (uint64_t crid : changes.dropped) {
+    trackers_.erase(crid);
+    collect_cursors_.erase(crid);
+    local_stats_.erase(crid);
+  }
+}
+
+void ExpiryKeeper::forget_all() {
+  local_stats_.clear();
+  trackers_.clear();
+  collect_cursors_.clear();
+  reclaim_cursors_.clear();
+}
+
+Status ExpiryKeeper::write(internal::StoreBatch& changes) {
+  Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &changes.batch), "write state batch");
+  if (!status.is_ok()) {
+    sticky_ = status;
+    return status;
+  }
+  committed(changes);
+  return Status::ok();
+}
+
+LocalStats& ExpiryKeeper::local_stats(uint64_t crid) {
+  auto it = local_stats_.find(crid);
+  if (it != local_stats_.end()) return it->second;
+  LocalStats stats;
+  Result<std::optional<std::string>> raw = reader_.get_raw(local_stats_key(crid), nullptr);
+  if (raw.is_ok() && raw->has_value()) {
+    Result<LocalStats> decoded = decode_local_stats(**raw);
+    if (decoded.is_ok()) stats = *decoded;
+  }
+  return local_stats_.emplace(crid, stats).first->second;
+}
+
+void ExpiryKeeper::remove_stored_item(uint64_t crid, const std::string& key, std::string_view partition_key,
+                                      std::string_view id, const ItemRecord& record, size_t record_bytes,
+                                      internal::StoreBatch& context) {
+  context.batch.Delete(key);
+  context.batch.Delete(ts_index_key(crid, record.write_ts_micros, partition_key, id));
+  const internal::IndexEntry entry = internal::index_entry_for(crid, partition_key, id, record);
+  if (entry.kind != internal::IndexKind::kNone) {
+    context.batch.Delete(entry.key);
+    context.removals.push_back({crid, entry.kind, entry.key, static_cast<int64_t>(record_bytes)});
+  }
+  auto [it, inserted] = context.stats.try_emplace(crid);
+  if (inserted) it->second = local_stats(crid);
+  it->second.items -= 1;
+  it->second.bytes -= static_cast<int64_t>(record_bytes);
+}
+
+Result<bool> ExpiryKeeper::advance_tracker(uint64_t crid, const ttl::ContainerTtlState& state, int64_t now_micros,
+                                           BacklogTracker& tracker, size_t max_entries,
+                                           int64_t* entries_read) const {
+  const ttl::ExpiredBounds bounds = ttl::expired_bounds(state, now_micros);
+  size_t budget = max_entries;
+  bool complete = true;
+  std::unique_ptr<leveldb::Iterator> it;
+  for (const bool own : {true, false}) {
+    const std::string prefix = own ? own_expiry_prefix(crid) : inherit_expiry_prefix(crid);
+    // Every expired entry of this index sorts below `target`, every live one at or above it.
+    std::string target = prefix;
+    codec::put_i64_be(target, own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros);
+    std::string& position = tracker.positions[own ? 0 : 1];
+    MAYFLY_ASSERT_MSG(position <= target, "expired bound moved back below the counted position (crid %llu)",
+                      static_cast<unsigned long long>(crid));
+    if (position == target) continue;
+    if (budget == 0) {
+      complete = false;
+      continue;
+    }
+    if (!it) it.reset(db_->NewIterator(leveldb::ReadOptions()));
+    it->Seek(position.empty() ? prefix : position);
+    bool reached = true;
+    for (; it->Valid() && it->key().compare(leveldb::Slice(target)) < 0; it->Next()) {
+      if (budget == 0) {
+        // Stopped here: this entry and everything after it are not counted yet.
+        position.assign(it->key().data(), it->key().size());
+        reached = false;
+        break;
+      }
+      --budget;
+      *entries_read += 1;
+      MAYFLY_ASSIGN_OR_RETURN(int64_t bytes, decode_index_value(it->value()));
+      tracker.items += 1;
+      tracker.bytes += bytes;
+    }
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+    if (reached) {
+      position = std::move(target);
+    } else {
+      complete = false;
+    }
+  }
+  return complete;
+}
+
+Result<Backlog> ExpiryKeeper::backlog(std::string_view database, std::string_view container) {
+  return backlog(database, container, backlog_count_step_);
+}
+
+Result<Backlog> ExpiryKeeper::backlog(std::string_view database, std::string_view container,
+                                      size_t max_count_entries) {
+  if (!sticky_.is_ok()) return sticky_;
+  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
+  if (!found.ok()) return Status::not_found(found.error().message);
+  const ContainerRecord& record = found.value();
+  BacklogTracker& tracker = trackers_[record.crid];
+  const int64_t now = reader_.applied().ts_micros;
+  Backlog backlog;
+  MAYFLY_ASSIGN_OR_RETURN(backlog.complete, advance_tracker(record.crid, record.ttl, now, tracker, max_count_entries,
+                                                            &backlog.entries_read));
+  backlog.items = tracker.items;
+  backlog.bytes = tracker.bytes;
+  if (tracker.items == 0 && backlog.complete) return backlog;
+  // The oldest expired item is first in one of the two indexes. Seek from the collector's cursors: the keys below
+  // them were deleted, and LevelDB would step over each of their tombstones until a compaction drops them.
+  const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, now);
+  const auto cursors = collect_cursors_.find(record.crid);
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (const bool own : {true, false}) {
+    const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
+    const std::string* cursor = cursors == collect_cursors_.end() ? nullptr : &cursors->second[own ? 0 : 1];
+    it->Seek(cursor == nullptr || cursor->empty() ? prefix : *cursor);
+    if (!it->Valid() || !has_prefix(it->key(), prefix)) continue;
+    MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+    if (key.sort_micros >= (own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros)) continue;
+    const int64_t expiry =
+        own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, now);
+    if (!backlog.oldest_expiry_micros || expiry < *backlog.oldest_expiry_micros) backlog.oldest_expiry_micros = expiry;
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "seek expiry index"));
+  return backlog;
+}
+
+Result<ContainerStats> ExpiryKeeper::container_stats(std::string_view database, std::string_view container) {
+  return container_stats(database, container, backlog_count_step_);
+}
+
+Result<ContainerStats> ExpiryKeeper::container_stats(std::string_view database, std::string_view container,
+                                                     size_t max_count_entries) {
+  MAYFLY_ASSIGN_OR_RETURN(Backlog expired, backlog(database, container, max_count_entries));
+  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
+  if (!found.ok()) return Status::not_found(found.error().message);
+  const LocalStats& stored = local_stats(found.value().crid);
+  ContainerStats stats;
+  stats.stored_items = stored.items;
+  stats.stored_bytes = stored.bytes;
+  stats.backlog = expired;
+  stats.live_items = stored.items - expired.items;
+  stats.live_bytes = stored.bytes - expired.bytes;
+  return stats;
+}
+
+Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, std::string_view container,
+                                                    int64_t up_to_micros, size_t max_items) {
+  if (!sticky_.is_ok()) return sticky_;
+  const int64_t applied_ts = reader_.applied().ts_micros;
+  if (up_to_micros > applied_ts) {
+    return Status::invalid_argument("collect_expired up to " + std::to_string(up_to_micros) +
+                                    " is past the applied time " + std::to_string(applied_ts));
+  }
+  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
+  if (!found.ok()) return Status::not_found(found.error().message);
+  const ContainerRecord& record = found.value();
+  const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, up_to_micros);
+
+  struct Candidate {
+    int64_t expiry;
+    IndexKey key;
+    size_t index;         // 0: own-ttl index, 1: inheriting index
+    std::string raw_key;  // the index key, for the scan cursor
+  };
+  std::vector<Candidate> candidates;
+  std::array<std::string, 2>& cursors = collect_cursors_[record.crid];
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (const bool own : {true, false}) {
+    const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
+    const int64_t bound = own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
+    const std::string& cursor = cursors[own ? 0 : 1];
+    size_t taken = 0;
+    for (it->Seek(cursor.empty() ? prefix : cursor); it->Valid() && has_prefix(it->key(), prefix) && taken <= max_items;
+         it->Next()) {
+      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+      if (key.sort_micros >= bound) break;
+      const int64_t expiry =
+          own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, up_to_micros);
+      candidates.push_back({expiry, std::move(key), own ? size_t{0} : size_t{1},
+                            std::string(it->key().data(), it->key().size())});
+      ++taken;
+    }
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.expiry < b.expiry; });
+
+  CollectResult result;
+  result.more = candidates.size() > max_items;
+  // The next scan of each index starts at the first entry this pass saw but leaves (still expired, beyond the
+  // batch), or else at the last one it deletes: every key before that is gone.
+  std::array<std::optional<std::string>, 2> next_cursor;
+  for (size_t i = max_items; i < candidates.size(); ++i) {
+    std::optional<std::string>& next = next_cursor[candidates[i].index];
+    if (!next || candidates[i].raw_key < *next) next = candidates[i].raw_key;
+  }
+  if (result.more) candidates.resize(max_items);
+  for (size_t index = 0; index < 2; ++index) {
+    if (next_cursor[index]) continue;
+    for (const Candidate& deleted : candidates) {
+      if (deleted.index != index) continue;
+      std::optional<std::string>& next = next_cursor[index];
+      if (!next || deleted.raw_key > *next) next = deleted.raw_key;
+    }
+  }
+  internal::StoreBatch context;
+  for (const Candidate& candidate : candidates) {
+    const std::string key = item_key(record.crid, candidate.key.partition_key, candidate.key.id);
+    MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, reader_.get_raw(key, nullptr));
+    if (!raw) return Status::corruption("expiry index entry without its item");  // index and items move together
+    MAYFLY_ASSIGN_OR_RETURN(ItemRecord item, decode_item(*raw));
+    MAYFLY_ASSERT(!ttl::alive(item.ttl, item.write_ts_micros, record.ttl, up_to_micros));  // paired with the bound
+    const size_t bytes = key.size() + raw->size();
+    remove_stored_item(record.crid, key, candidate.key.partition_key, candidate.key.id, item, bytes, context);
+    result.items += 1;
+    result.bytes += static_cast<int64_t>(bytes);
+    result.expiry_instants_micros.push_back(candidate.expiry);
+  }
+  if (result.items == 0) return result;
+  context.batch.Put(local_stats_key(record.crid), encode_local_stats(context.stats[record.crid]));
+  MAYFLY_RETURN_IF_ERROR(write(context));
+  for (size_t i = 0; i < 2; ++i) {
+    if (next_cursor[i]) cursors[i] = std::move(*next_cursor[i]);
+  }
+  return result;
+}
+
+Result<std::optional<int64_t>> ExpiryKeeper::next_expiry_after(int64_t now_micros) const {
+  MAYFLY_ASSIGN_OR_RETURN(std::vector<ContainerInfo> all, reader_.containers());
+  std::optional<int64_t> earliest;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  auto consider = [&](int64_t expiry) {
+    if (expiry > now_micros && (!earliest || expiry < *earliest)) earliest = expiry;
+  };
+  for (const ContainerInfo& info : all) {
+    const ttl::ContainerTtlState& state = info.record.ttl;
+    if (!state.policy.is_on()) continue;
+    const ttl::ExpiredBounds bounds = ttl::expired_bounds(state, now_micros);
+    for (const bool own : {true, false}) {
+      if (!own && state.policy.kind != ttl::DefaultTtl::Kind::kSeconds) continue;
+      const std::string prefix = own ? own_expiry_prefix(info.record.crid) : inherit_expiry_prefix(info.record.crid);
+      std::string start = prefix;
+      codec::put_i64_be(start, own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros);
+      it->Seek(start);
+      if (!it->Valid() || !has_prefix(it->key(), prefix)) continue;
+      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+      consider(own ? key.sort_micros : ttl::expiry_instant_micros(key.sort_micros, state.policy.seconds));
+    }
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry indexes"));
+  return earliest;
+}
+
+Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
+  if (!sticky_.is_ok()) return sticky_;
+  const std::string dropped_prefix(1, static_cast<char>(KeyTag::kDroppedContainer));
+  leveldb::WriteBatch batch;
+  int64_t deleted = 0;
+  std::map<uint64_t, std::string> last_deleted;  // crid -> its last key deleted by this call
+  std::vector<uint64_t> finished_crids;
+  std::unique_ptr<leveldb::Iterator> marker(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (marker->Seek(dropped_prefix); marker->Valid() && has_prefix(marker->key(), dropped_prefix); marker->Next()) {
+    codec::Reader reader(std::string_view(marker->key().data(), marker->key().size()).substr(1));
+    uint64_t crid;
+    if (!reader.get_u64_be(crid)) return Status::corruption("dropped container key");
+    // The prefixes are walked in key order and each is emptied before the next, so every key of this container
+    // below the last one deleted is gone: start there.
+    const auto cursor = reclaim_cursors_.find(crid);
+    bool finished = true;
+    for (const std::string& prefix :
+         {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid), ts_index_prefix(crid)}) {
+      const bool resume = cursor != reclaim_cursors_.end() && cursor->second > prefix;
+      for (it->Seek(resume ? cursor->second : prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+        if (static_cast<size_t>(deleted) >= max_keys) {
+          finished = false;
+          break;
+        }
+        batch.Delete(it->key());
+        last_deleted[crid] = it->key().ToString();
+        ++deleted;
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan dropped container"));
+      if (!finished) break;
+    }
+    if (!finished) break;
+    batch.Delete(local_stats_key(crid));
+    batch.Delete(marker->key());
+    finished_crids.push_back(crid);
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(marker->status(), "scan dropped containers"));
+  Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &batch), "reclaim dropped containers");
+  if (!status.is_ok()) sticky_ = status;
+  MAYFLY_RETURN_IF_ERROR(status);
+  for (auto& [crid, key] : last_deleted) reclaim_cursors_[crid] = std::move(key);
+  for (uint64_t crid : finished_crids) reclaim_cursors_.erase(crid);
+  return deleted;
+}
+
+}  // namespace mayfly::storage

@@ -1,0 +1,466 @@
+#include "storage/store_reader.h"
+
+#include <leveldb/db.h>
+
+#include <algorithm>
+
+#include "common/codec.h"
+#include "storage/document.h"
+#include "storage/json.h"
+#include "storage/store_internal.h"
+
+namespace mayfly::storage {
+
+using internal::bad_request;
+using internal::from_leveldb;
+using internal::has_prefix;
+using internal::internal_error;
+using internal::not_found;
+using internal::read_options;
+
+ReadSnapshot::ReadSnapshot(leveldb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {}
+
+ReadSnapshot::~ReadSnapshot() { db_->ReleaseSnapshot(snapshot_); }
+
+Result<DedupTotals> StoreReader::dedup_totals() const { return read_dedup_totals(db_); }
+
+// ---- lookups ----------------------------------------------------------------------------------------------------
+
+Result<std::optional<std::string>> StoreReader::get_raw(const std::string& key, const ReadSnapshot* snapshot) const {
+  std::string value;
+  leveldb::Status status = db_->Get(read_options(snapshot), key, &value);
+  if (status.IsNotFound()) return std::optional<std::string>();
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "read"));
+  return std::optional<std::string>(std::move(value));
+}
+
+Result<std::optional<ItemRecord>> StoreReader::get_item(const std::string& key, const ReadSnapshot* snapshot) const {
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get_raw(key, snapshot));
+  if (!raw) return std::optional<ItemRecord>();
+  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(*raw));
+  return std::optional<ItemRecord>(std::move(record));
+}
+
+Outcome<ContainerRecord> StoreReader::find_container(std::string_view database, std::string_view container,
+                                                      const ReadSnapshot* snapshot) const {
+  Result<std::optional<std::string>> raw = get_raw(container_key(database, container), snapshot);
+  if (!raw.is_ok()) return internal_error(raw.status());
+  if (!raw->has_value()) {
+    Result<std::optional<std::string>> db = get_raw(database_key(database), snapshot);
+    if (db.is_ok() && !db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
+    return not_found("container '" + std::string(container) + "' does not exist in database '" +
+                     std::string(database) + "'");
+  }
+  Result<ContainerRecord> record = decode_container(**raw);
+  if (!record.is_ok()) return internal_error(record.status());
+  return std::move(record).value();
+}
+
+std::string render_container(std::string_view id, const ContainerRecord& record) {
+  std::string body = "{\"id\":";
+  json::write_json_string(id, body);
+  body += ",\"partitionKey\":{\"paths\":[";
+  json::write_json_string(record.partition_key_path, body);
+  body += "],\"kind\":\"Hash\"},\"indexingPolicy\":{\"indexingMode\":\"";
+  body += record.indexing == ttl::IndexingMode::kNone ? "none" : "consistent";
+  body += "\"}";
+  if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kNoDefault) body += ",\"defaultTtl\":-1";
+  if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kSeconds) {
+    body += ",\"defaultTtl\":" + std::to_string(record.ttl.policy.seconds);
+  }
+  if (record.throughput.mode == Throughput::Mode::kServerless) {
+    body += ",\"throughput\":{\"mode\":\"serverless\"}";
+  } else {
+    body += ",\"throughput\":{\"mode\":\"provisioned\",\"requestUnitsPerSecond\":" +
+            std::to_string(record.throughput.request_units_per_second) + "}";
+  }
+  body += ",\"_rid\":\"" + std::to_string(record.crid) + "\",\"_etag\":";
+  json::write_json_string(format_etag(record.etag_sequence), body);
+  body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record.modified_ts_micros)) + "}";
+  return body;
+}
+
+std::map<NodeId, std::string> StoreReader::member_addresses() const {
+  std::map<NodeId, std::string> out;
+  const std::string prefix(1, static_cast<char>(KeyTag::kMemberAddress));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
+    uint64_t node = 0;
+    if (reader.get_u64_be(node)) out.emplace(NodeId(node), it->value().ToString());
+  }
+  return out;
+}
+
+// ---- reads ------------------------------------------------------------------------------------------------------
+
+OpResult StoreReader::read_item(std::string_view database, std::string_view container,
+                                 std::string_view partition_key_json, std::string_view id, int64_t now_micros) const {
+  ReadSnapshot snapshot(db_);
+  Outcome<ContainerRecord> found = find_container(database, container, &snapshot);
+  if (!found.ok()) return found.error();
+  Outcome<std::string> partition_key = canonical_partition_key_text(partition_key_json);
+  if (!partition_key.ok()) return partition_key.error();
+  Result<std::optional<ItemRecord>> record =
+      get_item(item_key(found.value().crid, partition_key.value(), id), &snapshot);
+  if (!record.is_ok()) return internal_error(record.status());
+  const std::string missing = "item with id '" + std::string(id) + "' and partition key " + partition_key.value() +
+                              " does not exist";
+  if (!record->has_value()) return not_found(missing);
+  const ItemRecord& item = **record;
+  if (!ttl::alive(item.ttl, item.write_ts_micros, found.value().ttl, now_micros)) {
+    OpResult result = not_found(missing);
+    result.expired_skipped = 1;
+    return result;
+  }
+  OpResult result;
+  result.ts_micros = item.write_ts_micros;
+  result.etag = format_etag(item.etag_sequence);
+  result.body = render_item(item, found.value().crid);
+  return result;
+}
+
+OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros) const {
+  if (request.max_items == 0 || request.max_items > kMaxListItems) {
+    return bad_request("max items per page must be between 1 and " + std::to_string(kMaxListItems));
+  }
+  ReadSnapshot snapshot(db_);
+  Outcome<ContainerRecord> found = find_container(request.database, request.container, &snapshot);
+  if (!found.ok()) return found.error();
+  const ContainerRecord& container = found.value();
+  std::string prefix = item_prefix(container.crid);
+  if (request.partition_key_json) {
+    Outcome<std::string> partition_key = canonical_partition_key_text(*request.partition_key_json);
+    if (!partition_key.ok()) return partition_key.error();
+    prefix = partition_prefix(container.crid, partition_key.value());
+  }
+  std::string start = prefix;
+  if (!request.continuation.empty()) {
+    std::optional<std::string> decoded = codec::hex_decode(request.continuation);
+    if (!decoded || decoded->empty()) return bad_request("continuation token is malformed");
+    start = item_prefix(container.crid) + *decoded;
+    if (start.compare(0, prefix.size(), prefix) != 0) {
+      return bad_request("continuation token belongs to a different listing");
+    }
+  }
+  OpResult result;
+  result.body = "[";
+  size_t count = 0;
+  size_t examined = 0;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot)));
+  it->Seek(start);
+  if (!request.continuation.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
+  std::string last_read;  // the key of the last record read: the next page resumes after it
+  for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    if (count == request.max_items || result.body.size() >= kMaxListPageBytes) {
+      break;
+    }
+    if (examined == kMaxListExamined) {
+      // Enough work for one page (a long run of expired, uncollected items): resume after the last record read,
+      // even an expired one. Positions are keys, so nothing is skipped or repeated.
+      break;
+    }
+    ++examined;
+    last_read.assign(it->key().data(), it->key().size());
+    Result<ItemRecord> item = decode_item(std::string_view(it->value().data(), it->value().size()));
+    if (!item.is_ok()) return internal_error(item.status());
+    if (!ttl::alive(item->ttl, item->write_ts_micros, container.ttl, now_micros)) {
+      ++result.expired_skipped;
+      continue;
+    }
+    if (count > 0) result.body.push_back(',');
+    result.body += render_item(*item, container.crid);
+    ++count;
+  }
+  if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));
+  if (it->Valid() && has_prefix(it->key(), prefix) && !last_read.empty()) {  // more pages
+    result.continuation =
+        codec::hex_encode(std::string_view(last_read).substr(item_prefix(container.crid).size()));
+  }
+  result.body.push_back(']');
+  return result;
+}
+
+// ---- the query engine's reader -----------------------------------------------------------------------------
+
+ItemReader::ItemReader(leveldb::DB* db) : db_(db), snapshot_(db) {}
+
+Outcome<std::unique_ptr<ItemReader>> StoreReader::open_item_reader(std::string_view database,
+                                                                               std::string_view container) const {
+  // The container record is read from the reader's own snapshot, so settings and items are one consistent state.
+  std::unique_ptr<ItemReader> reader(new ItemReader(db_));
+  Outcome<ContainerRecord> found = find_container(database, container, &reader->snapshot_);
+  if (!found.ok()) return found.error();
+  reader->container_ = std::move(found.value());
+  Result<std::optional<std::string>> meta = get_raw(meta_key(), &reader->snapshot_);
+  if (!meta.is_ok()) return internal_error(meta.status());
+  if (meta->has_value()) {
+    Result<MetaState> decoded = decode_meta(**meta);
+    if (!decoded.is_ok()) return internal_error(decoded.status());
+    reader->applied_ts_micros_ = decoded->applied_ts_micros;
+  }
+  return reader;
+}
+
+Status ItemReader::walk(Order order, const std::optional<std::string>& partition_key,
+                                      std::string_view resume_after, int64_t now_micros,
+                                      const std::function<bool(const Visit&)>& visit) {
+  if (order == Order::kKey) return walk_keys(partition_key, resume_after, now_micros, visit);
+  return walk_ts(order == Order::kTsDescending, partition_key, resume_after, now_micros, visit);
+}
+
+Status ItemReader::walk_keys(const std::optional<std::string>& partition_key,
+                                           std::string_view resume_after, int64_t now_micros,
+                                           const std::function<bool(const Visit&)>& visit) {
+  const std::string container_prefix = item_prefix(container_.crid);
+  const std::string prefix = partition_key ? partition_prefix(container_.crid, *partition_key) : container_prefix;
+  const std::string start = container_prefix + std::string(resume_after);
+  if (!resume_after.empty() && start.compare(0, prefix.size(), prefix) != 0) {
+    return Status::invalid_argument("continuation position is outside this partition");
+  }
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot_)));
+  it->Seek(resume_after.empty() ? prefix : start);
+  if (!resume_after.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
+  std::string pk, id;
+  for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    const std::string_view value(it->value().data(), it->value().size());
+    ++counters_.items_loaded;
+    counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
+    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
+    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
+      ++counters_.expired_skipped;
+      continue;
+    }
+    MAYFLY_RETURN_IF_ERROR(decode_item_key(key, pk, id));
+    if (!visit(Visit{key.substr(container_prefix.size()), pk, record})) return Status::ok();
+  }
+  return from_leveldb(it->status(), "query scan");
+}
+
+Status ItemReader::walk_ts(bool descending, const std::optional<std::string>& partition_key,
+                                         std::string_view resume_after, int64_t now_micros,
+                                         const std::function<bool(const Visit&)>& visit) {
+  const std::string prefix = ts_index_prefix(container_.crid);
+  const std::string start = prefix + std::string(resume_after);
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot_)));
+  if (!descending) {
+    it->Seek(resume_after.empty() ? prefix : start);
+    if (!resume_after.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
+  } else {
+    // Position at the last key strictly below the resume point (or the last key of the index).
+    const std::string end = resume_after.empty() ? codec::prefix_successor(prefix) : start;
+    it->Seek(end);
+    if (it->Valid()) {
+      it->Prev();
+    } else {
+      it->SeekToLast();
+    }
+    while (it->Valid() && it->key().compare(leveldb::Slice(end)) >= 0) it->Prev();
+  }
+  std::string value;
+  for (; it->Valid() && has_prefix(it->key(), prefix); descending ? it->Prev() : it->Next()) {
+    const std::string_view key(it->key().data(), it->key().size());
+    ++counters_.index_entries;
+    MAYFLY_ASSIGN_OR_RETURN(IndexKey entry, decode_index_key(key));
+    if (partition_key && entry.partition_key != *partition_key) continue;
+    const std::string item = item_key(container_.crid, entry.partition_key, entry.id);
+    leveldb::Status status = db_->Get(read_options(&snapshot_), item, &value);
+    if (status.IsNotFound()) return Status::corruption("`_ts` index entry without its item");
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "query index lookup"));
+    ++counters_.items_loaded;
+    counters_.bytes_loaded += static_cast<int64_t>(item.size() + value.size());
+    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
+    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
+      ++counters_.expired_skipped;
+      continue;
+    }
+    if (!visit(Visit{key.substr(prefix.size()), entry.partition_key, record})) return Status::ok();
+  }
+  return from_leveldb(it->status(), "query index walk");
+}
+
+Result<std::optional<ItemRecord>> ItemReader::lookup(std::string_view partition_key,
+                                                                   std::string_view id, int64_t now_micros) {
+  const std::string key = item_key(container_.crid, partition_key, id);
+  std::string value;
+  leveldb::Status status = db_->Get(read_options(&snapshot_), key, &value);
+  if (status.IsNotFound()) return std::optional<ItemRecord>();
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "query point read"));
+  ++counters_.items_loaded;
+  counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
+  MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
+  if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
+    ++counters_.expired_skipped;
+    return std::optional<ItemRecord>();
+  }
+  return std::optional<ItemRecord>(std::move(record));
+}
+
+OpResult StoreReader::read_database(std::string_view database) const {
+  Result<std::optional<std::string>> raw = get_raw(database_key(database), nullptr);
+  if (!raw.is_ok()) return internal_error(raw.status());
+  if (!raw->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
+  Result<DatabaseRecord> record = decode_database(**raw);
+  if (!record.is_ok()) return internal_error(record.status());
+  OpResult result;
+  result.ts_micros = record->created_ts_micros;
+  result.body = "{\"id\":";
+  json::write_json_string(database, result.body);
+  result.body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record->created_ts_micros)) + "}";
+  return result;
+}
+
+OpResult StoreReader::list_databases() const {
+  const std::string prefix(1, static_cast<char>(KeyTag::kDatabase));
+  OpResult result;
+  result.body = "[";
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  bool first = true;
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
+    std::string name;
+    if (!reader.get_ordered_string(name)) return internal_error(Status::corruption("database key"));
+    if (!first) result.body.push_back(',');
+    first = false;
+    json::write_json_string(name, result.body);
+  }
+  result.body.push_back(']');
+  return result;
+}
+
+OpResult StoreReader::read_container(std::string_view database, std::string_view container) const {
+  const ReadSnapshot snapshot(db_);  // the database is looked up too when the container is missing
+  Outcome<ContainerRecord> found = find_container(database, container, &snapshot);
+  if (!found.ok()) return found.error();
+  OpResult result;
+  result.ts_micros = found.value().modified_ts_micros;
+  result.etag = format_etag(found.value().etag_sequence);
+  result.body = render_container(container, found.value());
+  return result;
+}
+
+std::optional<ContainerRecord> StoreReader::container_record(std::string_view database,
+                                                              std::string_view container) const {
+  const ReadSnapshot snapshot(db_);  // the database is looked up too when the container is missing
+  Outcome<ContainerRecord> found = find_container(database, container, &snapshot);
+  if (!found.ok()) return std::nullopt;
+  return found.value();
+}
+
+OpResult StoreReader::list_containers(std::string_view database) const {
+  ReadSnapshot snapshot(db_);
+  Result<std::optional<std::string>> db = get_raw(database_key(database), &snapshot);
+  if (!db.is_ok()) return internal_error(db.status());
+  if (!db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
+  const std::string prefix = container_prefix(database);
+  OpResult result;
+  result.body = "[";
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot)));
+  bool first = true;
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(prefix.size()));
+    std::string name;
+    Result<ContainerRecord> record = decode_container(std::string_view(it->value().data(), it->value().size()));
+    if (!reader.get_ordered_string(name) || !record.is_ok()) {
+      return internal_error(Status::corruption("container record"));
+    }
+    if (!first) result.body.push_back(',');
+    first = false;
+    result.body += render_container(name, *record);
+  }
+  result.body.push_back(']');
+  return result;
+}
+
+Result<std::vector<ContainerInfo>> StoreReader::containers() const {
+  MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<ContainerInfo>> list, container_list());
+  return *list;
+}
+
+void StoreReader::invalidate_container_list() {
+  std::lock_guard<std::mutex> lock(containers_mutex_);
+  containers_cache_.reset();
+}
+
+Result<std::shared_ptr<const std::vector<ContainerInfo>>> StoreReader::container_list() const {
+  std::lock_guard<std::mutex> lock(containers_mutex_);
+  if (containers_cache_) return containers_cache_;
+  const std::string prefix(1, static_cast<char>(KeyTag::kContainer));
+  std::vector<ContainerInfo> out;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    ContainerInfo info;
+    codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
+    if (!reader.get_ordered_string(info.database) || !reader.get_ordered_string(info.container)) {
+      return Status::corruption("container key");
+    }
+    MAYFLY_ASSIGN_OR_RETURN(info.record, decode_container(std::string_view(it->value().data(), it->value().size())));
+    out.push_back(std::move(info));
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan containers"));
+  containers_cache_ = std::make_shared<const std::vector<ContainerInfo>>(std::move(out));
+  return containers_cache_;
+}
+
+Result<std::vector<ExpiringSoon>> StoreReader::expiring_soon(const std::vector<int64_t>& windows_micros) const {
+  if (windows_micros.empty()) return std::vector<ExpiringSoon>{};
+  const int64_t widest = *std::max_element(windows_micros.begin(), windows_micros.end());
+  MAYFLY_ASSERT(widest >= 0);
+  const ReadSnapshot snapshot(db_);
+  const leveldb::ReadOptions options = read_options(&snapshot);
+
+  std::string meta_bytes;
+  MetaState meta;
+  const leveldb::Status got = db_->Get(options, meta_key(), &meta_bytes);
+  if (!got.IsNotFound()) {
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(got, "read the applied state"));
+    MAYFLY_ASSIGN_OR_RETURN(meta, decode_meta(meta_bytes));
+  }
+  const int64_t now = meta.applied_ts_micros;
+
+  std::vector<ExpiringSoon> out;
+  const std::string container_prefix(1, static_cast<char>(KeyTag::kContainer));
+  std::unique_ptr<leveldb::Iterator> containers(db_->NewIterator(options));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
+  for (containers->Seek(container_prefix); containers->Valid() && has_prefix(containers->key(), container_prefix);
+       containers->Next()) {
+    ExpiringSoon entry;
+    codec::Reader reader(std::string_view(containers->key().data(), containers->key().size()).substr(1));
+    if (!reader.get_ordered_string(entry.database) || !reader.get_ordered_string(entry.container)) {
+      return Status::corruption("container key");
+    }
+    MAYFLY_ASSIGN_OR_RETURN(
+        ContainerRecord record,
+        decode_container(std::string_view(containers->value().data(), containers->value().size())));
+    if (!record.ttl.policy.is_on()) continue;
+    entry.counts.assign(windows_micros.size(), 0);
+    const ttl::ExpiredBounds at_now = ttl::expired_bounds(record.ttl, now);
+    const ttl::ExpiredBounds at_end = ttl::expired_bounds(record.ttl, now + widest);
+    for (const bool own : {true, false}) {
+      const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
+      const int64_t from = own ? at_now.own_expiry_below_micros : at_now.default_ts_below_micros;
+      const int64_t to = own ? at_end.own_expiry_below_micros : at_end.default_ts_below_micros;
+      if (from >= to) continue;
+      std::string start = prefix;
+      codec::put_i64_be(start, from);
+      for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+        MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
+        if (key.sort_micros >= to) break;
+        // The item expires at the first instant its index entry falls below the bound: its own expiry instant, or
+        // its write time plus the default ttl (whole seconds, as ttl::expiry_instant_micros).
+        const int64_t expiry =
+            own ? key.sort_micros : ttl::expiry_instant_micros(key.sort_micros, record.ttl.policy.seconds);
+        for (size_t i = 0; i < windows_micros.size(); ++i) {
+          if (expiry <= now + windows_micros[i]) entry.counts[i] += 1;
+        }
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+    }
+    out.push_back(std::move(entry));
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(containers->status(), "scan containers"));
+  return out;
+}
+
+}  // namespace mayfly::storage

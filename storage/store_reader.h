@@ -1,0 +1,211 @@
+// StoreReader: the read side of the replicated state — items, lists, databases, containers, the address book, the
+// exactly-once totals, the items expiring soon, and the query engine's ItemReader. Every method is const and never
+// writes: the apply side (StateMachine, storage/state_machine.h) owns the store and hands out
+// `const StoreReader&`, so code holding only a reader (RPC, query/, the metrics exporter) cannot apply or collect.
+//
+// Reads are at a replicated time the caller passes (normally applied().ts_micros): expired items are 404 / left
+// out. A call that reads more than one key does so on one consistent LevelDB snapshot (ReadSnapshot).
+//
+// Thread-safety: every const method may be called from any thread, concurrently with applies. The non-const
+// invalidate_container_list() is the apply side's (driver thread). An ItemReader is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "storage/command.h"
+#include "storage/layout.h"
+#include "storage/records.h"
+#include "storage/write_dedup.h"
+
+namespace leveldb {
+class DB;
+class Snapshot;
+}  // namespace leveldb
+
+namespace mayfly::storage {
+
+struct AppliedState {
+  LogIndex index;
+  int64_t ts_micros = 0;
+};
+
+// The applied index and time, which change together: set by the apply side after each write, read by any thread.
+class AppliedCell {
+ public:
+  AppliedState get() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return applied_;
+  }
+  void set(AppliedState applied) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    applied_ = applied;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  AppliedState applied_;
+};
+
+// One consistent LevelDB snapshot, released when this goes. Destroy it before the DB.
+class ReadSnapshot {
+ public:
+  explicit ReadSnapshot(leveldb::DB* db);
+  ~ReadSnapshot();
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+  const leveldb::Snapshot* get() const { return snapshot_; }
+
+ private:
+  leveldb::DB* db_;
+  const leveldb::Snapshot* snapshot_;
+};
+
+struct ListRequest {
+  std::string database;
+  std::string container;
+  std::optional<std::string> partition_key_json;  // one partition, or the whole container
+  size_t max_items = 100;                         // 1..kMaxListItems
+  std::string continuation;                       // from the previous page's OpResult::continuation
+};
+inline constexpr size_t kMaxListItems = 1000;
+inline constexpr size_t kMaxListPageBytes = 4 << 20;
+// Item records one list_items page reads at most, expired ones included (they are skipped but reading them is the
+// work): a page over a long run of expired, not yet collected items ends there, short or even empty, with a
+// continuation that resumes after the last record read.
+inline constexpr size_t kMaxListExamined = 10'000;
+
+// Live items of one container whose expiry instant falls within each of the asked windows after the applied time:
+// counts[i] is for windows_micros[i] (a forecast under the container's current policy).
+struct ExpiringSoon {
+  std::string database;
+  std::string container;
+  std::vector<int64_t> counts;
+};
+
+struct ContainerInfo {
+  std::string database;
+  std::string container;
+  ContainerRecord record;
+};
+
+// A consistent, read-only view of one container's items (one LevelDB snapshot), for the query engine (query/):
+// walks in key order or by last-modified time (the `_ts` index) and point lookups. Only items alive at
+// `now_micros` are ever handed out: expired ones are skipped and counted here, in storage, so no query path above
+// can see one. Opened by StoreReader::open_item_reader (any thread); used by one thread; destroyed before the store.
+class ItemReader {
+ public:
+  enum class Order : uint8_t { kKey, kTsAscending, kTsDescending };
+  struct Visit {
+    // Where the item sits in the walk, to resume strictly after it: the item key (key order) or the `_ts` index
+    // key (ts order) without the container's prefix. Key-order positions compare (bytewise) like the walk.
+    std::string_view position;
+    std::string_view partition_key;  // canonical JSON of the key value
+    const ItemRecord& record;
+  };
+  struct Counters {
+    int64_t items_loaded = 0;     // item records read and decoded, expired ones included (the work done)
+    int64_t bytes_loaded = 0;
+    int64_t index_entries = 0;    // `_ts` index entries walked
+    int64_t expired_skipped = 0;  // items passed over because they had expired at now_micros
+  };
+  ItemReader(const ItemReader&) = delete;
+  ItemReader& operator=(const ItemReader&) = delete;
+  const ContainerRecord& container() const { return container_; }
+  const Counters& counters() const { return counters_; }
+  // The replicated time of the snapshot's own applied position. Callers evaluate at max(their time, this), so a
+  // reader never judges a newer state by an older time (which could show an item the newer state saw expire).
+  int64_t applied_ts_micros() const { return applied_ts_micros_; }
+  // Visits alive items in `order` strictly after `resume_after` ("" from the start) until `visit` returns false.
+  // `partition_key` (canonical) keeps the walk to one partition. InvalidArgument for a position that is not one.
+  Status walk(Order order, const std::optional<std::string>& partition_key, std::string_view resume_after,
+              int64_t now_micros, const std::function<bool(const Visit&)>& visit);
+  // The item (pk, id) when it exists and is alive at now_micros.
+  Result<std::optional<ItemRecord>> lookup(std::string_view partition_key, std::string_view id, int64_t now_micros);
+
+ private:
+  friend class StoreReader;
+  explicit ItemReader(leveldb::DB* db);
+  Status walk_keys(const std::optional<std::string>& partition_key, std::string_view resume_after,
+                   int64_t now_micros, const std::function<bool(const Visit&)>& visit);
+  Status walk_ts(bool descending, const std::optional<std::string>& partition_key, std::string_view resume_after,
+                 int64_t now_micros, const std::function<bool(const Visit&)>& visit);
+  leveldb::DB* db_;
+  ReadSnapshot snapshot_;
+  ContainerRecord container_;
+  int64_t applied_ts_micros_ = 0;
+  Counters counters_;
+};
+
+class StoreReader {
+ public:
+  // `db` and `applied` belong to the apply side and outlive the reader.
+  StoreReader(leveldb::DB* db, const AppliedCell& applied) : db_(db), applied_(applied) {}
+  StoreReader(const StoreReader&) = delete;
+  StoreReader& operator=(const StoreReader&) = delete;
+
+  // The applied index and time, as the apply side last published them.
+  AppliedState applied() const { return applied_.get(); }
+
+  // Reads at replicated time `now_micros` (normally the applied time). Expired items are 404 / left out.
+  OpResult read_item(std::string_view database, std::string_view container, std::string_view partition_key_json,
+                     std::string_view id, int64_t now_micros) const;
+  OpResult list_items(const ListRequest& request, int64_t now_micros) const;
+  OpResult read_database(std::string_view database) const;
+  OpResult list_databases() const;
+  OpResult read_container(std::string_view database, std::string_view container) const;
+  // The container's settings, or nullopt when it (or its database) does not exist.
+  std::optional<ContainerRecord> container_record(std::string_view database, std::string_view container) const;
+  OpResult list_containers(std::string_view database) const;
+
+  // The exactly-once table's totals (storage/write_dedup.h).
+  Result<DedupTotals> dedup_totals() const;
+
+  // The replicated address book: node id -> HOST:PORT, as set by kSetMemberAddress commands.
+  std::map<NodeId, std::string> member_addresses() const;
+
+  // Every container, sorted by (database, container) name (std::string order), for the garbage collector's
+  // schedule and metrics. container_list() shares the cached list instead of copying it: the same pointer until a
+  // container command or a snapshot install changes the set (callers compare pointers to see a change).
+  Result<std::vector<ContainerInfo>> containers() const;
+  Result<std::shared_ptr<const std::vector<ContainerInfo>>> container_list() const;
+  // The apply side, after a write that may change the set of containers (driver thread).
+  void invalidate_container_list();
+
+  // For every container with TTL on: how many live items expire within each window after the applied time, from one
+  // consistent LevelDB snapshot (the applied time is read from it too). The work is one index scan per container
+  // over the items expiring within the largest window.
+  Result<std::vector<ExpiringSoon>> expiring_soon(const std::vector<int64_t>& windows_micros) const;
+
+  // 404 when the database or container does not exist.
+  Outcome<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;
+
+  // Lookups at `snapshot`, or (nullptr) at the live DB — which the apply side uses, between its own writes.
+  Result<std::optional<std::string>> get_raw(const std::string& key, const ReadSnapshot* snapshot) const;
+  Result<std::optional<ItemRecord>> get_item(const std::string& key, const ReadSnapshot* snapshot) const;
+  // 404 results when the container or its database is missing.
+  Outcome<ContainerRecord> find_container(std::string_view database, std::string_view container,
+                                          const ReadSnapshot* snapshot) const;
+
+ private:
+  leveldb::DB* db_;
+  const AppliedCell& applied_;
+  // The container list, rebuilt after any apply that can change it: scanning the container keys ends by stepping
+  // into the item keys after them, over every item tombstone left by deletions.
+  mutable std::mutex containers_mutex_;
+  mutable std::shared_ptr<const std::vector<ContainerInfo>> containers_cache_;
+};
+
+// A container's JSON as the API returns it (create, replace, read and list containers).
+std::string render_container(std::string_view id, const ContainerRecord& record);
+
+}  // namespace mayfly::storage
