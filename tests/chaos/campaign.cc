@@ -475,6 +475,7 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
   check_options.expiry_slack_s = clock_faults ? 8 : 2;
   CheckReport report = check_history(ops, check_options);
   report.anomalies.insert(report.anomalies.end(), campaign.extra_anomalies_.begin(), campaign.extra_anomalies_.end());
+  if (!report.anomalies.empty()) cluster.keep_for_diagnosis();  // this run's node logs, not the next one's
 
   for (const Op& op : ops) {
     ++summary.ops;

@@ -238,7 +238,7 @@ Cluster::~Cluster() {
   for (size_t n = 1; n <= nodes_.size(); ++n) {
     if (nodes_[n - 1].pid > 0) kill_node(n);
   }
-  if (::testing::Test::HasFailure()) {
+  if (keep_ || ::testing::Test::HasFailure()) {
     dump_logs();
     std::cerr << "[cluster] kept " << dir_ << " for diagnosis\n";
   } else {

@@ -178,6 +178,9 @@ class Cluster {
 
   // Prints every node's log tail (and where the logs are) to stderr.
   void dump_logs(size_t tail_lines = 120) const;
+  // Keep the temp dir (and print the logs) when this cluster goes, even if no gtest failure is recorded by then
+  // (the fault campaign finds its anomalies before it reports them).
+  void keep_for_diagnosis() { keep_ = true; }
 
  private:
   struct Node {
@@ -202,6 +205,7 @@ class Cluster {
   std::string admin_key_, readwrite_key_, readonly_key_;
   std::thread::id admin_thread_;
   int cli_runs_ = 0;
+  bool keep_ = false;
 };
 
 // Reads an item: the JSON body parsed (null on error).
