@@ -121,6 +121,12 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
       lost.substatus = kDedupSubstatusRecordLost;
       return std::optional<OpResult>(std::move(lost));
     }
+    if (totals_->result_bytes >= kDedupMaxTotalBytes) {
+      OpResult full = OpResult::error(429, who + " is refused: the cluster keeps too many unacknowledged write "
+                                                 "outcomes; nothing was applied: retry shortly");
+      full.substatus = kDedupSubstatusTableFull;
+      return std::optional<OpResult>(std::move(full));
+    }
     id_ = id;
     record_ = ClientRecord{ts_, id.first_unacknowledged, 0, 0};
     return std::optional<OpResult>();
