@@ -231,18 +231,21 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
     return;
   }
   const storage::Command& command = operation.command;
-  // A re-sent write goes to the log unchecked: its first attempt may have applied, and only apply knows its outcome
-  // (a container deleted since would turn that outcome into a 404 here).
+  // A re-sent write whose container is gone still goes to the log: its first attempt may have applied, and only
+  // apply knows that outcome (answering 404 here would replace it). Throttling and the body check apply to it as to
+  // any write: the retry flag buys nothing else.
   const bool resent = command.write_id && command.write_id->retry;
-  if (storage::is_item_write(command.type) && !resent) {
-    // One container lookup serves both checks before anything reaches the log.
-    std::optional<storage::ContainerRecord> container =
-        replica_->state().reader().container_record(command.database, command.container);
-    if (!container) {
+  std::optional<storage::ContainerRecord> container;
+  if (storage::is_item_write(command.type)) {
+    // One container lookup serves every check before anything reaches the log.
+    container = replica_->state().reader().container_record(command.database, command.container);
+    if (!container && !resent) {
       // No such container (or database): read_container gives the 404.
       reply(request_id, Reply{replica_->state().reader().read_container(command.database, command.container)});
       return;
     }
+  }
+  if (container) {
     // Over the container's RU/s: 429 and nothing is proposed (spec §8).
     const int64_t wait_ms = request_units_.throttle_ms(command.database + "/" + command.container,
                                                        container->throughput, ttl::write_charge(command.body.size()));
