@@ -43,6 +43,13 @@ std::string activity_key(int64_t last_active_micros, uint64_t client) {
   return key;
 }
 
+// Clients are indexed by the minute of their last activity, not the instant: a client writing all the time moves
+// its activity entry once a minute, not on every write (each move leaves a LevelDB tombstone that the expiry scan,
+// which starts at the oldest entry, would step over until a compaction).
+int64_t activity_bucket(int64_t micros) {
+  return micros - micros % kDedupActivityBucketMicros;
+}
+
 std::string totals_key() { return std::string(1, static_cast<char>(KeyTag::kDedupTotals)); }
 
 Result<std::optional<std::string>> get(leveldb::DB* db, const std::string& key) {
@@ -213,7 +220,7 @@ Status DedupApply::forget(uint64_t client, leveldb::WriteBatch& batch) {
   }
   MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
   batch.Delete(client_key(client));
-  batch.Delete(activity_key(last_active, client));
+  batch.Delete(activity_key(activity_bucket(last_active), client));
   totals_->clients = totals_->clients > 0 ? totals_->clients - 1 : 0;
   if (totals_->result_bytes < 0) return Status::corruption("exactly-once totals count fewer bytes than they hold");
   totals_changed_ = true;
@@ -222,7 +229,8 @@ Status DedupApply::forget(uint64_t client, leveldb::WriteBatch& batch) {
 
 Status DedupApply::expire_idle(leveldb::WriteBatch& batch) {
   const std::string prefix = activity_prefix();
-  const std::string bound = activity_key(ts_ - kDedupWindowMicros, 0);  // idle for longer than the window: below
+  // Entries of minutes before the one the window began in: those clients were idle for at least the window.
+  const std::string bound = activity_key(activity_bucket(ts_ - kDedupWindowMicros), 0);
   std::vector<uint64_t> idle;
   {
     std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
@@ -279,10 +287,12 @@ Status DedupApply::finish(const OpResult* executed, uint64_t index, leveldb::Wri
           totals_->last_eviction_micros = ts_;
         }
       }
-    } else if (stored_->last_active_micros != ts_) {
-      batch.Delete(activity_key(stored_->last_active_micros, client));
     }
-    batch.Put(activity_key(ts_, client), "");
+    const int64_t bucket = activity_bucket(ts_);
+    if (!stored_ || activity_bucket(stored_->last_active_micros) != bucket) {
+      if (stored_) batch.Delete(activity_key(activity_bucket(stored_->last_active_micros), client));
+      batch.Put(activity_key(bucket, client), "");
+    }
     std::string value;
     codec::put_u8(value, kDedupRecordVersion);
     codec::put_varint_signed(value, record_.last_active_micros);

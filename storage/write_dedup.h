@@ -9,14 +9,14 @@
 //
 //   0A client                  -> ClientRecord (last active time, first_unacknowledged, results kept, their bytes)
 //   0B client sequence         -> the write's outcome (status, substatus, message, body, etag, _ts)
-//   0C last_active_ts client   -> ""           (clients by last activity, oldest first: expiry and eviction)
+//   0C last_active_min client  -> ""           (clients by the minute of their last activity: expiry, eviction)
 //   0D                         -> DedupTotals  (clients, result bytes, the last time a record was evicted)
 //
 // Every rule below depends only on the stored table and the entry's replicated time, never on a clock or a limit a
 // node is configured with: each replica reaches the same verdict.
 //
-// - A client idle for kDedupWindowMicros of replicated time is forgotten (checked on every kDedupExpiryEvery-th log
-//   entry, at most kDedupExpiryBatch clients at a time). The library never re-sends a write that long after first
+// - A client idle for kDedupWindowMicros of replicated time (to the minute: 10 to 11 minutes) is forgotten (checked
+//   on every kDedupExpiryEvery-th log entry, at most kDedupExpiryBatch clients at a time). The library never re-sends a write that long after first
 //   sending it (client.h), so no retry it makes can find its client forgotten that way.
 // - At most kDedupMaxClients clients: a new client beyond evicts the least recently active one and records the time.
 //   A retry (`retry`) from a client the table does not know, within the window after an eviction, is refused with
@@ -49,6 +49,7 @@ class WriteBatch;
 namespace mayfly::storage {
 
 inline constexpr int64_t kDedupWindowMicros = 10 * 60 * 1'000'000LL;  // 10 minutes of replicated time
+inline constexpr int64_t kDedupActivityBucketMicros = 60 * 1'000'000LL;  // activity is indexed by the minute
 inline constexpr uint64_t kDedupMaxClients = 1'000'000;
 inline constexpr uint64_t kDedupMaxUnacknowledged = 1024;
 inline constexpr int64_t kDedupMaxClientBytes = 16 << 20;

@@ -131,11 +131,15 @@ TEST_F(WriteDedupTest, IdleClientsExpireByReplicatedTime) {
   EXPECT_EQ(totals().clients, 2u);
   // Client 22 stays active; 21 goes idle.
   ASSERT_EQ(apply(incr(22, 2, 2), kT0 + kDedupWindowMicros / 2).status, 200);
-  // Time entries past 21's window: expiry runs on every kDedupExpiryEvery-th entry.
+  // Idle for the window, but within the minute after: not yet (activity is indexed by the minute).
   for (uint64_t i = 0; i < kDedupExpiryEvery; ++i) apply(Command{}, kT0 + kSecond + kDedupWindowMicros + kSecond);
+  EXPECT_EQ(totals().clients, 2u);
+  // Time entries past 21's window and its minute: expiry runs on every kDedupExpiryEvery-th entry.
+  const int64_t later = kT0 + kDedupWindowMicros + 2 * kDedupActivityBucketMicros;
+  for (uint64_t i = 0; i < kDedupExpiryEvery; ++i) apply(Command{}, later);
   EXPECT_EQ(totals().clients, 1u);
   // Forgotten: a write from 21 with the same number is new again (the library never re-sends that late).
-  EXPECT_EQ(apply(incr(21, 1, 1), kT0 + kDedupWindowMicros + 3 * kSecond).status, 200);
+  EXPECT_EQ(apply(incr(21, 1, 1), later + kSecond).status, 200);
   EXPECT_EQ(counter(), 4);
   EXPECT_EQ(totals().clients, 2u);
   // Idle for a window of replicated time, however few entries passed meanwhile.
