@@ -129,6 +129,11 @@ Metrics::Metrics(uint64_t node_id)
                             .Name("mayfly_raft_proposal_latency_seconds")
                             .Help("From proposal to applied, on the leader")
                             .Register(*registry_)),
+      expiry_lateness_(BuildHistogram()
+                           .Name("mayfly_ttl_expiry_lateness_seconds")
+                           .Help("Wall time at which this replica's applied time reached an item's expiry instant, "
+                                 "minus that instant (one sample per distinct instant)")
+                           .Register(*registry_)),
       requests_(BuildCounter()
                     .Name("mayfly_requests_total")
                     .Help("Client requests answered by this node, by operation and status")
@@ -214,6 +219,7 @@ Metrics::Metrics(uint64_t node_id)
   for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
   fsync_latency_.Add({{"node", node_}}, latency_buckets());
   proposal_latency_.Add({{"node", node_}}, latency_buckets());
+  expiry_lateness_.Add({{"node", node_}}, latency_buckets());
 }
 
 void Metrics::set_raft(const RaftFigures& figures) {
@@ -261,6 +267,10 @@ void Metrics::set_dedup_table(uint64_t clients, int64_t bytes) {
 }
 
 void Metrics::observe_fsync(double seconds) { fsync_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds); }
+
+void Metrics::observe_expiry_lateness(double seconds) {
+  expiry_lateness_.Add({{"node", node_}}, latency_buckets()).Observe(seconds);
+}
 
 void Metrics::observe_proposal(double seconds) {
   proposal_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds);

@@ -48,6 +48,9 @@ class Metrics {
   void set_raft(const RaftFigures& figures);
   void observe_fsync(double seconds);
   void observe_proposal(double seconds);  // propose -> applied on the leader
+  // Expiry lateness on this replica: the wall time at which its applied (replicated) time first reached an item's
+  // expiry instant, minus that instant (node/expiry_watch.h).
+  void observe_expiry_lateness(double seconds);
   // Replicated time (leader): each other voter's clock minus ours, in seconds, as the leader estimates it; peers not
   // listed (every peer, on a follower) are dropped. And entries stamped below our clock by the max-clock-offset
   // ceiling.
@@ -114,6 +117,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& dedup_bytes_;
   prometheus::Family<prometheus::Histogram>& fsync_latency_;
   prometheus::Family<prometheus::Histogram>& proposal_latency_;
+  prometheus::Family<prometheus::Histogram>& expiry_lateness_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_latency_;
   prometheus::Family<prometheus::Counter>& expired_skipped_;

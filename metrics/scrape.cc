@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 namespace mayfly::metrics {
@@ -121,6 +123,31 @@ double Scrape::sum(const std::string& name, const std::map<std::string, std::str
     if (matches(sample, name, match)) total += sample.value;
   }
   return total;
+}
+
+std::optional<double> Scrape::histogram_quantile(const std::string& name, double q,
+                                                 const std::map<std::string, std::string>& match) const {
+  std::map<double, double> cumulative;  // upper bound -> count at or below it (+Inf included)
+  for (const Sample& sample : samples_) {
+    if (!matches(sample, name + "_bucket", match)) continue;
+    auto le = sample.labels.find("le");
+    if (le == sample.labels.end()) continue;
+    const double bound = le->second == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(le->second);
+    cumulative[bound] += sample.value;
+  }
+  if (cumulative.empty() || cumulative.rbegin()->second <= 0) return std::nullopt;
+  const double rank = std::clamp(q, 0.0, 1.0) * cumulative.rbegin()->second;
+  double lower_bound = 0, lower_count = 0;
+  for (const auto& [bound, count] : cumulative) {
+    if (count >= rank) {
+      if (std::isinf(bound)) return lower_bound;
+      if (count == lower_count) return bound;
+      return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count);
+    }
+    lower_bound = bound;
+    lower_count = count;
+  }
+  return lower_bound;
 }
 
 bool Scrape::has(const std::string& name, const std::map<std::string, std::string>& match) const {

@@ -32,6 +32,11 @@ class Scrape {
   // The sum of the samples named `name` whose labels include every pair of `match` (0 when none).
   double sum(const std::string& name, const std::map<std::string, std::string>& match = {}) const;
   bool has(const std::string& name, const std::map<std::string, std::string>& match = {}) const;
+  // The q-quantile (0..1) of histogram `name` (its `name`_bucket series matching `match`, summed per bound), by
+  // linear interpolation inside the bucket as Prometheus's histogram_quantile does; nullopt when it counted nothing.
+  // Above the last finite bound it answers that bound.
+  std::optional<double> histogram_quantile(const std::string& name, double q,
+                                           const std::map<std::string, std::string>& match = {}) const;
   const std::string& text() const { return text_; }  // as scraped, for failure messages
 
  private:

@@ -395,6 +395,8 @@ void Driver::flush() {
     pending_strong_.erase(pending);
   }
   serve_waiting_reads();
+  watch_expiry();
+  if (stopped_) return;
   maybe_start_snapshot();
   if (replica_->core().role() == Role::kLeader) {
     auto_promote_learners();
@@ -663,20 +665,29 @@ void Driver::auto_promote_learners() {
   }
 }
 
+void Driver::watch_expiry() {
+  std::vector<double> lateness;
+  Status watched =
+      expiry_watch_.on_applied(replica_->state().expiry(), replica_->state().applied(), clock_.now_micros(), &lateness);
+  if (!watched.is_ok()) return fatal(watched);
+  for (double seconds : lateness) metrics_.observe_expiry_lateness(seconds);
+}
+
 void Driver::schedule_expiry_entry() {
   const storage::AppliedState applied = replica_->state().applied();
   if (applied.index.value() == expiry_checked_at_applied_ && scheduled_expiry_micros_) return;
   expiry_checked_at_applied_ = applied.index.value();
-  Result<std::optional<int64_t>> next = replica_->state().expiry().next_expiry_after(applied.ts_micros);
-  if (!next.is_ok()) return fatal(next.status());
-  if (!*next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == **next)) return;
+  // watch_expiry looked up the next instant after this applied time in the same flush.
+  MAYFLY_ASSERT(expiry_watch_.looked_at_index() == applied.index.value());
+  const std::optional<int64_t> next = expiry_watch_.next();
+  if (!next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == *next)) return;
   // An entry stamped at or after the deadline is in the log already: its commit will apply it.
-  if (replica_->core().status().last_ts_micros >= **next) return;
-  scheduled_expiry_micros_ = **next;
+  if (replica_->core().status().last_ts_micros >= *next) return;
+  scheduled_expiry_micros_ = *next;
   // A leader held back by --max-clock-offset can stamp no further than its ceiling: wait for that to reach the
   // expiry too, or a leader whose clock ran ahead would append time entries back to back.
   const int64_t now = std::min(clock_.now_micros(), replica_->core().time_ceiling_micros());
-  int64_t wait_micros = std::max<int64_t>(0, **next - now);
+  int64_t wait_micros = std::max<int64_t>(0, *next - now);
   // A deadline that fired without moving the log (its time entry was refused: a leadership transfer under way) is
   // tried again a tick later, not at once: never a busy loop on the driver thread.
   if (wait_micros == 0 && last_deadline_fired_micros_ &&

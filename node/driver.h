@@ -32,6 +32,7 @@
 #include "node/collector.h"
 #include "node/config.h"
 #include "node/event_loop.h"
+#include "node/expiry_watch.h"
 #include "node/request.h"
 #include "node/request_units.h"
 #include "node/warn_limiter.h"
@@ -157,6 +158,7 @@ class Driver {
   void expire_requests();
   void collect_garbage();
   void auto_promote_learners();
+  void watch_expiry();  // every node, after each flush: lateness samples and the next expiry instant
   void schedule_expiry_entry();
   void publish_metrics();
   // Logs (rate-limited) when `what`, begun at `started`, held the driver thread for kDriverHoldWarnMs or more.
@@ -207,6 +209,7 @@ class Driver {
   std::optional<int64_t> scheduled_expiry_micros_;
   std::optional<int64_t> last_deadline_fired_micros_;  // loop time
   uint64_t expiry_checked_at_applied_ = 0;
+  ExpiryWatch expiry_watch_;
   uint64_t clock_holds_seen_ = 0;        // RaftStatus::clock_holds already counted
   uint64_t clock_holds_unreported_ = 0;  // holds since the last warning
   std::optional<int64_t> last_clock_warning_ms_;
