@@ -677,8 +677,11 @@ void Driver::schedule_expiry_entry() {
   const storage::AppliedState applied = replica_->state().applied();
   if (applied.index.value() == expiry_checked_at_applied_ && scheduled_expiry_micros_) return;
   expiry_checked_at_applied_ = applied.index.value();
-  // watch_expiry looked up the next instant after this applied time in the same flush.
-  MAYFLY_ASSERT(expiry_watch_.looked_at_index() == applied.index.value());
+  // watch_expiry looked up the next instant after this applied time earlier in the same flush.
+  if (expiry_watch_.looked_at_index() != applied.index.value()) {
+    watch_expiry();
+    if (stopped_) return;
+  }
   const std::optional<int64_t> next = expiry_watch_.next();
   if (!next || (scheduled_expiry_micros_ && *scheduled_expiry_micros_ == *next)) return;
   // An entry stamped at or after the deadline is in the log already: its commit will apply it.
