@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -83,10 +84,10 @@ struct Killed {
   int pidfd;
 };
 
-// SIGKILLs this process's children; the ones it signalled (with an open pidfd each).
-std::vector<Killed> kill_children(pid_t self) {
-  std::vector<Killed> killed;
+// SIGKILLs this process's children but those in `killed` already; appends the ones it signalled (each with a pidfd).
+void kill_children(pid_t self, std::vector<Killed>& killed) {
   for (pid_t pid : children_of(self)) {
+    if (std::any_of(killed.begin(), killed.end(), [pid](const Killed& k) { return k.pid == pid; })) continue;
     const int fd = open_pidfd(pid);
     if (fd < 0) continue;  // gone (reaped) meanwhile
     pid_t ppid = 0;
@@ -98,7 +99,6 @@ std::vector<Killed> kill_children(pid_t self) {
     }
     killed.push_back({pid, comm, fd});
   }
-  return killed;
 }
 
 void cleanup_and_exit(int signo) {
@@ -110,8 +110,9 @@ void cleanup_and_exit(int signo) {
     std::fprintf(stderr, "[chaos] a node start did not finish within 15 s; cleaning up anyway\n");
   }
   // 2. Every child, by pidfd; twice, for a command spawned while the first pass ran.
-  std::vector<Killed> killed = kill_children(self);
-  for (Killed& k : kill_children(self)) killed.push_back(k);
+  std::vector<Killed> killed;
+  kill_children(self, killed);
+  kill_children(self, killed);
   for (Killed& k : killed) {
     pollfd exited{k.pidfd, POLLIN, 0};
     const bool dead = ::poll(&exited, 1, 5000) == 1;  // readable once the process has exited
