@@ -347,7 +347,7 @@ class Campaign {
             anomaly("agreement", "node " + std::to_string(a + 1) + " (applied " + std::to_string(snapshots[a].applied) +
                                      ") and node " + std::to_string(b + 1) + " (applied " +
                                      std::to_string(snapshots[b].applied) + ") disagree on " + key + ": " +
-                                     describe(x) + " vs " + describe(y));
+                                     describe(x) + " etag " + x.etag + " vs " + describe(y) + " etag " + y.etag);
           }
         }
       }
