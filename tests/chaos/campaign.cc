@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <random>
 #include <set>
@@ -15,6 +16,7 @@
 
 #include "tests/chaos/checker.h"
 #include "tests/chaos/disk.h"
+#include "tests/chaos/interrupt.h"
 #include "tests/chaos/workload.h"
 #include "tests/integration/cluster_harness.h"
 
@@ -91,9 +93,15 @@ class Campaign {
     }
   }
 
+  // Starts node n through the interrupt gate (interrupt.h): after SIGINT/SIGTERM no node starts.
+  bool start_node(size_t n) {
+    std::lock_guard<std::timed_mutex> gate(node_start_gate());
+    return cluster_.start_node(n);
+  }
+
   void restart(size_t n) {
     cluster_.kill_node(n);
-    if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
+    if (!start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
   }
 
   void fault_kill() {
@@ -101,7 +109,7 @@ class Campaign {
     log("SIGKILL node " + std::to_string(n) + (options_.power_cut_shim.empty() ? "" : " (power cut)"));
     cluster_.kill_node(n);
     hold(between(500, 2500));
-    if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
+    if (!start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
     log("restarted node " + std::to_string(n));
     expect_recovery("restarting node " + std::to_string(n));
   }
@@ -112,7 +120,7 @@ class Campaign {
     for (size_t n = 1; n <= cluster_.size(); ++n) cluster_.kill_node(n);
     hold(between(300, 1500));
     for (size_t n = 1; n <= cluster_.size(); ++n) {
-      if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
+      if (!start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not restart");
     }
     log("restarted every node");
     expect_recovery("restarting every node");
@@ -148,7 +156,7 @@ class Campaign {
     log("remove-member " + std::to_string(n) + ": " + std::to_string(removed.status) + " " + removed.message);
     if (removed.status != 200) return anomaly("membership", "remove-member " + std::to_string(n) + " never succeeded");
     cluster_.set_node_flags(n, {"--join"});
-    if (!cluster_.start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not start");
+    if (!start_node(n)) anomaly("recovery", "node " + std::to_string(n) + " did not start");
     hold(between(200, 1000));
     client::Response added = change_membership(client::Op::kAddMember, n);
     log("add-member " + std::to_string(n) + ": " + std::to_string(added.status) + " " + added.message);
@@ -179,7 +187,7 @@ class Campaign {
     hold(between(500, 1500));
     disk_->drain();
     log("freed node " + std::to_string(n) + "'s disk");
-    if (!cluster_.running(n) && !cluster_.start_node(n)) {
+    if (!cluster_.running(n) && !start_node(n)) {
       anomaly("recovery", "node " + std::to_string(n) + " did not restart after its disk was freed");
     }
     expect_recovery("freeing node " + std::to_string(n) + "'s disk");
@@ -339,7 +347,7 @@ class Campaign {
             anomaly("agreement", "node " + std::to_string(a + 1) + " (applied " + std::to_string(snapshots[a].applied) +
                                      ") and node " + std::to_string(b + 1) + " (applied " +
                                      std::to_string(snapshots[b].applied) + ") disagree on " + key + ": " +
-                                     describe(x) + " vs " + describe(y));
+                                     describe(x) + " etag " + x.etag + " vs " + describe(y) + " etag " + y.etag);
           }
         }
       }
@@ -395,6 +403,12 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
   }
   std::cerr << "[chaos] seed " << options.seed << ": snapshots every " << snapshot_interval << " entries\n";
   it::Cluster cluster(cluster_options);
+  // Removed by an interrupt's cleanup while it exists (the destructor removes it, or keeps it for diagnosis).
+  struct RunDir {
+    std::string path;
+    explicit RunDir(std::string p) : path(std::move(p)) { note_run_dir(path); }
+    ~RunDir() { forget_run_dir(path); }
+  } run_dir(cluster.dir());
   std::unique_ptr<SmallDisk> disk;  // unmounted (lazily) before the cluster's destructor removes its directory
   History history;
   Campaign campaign(options, cluster, history, origin);
@@ -413,7 +427,12 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
   std::mt19937_64 setup_random(options.seed ^ 0x5eed);
   const std::vector<int64_t> policies = {-1, 3, 10, 60};
   const int64_t initial_policy = policies[setup_random() % policies.size()];
-  if (!cluster.start() || cluster.wait_for_leader(milliseconds(15000)) == 0) {
+  bool started = false;
+  {
+    std::lock_guard<std::timed_mutex> gate(node_start_gate());
+    started = cluster.start();
+  }
+  if (!started || cluster.wait_for_leader(milliseconds(15000)) == 0) {
     summary.result = CampaignResult::kInconclusive;
     std::cerr << "[chaos] seed " << options.seed << ": the cluster did not start\n";
     return summary;

@@ -5,7 +5,8 @@
 //   mayfly-chaos --seed 42 --no-exactly-once     # the checker's mutation check: clients without exactly-once writes
 //   mayfly-chaos --seed 42 --mayflyd /tmp/mutant/mayflyd   # run a (mutated) build of the node
 //
-// Exit status: 0 every run passed, 1 an anomaly, 2 inconclusive (could not start, or a search over its bound).
+// Exit status: 0 every run passed, 1 an anomaly, 2 inconclusive (could not start, or a search over its bound);
+// 130 / 143 after SIGINT / SIGTERM, once this run's nodes, namespaces and tmpfs are gone (interrupt.h).
 // It runs as one gtest test (the cluster harness reports through gtest) with its own flags parsed first.
 //
 // Thread-safety: main thread only; the workload threads are the campaign's.
@@ -16,6 +17,7 @@
 #include <memory>
 
 #include "tests/chaos/campaign.h"
+#include "tests/chaos/interrupt.h"
 #include "tests/chaos/netns.h"
 #include "tests/env.h"
 
@@ -102,7 +104,10 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-history", flags.keep_history, "write the history of passing runs too");
   CLI11_PARSE(app, argc, argv);
 
-  // Namespaces first, while this is the only thread: the process then lives in the hub namespace.
+  // SIGINT/SIGTERM: kill this run's nodes, delete its namespaces, unmount its tmpfs, exit 130/143 (interrupt.h). Its
+  // thread does no networking, so it may exist before the hub namespace is entered.
+  mayfly::chaos::install_interrupt_cleanup();
+  // Namespaces next, while no other thread uses the network: the process then lives in the hub namespace.
   std::string why;
   if (!flags.no_netns) network = mayfly::chaos::Network::create(3, &why);
   if (network != nullptr && !network->enter_hub(&why)) network.reset();
@@ -113,6 +118,9 @@ int main(int argc, char** argv) {
   int gtest_argc = 1;
   ::testing::InitGoogleTest(&gtest_argc, argv);
   const int gtest_result = RUN_ALL_TESTS();
+  // Not while an interrupt's cleanup runs (it holds the gate until it _exits): exit() would run static destructors
+  // under it and report this run's status instead of 130/143.
+  mayfly::chaos::node_start_gate().lock();
   network.reset();
   return exit_code != 0 ? exit_code : gtest_result;
 }

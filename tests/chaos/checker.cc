@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <utility>
 #include <set>
 
 #include "tests/chaos/linearizability.h"
@@ -206,10 +207,34 @@ void check_counters(const std::vector<Op>& ops, const CheckOptions& options, Che
 }
 
 void check_recency(const std::vector<Op>& ops, const CheckOptions& options, CheckReport& report) {
+  // Replicated-time witnesses, on any key: an acknowledged write's `_ts`, and a strong read's version's `_ts`. A strong
+  // read is served at a log position at or after every witness that completed before it was invoked, and replicated
+  // time never goes backwards along the log, so its replicated second is at least theirs.
+  std::vector<std::pair<int64_t, int64_t>> witnesses;  // (complete_us, replicated second)
+  for (const Op& op : ops) {
+    if (op.outcome != Outcome::kOk) continue;
+    if (writes_version(op) && op.status < 300 && op.ts != 0) witnesses.emplace_back(op.complete_us, op.ts);
+    if (op.kind == OpKind::kRead && op.level == ReadLevel::kStrong && op.found) {
+      witnesses.emplace_back(op.complete_us, op.read_ts);
+    }
+  }
+  std::sort(witnesses.begin(), witnesses.end());
+  for (size_t i = 1; i < witnesses.size(); ++i) witnesses[i].second = std::max(witnesses[i].second, witnesses[i - 1].second);
   for (const Op& op : ops) {
     if (op.kind != OpKind::kRead || op.level != ReadLevel::kStrong || op.outcome != Outcome::kOk || !op.found) continue;
     if (op.read_ttl == kTtlAbsent || op.read_ttl <= 0) continue;
     const int64_t expiry_s = op.read_ts + op.read_ttl;
+    // Expired at replicated time T iff floor(T) >= expiry_s: exact, whatever the wall clock does.
+    auto before = std::lower_bound(witnesses.begin(), witnesses.end(), std::make_pair(op.invoke_us, INT64_MIN));
+    if (before != witnesses.begin() && std::prev(before)->second >= expiry_s) {
+      report.anomalies.push_back({"recency", op.key,
+                                  "a strong read returned an item that expires at second " + std::to_string(expiry_s) +
+                                      ", invoked after replicated time had reached second " +
+                                      std::to_string(std::prev(before)->second) + " (an acknowledged write or strong "
+                                      "read on any key): " + describe(op),
+                                  op.invoke_us});
+      continue;
+    }
     if (op.invoke_wall_us / 1000000 > expiry_s + options.expiry_slack_s) {
       report.anomalies.push_back({"recency", op.key,
                                   "a strong read at wall second " + std::to_string(op.invoke_wall_us / 1000000) +

@@ -12,9 +12,12 @@
 //                  version could not expire (ttl -1) and no delete or other write of the key was invoked meanwhile.
 //   counters       per counter key (only ever incremented): the final strong read's n is at least the acknowledged
 //                  increments and at most acknowledged + unknown ones (exactly-once).
-//   recency        a strong read at wall time w never returns an item with its own ttl whose expiry instant is more
-//                  than `expiry_slack_s` before w (replicated time follows the leader's clock, held back at most
-//                  by the clock faults the campaign made).
+//   recency        a strong read never returns an item with its own ttl whose expiry second E the replicated time
+//                  had certainly reached: an acknowledged write, or a strong read's version, on any key, completed
+//                  before the read began with `_ts` >= E (replicated time never goes back along the log; exact, and
+//                  across keys, which the per-key search is not). And against the wall clock: never when the
+//                  expiry instant is more than `expiry_slack_s` before the read's wall time w (replicated time
+//                  follows the leader's clock, held back at most by the clock faults the campaign made).
 //   server errors  no 500.
 //
 // Thread-safety: pure functions.

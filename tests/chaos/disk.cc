@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 namespace mayfly::chaos {
@@ -18,8 +19,9 @@ namespace {
 
 std::string source_name() { return "mfc" + std::to_string(::getpid()) + "-disk"; }
 
-// Unmounts tmpfs mounts named "mfc<pid>-disk" whose campaign process is gone.
-void unmount_leftovers() {
+// The campaign tmpfs mounts ("mfc<pid>-disk") in /proc/self/mounts: (mount point, pid in the name).
+std::vector<std::pair<std::string, std::string>> campaign_mounts() {
+  std::vector<std::pair<std::string, std::string>> found;
   std::ifstream mounts("/proc/self/mounts");
   for (std::string line; std::getline(mounts, line);) {
     std::istringstream fields(line);
@@ -30,8 +32,17 @@ void unmount_leftovers() {
       continue;
     }
     const std::string pid = source.substr(3, source.size() - 8);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    found.emplace_back(target, pid);
+  }
+  return found;
+}
+
+// Unmounts tmpfs mounts named "mfc<pid>-disk" whose campaign process is gone.
+void unmount_leftovers() {
+  for (const auto& [target, pid] : campaign_mounts()) {
     struct stat info{};
-    if (pid.empty() || ::stat(("/proc/" + pid).c_str(), &info) == 0) continue;
+    if (::stat(("/proc/" + pid).c_str(), &info) == 0) continue;
     std::cerr << "[disk] unmounting leftover " << target << "\n";
     ::umount2(target.c_str(), MNT_DETACH);
   }
@@ -55,6 +66,14 @@ std::unique_ptr<SmallDisk> SmallDisk::create(const std::string& directory, int64
   std::unique_ptr<SmallDisk> disk(new SmallDisk(directory));
   disk->size_mib_ = size_mib;
   return disk;
+}
+
+std::vector<std::string> unmount_disks_of(pid_t pid) {
+  std::vector<std::string> unmounted;
+  for (const auto& [target, owner] : campaign_mounts()) {
+    if (owner == std::to_string(pid) && ::umount2(target.c_str(), MNT_DETACH) == 0) unmounted.push_back(target);
+  }
+  return unmounted;
 }
 
 SmallDisk::~SmallDisk() { ::umount2(directory_.c_str(), MNT_DETACH); }

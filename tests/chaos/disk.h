@@ -7,9 +7,12 @@
 // Thread-safety: one thread (the campaign's main thread).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mayfly::chaos {
 
@@ -29,5 +32,9 @@ class SmallDisk {
   std::string directory_;
   int64_t size_mib_ = 0;
 };
+
+// Unmounts the tmpfs mounts of campaign process `pid` ("mfc<pid>-disk"); their mount points. For an interrupted
+// campaign (interrupt.h), from any thread: it needs no SmallDisk object.
+std::vector<std::string> unmount_disks_of(pid_t pid);
 
 }  // namespace mayfly::chaos

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -74,10 +75,11 @@ bool run_ok(const std::vector<std::string>& argv) {
   return false;
 }
 
-// Deletes namespaces "mfc<pid>-..." whose campaign process is gone.
-void remove_leftovers() {
+// The namespaces "mfc<pid>-..." that `ip netns list` shows, with the pid in their names.
+std::vector<std::pair<std::string, std::string>> campaign_namespaces() {
+  std::vector<std::pair<std::string, std::string>> found;
   std::string listing;
-  if (run_command({kIp, "netns", "list"}, 10000, &listing) != 0) return;
+  if (run_command({kIp, "netns", "list"}, 10000, &listing) != 0) return found;
   std::istringstream lines(listing);
   for (std::string line; std::getline(lines, line);) {
     const std::string name = line.substr(0, line.find(' '));
@@ -86,6 +88,14 @@ void remove_leftovers() {
     if (dash == std::string::npos) continue;
     const std::string pid = name.substr(3, dash - 3);
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    found.emplace_back(name, pid);
+  }
+  return found;
+}
+
+// Deletes namespaces "mfc<pid>-..." whose campaign process is gone.
+void remove_leftovers() {
+  for (const auto& [name, pid] : campaign_namespaces()) {
     struct stat info{};
     if (::stat(("/proc/" + pid).c_str(), &info) == 0) continue;  // its campaign still runs
     std::cerr << "[netns] removing leftover namespace " << name << "\n";
@@ -132,6 +142,14 @@ Network::~Network() {
   if (!made_) return;
   for (size_t n = 1; n <= nodes_; ++n) run_command({kIp, "netns", "del", node_ns(n)});
   run_command({kIp, "netns", "del", hub()});
+}
+
+std::vector<std::string> remove_namespaces_of(pid_t pid) {
+  std::vector<std::string> removed;
+  for (const auto& [name, owner] : campaign_namespaces()) {
+    if (owner == std::to_string(pid) && run_command({kIp, "netns", "del", name}) == 0) removed.push_back(name);
+  }
+  return removed;
 }
 
 std::vector<std::string> Network::launch_prefix(size_t n) const { return {kIp, "netns", "exec", node_ns(n)}; }

@@ -9,6 +9,8 @@
 // Thread-safety: one thread (the campaign's main thread).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <memory>
 #include <set>
@@ -28,7 +30,8 @@ class Network {
   std::string address(size_t n) const { return "10.77.0." + std::to_string(n); }
   // Words that run a program inside node n's namespace (`ip netns exec` execs it in place: same PID).
   std::vector<std::string> launch_prefix(size_t n) const;
-  // Moves the calling thread (call it before starting any other thread) into the hub namespace.
+  // Moves the calling thread into the hub namespace (call it before starting any thread that uses the network: threads
+  // started afterwards inherit the namespace, threads started before keep theirs).
   bool enter_hub(std::string* why);
   // Drops all traffic between nodes of different groups (both directions); replaces any earlier partition.
   bool partition(const std::vector<std::set<size_t>>& groups);
@@ -47,5 +50,9 @@ class Network {
 // Runs argv (argv[0] a full path), waits at most `timeout_ms`; the exit status, or -1 (could not run / timed out,
 // then killed). Output goes to /dev/null unless `output` is given.
 int run_command(const std::vector<std::string>& argv, int timeout_ms = 10000, std::string* output = nullptr);
+
+// Deletes the namespaces named for campaign process `pid` ("mfc<pid>-..."); the names it deleted. For an interrupted
+// campaign (interrupt.h), from any thread: it needs no Network object.
+std::vector<std::string> remove_namespaces_of(pid_t pid);
 
 }  // namespace mayfly::chaos
