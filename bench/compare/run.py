@@ -209,7 +209,8 @@ def run_etcd(processes, settings, round_no, points, results):
                         raise Failure(f"an etcd member exited ({proc.returncode}); logs in {rdir}")
                 argv = [settings.load_tool, "etcd", "--endpoints", endpoints, "--workload", workload,
                         "--clients", str(clients), "--seconds", str(settings.seconds),
-                        "--max-ops", str(settings.max_ops), "--value-size", "256"]
+                        "--max-ops", str(settings.max_ops), "--value-size", "256",
+                        "--writes-to", settings.args.etcd_writes]
                 r = measure_point(processes, settings, [p.pid for p in procs], f"etcd {workload}", argv,
                                   os.path.join(rdir, "load.log"))
                 log(f"round {round_no}: etcd {workload} {clients} clients: {r['ops_per_s']:.0f} ops/s, "
@@ -439,7 +440,8 @@ def report(args, results, rounds, points, command, started, finished, load_start
     redis_version = version(["redis-server", "--version"], r"v=(\S+)")
     add(f"- etcd {etcd_version} (Debian etcd-server), 3 members, default settings (fsync per write); load: "
         f"mayfly-compare-load with clientv3 from golang-etcd-server-dev {client_version}, {go_version}; writes sent "
-        "to the leader, gets spread over the members; min(clients, 4) clientv3 clients")
+        f"to {'the leader' if args.etcd_writes == 'leader' else 'every member (followers forward)'}, gets spread "
+        "over the members; min(clients, 4) clientv3 clients")
     add(f"- Redis {redis_version} (Debian redis-server): primary + 2 "
         "replicas, appendonly yes, appendfsync always on all three, RDB snapshots off (save \"\"); one connection "
         "per client, SET + WAIT 2 1000 pipelined, counted only when WAIT reports both replicas")
@@ -471,6 +473,9 @@ def main():
     parser.add_argument("--build-dir", default=os.path.join(REPO, "build"))
     parser.add_argument("--base-port", type=int, default=24100,
                         help="etcd P..P+2 (peers P+10..), Redis P+20..P+22, Mayfly P+30..P+32")
+    parser.add_argument("--etcd-writes", choices=["leader", "all"], default="leader",
+                        help="etcd puts and lease grants to the leader (default, as Mayfly's client does) or spread "
+                             "over all members (clientv3's default with every endpoint; followers forward)")
     parser.add_argument("--out", help="also write the report here (default: BUILD/bench-compare/report-DATE.md)")
     parser.add_argument("--keep-data", action="store_true", help="keep the data and log directories")
     args = parser.parse_args()

@@ -79,16 +79,21 @@ func etcdMain(args []string) {
 	ttl := fs.Int64("ttl", 3600, "lease TTL in seconds (lease-put)")
 	timeoutMs := fs.Int("timeout-ms", 10000, "each request's bound")
 	seed := fs.Int64("seed", 42, "")
+	writesTo := fs.String("writes-to", "leader", "leader | all: where puts and lease grants go")
 	fs.Parse(args)
 	if *clients < 1 || *conns < 1 || *seconds <= 0 || *maxOps < 1 || *valueSize < 1 || *preload < 1 {
 		fail("every number must be positive")
 	}
 	members := strings.Split(*endpoints, ",")
 	// Writes go to the leader, reads are spread over every member by clientv3's balancer: what Mayfly's client
-	// does too (writes to the leader it learns, reads round-robin over the endpoints).
+	// does too (writes to the leader it learns, reads round-robin over the endpoints). --writes-to all spreads
+	// writes too (clientv3's default with every endpoint; followers forward them to the leader).
+	if *writesTo != "leader" && *writesTo != "all" {
+		fail("--writes-to: leader or all")
+	}
 	target := members
 	write := *workload == "put" || *workload == "lease-put"
-	if write {
+	if write && *writesTo == "leader" {
 		leader, err := etcdLeader(members, 30*time.Second)
 		if err != nil {
 			fail("%v", err)
