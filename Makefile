@@ -37,6 +37,7 @@ bench: build
 # Installs Debian's etcd-server, redis-server, golang-go and the Go client sources first. Default: 2 rounds of 10 s per
 # point (about 8 minutes); a smoke run: make bench-compare BENCH_COMPARE_ARGS=--quick
 BENCH_COMPARE_ARGS ?=
+export BENCH_COMPARE_ARGS
 bench-compare: configure
 	@bash bench/compare/install-deps.sh
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mayfly-bench mayflyd

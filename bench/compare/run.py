@@ -480,8 +480,10 @@ def main():
     parser.add_argument("--keep-data", action="store_true", help="keep the data and log directories")
     args = parser.parse_args()
     command = " ".join(shlex.quote(a) for a in ["bench/compare/run.py"] + sys.argv[1:])
-    if os.environ.get("MAKELEVEL"):
-        command = f"make bench-compare BENCH_COMPARE_ARGS={shlex.quote(' '.join(sys.argv[1:]))}  # = {command}"
+    if os.environ.get("MAKELEVEL") and "BENCH_COMPARE_ARGS" in os.environ:  # run by `make bench-compare`
+        make_args = os.environ["BENCH_COMPARE_ARGS"].strip()
+        command = "make bench-compare" + (f" BENCH_COMPARE_ARGS={shlex.quote(make_args)}" if make_args else "") + \
+            f" (ran {command})"
     if args.quick:
         args.rounds, args.seconds = 1, min(args.seconds, 3)
     points = QUICK_POINTS if args.quick else FULL_POINTS
