@@ -35,7 +35,7 @@ bench: build
 
 # etcd 3.4, Redis 7 and Mayfly side by side on this machine, one table with the ratios (bench/compare/README.md).
 # Installs Debian's etcd-server, redis-server, golang-go and the Go client sources first. Default: 2 rounds of 10 s per
-# point (about 8 minutes); a smoke run: make bench-compare BENCH_COMPARE_ARGS=--quick
+# point (about 6 minutes); a smoke run: make bench-compare BENCH_COMPARE_ARGS=--quick
 BENCH_COMPARE_ARGS ?=
 export BENCH_COMPARE_ARGS
 bench-compare: configure
