@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test run walkthrough bench sanitize chaos clean
+.PHONY: all deps configure build test run walkthrough bench bench-compare sanitize chaos clean
 
 all: build
 
@@ -32,6 +32,16 @@ walkthrough: build
 
 bench: build
 	$(BUILD_DIR)/bench/mayfly-storage-bench
+
+# etcd 3.4, Redis 7 and Mayfly side by side on this machine, one table with the ratios (bench/compare/README.md).
+# Installs Debian's etcd-server, redis-server, golang-go and the Go client sources first. Default: 2 rounds of 10 s per
+# point (about 6 minutes); a smoke run: make bench-compare BENCH_COMPARE_ARGS=--quick
+BENCH_COMPARE_ARGS ?=
+export BENCH_COMPARE_ARGS
+bench-compare: configure
+	@bash bench/compare/install-deps.sh
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mayfly-bench mayflyd
+	/usr/bin/python3 bench/compare/run.py --build-dir $(BUILD_DIR) $(BENCH_COMPARE_ARGS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build and test run, in its own build directory.
 sanitize: deps

@@ -40,7 +40,8 @@ constexpr const char* kUsage =
     "usage: mayfly-bench [--start-cluster] [--endpoints H:P,H:P,H:P] [--base-port P] [--mayflyd PATH]\n"
     "                    [--keep-data] [--seconds S] [--runs R] [--max-requests N] [--clients 1,50,1000]\n"
     "                    [--connections K] [--workloads upsert256,upsert1k,strong,session] [--database NAME]\n"
-    "                    [--container NAME] [--partitions P] [--ttl SECONDS] [--timeout-ms MS]\n";
+    "                    [--container NAME] [--partitions P] [--ttl SECONDS] [--timeout-ms MS]\n"
+    "                    [--preload upsert1k|upsert256]\n";
 
 // ---- the load ----------------------------------------------------------------------------------------------------
 
@@ -232,6 +233,8 @@ int main(int argc, char** argv) {
   std::string clients_flag = "1,50,1000";
   std::string workloads_flag = "upsert256,upsert1k,strong,session";
   std::string mayflyd;
+  // What reads read when no write workload ran before them: 2000 items written first, 1 KB each by default.
+  Workload preload_workload = Workload::kUpsert1K;
   std::string command = argv[0];
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -260,6 +263,8 @@ int main(int argc, char** argv) {
     else if (flag == "--partitions") settings.partitions = std::atoi(value.c_str());
     else if (flag == "--ttl") settings.ttl = std::atoi(value.c_str());
     else if (flag == "--timeout-ms") timeout_ms = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
+    else if (flag == "--preload" && (value == "upsert1k" || value == "upsert256"))
+      preload_workload = value == "upsert1k" ? Workload::kUpsert1K : Workload::kUpsert256;
     else {
       std::fputs(kUsage, stderr);
       return 2;
@@ -350,7 +355,7 @@ int main(int argc, char** argv) {
       Settings preload = settings;
       preload.seconds = 60;
       preload.max_requests = 2000;
-      Run(clients, preload, Workload::kUpsert1K, 50, keys, next_item, rng).execute();
+      Run(clients, preload, preload_workload, 50, keys, next_item, rng).execute();
       if (keys.empty()) die("could not write any item to read back");
     }
     for (size_t concurrency : concurrencies) {
