@@ -50,6 +50,7 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
 
 Driver::~Driver() {
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
+  snapshot_job_.reset();  // members go in reverse order: the replica (and its store) before an owned loop
 }
 
 int64_t Driver::steady_ms() const { return loop_.now_ms(); }
@@ -101,6 +102,7 @@ void Driver::stop() {
   tick_timer_->cancel();
   deadline_timer_->cancel();
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
+  snapshot_job_.reset();  // and its view of the store with it, before the store closes
   for (auto& [index, write] : pending_writes_) {
     Reply unknown = Reply::error(503, "the node is shutting down; the write's outcome is unknown (it may still apply): "
                                       "read it back before retrying");
@@ -529,15 +531,18 @@ void Driver::charge_applied(const storage::AppliedEntry& applied, Reply* reply) 
 }
 
 void Driver::maybe_start_snapshot() {
-  if (snapshot_thread_.joinable()) return;
-  std::shared_ptr<storage::Replica::SnapshotJob> job = replica_->begin_snapshot();
-  if (!job) return;
+  if (snapshot_job_) return;
+  snapshot_job_ = replica_->begin_snapshot();
+  if (!snapshot_job_) return;
+  storage::Replica::SnapshotJob* job = snapshot_job_.get();
   const storage::LevelDbLogStorage& log = replica_->log();
+  // The job (and the view of the store it holds) belongs to the driver, never to a posted task: a task still queued
+  // when the loop stops is destroyed with the loop, after the store has closed.
   if (!loop_.background_threads()) {
     // A simulated loop: the export runs here, so the run stays single-threaded and reproducible.
     spdlog::info("taking a snapshot at index {}", job->index.value());
     job->run(log);
-    loop_.post([this, job] { finish_snapshot(*job); });
+    loop_.post([this] { finish_snapshot(); });
     return;
   }
   spdlog::info("taking a snapshot at index {} in the background", job->index.value());
@@ -553,20 +558,21 @@ void Driver::maybe_start_snapshot() {
       });
       return;
     }
-    loop_.post([this, job] { finish_snapshot(*job); });
+    loop_.post([this] { finish_snapshot(); });
   });
 }
 
-void Driver::finish_snapshot(storage::Replica::SnapshotJob& job) {
+void Driver::finish_snapshot() {
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
-  if (stopped_) return;
-  Status status = replica_->finish_snapshot(job);
+  if (stopped_ || !snapshot_job_) return;
+  std::unique_ptr<storage::Replica::SnapshotJob> job = std::move(snapshot_job_);
+  Status status = replica_->finish_snapshot(*job);
   if (!replica_->log().failure().is_ok()) return fatal(replica_->log().failure());
   if (!status.is_ok()) {
-    spdlog::error("snapshot at index {} failed (the log stays uncompacted): {}", job.index.value(), status.to_string());
+    spdlog::error("snapshot at index {} failed (the log stays uncompacted): {}", job->index.value(), status.to_string());
     return;
   }
-  spdlog::info("snapshot at index {} recorded ({} bytes)", job.index.value(), job.size_bytes);
+  spdlog::info("snapshot at index {} recorded ({} bytes)", job->index.value(), job->size_bytes);
 }
 
 void Driver::publish_metrics() {

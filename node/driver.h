@@ -166,7 +166,7 @@ class Driver {
   // Clock offsets and max-clock-offset holds: metrics, and a rate-limited warning while time is held back.
   void publish_clock();
   void maybe_start_snapshot();
-  void finish_snapshot(storage::Replica::SnapshotJob& job);
+  void finish_snapshot();  // of snapshot_job_
   void charge_applied(const storage::AppliedEntry& applied, Reply* reply);
   int64_t steady_ms() const;
   Reply not_leader(std::string what) const;
@@ -214,6 +214,7 @@ class Driver {
   uint64_t clock_holds_unreported_ = 0;  // holds since the last warning
   std::optional<int64_t> last_clock_warning_ms_;
   std::thread snapshot_thread_;  // exports a snapshot off the driver thread; at most one at a time
+  std::unique_ptr<storage::Replica::SnapshotJob> snapshot_job_;  // the snapshot in the making (owns its view)
   WarnLimiter rejected_warnings_{1000};  // refused peer messages: one line per sender and reason per second
   WarnLimiter term_warnings_{10000};     // a term at its maximum: one line per 10 s
   WarnLimiter hold_warnings_{10000};     // long collector passes or metric refreshes: one line per 10 s each

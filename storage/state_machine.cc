@@ -77,6 +77,10 @@ StateMachine::StateMachine(const StoreOptions& options, std::unique_ptr<leveldb:
 }
 
 StateMachine::~StateMachine() {
+  // A View still open here would release its LevelDB snapshot on the closed database later: stop with the cause
+  // now instead of a use-after-free at some later point.
+  MAYFLY_ASSERT_MSG(open_views_.load() == 0, "the store closes with %d snapshot view(s) still open",
+                    open_views_.load());
   db_.reset();  // the DB must close before its block cache and filter policy go
 }
 

@@ -19,6 +19,7 @@
 // applied() and a View's export_snapshot() from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -99,12 +100,16 @@ class StateMachine {
 
    private:
     friend class StateMachine;
-    View(leveldb::DB* db, AppliedState applied);
+    View(leveldb::DB* db, AppliedState applied, std::atomic<int>* open_views);
     leveldb::DB* db_;
     ReadSnapshot snapshot_;
     AppliedState applied_;
+    std::atomic<int>* open_views_;
   };
   std::unique_ptr<View> open_view() const;
+  // Views not yet destroyed. The store asserts there are none when it closes: a View that outlived it would release
+  // its LevelDB snapshot on a closed database.
+  int open_views() const { return open_views_.load(); }
 
   // Replicated (or, with include_local, all state-machine) key/value pairs in key order. For tests and tools.
   Result<std::vector<std::pair<std::string, std::string>>> dump(bool include_local) const;
@@ -144,6 +149,7 @@ class StateMachine {
   AppliedCell applied_;  // published after each write, for the reader on any thread
   StoreReader reader_;
   Status sticky_;  // a failed write: every later apply, install and GC write fails with it
+  mutable std::atomic<int> open_views_{0};
   ExpiryKeeper expiry_;
 };
 

@@ -29,13 +29,16 @@ bool is_state_machine_key(const leveldb::Slice& key) {
 
 }  // namespace
 
-StateMachine::View::View(leveldb::DB* db, AppliedState applied) : db_(db), snapshot_(db), applied_(applied) {}
+StateMachine::View::View(leveldb::DB* db, AppliedState applied, std::atomic<int>* open_views)
+    : db_(db), snapshot_(db), applied_(applied), open_views_(open_views) {
+  open_views_->fetch_add(1);
+}
 
-StateMachine::View::~View() = default;
+StateMachine::View::~View() { open_views_->fetch_sub(1); }
 
 std::unique_ptr<StateMachine::View> StateMachine::open_view() const {
   // On the driver thread between applies, so the LevelDB snapshot is exactly the state at applied().
-  return std::unique_ptr<View>(new View(db_.get(), applied()));
+  return std::unique_ptr<View>(new View(db_.get(), applied(), &open_views_));
 }
 
 Result<std::string> StateMachine::View::export_snapshot() const {
