@@ -2,7 +2,6 @@
 
 #include <charconv>
 
-#include "ttl/request_units.h"
 
 namespace mayfly::node {
 namespace {
@@ -229,12 +228,6 @@ std::string op_name(const Operation& operation) {
     case ReadQuery::Kind::kQuery: return "query";
   }
   return "unknown";
-}
-
-double read_request_charge(const storage::OpResult& result, bool strong) {
-  if (!result.ok()) return ttl::kFailedRequestCharge;
-  if (result.work_charge > 0) return strong ? 2 * result.work_charge : result.work_charge;
-  return ttl::read_charge(result.body.size(), strong);
 }
 
 storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros) {

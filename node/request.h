@@ -72,10 +72,6 @@ Reply decode_reply(proto::Response::Reader response);
 // A short, bounded name for metrics labels: "create", "read", "list", "cluster_status", ...
 std::string op_name(const Operation& operation);
 
-// The request charge of a read's result: a query's work charge, otherwise the size-based read charge (spec §8);
-// strong reads pay twice; failures 1 RU.
-double read_request_charge(const storage::OpResult& result, bool strong);
-
 // Runs a read at replicated time `now_micros`.
 storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros);
 

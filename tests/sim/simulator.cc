@@ -15,7 +15,7 @@
 #include "metrics/metrics.h"
 #include "node/driver.h"
 #include "node/event_loop.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "replication/codec.h"
 #include "storage/replica.h"
 #include "tests/sim/fault_env.h"

@@ -12,7 +12,7 @@
 #include "common/clock.h"
 #include "metrics/metrics.h"
 #include "node/collector.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "tests/unit/store_fixture.h"
 
 namespace mayfly::storage::testing {

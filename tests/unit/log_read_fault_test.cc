@@ -24,7 +24,7 @@
 #include "common/prng.h"
 #include "metrics/metrics.h"
 #include "node/driver.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "replication/codec.h"
 #include "replication/raft_core.h"
 #include "storage/layout.h"

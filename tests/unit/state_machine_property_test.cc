@@ -19,7 +19,7 @@
 #include "common/prng.h"
 #include "metrics/metrics.h"
 #include "node/collector.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "tests/env.h"
 #include "tests/unit/store_fixture.h"
 
