@@ -99,14 +99,16 @@ void Driver::stop() {
   deadline_timer_->cancel();
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
   for (auto& [index, write] : pending_writes_) {
-    Reply unknown = Reply::error(503, "the node is shutting down; the write's outcome is unknown (it may still apply): "
-                                      "read it back before retrying");
+    Reply unknown = Reply::error(StatusCode::kUnavailable,
+                                 "the node is shutting down; the write's outcome is unknown (it may still apply): "
+                                 "read it back before retrying");
     unknown.result.substatus = kSubstatusOutcomeUnknown;
     reply(write.request_id, std::move(unknown));
   }
-  for (auto& [context, read] : pending_strong_) reply(read.request_id, Reply::error(503, "the node is shutting down"));
-  for (auto& [index, read] : waiting_reads_) reply(read.request_id, Reply::error(503, "the node is shutting down"));
-  for (auto& [index, request] : pending_config_) reply(request, Reply::error(503, "the node is shutting down"));
+  const Reply stopping = Reply::error(StatusCode::kUnavailable, "the node is shutting down");
+  for (auto& [context, read] : pending_strong_) reply(read.request_id, stopping);
+  for (auto& [index, read] : waiting_reads_) reply(read.request_id, stopping);
+  for (auto& [index, request] : pending_config_) reply(request, stopping);
   pending_writes_.clear();
   pending_strong_.clear();
   waiting_reads_.clear();
@@ -165,7 +167,7 @@ NodeView Driver::view() const {
 }
 
 Reply Driver::not_leader(std::string what) const {
-  Reply result = Reply::error(503, std::move(what));
+  Reply result = Reply::error(StatusCode::kUnavailable, std::move(what));
   result.result.substatus = kSubstatusNoLeader;
   result.retry_after_ms = 100;
   return result;
@@ -211,7 +213,7 @@ void Driver::on_messages(std::vector<replication::Message> messages, uint64_t de
 
 void Driver::on_request(uint64_t request_id, Operation operation) {
   if (stopped_) {
-    reply(request_id, Reply::error(503, "the node is shutting down"));
+    reply(request_id, Reply::error(StatusCode::kUnavailable, "the node is shutting down"));
     return;
   }
   switch (operation.kind) {
@@ -252,10 +254,10 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
     }
     // Reject bad item bodies here (apply would reject them too, on every replica, after a costly trip through the log).
     if (command.type != storage::CommandType::kDeleteItem && command.type != storage::CommandType::kPatchItem) {
-      storage::Outcome<storage::PreparedItem> prepared =
+      Result<storage::PreparedItem> prepared =
           storage::prepare_item(command.body, container->partition_key_path);
-      if (!prepared.ok()) {
-        reply(request_id, Reply{prepared.error()});
+      if (!prepared.is_ok()) {
+        reply(request_id, Reply{storage::OpResult::error(prepared.status())});
         return;
       }
     }
@@ -263,7 +265,8 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
   Result<replication::Proposal> proposal = replica_->propose(command, clock_.now_micros());
   if (!proposal.is_ok()) {
     if (proposal.status().code() == StatusCode::kInvalidArgument) {
-      reply(request_id, Reply::error(413, "request too large for one log entry: " + proposal.status().message()));
+      reply(request_id, Reply::error(StatusCode::kTooLarge,
+                                     "request too large for one log entry: " + proposal.status().message()));
     } else {
       reply(request_id, not_leader("cannot propose now: " + proposal.status().message()));
     }
@@ -278,8 +281,9 @@ void Driver::handle_read(uint64_t request_id, const Operation& operation) {
   // Only a strong read needs the driver: the core confirms leadership (ReadIndex), and the read waits here until this
   // node has applied that far. Session and bounded reads wait on the RPC side for the applied index it is sent.
   if (operation.consistency != Consistency::kStrong) {
-    reply(request_id, Reply::error(400, "only strong reads go through the driver; session, bounded and eventual "
-                                        "reads are served by the RPC side"));
+    reply(request_id, Reply::error(StatusCode::kInvalidArgument,
+                                   "only strong reads go through the driver; session, bounded and eventual "
+                                   "reads are served by the RPC side"));
     return;
   }
   const std::string context = "r" + std::to_string(next_read_context_++);
@@ -371,8 +375,9 @@ void Driver::expire_requests() {
       ++it;
       continue;
     }
-    Reply result = Reply::error(503, "the write was not confirmed in time; its outcome is unknown (it may still "
-                                     "apply): read it back before retrying");
+    Reply result = Reply::error(StatusCode::kUnavailable,
+                                "the write was not confirmed in time; its outcome is unknown (it may still "
+                                "apply): read it back before retrying");
     result.result.substatus = kSubstatusOutcomeUnknown;
     reply(it->second.request_id, std::move(result));
     it = pending_writes_.erase(it);
@@ -390,8 +395,9 @@ void Driver::expire_requests() {
       ++it;
       continue;
     }
-    Reply result = Reply::error(503, "this replica has not applied up to the strong read's confirmed index in time; "
-                                     "retry or read from another node");
+    Reply result = Reply::error(StatusCode::kUnavailable,
+                                "this replica has not applied up to the strong read's confirmed index in time; "
+                                "retry or read from another node");
     result.result.substatus = kSubstatusReplicaBehind;
     result.retry_after_ms = 50;
     reply(it->second.request_id, std::move(result));

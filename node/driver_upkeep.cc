@@ -26,7 +26,9 @@ void Driver::handle_admin(uint64_t request_id, const Operation& operation) {
       Status status = core.transfer_leadership(operation.member);
       Reply result;
       if (!status.is_ok()) {
-        result = Reply::error(status.code() == StatusCode::kInvalidArgument ? 400 : 503, status.message());
+        result = Reply::error(
+            status.code() == StatusCode::kInvalidArgument ? StatusCode::kInvalidArgument : StatusCode::kUnavailable,
+            status.message());
       } else {
         result.result.body = "{\"transferringTo\":" + std::to_string(operation.member.value()) + "}";
       }
@@ -51,12 +53,13 @@ void Driver::handle_admin(uint64_t request_id, const Operation& operation) {
       proposal = core.propose_config_change({replication::ConfigChangeType::kRemoveNode, operation.member});
       break;
     default:
-      reply(request_id, Reply::error(400, "unsupported operation"));
+      reply(request_id, Reply::error(StatusCode::kInvalidArgument, "unsupported operation"));
       return;
   }
   if (!proposal.is_ok()) {
-    const int status = proposal.status().code() == StatusCode::kInvalidArgument ? 400 : 503;
-    reply(request_id, Reply::error(status, proposal.status().message()));
+    const StatusCode code = proposal.status().code() == StatusCode::kInvalidArgument ? StatusCode::kInvalidArgument
+                                                                                      : StatusCode::kUnavailable;
+    reply(request_id, Reply::error(code, proposal.status().message()));
     return;
   }
   last_proposal_ms_ = steady_ms();

@@ -53,9 +53,9 @@ struct Reply {
   // the driver thread (and with it heartbeats and the log).
   bool serve_here = false;
 
-  static Reply error(int status, std::string message) {
+  static Reply error(StatusCode code, std::string message) {
     Reply reply;
-    reply.result = storage::OpResult::error(status, std::move(message));
+    reply.result = storage::OpResult::error(code, std::move(message));
     return reply;
   }
 };
@@ -63,9 +63,11 @@ struct Reply {
 // 429 with retry-after: the container's provisioned RU/s are used up for this second (spec §8).
 Reply throttled_reply(int64_t wait_ms);
 
-// Decodes a wire request; malformed ones (bad session token, missing fields) become a 400 Reply.
-storage::Outcome<Operation> decode_request(proto::Request::Reader request);
+// Decodes a wire request; malformed ones (bad session token, missing fields) are kInvalidArgument.
+Result<Operation> decode_request(proto::Request::Reader request);
 // Builds the wire form of an Operation that must be forwarded (the inverse of decode_request, for writes).
+// The edge: a Reply's answer goes on the wire with its HTTP status (common/http_status.h), and comes back from it (a
+// leader's answer to a forwarded request) as a code again; a number the mapping does not make reads as kInternal.
 void encode_reply(const Reply& reply, proto::Response::Builder response);
 Reply decode_reply(proto::Response::Reader response);
 

@@ -22,7 +22,7 @@ std::string role_text(replication::Role role) { return std::string(replication::
 }  // namespace
 
 Reply RpcHost::shutting_down() const {
-  Reply reply = Reply::error(503, "the node is shutting down; retry on another node");
+  Reply reply = Reply::error(StatusCode::kUnavailable, "the node is shutting down; retry on another node");
   reply.result.substatus = kSubstatusNoLeader;
   reply.retry_after_ms = 100;
   reply.served_by = config_.id;
@@ -41,9 +41,9 @@ std::optional<Reply> RpcHost::shed_if_full(const char* kind) {
     spdlog::warn("shedding load: {} requests are waiting on this node (--max-pending-requests {})", pending_.size(),
                  config_.max_pending_requests);
   }
-  Reply reply = Reply::error(503, "node " + std::to_string(config_.id.value()) +
-                                      " is overloaded (too many requests waiting); nothing was done: retry shortly "
-                                      "or on another node");
+  Reply reply = Reply::error(StatusCode::kUnavailable, "node " + std::to_string(config_.id.value()) +
+                                                           " is overloaded (too many requests waiting); nothing was "
+                                                           "done: retry shortly or on another node");
   reply.result.substatus = kSubstatusOverloaded;
   reply.retry_after_ms = 100;
   reply.served_by = config_.id;
@@ -93,7 +93,8 @@ kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
   return reply.exclusiveJoin(timer_->afterDelay(timeout_ms * kj::MILLISECONDS).then([this, id] {
     pending_.erase(id);
     pending_writes_.erase(id);
-    Reply timed_out = Reply::error(503, "no answer from the cluster in time (the outcome of a write is unknown)");
+    Reply timed_out = Reply::error(StatusCode::kUnavailable,
+                                   "no answer from the cluster in time (the outcome of a write is unknown)");
     timed_out.result.substatus = kSubstatusOutcomeUnknown;
     timed_out.served_by = config_.id;
     timed_out.leader_hint = view_.leader;
@@ -127,7 +128,7 @@ kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t requi
 }
 
 Reply RpcHost::unavailable(uint32_t substatus, uint32_t retry_after_ms, std::string message) const {
-  Reply reply = Reply::error(503, std::move(message));
+  Reply reply = Reply::error(StatusCode::kUnavailable, std::move(message));
   reply.result.substatus = static_cast<int>(substatus);
   reply.retry_after_ms = retry_after_ms;
   reply.served_by = config_.id;
@@ -189,7 +190,7 @@ kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader r
   const auto started = std::chrono::steady_clock::now();
   std::string op = op_name(operation);
   return route(std::move(operation), request, forwarded).then([this, started, op = std::move(op)](Reply reply) {
-    metrics_.observe_request(op, reply.result.status,
+    metrics_.observe_request(op, reply.result.http_status(),
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     metrics_.add_expired_skipped(reply.result.expired_skipped);
     return reply;
@@ -235,8 +236,9 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
       ++forwards_in_flight_;
       auto answered = leader_link->forward(request).attach(kj::defer([this] { --forwards_in_flight_; }));
       auto reached = answered.catch_([this, leader](kj::Exception&& exception) {
-        Reply failed = Reply::error(503, "could not reach the leader (node " + std::to_string(leader.value()) +
-                                             "): " + exception.getDescription().cStr());
+        Reply failed = Reply::error(StatusCode::kUnavailable,
+                                    "could not reach the leader (node " + std::to_string(leader.value()) +
+                                        "): " + exception.getDescription().cStr());
         failed.result.substatus = kSubstatusOutcomeUnknown;
         failed.served_by = config_.id;
         failed.leader_hint = leader;
@@ -246,8 +248,9 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
       // request of our own (the forwarded call is cancelled with it).
       return reached.exclusiveJoin(
           timer_->afterDelay(config_.request_timeout_ms * kj::MILLISECONDS).then([this, leader] {
-            Reply timed_out = Reply::error(503, "no answer from the leader (node " + std::to_string(leader.value()) +
-                                                    ") in time; the write's outcome is unknown (it may still apply)");
+            Reply timed_out = Reply::error(StatusCode::kUnavailable,
+                                           "no answer from the leader (node " + std::to_string(leader.value()) +
+                                               ") in time; the write's outcome is unknown (it may still apply)");
             timed_out.result.substatus = kSubstatusOutcomeUnknown;
             timed_out.served_by = config_.id;
             timed_out.leader_hint = leader;

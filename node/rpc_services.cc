@@ -61,9 +61,9 @@ class SessionImpl final : public proto::Session::Server {
       encode_reply(*refused, context.getResults().initResponse());
       return kj::READY_NOW;
     }
-    storage::Outcome<Operation> operation = decode_request(request);
-    if (!operation.ok()) {
-      Reply reply{operation.error()};
+    Result<Operation> operation = decode_request(request);
+    if (!operation.is_ok()) {
+      Reply reply{storage::OpResult::error(operation.status())};
       reply.served_by = host_.config().id;
       encode_reply(reply, context.getResults().initResponse());
       return kj::READY_NOW;
@@ -87,14 +87,15 @@ class SessionImpl final : public proto::Session::Server {
                 "(ClientOptions::key in the library)"
               : "the key is not accepted by node " + std::to_string(host_.config().id.value()) +
                     " (unknown, or removed from its keys file); check the key you pass";
-      return Reply::error(401, std::move(message));
+      return Reply::error(StatusCode::kUnauthorized, std::move(message));
     }
     const Role needed = required_role(request.which());
     if (role < needed) {
       host_.security_metrics().add_auth_failure("forbidden");
-      return Reply::error(403, "the key '" + key_name_ + "' has role " + std::string(role_name(role)) +
-                                   "; this operation needs " + std::string(role_name(needed)) +
-                                   (needed == Role::kAdmin ? "" : " or admin"));
+      return Reply::error(StatusCode::kForbidden, "the key '" + key_name_ + "' has role " +
+                                                      std::string(role_name(role)) + "; this operation needs " +
+                                                      std::string(role_name(needed)) +
+                                                      (needed == Role::kAdmin ? "" : " or admin"));
     }
     return std::nullopt;
   }
@@ -117,9 +118,9 @@ class PeerImpl final : public proto::Peer::Server {
 
   kj::Promise<void> forward(ForwardContext context) override {
     auto request = context.getParams().getRequest();
-    storage::Outcome<Operation> operation = decode_request(request);
-    if (!operation.ok()) {
-      encode_reply(Reply{operation.error()}, context.getResults().initResponse());
+    Result<Operation> operation = decode_request(request);
+    if (!operation.is_ok()) {
+      encode_reply(Reply{storage::OpResult::error(operation.status())}, context.getResults().initResponse());
       return kj::READY_NOW;
     }
     return host_.handle(std::move(operation.value()), request, true).then([context](Reply reply) mutable {

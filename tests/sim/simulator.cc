@@ -442,7 +442,7 @@ class Simulation {
     switch (pending.kind) {
       case PendingRequest::Kind::kWrite:
         // Applied (whatever its business outcome) at the index the session token names.
-        if (reply.result.status < 500 && reply.session_token != 0) {
+        if (reply.result.http_status() < 500 && reply.session_token != 0) {
           acknowledged_[reply.session_token] = pending.command_hash;
           highest_acknowledged_ = std::max(highest_acknowledged_, LogIndex(reply.session_token));
           ++result_.writes_acknowledged;

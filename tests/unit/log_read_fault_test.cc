@@ -302,7 +302,7 @@ TEST_F(LogReadFaultTest, DriverStopsCleanlyWithTheCauseWhenTheLogCannotBeRead) {
     guard.cancel();
     EXPECT_TRUE(driver.failed());
     bool answered = false;
-    for (const auto& [id, reply] : output.replies) answered = answered || (id == 77 && reply.result.status == 503);
+    for (const auto& [id, reply] : output.replies) answered = answered || (id == 77 && reply.result.http_status() == 503);
     EXPECT_TRUE(answered) << "the waiting read got no 503";
   }
   spdlog::set_default_logger(previous);
