@@ -299,7 +299,9 @@ kj::Promise<Reply> RpcHost::cluster_status() {
     statuses.add(peer_link->node_status()
                      .then([](std::string status) { return status.substr(0, status.size() - 1) + ",\"reachable\":true}"; })
                      .catch_([unreachable](kj::Exception&&) { return unreachable(); })
-                     .exclusiveJoin(timer_->afterDelay(1 * kj::SECONDS).then(unreachable)));
+                     // A copy: kj's then() keeps an lvalue callback by reference, and `unreachable` dies with
+                     // this iteration (before the timer fires).
+                     .exclusiveJoin(timer_->afterDelay(1 * kj::SECONDS).then(kj::cp(unreachable))));
   }
   return kj::joinPromises(statuses.releaseAsArray()).then([this](kj::Array<std::string> nodes) {
     Reply reply;
