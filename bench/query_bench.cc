@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
   storage::Command db;
   db.type = storage::CommandType::kCreateDatabase;
   db.database = "db";
-  check(apply(db).status == 201, "create database");
+  check(apply(db).http_status() == 201, "create database");
   storage::Command container;
   container.type = storage::CommandType::kCreateContainer;
   container.database = "db";
@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
   container.partition_key_path = "/pk";
   container.default_ttl_change = storage::DefaultTtlChange::kSet;
   container.default_ttl_json = "-1";
-  check(apply(container).status == 201, "create container");
+  check(apply(container).http_status() == 201, "create container");
 
   // Every k-th item has ttl 1 s (expired at the query time, 100 s later); the others never expire.
   const auto load_start = std::chrono::steady_clock::now();
@@ -308,7 +308,7 @@ int main(int argc, char** argv) {
     item.database = "db";
     item.container = "c";
     item.body = item_body(options, i);
-    check(apply(item).status == 201, "create item");
+    check(apply(item).http_status() == 201, "create item");
   }
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const int64_t query_time = now + 100 * kSecond;
@@ -325,7 +325,7 @@ int main(int argc, char** argv) {
     request.sql = workload.sql;
     if (workload.random_partition) request.parameters_json = partition_parameter(options, prng);
     storage::OpResult result = execute_query(store.reader(), request, query_time);
-    check(result.status == 200, workload.name + ": " + result.message);
+    check(result.http_status() == 200, workload.name + ": " + result.message);
     return std::make_pair(std::move(result.body), result.work_charge);
   });
   std::printf("\ncommand: %s\n", command.c_str());

@@ -67,7 +67,7 @@ struct Fixture {
     Command db;
     db.type = CommandType::kCreateDatabase;
     db.database = "db";
-    check(apply(db).status == 201, "create database");
+    check(apply(db).http_status() == 201, "create database");
     Command container;
     container.type = CommandType::kCreateContainer;
     container.database = "db";
@@ -75,7 +75,7 @@ struct Fixture {
     container.partition_key_path = "/pk";
     container.default_ttl_change = DefaultTtlChange::kSet;
     container.default_ttl_json = default_ttl;
-    check(apply(container).status == 201, "create container");
+    check(apply(container).http_status() == 201, "create container");
   }
 
   OpResult apply(const Command& command) {
@@ -92,7 +92,7 @@ struct Fixture {
     command.body = "{\"id\":\"item-" + std::to_string(i) + "\",\"pk\":\"p" + std::to_string(i % 1000) +
                    "\",\"ttl\":" + std::to_string(ttl_seconds) + ",\"payload\":\"" +
                    std::string(payload_bytes, 'x') + "\"}";
-    check(apply(command).status == 201, "create item");
+    check(apply(command).http_status() == 201, "create item");
   }
 };
 
@@ -111,7 +111,7 @@ void bench_apply_and_read(const Options& options) {
       const int64_t i = static_cast<int64_t>(prng.uniform(static_cast<uint64_t>(options.items)));
       OpResult read = fixture.store->reader().read_item("db", "c", "\"p" + std::to_string(i % 1000) + "\"",
                                                "item-" + std::to_string(i), fixture.now);
-      check(read.status == 200, "read item");
+      check(read.http_status() == 200, "read item");
     }
     read_rates.push_back(static_cast<double>(reads) / seconds_since(start));
   }

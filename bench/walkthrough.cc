@@ -34,7 +34,7 @@ class Walkthrough {
   }
 
   void say(const char* what, const OpResult& result) {
-    std::printf("  %-52s -> %d %s\n", what, result.status, result.ok() ? result.body.c_str() : result.message.c_str());
+    std::printf("  %-52s -> %d %s\n", what, result.http_status(), result.ok() ? result.body.c_str() : result.message.c_str());
   }
 
   void run(int seconds) {

@@ -11,6 +11,12 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kIoError: return "IoError";
     case StatusCode::kUnavailable: return "Unavailable";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kUnauthorized: return "Unauthorized";
+    case StatusCode::kForbidden: return "Forbidden";
+    case StatusCode::kConflict: return "Conflict";
+    case StatusCode::kPreconditionFailed: return "PreconditionFailed";
+    case StatusCode::kTooLarge: return "TooLarge";
+    case StatusCode::kThrottled: return "Throttled";
   }
   return "Unknown";
 }

@@ -1,9 +1,10 @@
 // Status and Result<T>: how every module boundary in Mayfly reports failure.
 //
 // A Status is cheap on success (no allocation) and carries one code from a small closed set plus a message with
-// context. Business outcomes of the document API (404, 409, 412, ...) are *not* Statuses: they are values in the
-// results of the state machine and the wire schema. A Status is for "this call could not do its job": bad arguments
-// to an internal API, I/O failure, corruption, or a component that is not ready.
+// context. It is the one error currency of storage and node: "this call could not do its job" — bad arguments, a
+// refusal of the document API (not found, conflict, precondition failed, too large, throttled, ...), a component
+// that is not ready, or a failure of the store itself (I/O, corruption, a broken invariant: is_storage_failure).
+// The HTTP number a refusal is answered with is made in one place, common/http_status.h, where answers leave.
 //
 // Thread-safety: values; safe to copy and move between threads.
 #pragma once
@@ -20,15 +21,27 @@ namespace mayfly {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // the caller passed something that can never work
-  kNotFound,         // a thing the call needs does not exist (internal lookups, not item 404s)
+  kInvalidArgument,  // the caller passed something that can never work (a bad request)
+  kNotFound,         // a thing the call needs does not exist
   kCorruption,       // persisted data does not decode: stop, do not guess
   kIoError,          // the disk or the OS failed; sticky in storage
-  kUnavailable,      // not ready / shutting down / try elsewhere
+  kUnavailable,      // not ready / shutting down / not applied / try elsewhere
   kInternal,         // a bug or an invariant that does not hold
+  // Refusals of the document API (spec §9).
+  kUnauthorized,        // no valid key
+  kForbidden,           // the key's role is not enough
+  kConflict,            // the thing to create exists already
+  kPreconditionFailed,  // if-match does not match
+  kTooLarge,            // an item over the size limit
+  kThrottled,           // a budget is used up for now: retry later
 };
 
 std::string_view status_code_name(StatusCode code);
+// The failures of the store itself (kCorruption, kIoError, kInternal): a node that meets one while applying cannot
+// go on (its replicas would not see it), so the state machine stops, sticky. Every other code is a verdict.
+inline bool is_storage_failure(StatusCode code) {
+  return code == StatusCode::kCorruption || code == StatusCode::kIoError || code == StatusCode::kInternal;
+}
 
 class [[nodiscard]] Status {
  public:
@@ -42,6 +55,11 @@ class [[nodiscard]] Status {
   static Status io_error(std::string message) { return {StatusCode::kIoError, std::move(message)}; }
   static Status unavailable(std::string message) { return {StatusCode::kUnavailable, std::move(message)}; }
   static Status internal(std::string message) { return {StatusCode::kInternal, std::move(message)}; }
+  static Status conflict(std::string message) { return {StatusCode::kConflict, std::move(message)}; }
+  static Status precondition_failed(std::string message) {
+    return {StatusCode::kPreconditionFailed, std::move(message)};
+  }
+  static Status too_large(std::string message) { return {StatusCode::kTooLarge, std::move(message)}; }
 
   bool is_ok() const { return state_ == nullptr; }
   StatusCode code() const { return state_ ? state_->code : StatusCode::kOk; }

@@ -21,7 +21,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "metrics/metrics.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "storage/expiry_keeper.h"
 
 namespace mayfly::node {

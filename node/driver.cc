@@ -1,3 +1,5 @@
+// Driver (node/driver.h), its cycle: flush, ticks, peer messages, client writes and strong reads, request deadlines,
+// expiry deadlines, stopping. Admin changes, snapshot jobs, GC passes and metrics are in driver_upkeep.cc.
 #include "node/driver.h"
 
 #include <kj/exception.h>
@@ -17,10 +19,7 @@ namespace mayfly::node {
 
 using replication::Role;
 
-namespace {
-
-// What the exception being handled is, for the log (call inside a catch block).
-std::string describe_current_exception() {
+std::string Driver::describe_current_exception() {
   try {
     throw;
   } catch (const kj::Exception& exception) {
@@ -31,8 +30,6 @@ std::string describe_current_exception() {
     return "an exception of unknown type";
   }
 }
-
-}  // namespace
 
 Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> replica, Clock& clock,
                metrics::Metrics& metrics, RequestUnitAccount& request_units, EventLoop* loop)
@@ -104,14 +101,16 @@ void Driver::stop() {
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
   snapshot_job_.reset();  // and its view of the store with it, before the store closes
   for (auto& [index, write] : pending_writes_) {
-    Reply unknown = Reply::error(503, "the node is shutting down; the write's outcome is unknown (it may still apply): "
-                                      "read it back before retrying");
+    Reply unknown = Reply::error(StatusCode::kUnavailable,
+                                 "the node is shutting down; the write's outcome is unknown (it may still apply): "
+                                 "read it back before retrying");
     unknown.result.substatus = kSubstatusOutcomeUnknown;
     reply(write.request_id, std::move(unknown));
   }
-  for (auto& [context, read] : pending_strong_) reply(read.request_id, Reply::error(503, "the node is shutting down"));
-  for (auto& [index, read] : waiting_reads_) reply(read.request_id, Reply::error(503, "the node is shutting down"));
-  for (auto& [index, request] : pending_config_) reply(request, Reply::error(503, "the node is shutting down"));
+  const Reply stopping = Reply::error(StatusCode::kUnavailable, "the node is shutting down");
+  for (auto& [context, read] : pending_strong_) reply(read.request_id, stopping);
+  for (auto& [index, read] : waiting_reads_) reply(read.request_id, stopping);
+  for (auto& [index, request] : pending_config_) reply(request, stopping);
   pending_writes_.clear();
   pending_strong_.clear();
   waiting_reads_.clear();
@@ -170,7 +169,7 @@ NodeView Driver::view() const {
 }
 
 Reply Driver::not_leader(std::string what) const {
-  Reply result = Reply::error(503, std::move(what));
+  Reply result = Reply::error(StatusCode::kUnavailable, std::move(what));
   result.result.substatus = kSubstatusNoLeader;
   result.retry_after_ms = 100;
   return result;
@@ -216,7 +215,7 @@ void Driver::on_messages(std::vector<replication::Message> messages, uint64_t de
 
 void Driver::on_request(uint64_t request_id, Operation operation) {
   if (stopped_) {
-    reply(request_id, Reply::error(503, "the node is shutting down"));
+    reply(request_id, Reply::error(StatusCode::kUnavailable, "the node is shutting down"));
     return;
   }
   switch (operation.kind) {
@@ -257,10 +256,10 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
     }
     // Reject bad item bodies here (apply would reject them too, on every replica, after a costly trip through the log).
     if (command.type != storage::CommandType::kDeleteItem && command.type != storage::CommandType::kPatchItem) {
-      storage::Outcome<storage::PreparedItem> prepared =
+      Result<storage::PreparedItem> prepared =
           storage::prepare_item(command.body, container->partition_key_path);
-      if (!prepared.ok()) {
-        reply(request_id, Reply{prepared.error()});
+      if (!prepared.is_ok()) {
+        reply(request_id, Reply{storage::OpResult::error(prepared.status())});
         return;
       }
     }
@@ -268,7 +267,8 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
   Result<replication::Proposal> proposal = replica_->propose(command, clock_.now_micros());
   if (!proposal.is_ok()) {
     if (proposal.status().code() == StatusCode::kInvalidArgument) {
-      reply(request_id, Reply::error(413, "request too large for one log entry: " + proposal.status().message()));
+      reply(request_id, Reply::error(StatusCode::kTooLarge,
+                                     "request too large for one log entry: " + proposal.status().message()));
     } else {
       reply(request_id, not_leader("cannot propose now: " + proposal.status().message()));
     }
@@ -283,8 +283,9 @@ void Driver::handle_read(uint64_t request_id, const Operation& operation) {
   // Only a strong read needs the driver: the core confirms leadership (ReadIndex), and the read waits here until this
   // node has applied that far. Session and bounded reads wait on the RPC side for the applied index it is sent.
   if (operation.consistency != Consistency::kStrong) {
-    reply(request_id, Reply::error(400, "only strong reads go through the driver; session, bounded and eventual "
-                                        "reads are served by the RPC side"));
+    reply(request_id, Reply::error(StatusCode::kInvalidArgument,
+                                   "only strong reads go through the driver; session, bounded and eventual "
+                                   "reads are served by the RPC side"));
     return;
   }
   const std::string context = "r" + std::to_string(next_read_context_++);
@@ -295,57 +296,6 @@ void Driver::handle_read(uint64_t request_id, const Operation& operation) {
   }
   pending_strong_[context] = PendingStrongRead{request_id, steady_ms() + config_.request_timeout_ms};
 }
-
-void Driver::handle_admin(uint64_t request_id, const Operation& operation) {
-  replication::RaftCore& core = replica_->core();
-  if (core.role() != Role::kLeader) {
-    reply(request_id, not_leader("membership and leadership changes go to the leader; retry there"));
-    return;
-  }
-  Result<replication::Proposal> proposal = Status::internal("no proposal");
-  switch (operation.kind) {
-    case Operation::Kind::kTransferLeader: {
-      Status status = core.transfer_leadership(operation.member);
-      Reply result;
-      if (!status.is_ok()) {
-        result = Reply::error(status.code() == StatusCode::kInvalidArgument ? 400 : 503, status.message());
-      } else {
-        result.result.body = "{\"transferringTo\":" + std::to_string(operation.member.value()) + "}";
-      }
-      reply(request_id, std::move(result));
-      return;
-    }
-    case Operation::Kind::kAddMember: {
-      // The address first (a normal entry), then the learner; the leader promotes it once it has caught up.
-      storage::Command address;
-      address.type = storage::CommandType::kSetMemberAddress;
-      address.id = std::to_string(operation.member.value());
-      address.body = operation.member_address;
-      Result<replication::Proposal> recorded = replica_->propose(address, clock_.now_micros());
-      if (!recorded.is_ok()) {
-        reply(request_id, not_leader(recorded.status().message()));
-        return;
-      }
-      proposal = core.propose_config_change({replication::ConfigChangeType::kAddLearner, operation.member});
-      break;
-    }
-    case Operation::Kind::kRemoveMember:
-      proposal = core.propose_config_change({replication::ConfigChangeType::kRemoveNode, operation.member});
-      break;
-    default:
-      reply(request_id, Reply::error(400, "unsupported operation"));
-      return;
-  }
-  if (!proposal.is_ok()) {
-    const int status = proposal.status().code() == StatusCode::kInvalidArgument ? 400 : 503;
-    reply(request_id, Reply::error(status, proposal.status().message()));
-    return;
-  }
-  last_proposal_ms_ = steady_ms();
-  pending_config_[proposal->index.value()] = request_id;
-}
-
-// ---- the cycle ----------------------------------------------------------------------------------------------------
 
 void Driver::flush() {
   flush_scheduled_ = false;
@@ -411,24 +361,6 @@ void Driver::flush() {
   batch_ = DriverBatch{};
 }
 
-void Driver::note_snapshot_errors() {
-  const replication::RaftStatus status = replica_->core().status();
-  const uint64_t reads = status.snapshot_read_errors - snapshot_read_errors_seen_;
-  const uint64_t receives = status.snapshot_receive_errors - snapshot_receive_errors_seen_;
-  if (reads == 0 && receives == 0) return;
-  snapshot_read_errors_seen_ = status.snapshot_read_errors;
-  snapshot_receive_errors_seen_ = status.snapshot_receive_errors;
-  metrics_.add_snapshot_errors("read", reads);
-  metrics_.add_snapshot_errors("receive", receives);
-  snapshot_errors_unlogged_ += reads + receives;
-  const int64_t now = steady_ms();
-  if (snapshot_error_logged_ms_ != 0 && now - snapshot_error_logged_ms_ < 5000) return;
-  spdlog::error("snapshot transfer failed ({} time(s) since the last report; retried at the next heartbeat): {}",
-                snapshot_errors_unlogged_, status.last_snapshot_error);
-  snapshot_errors_unlogged_ = 0;
-  snapshot_error_logged_ms_ = now;
-}
-
 void Driver::serve_waiting_reads() {
   const storage::AppliedState applied = replica_->state().applied();
   while (!waiting_reads_.empty() && waiting_reads_.begin()->first <= applied.index.value()) {
@@ -447,8 +379,9 @@ void Driver::expire_requests() {
       ++it;
       continue;
     }
-    Reply result = Reply::error(503, "the write was not confirmed in time; its outcome is unknown (it may still "
-                                     "apply): read it back before retrying");
+    Reply result = Reply::error(StatusCode::kUnavailable,
+                                "the write was not confirmed in time; its outcome is unknown (it may still "
+                                "apply): read it back before retrying");
     result.result.substatus = kSubstatusOutcomeUnknown;
     reply(it->second.request_id, std::move(result));
     it = pending_writes_.erase(it);
@@ -466,8 +399,9 @@ void Driver::expire_requests() {
       ++it;
       continue;
     }
-    Reply result = Reply::error(503, "this replica has not applied up to the strong read's confirmed index in time; "
-                                     "retry or read from another node");
+    Reply result = Reply::error(StatusCode::kUnavailable,
+                                "this replica has not applied up to the strong read's confirmed index in time; "
+                                "retry or read from another node");
     result.result.substatus = kSubstatusReplicaBehind;
     result.retry_after_ms = 50;
     reply(it->second.request_id, std::move(result));
@@ -502,173 +436,13 @@ void Driver::on_tick() {
   tick_timer_->arm(config_.tick_interval_ms * 1000, [this] { on_tick(); });
 }
 
-void Driver::collect_garbage() {
-  const int64_t started = loop_.now_micros();
-  Result<int64_t> deleted = collector_.run_once();
-  if (!deleted.is_ok()) return fatal(deleted.status());
-  gc_items_collected_ += *deleted;
-  note_driver_hold("a garbage collector pass", started);
-}
-
-void Driver::note_driver_hold(std::string_view what, int64_t started_micros) {
-  const int64_t held_ms = (loop_.now_micros() - started_micros) / 1000;
-  if (held_ms < kDriverHoldWarnMs) return;
-  if (std::optional<uint64_t> held_back = hold_warnings_.admit(std::string(what), steady_ms())) {
-    spdlog::warn("{} held the driver thread for {} ms (Raft ticks and heartbeats wait meanwhile; elections start "
-                 "after {} ms of silence); {} more like it not logged",
-                 what, held_ms, config_.election_timeout_ticks * config_.tick_interval_ms, *held_back);
-  }
-}
-
 void Driver::charge_applied(const storage::AppliedEntry& applied, Reply* reply) {
   if (!storage::is_item_write(applied.command_type)) return;
-  const double charge = applied.result.ok()
-                            ? ttl::write_charge(std::max<uint64_t>(applied.command_bytes, applied.result.body.size()))
-                            : ttl::kFailedRequestCharge;
+  const double charge =
+      ttl::write_request_charge(applied.result.ok(), applied.command_bytes, applied.result.body.size());
   request_units_.charge(applied.database + "/" + applied.container,
                         std::string(storage::command_type_name(applied.command_type)), charge);
   if (reply != nullptr) reply->request_charge = charge;
-}
-
-void Driver::maybe_start_snapshot() {
-  if (snapshot_job_) return;
-  snapshot_job_ = replica_->begin_snapshot();
-  if (!snapshot_job_) return;
-  storage::Replica::SnapshotJob* job = snapshot_job_.get();
-  const storage::LevelDbLogStorage& log = replica_->log();
-  // The job (and the view of the store it holds) belongs to the driver, never to a posted task: a task still queued
-  // when the loop stops is destroyed with the loop, after the store has closed.
-  if (!loop_.background_threads()) {
-    // A simulated loop: the export runs here, so the run stays single-threaded and reproducible.
-    spdlog::info("taking a snapshot at index {}", job->index.value());
-    job->run(log);
-    loop_.post([this] { finish_snapshot(); });
-    return;
-  }
-  spdlog::info("taking a snapshot at index {} in the background", job->index.value());
-  snapshot_thread_ = std::thread([this, job, &log] {
-    try {
-      job->run(log);
-    } catch (...) {
-      // Handed to the driver thread, which stops the node with the cause in the log.
-      std::string cause = describe_current_exception();
-      loop_.post([this, cause = std::move(cause)] {
-        if (snapshot_thread_.joinable()) snapshot_thread_.join();
-        fail_on_exception("the snapshot thread", cause);
-      });
-      return;
-    }
-    loop_.post([this] { finish_snapshot(); });
-  });
-}
-
-void Driver::finish_snapshot() {
-  if (snapshot_thread_.joinable()) snapshot_thread_.join();
-  if (stopped_ || !snapshot_job_) return;
-  std::unique_ptr<storage::Replica::SnapshotJob> job = std::move(snapshot_job_);
-  Status status = replica_->finish_snapshot(*job);
-  if (!replica_->log().failure().is_ok()) return fatal(replica_->log().failure());
-  if (!status.is_ok()) {
-    spdlog::error("snapshot at index {} failed (the log stays uncompacted): {}", job->index.value(), status.to_string());
-    return;
-  }
-  spdlog::info("snapshot at index {} recorded ({} bytes)", job->index.value(), job->size_bytes);
-}
-
-void Driver::publish_metrics() {
-  const NodeView current = view();
-  const int64_t now = clock_.now_micros();
-  metrics_.set_raft(metrics::RaftFigures{current.term, std::string(replication::role_name(current.role)),
-                                         current.leader.value(), current.commit, current.applied,
-                                         static_cast<double>(now - current.applied_ts_micros) / 1e6});
-  if (steady_ms() - last_container_metrics_ms_ < 1000) return;
-  last_container_metrics_ms_ = steady_ms();
-  const int64_t started = loop_.now_micros();
-  storage::StateMachine& state = replica_->state();
-  Result<storage::DedupTotals> dedup = state.reader().dedup_totals();
-  if (!dedup.is_ok()) return fatal(dedup.status());
-  metrics_.set_dedup_table(dedup->clients, dedup->result_bytes);
-  Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.reader().container_list();
-  if (!list.is_ok()) return fatal(list.status());
-  const std::vector<storage::ContainerInfo>& containers = **list;
-  // Series and meters of containers that no longer exist go when the set changes (a new list), and every 10 s for
-  // whatever a request in flight during the change charged afterwards. In memory, but O(containers): not each second.
-  if (*list != metrics_containers_ || steady_ms() - last_container_retain_ms_ >= 10'000) {
-    metrics_containers_ = *list;
-    last_container_retain_ms_ = steady_ms();
-    std::vector<std::string> names;
-    names.reserve(containers.size());
-    for (const storage::ContainerInfo& info : containers) names.push_back(info.database + "/" + info.container);
-    metrics_.retain_containers(names);
-    request_units_.retain(names);
-  }
-  // Figures for containers in turn from where the last refresh stopped, within kMetricsWorkMax: each second
-  // refreshes ~2,000 containers with nothing to count, so with more each one is refreshed every few seconds; and a
-  // backlog count after a restart or a defaultTtl change advances a bounded step per second here (the collector
-  // advances it too).
-  size_t next = std::lower_bound(containers.begin(), containers.end(), metrics_cursor_,
-                                 [](const storage::ContainerInfo& info, const std::pair<std::string, std::string>& key) {
-                                   return std::tie(info.database, info.container) < std::tie(key.first, key.second);
-                                 }) -
-                containers.begin();
-  std::vector<metrics::ContainerFigures> figures;
-  uint64_t work = 0;
-  for (size_t visits = 0; visits < containers.size() && work + kVisitWork <= kMetricsWorkMax; ++visits, ++next) {
-    if (next >= containers.size()) next = 0;
-    const storage::ContainerInfo& info = containers[next];
-    work += kVisitWork;
-    Result<storage::ContainerStats> stats =
-        state.expiry().container_stats(info.database, info.container, (kMetricsWorkMax - work) / 2 / kCountWork);
-    if (!stats.is_ok()) continue;  // dropped between the two calls
-    work += static_cast<uint64_t>(stats->backlog.entries_read) * kCountWork;
-    metrics::ContainerFigures container{info.database + "/" + info.container, stats->live_items, stats->live_bytes,
-                                        stats->backlog.items, stats->backlog.bytes, 0, !stats->backlog.complete};
-    if (stats->backlog.oldest_expiry_micros) {
-      container.oldest_expired_age_seconds =
-          std::max<double>(0, static_cast<double>(now - *stats->backlog.oldest_expiry_micros) / 1e6);
-    }
-    figures.push_back(std::move(container));
-  }
-  if (next >= containers.size()) next = 0;
-  if (!containers.empty()) metrics_cursor_ = {containers[next].database, containers[next].container};
-  metrics_.set_container_figures(figures);
-  note_driver_hold("refreshing the container metrics", started);
-}
-
-void Driver::publish_clock() {
-  const replication::RaftStatus status = replica_->core().status();
-  std::map<uint64_t, double> offsets;
-  for (const auto& [peer, micros] : status.clock_offsets_micros) {
-    offsets[peer.value()] = static_cast<double>(micros) / 1e6;
-  }
-  metrics_.set_clock_offsets(offsets);
-  if (status.clock_holds == clock_holds_seen_) return;
-  const uint64_t held = status.clock_holds - clock_holds_seen_;
-  clock_holds_seen_ = status.clock_holds;
-  metrics_.add_clock_held_back(held);
-  clock_holds_unreported_ += held;
-  constexpr int64_t kWarningIntervalMs = 10'000;
-  const int64_t now = steady_ms();
-  if (last_clock_warning_ms_ && now - *last_clock_warning_ms_ < kWarningIntervalMs) return;
-  last_clock_warning_ms_ = now;
-  spdlog::warn("leader clock is {:.3f} s ahead of the quorum; cluster time held at {:.6f} s since the epoch "
-               "(--max-clock-offset {} ms; {} entries held back since the last warning). Check this node's clock.",
-               static_cast<double>(status.last_clock_hold_ahead_micros) / 1e6,
-               static_cast<double>(status.last_clock_hold_ts_micros) / 1e6, config_.max_clock_offset_ms,
-               clock_holds_unreported_);
-  clock_holds_unreported_ = 0;
-}
-
-void Driver::auto_promote_learners() {
-  const replication::RaftStatus status = replica_->core().status();
-  for (NodeId learner : status.membership.learners) {
-    auto progress = status.progress.find(learner);
-    if (progress == status.progress.end() || progress->second.match < status.commit) continue;
-    Result<replication::Proposal> promoted =
-        replica_->core().propose_config_change({replication::ConfigChangeType::kPromoteLearner, learner});
-    if (promoted.is_ok()) spdlog::info("promoting learner {} (caught up at {})", learner.value(), status.commit.value());
-    return;  // one change at a time
-  }
 }
 
 void Driver::watch_expiry() {

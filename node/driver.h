@@ -11,6 +11,9 @@
 // tests a ManualLoop on simulated time. The driver reads no clock of its own (replicated time comes from `clock`,
 // intervals and timeouts from the loop) and never waits on another thread.
 //
+// Files: driver.cc (the cycle: flush, ticks, writes, strong reads, expiry deadlines, stopping), driver_upkeep.cc
+// (admin and membership changes, snapshot jobs, garbage collector passes, metrics).
+//
 // Thread-safety: every method except post() and io() runs on the loop's thread; other threads post() to it.
 #pragma once
 
@@ -34,7 +37,7 @@
 #include "node/event_loop.h"
 #include "node/expiry_watch.h"
 #include "node/request.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "node/warn_limiter.h"
 #include "replication/message.h"
 #include "storage/replica.h"
@@ -177,6 +180,8 @@ class Driver {
   void stop_after_failure();
   // Logs and counts snapshot transfer errors the core saw since the last call (at most one log line per 5 s).
   void note_snapshot_errors();
+  // What the exception being handled is, for the log (call inside a catch block).
+  static std::string describe_current_exception();
 
   std::unique_ptr<AsioLoop> own_loop_;  // when no loop was injected
   EventLoop& loop_;

@@ -2,18 +2,17 @@
 
 #include <charconv>
 
-#include "ttl/request_units.h"
 
 namespace mayfly::node {
 namespace {
 
-storage::Outcome<uint64_t> parse_session_token(kj::StringPtr text) {
+Result<uint64_t> parse_session_token(kj::StringPtr text) {
   if (text.size() == 0) return uint64_t{0};
   uint64_t value = 0;
   auto [end, error] = std::from_chars(text.begin(), text.end(), value);
   if (error != std::errc() || end != text.end()) {
-    return storage::OpResult::error(400, "session token '" + std::string(text.cStr()) +
-                                             "' is not one this cluster issued (expected a log index)");
+    return Status::invalid_argument("session token '" + std::string(text.cStr()) +
+                                    "' is not one this cluster issued (expected a log index)");
   }
   return value;
 }
@@ -51,18 +50,19 @@ void apply_settings(proto::ContainerSettings::Reader settings, storage::Command&
 }  // namespace
 
 Reply throttled_reply(int64_t wait_ms) {
-  Reply reply = Reply::error(429, "request rate is large: the container's provisioned throughput is used up for this "
-                                  "second; retry after " + std::to_string(wait_ms) + " ms");
+  Reply reply = Reply::error(StatusCode::kThrottled,
+                             "request rate is large: the container's provisioned throughput is used up for this "
+                             "second; retry after " + std::to_string(wait_ms) + " ms");
   reply.retry_after_ms = static_cast<uint32_t>(wait_ms);
   return reply;
 }
 
-storage::Outcome<Operation> decode_request(proto::Request::Reader request) {
+Result<Operation> decode_request(proto::Request::Reader request) {
   Operation op;
   auto options = request.getOptions();
   op.consistency = consistency_of(options.getConsistency());
-  storage::Outcome<uint64_t> token = parse_session_token(options.getSessionToken());
-  if (!token.ok()) return token.error();
+  Result<uint64_t> token = parse_session_token(options.getSessionToken());
+  if (!token.is_ok()) return token.status();
   op.session_token = token.value();
   storage::Command& command = op.command;
   command.database = request.getDatabase();
@@ -72,7 +72,7 @@ storage::Outcome<Operation> decode_request(proto::Request::Reader request) {
     auto wire = request.getWriteId();
     storage::WriteId id{wire.getClient(), wire.getSequence(), wire.getFirstUnacknowledged(), wire.getRetry()};
     if (Status valid = storage::validate_write_id(id); !valid.is_ok()) {
-      return storage::OpResult::error(400, valid.message());
+      return Status::invalid_argument(valid.message());
     }
     command.write_id = id;
   }
@@ -158,7 +158,7 @@ storage::Outcome<Operation> decode_request(proto::Request::Reader request) {
       op.member = NodeId(request.getAddMember().getId());
       op.member_address = request.getAddMember().getAddress();
       if (op.member == NodeId(0) || op.member_address.find(':') == std::string::npos) {
-        return storage::OpResult::error(400, "add-member needs a node id >= 1 and its HOST:PORT");
+        return Status::invalid_argument("add-member needs a node id >= 1 and its HOST:PORT");
       }
       break;
     case proto::Request::REMOVE_MEMBER:
@@ -170,14 +170,14 @@ storage::Outcome<Operation> decode_request(proto::Request::Reader request) {
       op.member = NodeId(request.getTransferLeader());
       break;
     default:
-      return storage::OpResult::error(400, "unknown request type (is the client newer than this server?)");
+      return Status::invalid_argument("unknown request type (is the client newer than this server?)");
   }
   return op;
 }
 
 void encode_reply(const Reply& reply, proto::Response::Builder response) {
   const storage::OpResult& result = reply.result;
-  response.setStatus(static_cast<uint16_t>(result.status));
+  response.setStatus(static_cast<uint16_t>(result.http_status()));
   response.setSubstatus(static_cast<uint32_t>(result.substatus));
   response.setMessage(result.message);
   response.setBody(result.body);
@@ -193,7 +193,12 @@ void encode_reply(const Reply& reply, proto::Response::Builder response) {
 
 Reply decode_reply(proto::Response::Reader response) {
   Reply reply;
-  reply.result.status = response.getStatus();
+  if (std::optional<HttpAnswer> answer = from_http_status(response.getStatus())) {
+    reply.result.code = answer->code;
+    reply.result.done = answer->done;
+  } else {
+    reply.result.code = StatusCode::kInternal;
+  }
   reply.result.substatus = static_cast<int>(response.getSubstatus());
   reply.result.message = response.getMessage();
   reply.result.body = response.getBody();
@@ -231,12 +236,6 @@ std::string op_name(const Operation& operation) {
   return "unknown";
 }
 
-double read_request_charge(const storage::OpResult& result, bool strong) {
-  if (!result.ok()) return ttl::kFailedRequestCharge;
-  if (result.work_charge > 0) return strong ? 2 * result.work_charge : result.work_charge;
-  return ttl::read_charge(result.body.size(), strong);
-}
-
 storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros) {
   switch (query.kind) {
     case ReadQuery::Kind::kItem:
@@ -247,7 +246,7 @@ storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuer
     case ReadQuery::Kind::kDatabases: return state.list_databases();
     case ReadQuery::Kind::kQuery: return query::execute_query(state, query.query, now_micros);
   }
-  return storage::OpResult::error(400, "unknown read");
+  return storage::OpResult::error(StatusCode::kInvalidArgument, "unknown read");
 }
 
 }  // namespace mayfly::node

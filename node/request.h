@@ -53,9 +53,9 @@ struct Reply {
   // the driver thread (and with it heartbeats and the log).
   bool serve_here = false;
 
-  static Reply error(int status, std::string message) {
+  static Reply error(StatusCode code, std::string message) {
     Reply reply;
-    reply.result = storage::OpResult::error(status, std::move(message));
+    reply.result = storage::OpResult::error(code, std::move(message));
     return reply;
   }
 };
@@ -63,18 +63,16 @@ struct Reply {
 // 429 with retry-after: the container's provisioned RU/s are used up for this second (spec §8).
 Reply throttled_reply(int64_t wait_ms);
 
-// Decodes a wire request; malformed ones (bad session token, missing fields) become a 400 Reply.
-storage::Outcome<Operation> decode_request(proto::Request::Reader request);
+// Decodes a wire request; malformed ones (bad session token, missing fields) are kInvalidArgument.
+Result<Operation> decode_request(proto::Request::Reader request);
 // Builds the wire form of an Operation that must be forwarded (the inverse of decode_request, for writes).
+// The edge: a Reply's answer goes on the wire with its HTTP status (common/http_status.h), and comes back from it (a
+// leader's answer to a forwarded request) as a code again; a number the mapping does not make reads as kInternal.
 void encode_reply(const Reply& reply, proto::Response::Builder response);
 Reply decode_reply(proto::Response::Reader response);
 
 // A short, bounded name for metrics labels: "create", "read", "list", "cluster_status", ...
 std::string op_name(const Operation& operation);
-
-// The request charge of a read's result: a query's work charge, otherwise the size-based read charge (spec §8);
-// strong reads pay twice; failures 1 RU.
-double read_request_charge(const storage::OpResult& result, bool strong);
 
 // Runs a read at replicated time `now_micros`.
 storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros);

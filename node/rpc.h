@@ -21,6 +21,10 @@
 // --max-pending-requests (beyond: 503 at once), a peer's deliveries in the driver's queue (past a few, its deliver
 // call returns only when the driver has stepped them), Raft messages queued for the kj thread by the mailbox.
 //
+// Files: rpc.cc (routing requests, reads, waiting, shedding), rpc_connections.cc (start/stop, listener, TLS,
+// admission, idle connections, key reloads), rpc_services.cc (handshake, client session, peer API), rpc_peers.cc
+// (peer links, peer deliveries, the driver's batches); rpc_internal.h holds what they share.
+//
 // Thread-safety: start/stop from the main thread; deliver from the driver thread and the read threads; everything
 // else on the kj thread.
 #pragma once

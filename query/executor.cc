@@ -12,11 +12,11 @@ namespace {
 namespace bj = boost::json;
 using storage::OpResult;
 
-OpResult bad_request(std::string message) { return OpResult::error(400, std::move(message)); }
+OpResult bad_request(std::string message) { return OpResult::error(StatusCode::kInvalidArgument, std::move(message)); }
 
 OpResult from_status(const Status& status) {
   if (status.code() == StatusCode::kInvalidArgument) return bad_request(status.message());
-  return OpResult::error(500, "internal storage error: " + status.to_string());
+  return OpResult::storage_failure(status);
 }
 
 // An ItemSource over a storage snapshot: the container, or one partition of it, as users read the items.
@@ -165,9 +165,9 @@ OpResult execute_query(const storage::StoreReader& state, const QueryRequest& re
   Result<Evaluator> evaluator = Evaluator::create(*query, *parameters);
   if (!evaluator.is_ok()) return bad_request(evaluator.status().message());
 
-  storage::Outcome<std::unique_ptr<storage::ItemReader>> opened =
+  Result<std::unique_ptr<storage::ItemReader>> opened =
       state.open_item_reader(request.database, request.container);
-  if (!opened.ok()) return opened.error();
+  if (!opened.is_ok()) return OpResult::error(opened.status());
   storage::ItemReader& reader = *opened.value();
   const storage::ContainerRecord& container = reader.container();
   const int64_t at_micros = std::max(now_micros, reader.applied_ts_micros());
@@ -176,8 +176,8 @@ OpResult execute_query(const storage::StoreReader& state, const QueryRequest& re
   std::optional<std::string> partition_key;
   bool matches_nothing = plan.matches_nothing;
   if (request.partition_key_json) {
-    storage::Outcome<std::string> canonical = storage::canonical_partition_key_text(*request.partition_key_json);
-    if (!canonical.ok()) return canonical.error();
+    Result<std::string> canonical = storage::canonical_partition_key_text(*request.partition_key_json);
+    if (!canonical.is_ok()) return OpResult::error(canonical.status());
     partition_key = canonical.value();
   }
   if (plan.partition_key) {

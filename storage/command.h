@@ -13,6 +13,7 @@
 #include <string_view>
 #include <variant>
 
+#include "common/http_status.h"
 #include "common/status.h"
 #include "storage/records.h"
 #include "ttl/ttl.h"
@@ -80,10 +81,13 @@ struct Command {
 std::string encode_command(const Command& command);
 Result<Command> decode_command(std::string_view bytes);
 
-// The outcome of a command or a read, with spec §9's status codes. Errors (>= 400) carry a message a user can act
-// on; successes carry the JSON body (item with system properties, container, database, or an array for lists).
+// The answer to a command or a read. A refusal has a code (common/status.h) and a message a user can act on; a
+// success says how it was done (200, 201 created, 204 deleted) and carries the JSON body (item with system
+// properties, container, database, or an array for lists). The HTTP number (spec §9) is made from code and `done`
+// by the one mapping, common/http_status.h, only where the answer leaves: the wire, metrics, the exactly-once table.
 struct OpResult {
-  int status = 200;
+  StatusCode code = StatusCode::kOk;  // kOk: the request did its work
+  Done done = Done::kOk;              // how, when code is kOk
   int substatus = 0;
   std::string message;
   std::string body;
@@ -94,28 +98,30 @@ struct OpResult {
   double work_charge = 0;        // queries: RU for the work done (query/executor.h); 0: priced by the body size
   bool duplicate = false;        // a re-sent write answered with its first outcome (storage/write_dedup.h)
 
-  bool ok() const { return status < 400; }
-  static OpResult error(int status, std::string message) {
+  bool ok() const { return code == StatusCode::kOk; }
+  // The answer's HTTP status (common/http_status.h).
+  int http_status() const { return mayfly::http_status(code, done); }
+
+  // A refusal: `code` (not kOk) and its message.
+  static OpResult error(StatusCode code, std::string message) {
+    MAYFLY_ASSERT_MSG(code != StatusCode::kOk, "an error answer needs an error code");
     OpResult result;
-    result.status = status;
+    result.code = code;
     result.message = std::move(message);
     return result;
   }
-};
-
-// Either a value or the error result a request gets (status + message).
-template <typename T>
-class Outcome {
- public:
-  Outcome(T value) : state_(std::move(value)) {}           // NOLINT(google-explicit-constructor)
-  Outcome(OpResult error) : state_(std::move(error)) {}    // NOLINT(google-explicit-constructor)
-  bool ok() const { return std::holds_alternative<T>(state_); }
-  T& value() { return std::get<T>(state_); }
-  const T& value() const { return std::get<T>(state_); }
-  OpResult& error() { return std::get<OpResult>(state_); }
-
- private:
-  std::variant<T, OpResult> state_;
+  // A Status (not OK) as the answer: a failure of the store as storage_failure() does, any other code with its
+  // message.
+  static OpResult error(const Status& status) {
+    if (is_storage_failure(status.code())) return storage_failure(status);
+    return error(status.code(), status.message());
+  }
+  // A failure of the store met while answering: "internal storage error: ..." with the failure's code (kInternal
+  // when `status` carries another one).
+  static OpResult storage_failure(const Status& status) {
+    return error(is_storage_failure(status.code()) ? status.code() : StatusCode::kInternal,
+                 "internal storage error: " + status.to_string());
+  }
 };
 
 }  // namespace mayfly::storage

@@ -9,7 +9,7 @@ namespace {
 
 constexpr std::string_view kSystemProperties[] = {"_ts", "_etag", "_rid"};
 
-OpResult bad_request(std::string message) { return OpResult::error(400, std::move(message)); }
+Status bad_request(std::string message) { return Status::invalid_argument(std::move(message)); }
 
 }  // namespace
 
@@ -27,10 +27,10 @@ Status validate_resource_id(std::string_view kind, std::string_view id) {
   return Status::ok();
 }
 
-Outcome<PreparedItem> prepare_item(std::string_view body, std::string_view partition_key_path) {
+Result<PreparedItem> prepare_item(std::string_view body, std::string_view partition_key_path) {
   if (body.size() > kMaxItemBytes) {
-    return OpResult::error(413, "item is " + std::to_string(body.size()) + " bytes; the limit is " +
-                                    std::to_string(kMaxItemBytes) + " bytes (2 MB)");
+    return Status::too_large("item is " + std::to_string(body.size()) + " bytes; the limit is " +
+                             std::to_string(kMaxItemBytes) + " bytes (2 MB)");
   }
   Result<boost::json::value> parsed = json::parse(body);
   if (!parsed.is_ok()) return bad_request("item body is not valid JSON: " + parsed.status().message());
@@ -38,7 +38,7 @@ Outcome<PreparedItem> prepare_item(std::string_view body, std::string_view parti
   return prepare_item_object(std::move(parsed->get_object()), partition_key_path);
 }
 
-Outcome<PreparedItem> prepare_item_object(boost::json::object document, std::string_view partition_key_path) {
+Result<PreparedItem> prepare_item_object(boost::json::object document, std::string_view partition_key_path) {
   PreparedItem item;
   const boost::json::value* id = document.if_contains("id");
   if (id == nullptr) return bad_request("item has no 'id' property; every item needs a string id");
@@ -68,13 +68,13 @@ Outcome<PreparedItem> prepare_item_object(boost::json::object document, std::str
   for (std::string_view property : kSystemProperties) document.stable_erase(property);  // erase() would move the last member here
   item.json = json::to_json(document);
   if (item.json.size() > kMaxItemBytes) {
-    return OpResult::error(413, "item is " + std::to_string(item.json.size()) + " bytes; the limit is " +
-                                    std::to_string(kMaxItemBytes) + " bytes (2 MB)");
+    return Status::too_large("item is " + std::to_string(item.json.size()) + " bytes; the limit is " +
+                             std::to_string(kMaxItemBytes) + " bytes (2 MB)");
   }
   return item;
 }
 
-Outcome<std::string> canonical_partition_key_text(std::string_view partition_key_json) {
+Result<std::string> canonical_partition_key_text(std::string_view partition_key_json) {
   Result<boost::json::value> parsed = json::parse(partition_key_json);
   if (!parsed.is_ok()) return bad_request("partition key is not valid JSON: " + parsed.status().message());
   Result<std::string> canonical = json::canonical_partition_key(*parsed);

@@ -24,17 +24,18 @@ struct PreparedItem {
 };
 
 // Validates an item body (spec §1–§2, §9): a JSON object ≤ 2 MB with a valid string `id`, a partition key value at
-// `partition_key_path` (string, number, bool or null), and a valid `ttl` if present. 400/413 on failure.
-Outcome<PreparedItem> prepare_item(std::string_view body, std::string_view partition_key_path);
+// `partition_key_path` (string, number, bool or null), and a valid `ttl` if present. kInvalidArgument or kTooLarge
+// on failure.
+Result<PreparedItem> prepare_item(std::string_view body, std::string_view partition_key_path);
 // The same for a document already parsed (after a patch); `id` and the key are re-checked, size is measured.
-Outcome<PreparedItem> prepare_item_object(boost::json::object document, std::string_view partition_key_path);
+Result<PreparedItem> prepare_item_object(boost::json::object document, std::string_view partition_key_path);
 
 // Resource ids (items, containers, databases): 1..255 characters, none of / \ ? #.
 Status validate_resource_id(std::string_view kind, std::string_view id);
 
 // Parses a partition key given as JSON text ("\"a\"", "42", "true", "null") into its canonical form. 400 if it is not
-// JSON or is an array/object.
-Outcome<std::string> canonical_partition_key_text(std::string_view partition_key_json);
+// JSON or is an array/object (kInvalidArgument).
+Result<std::string> canonical_partition_key_text(std::string_view partition_key_json);
 
 // The item as users read it: the stored JSON with `_rid`, `_etag` and `_ts` (seconds) merged in.
 std::string render_item(const ItemRecord& record, uint64_t crid);

@@ -136,8 +136,8 @@ Result<Backlog> ExpiryKeeper::backlog(std::string_view database, std::string_vie
 Result<Backlog> ExpiryKeeper::backlog(std::string_view database, std::string_view container,
                                       size_t max_count_entries) {
   if (!sticky_.is_ok()) return sticky_;
-  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
-  if (!found.ok()) return Status::not_found(found.error().message);
+  Result<ContainerRecord> found = reader_.find_container(database, container, nullptr);
+  if (!found.is_ok()) return Status::not_found(OpResult::error(found.status()).message);
   const ContainerRecord& record = found.value();
   BacklogTracker& tracker = trackers_[record.crid];
   const int64_t now = reader_.applied().ts_micros;
@@ -174,8 +174,8 @@ Result<ContainerStats> ExpiryKeeper::container_stats(std::string_view database, 
 Result<ContainerStats> ExpiryKeeper::container_stats(std::string_view database, std::string_view container,
                                                      size_t max_count_entries) {
   MAYFLY_ASSIGN_OR_RETURN(Backlog expired, backlog(database, container, max_count_entries));
-  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
-  if (!found.ok()) return Status::not_found(found.error().message);
+  Result<ContainerRecord> found = reader_.find_container(database, container, nullptr);
+  if (!found.is_ok()) return Status::not_found(OpResult::error(found.status()).message);
   const LocalStats& stored = local_stats(found.value().crid);
   ContainerStats stats;
   stats.stored_items = stored.items;
@@ -194,8 +194,8 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     return Status::invalid_argument("collect_expired up to " + std::to_string(up_to_micros) +
                                     " is past the applied time " + std::to_string(applied_ts));
   }
-  Outcome<ContainerRecord> found = reader_.find_container(database, container, nullptr);
-  if (!found.ok()) return Status::not_found(found.error().message);
+  Result<ContainerRecord> found = reader_.find_container(database, container, nullptr);
+  if (!found.is_ok()) return Status::not_found(OpResult::error(found.status()).message);
   const ContainerRecord& record = found.value();
   const ttl::ExpiredBounds bounds = ttl::expired_bounds(record.ttl, up_to_micros);
 

@@ -118,12 +118,11 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
     answered = std::move(checked).value();
   }
   OpResult result = answered ? std::move(*answered) : dispatch(command, ts_micros, context);
-  if (answered && result.status >= 500) {
-    // The table's own refusal (a retry whose first outcome may be lost): a verdict, not a storage failure.
-    context.reset();
-  } else if (!context.failure.is_ok() || result.status >= 500) {
-    // A read failed or stored data did not decode. Other replicas would not see this, so answering anything would
-    // make this node diverge: stop, sticky.
+  // The table's own answers (a recorded outcome, or a refusal such as a retry whose first outcome may be lost) are
+  // verdicts. A command that met a failure of the store (a read failed, stored data did not decode) is not: other
+  // replicas would not see it, so answering anything would make this node diverge: stop, sticky. Decided by the
+  // answer's code, never by an HTTP number.
+  if (!answered && (!context.failure.is_ok() || is_storage_failure(result.code))) {
     sticky_ = context.failure.is_ok() ? Status::io_error(result.message) : context.failure;
     return sticky_;
   }
@@ -208,11 +207,13 @@ OpResult StateMachine::create_database(const Command& command, int64_t ts, Apply
     context.failure = existing.status();
     return internal_error(existing.status());
   }
-  if (existing->has_value()) return OpResult::error(409, "database '" + command.database + "' already exists");
+  if (existing->has_value()) {
+    return OpResult::error(StatusCode::kConflict, "database '" + command.database + "' already exists");
+  }
   DatabaseRecord record{++context.meta.write_sequence, ts};
   context.batch.Put(key, encode_database(record));
   OpResult result;
-  result.status = 201;
+  result.done = Done::kCreated;
   result.ts_micros = ts;
   std::string body = "{\"id\":";
   json::write_json_string(command.database, body);
@@ -247,19 +248,17 @@ OpResult StateMachine::delete_database(const Command& command, ApplyContext& con
   }
   context.batch.Delete(key);
   OpResult result;
-  result.status = 204;
+  result.done = Done::kNoContent;
   return result;
 }
 
 namespace {
 
 // Parses the JSON text of a defaultTtl value and validates it (spec §2).
-Outcome<ttl::DefaultTtl> parse_default_ttl(std::string_view text) {
+Result<ttl::DefaultTtl> parse_default_ttl(std::string_view text) {
   Result<boost::json::value> parsed = json::parse(text);
-  if (!parsed.is_ok()) return OpResult::error(400, "defaultTtl is not valid JSON: " + parsed.status().message());
-  Result<ttl::DefaultTtl> value = ttl::validate_default_ttl(json::ttl_literal(&*parsed));
-  if (!value.is_ok()) return OpResult::error(400, value.status().message());
-  return *value;
+  if (!parsed.is_ok()) return Status::invalid_argument("defaultTtl is not valid JSON: " + parsed.status().message());
+  return ttl::validate_default_ttl(json::ttl_literal(&*parsed));
 }
 
 Status validate_throughput(const Throughput& throughput) {
@@ -289,8 +288,8 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
   }
   if (!db->has_value()) return not_found("database '" + command.database + "' does not exist");
   if (existing->has_value()) {
-    return OpResult::error(409, "container '" + command.container + "' already exists in database '" +
-                                    command.database + "'");
+    return OpResult::error(StatusCode::kConflict, "container '" + command.container +
+                                                      "' already exists in database '" + command.database + "'");
   }
   ContainerRecord record;
   if (Status status = json::validate_partition_key_path(command.partition_key_path); !status.is_ok()) {
@@ -298,8 +297,8 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
   }
   record.partition_key_path = command.partition_key_path;
   if (command.default_ttl_change == DefaultTtlChange::kSet) {
-    Outcome<ttl::DefaultTtl> policy = parse_default_ttl(command.default_ttl_json);
-    if (!policy.ok()) return policy.error();
+    Result<ttl::DefaultTtl> policy = parse_default_ttl(command.default_ttl_json);
+    if (!policy.is_ok()) return OpResult::error(policy.status());
     record.ttl.policy = policy.value();
   }
   record.indexing = command.indexing.value_or(ttl::IndexingMode::kConsistent);
@@ -313,7 +312,7 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
   record.etag_sequence = ++context.meta.write_sequence;
   context.batch.Put(container_key(command.database, command.container), encode_container(record));
   OpResult result;
-  result.status = 201;
+  result.done = Done::kCreated;
   result.ts_micros = ts;
   result.etag = format_etag(record.etag_sequence);
   result.body = render_container(command.container, record);
@@ -321,11 +320,12 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
 }
 
 OpResult StateMachine::update_container(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
-  if (!found.ok()) return found.error();
+  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  if (!found.is_ok()) return OpResult::error(found.status());
   ContainerRecord record = found.value();
   if (command.if_match && *command.if_match != format_etag(record.etag_sequence)) {
-    return OpResult::error(412, "container etag does not match if-match " + *command.if_match);
+    return OpResult::error(StatusCode::kPreconditionFailed,
+                           "container etag does not match if-match " + *command.if_match);
   }
   if (!command.partition_key_path.empty() && command.partition_key_path != record.partition_key_path) {
     return bad_request("the partition key path of a container cannot change (it is '" + record.partition_key_path +
@@ -333,8 +333,8 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   }
   ttl::DefaultTtl policy = record.ttl.policy;
   if (command.default_ttl_change == DefaultTtlChange::kSet) {
-    Outcome<ttl::DefaultTtl> parsed = parse_default_ttl(command.default_ttl_json);
-    if (!parsed.ok()) return parsed.error();
+    Result<ttl::DefaultTtl> parsed = parse_default_ttl(command.default_ttl_json);
+    if (!parsed.is_ok()) return OpResult::error(parsed.status());
     policy = parsed.value();
   } else if (command.default_ttl_change == DefaultTtlChange::kRemove) {
     policy = ttl::DefaultTtl::off();
@@ -360,21 +360,21 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
 }
 
 OpResult StateMachine::delete_container(const Command& command, ApplyContext& context) {
-  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
-  if (!found.ok()) return found.error();
+  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  if (!found.is_ok()) return OpResult::error(found.status());
   context.batch.Delete(container_key(command.database, command.container));
   context.batch.Put(dropped_container_key(found.value().crid), "");
   context.dropped.push_back(found.value().crid);
   OpResult result;
-  result.status = 204;
+  result.done = Done::kNoContent;
   return result;
 }
 
 // ---- items ------------------------------------------------------------------------------------------------------
 
 OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
-  if (!found.ok()) return found.error();
+  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
   const CommandType type = command.type;
 
@@ -382,13 +382,13 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   std::optional<PreparedItem> prepared;
   std::string partition_key, id;
   if (type == CommandType::kPatchItem) {
-    Outcome<std::string> key = canonical_partition_key_text(command.partition_key_json);
-    if (!key.ok()) return key.error();
+    Result<std::string> key = canonical_partition_key_text(command.partition_key_json);
+    if (!key.is_ok()) return OpResult::error(key.status());
     partition_key = key.value();
     id = command.id;
   } else {
-    Outcome<PreparedItem> item = prepare_item(command.body, container.partition_key_path);
-    if (!item.ok()) return item.error();
+    Result<PreparedItem> item = prepare_item(command.body, container.partition_key_path);
+    if (!item.is_ok()) return OpResult::error(item.status());
     prepared = std::move(item.value());
     partition_key = prepared->partition_key;
     id = prepared->id;
@@ -404,16 +404,17 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
 
   const bool creating = type == CommandType::kCreateItem || (type == CommandType::kUpsertItem && !alive);
   if (type == CommandType::kCreateItem && alive) {
-    return OpResult::error(409, "an item with id '" + id + "' and partition key " + partition_key +
-                                    " already exists");
+    return OpResult::error(StatusCode::kConflict,
+                           "an item with id '" + id + "' and partition key " + partition_key + " already exists");
   }
   if (!creating && !alive) {
     return not_found("item with id '" + id + "' and partition key " + partition_key + " does not exist" +
                      (existing ? " (it has expired)" : ""));
   }
   if (command.if_match && !creating && *command.if_match != format_etag(existing->record.etag_sequence)) {
-    return OpResult::error(412, "the item's etag " + format_etag(existing->record.etag_sequence) +
-                                    " does not match if-match " + *command.if_match);
+    return OpResult::error(StatusCode::kPreconditionFailed, "the item's etag " +
+                                                                format_etag(existing->record.etag_sequence) +
+                                                                " does not match if-match " + *command.if_match);
   }
   if (command.if_match && creating && type == CommandType::kUpsertItem) {
     return not_found("item with id '" + id + "' does not exist; if-match needs an existing item");
@@ -429,8 +430,8 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
         json::apply_patch(document->get_object(), command.body, {"/id", container.partition_key_path});
     if (!patched.is_ok()) return bad_request(patched.status().message());
     // The document as patched must be a valid item again (ttl rules, size).
-    Outcome<PreparedItem> item = prepare_item_object(std::move(patched).value(), container.partition_key_path);
-    if (!item.ok()) return item.error();
+    Result<PreparedItem> item = prepare_item_object(std::move(patched).value(), container.partition_key_path);
+    if (!item.is_ok()) return OpResult::error(item.status());
     prepared = std::move(item.value());
   }
 
@@ -457,7 +458,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   context.batch.Put(local_stats_key(container.crid), encode_local_stats(stats->second));
 
   OpResult result;
-  result.status = creating ? 201 : 200;
+  result.done = creating ? Done::kCreated : Done::kOk;
   result.ts_micros = ts;
   result.etag = format_etag(record.etag_sequence);
   result.body = render_item(record, container.crid);
@@ -465,11 +466,11 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
 }
 
 OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Outcome<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
-  if (!found.ok()) return found.error();
+  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
-  Outcome<std::string> partition_key = canonical_partition_key_text(command.partition_key_json);
-  if (!partition_key.ok()) return partition_key.error();
+  Result<std::string> partition_key = canonical_partition_key_text(command.partition_key_json);
+  if (!partition_key.is_ok()) return OpResult::error(partition_key.status());
   const std::string key = item_key(container.crid, partition_key.value(), command.id);
   Result<std::optional<StoredItem>> loaded = load_item(key);
   if (!loaded.is_ok()) {
@@ -482,15 +483,16 @@ OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyCont
                      " does not exist" + (existing ? " (it has expired)" : ""));
   }
   if (command.if_match && *command.if_match != format_etag(existing->record.etag_sequence)) {
-    return OpResult::error(412, "the item's etag " + format_etag(existing->record.etag_sequence) +
-                                    " does not match if-match " + *command.if_match);
+    return OpResult::error(StatusCode::kPreconditionFailed, "the item's etag " +
+                                                                format_etag(existing->record.etag_sequence) +
+                                                                " does not match if-match " + *command.if_match);
   }
   expiry_.remove_stored_item(container.crid, key, partition_key.value(), command.id, existing->record,
                              existing->bytes, context);
   context.batch.Put(local_stats_key(container.crid), encode_local_stats(context.stats[container.crid]));
   ++context.meta.write_sequence;  // deletes are writes too: etags of later writes stay unique
   OpResult result;
-  result.status = 204;
+  result.done = Done::kNoContent;
   result.ts_micros = ts;
   return result;
 }

@@ -43,11 +43,11 @@ inline bool has_prefix(const leveldb::Slice& key, std::string_view prefix) {
 
 inline std::string_view view(const leveldb::Slice& slice) { return std::string_view(slice.data(), slice.size()); }
 
-inline OpResult not_found(std::string message) { return OpResult::error(404, std::move(message)); }
-inline OpResult bad_request(std::string message) { return OpResult::error(400, std::move(message)); }
-inline OpResult internal_error(const Status& status) {
-  return OpResult::error(500, "internal storage error: " + status.to_string());
+inline OpResult not_found(std::string message) { return OpResult::error(StatusCode::kNotFound, std::move(message)); }
+inline OpResult bad_request(std::string message) {
+  return OpResult::error(StatusCode::kInvalidArgument, std::move(message));
 }
+inline OpResult internal_error(const Status& status) { return OpResult::storage_failure(status); }
 
 // The value of an expiry index entry: the item's record bytes (key and value), for the backlog's byte figures.
 inline std::string index_value(size_t record_bytes) {

@@ -41,19 +41,19 @@ Result<std::optional<ItemRecord>> StoreReader::get_item(const std::string& key, 
   return std::optional<ItemRecord>(std::move(record));
 }
 
-Outcome<ContainerRecord> StoreReader::find_container(std::string_view database, std::string_view container,
+Result<ContainerRecord> StoreReader::find_container(std::string_view database, std::string_view container,
                                                       const ReadSnapshot* snapshot) const {
   Result<std::optional<std::string>> raw = get_raw(container_key(database, container), snapshot);
-  if (!raw.is_ok()) return internal_error(raw.status());
+  if (!raw.is_ok()) return raw.status();
   if (!raw->has_value()) {
     Result<std::optional<std::string>> db = get_raw(database_key(database), snapshot);
-    if (db.is_ok() && !db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
-    return not_found("container '" + std::string(container) + "' does not exist in database '" +
-                     std::string(database) + "'");
+    if (db.is_ok() && !db->has_value()) {
+      return Status::not_found("database '" + std::string(database) + "' does not exist");
+    }
+    return Status::not_found("container '" + std::string(container) + "' does not exist in database '" +
+                             std::string(database) + "'");
   }
-  Result<ContainerRecord> record = decode_container(**raw);
-  if (!record.is_ok()) return internal_error(record.status());
-  return std::move(record).value();
+  return decode_container(**raw);
 }
 
 std::string render_container(std::string_view id, const ContainerRecord& record) {
@@ -97,10 +97,10 @@ std::map<NodeId, std::string> StoreReader::member_addresses() const {
 OpResult StoreReader::read_item(std::string_view database, std::string_view container,
                                  std::string_view partition_key_json, std::string_view id, int64_t now_micros) const {
   ReadSnapshot snapshot(db_);
-  Outcome<ContainerRecord> found = find_container(database, container, &snapshot);
-  if (!found.ok()) return found.error();
-  Outcome<std::string> partition_key = canonical_partition_key_text(partition_key_json);
-  if (!partition_key.ok()) return partition_key.error();
+  Result<ContainerRecord> found = find_container(database, container, &snapshot);
+  if (!found.is_ok()) return OpResult::error(found.status());
+  Result<std::string> partition_key = canonical_partition_key_text(partition_key_json);
+  if (!partition_key.is_ok()) return OpResult::error(partition_key.status());
   Result<std::optional<ItemRecord>> record =
       get_item(item_key(found.value().crid, partition_key.value(), id), &snapshot);
   if (!record.is_ok()) return internal_error(record.status());
@@ -125,13 +125,13 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
     return bad_request("max items per page must be between 1 and " + std::to_string(kMaxListItems));
   }
   ReadSnapshot snapshot(db_);
-  Outcome<ContainerRecord> found = find_container(request.database, request.container, &snapshot);
-  if (!found.ok()) return found.error();
+  Result<ContainerRecord> found = find_container(request.database, request.container, &snapshot);
+  if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
   std::string prefix = item_prefix(container.crid);
   if (request.partition_key_json) {
-    Outcome<std::string> partition_key = canonical_partition_key_text(*request.partition_key_json);
-    if (!partition_key.ok()) return partition_key.error();
+    Result<std::string> partition_key = canonical_partition_key_text(*request.partition_key_json);
+    if (!partition_key.is_ok()) return OpResult::error(partition_key.status());
     prefix = partition_prefix(container.crid, partition_key.value());
   }
   std::string start = prefix;
@@ -185,18 +185,18 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
 
 ItemReader::ItemReader(leveldb::DB* db) : db_(db), snapshot_(db) {}
 
-Outcome<std::unique_ptr<ItemReader>> StoreReader::open_item_reader(std::string_view database,
+Result<std::unique_ptr<ItemReader>> StoreReader::open_item_reader(std::string_view database,
                                                                                std::string_view container) const {
   // The container record is read from the reader's own snapshot, so settings and items are one consistent state.
   std::unique_ptr<ItemReader> reader(new ItemReader(db_));
-  Outcome<ContainerRecord> found = find_container(database, container, &reader->snapshot_);
-  if (!found.ok()) return found.error();
+  Result<ContainerRecord> found = find_container(database, container, &reader->snapshot_);
+  if (!found.is_ok()) return found.status();
   reader->container_ = std::move(found.value());
   Result<std::optional<std::string>> meta = get_raw(meta_key(), &reader->snapshot_);
-  if (!meta.is_ok()) return internal_error(meta.status());
+  if (!meta.is_ok()) return meta.status();
   if (meta->has_value()) {
     Result<MetaState> decoded = decode_meta(**meta);
-    if (!decoded.is_ok()) return internal_error(decoded.status());
+    if (!decoded.is_ok()) return decoded.status();
     reader->applied_ts_micros_ = decoded->applied_ts_micros;
   }
   return reader;
@@ -331,8 +331,8 @@ OpResult StoreReader::list_databases() const {
 
 OpResult StoreReader::read_container(std::string_view database, std::string_view container) const {
   const ReadSnapshot snapshot(db_);  // the database is looked up too when the container is missing
-  Outcome<ContainerRecord> found = find_container(database, container, &snapshot);
-  if (!found.ok()) return found.error();
+  Result<ContainerRecord> found = find_container(database, container, &snapshot);
+  if (!found.is_ok()) return OpResult::error(found.status());
   OpResult result;
   result.ts_micros = found.value().modified_ts_micros;
   result.etag = format_etag(found.value().etag_sequence);
@@ -343,8 +343,8 @@ OpResult StoreReader::read_container(std::string_view database, std::string_view
 std::optional<ContainerRecord> StoreReader::container_record(std::string_view database,
                                                               std::string_view container) const {
   const ReadSnapshot snapshot(db_);  // the database is looked up too when the container is missing
-  Outcome<ContainerRecord> found = find_container(database, container, &snapshot);
-  if (!found.ok()) return std::nullopt;
+  Result<ContainerRecord> found = find_container(database, container, &snapshot);
+  if (!found.is_ok()) return std::nullopt;
   return found.value();
 }
 

@@ -186,15 +186,16 @@ class StoreReader {
   // over the items expiring within the largest window.
   Result<std::vector<ExpiringSoon>> expiring_soon(const std::vector<int64_t>& windows_micros) const;
 
-  // 404 when the database or container does not exist.
-  Outcome<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;
+  // kNotFound when the database or container does not exist; a storage failure when it cannot be read.
+  Result<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;
 
   // Lookups at `snapshot`, or (nullptr) at the live DB — which the apply side uses, between its own writes.
   Result<std::optional<std::string>> get_raw(const std::string& key, const ReadSnapshot* snapshot) const;
   Result<std::optional<ItemRecord>> get_item(const std::string& key, const ReadSnapshot* snapshot) const;
-  // 404 results when the container or its database is missing.
-  Outcome<ContainerRecord> find_container(std::string_view database, std::string_view container,
-                                          const ReadSnapshot* snapshot) const;
+  // kNotFound (saying which) when the container or its database is missing; a storage failure when the record
+  // cannot be read or decoded.
+  Result<ContainerRecord> find_container(std::string_view database, std::string_view container,
+                                         const ReadSnapshot* snapshot) const;
 
  private:
   leveldb::DB* db_;

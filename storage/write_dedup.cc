@@ -64,7 +64,8 @@ std::string encode_result(const OpResult& result) {
   std::string out;
   out.reserve(result.body.size() + result.message.size() + 48);
   codec::put_u8(out, kDedupRecordVersion);
-  codec::put_varint(out, static_cast<uint64_t>(result.status));
+  // The outcome as its HTTP number (the record's format since version 1), made by the one mapping.
+  codec::put_varint(out, static_cast<uint64_t>(result.http_status()));
   codec::put_varint(out, static_cast<uint64_t>(result.substatus));
   codec::put_bytes(out, result.message);
   codec::put_bytes(out, result.body);
@@ -85,7 +86,12 @@ Result<OpResult> decode_result(std::string_view bytes) {
       !reader.done()) {
     return Status::corruption("undecodable write outcome in the exactly-once table");
   }
-  result.status = static_cast<int>(status);
+  const std::optional<HttpAnswer> answer = from_http_status(static_cast<int>(status));
+  if (!answer) {
+    return Status::corruption("write outcome with status " + std::to_string(status) + " in the exactly-once table");
+  }
+  result.code = answer->code;
+  result.done = answer->done;
   result.substatus = static_cast<int>(substatus);
   result.message = std::string(message);
   result.body = std::string(body);
@@ -122,15 +128,17 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   const std::string who = "write " + std::to_string(id.sequence) + " of client " + std::to_string(id.client);
   if (!raw) {
     if (id.retry && totals_->last_eviction_micros >= 0 && ts_ - totals_->last_eviction_micros <= kDedupWindowMicros) {
-      OpResult lost = OpResult::error(503, who + " is a retry, and this cluster evicted exactly-once records lately "
-                                               "(too many clients): its first attempt may have been applied, so it "
-                                               "is not applied again. The outcome is unknown: read to find out");
+      OpResult lost = OpResult::error(StatusCode::kUnavailable,
+                                      who + " is a retry, and this cluster evicted exactly-once records lately "
+                                            "(too many clients): its first attempt may have been applied, so it "
+                                            "is not applied again. The outcome is unknown: read to find out");
       lost.substatus = kDedupSubstatusRecordLost;
       return std::optional<OpResult>(std::move(lost));
     }
     if (totals_->result_bytes >= kDedupMaxTotalBytes) {
-      OpResult full = OpResult::error(429, who + " is refused: the cluster keeps too many unacknowledged write "
-                                                 "outcomes; nothing was applied: retry shortly");
+      OpResult full = OpResult::error(StatusCode::kThrottled,
+                                      who + " is refused: the cluster keeps too many unacknowledged write "
+                                            "outcomes; nothing was applied: retry shortly");
       full.substatus = kDedupSubstatusTableFull;
       return std::optional<OpResult>(std::move(full));
     }
@@ -148,7 +156,8 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   }
   if (id.sequence < stored.first_unacknowledged) {
     return std::optional<OpResult>(OpResult::error(
-        400, who + " was answered before and its client has acknowledged it since (a delayed copy?): not applied"));
+        StatusCode::kInvalidArgument,
+        who + " was answered before and its client has acknowledged it since (a delayed copy?): not applied"));
   }
   // The outcomes the client has acknowledged since it last wrote: dropped in this entry whatever the verdict.
   ClientRecord next = stored;
@@ -182,7 +191,7 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   if (next.results >= kDedupMaxUnacknowledged || next.result_bytes >= kDedupMaxClientBytes ||
       totals_->result_bytes >= kDedupMaxTotalBytes) {
     OpResult full = OpResult::error(
-        429, who + " is refused: " +
+        StatusCode::kThrottled, who + " is refused: " +
                  (totals_->result_bytes >= kDedupMaxTotalBytes
                       ? std::string("the cluster keeps too many unacknowledged write outcomes")
                       : "this client has " + std::to_string(next.results) +

@@ -23,6 +23,17 @@ double read_charge(uint64_t bytes, bool strong) {
 
 double write_charge(uint64_t bytes) { return 5.0 * static_cast<double>(kilobytes_rounded_up(bytes)); }
 
+double read_request_charge(bool succeeded, double work_charge, uint64_t body_bytes, bool strong) {
+  if (!succeeded) return kFailedRequestCharge;
+  if (work_charge > 0) return strong ? 2 * work_charge : work_charge;
+  return read_charge(body_bytes, strong);
+}
+
+double write_request_charge(bool succeeded, uint64_t command_bytes, uint64_t result_bytes) {
+  if (!succeeded) return kFailedRequestCharge;
+  return write_charge(std::max(command_bytes, result_bytes));
+}
+
 void RequestUnitMeter::roll(int64_t now_micros) {
   const int64_t slot = slot_of(now_micros);
   if (current_slot_ == INT64_MIN || slot - current_slot_ >= kSlots) {

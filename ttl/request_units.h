@@ -16,6 +16,12 @@ double read_charge(uint64_t bytes, bool strong);
 double write_charge(uint64_t bytes);
 inline constexpr double kFailedRequestCharge = 1.0;
 inline double ttl_delete_charge(uint64_t bytes) { return write_charge(bytes); }
+// What a read request is charged once answered: 1 RU when it failed; a query's work charge when it has one (twice for
+// a strong read); otherwise the size-based read charge of the `body_bytes` it returned.
+double read_request_charge(bool succeeded, double work_charge, uint64_t body_bytes, bool strong);
+// What an applied item write is charged: the write charge of the larger of the command and the item it produced, or
+// 1 RU when it was refused.
+double write_request_charge(bool succeeded, uint64_t command_bytes, uint64_t result_bytes);
 
 // RU spent in the last second, in 10 slots of 100 ms (a sliding window with 100 ms resolution).
 class RequestUnitMeter {

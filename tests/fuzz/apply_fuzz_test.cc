@@ -99,8 +99,8 @@ TEST_F(ApplyFuzz, BadInputIsA4xxAndChangesNothing) {
       result = apply(command, now);
     }
     now += 1000;
-    ASSERT_LT(result.status, 500) << "input: " << input << " -> " << result.message << " (seed " << seed << ")";
-    if (result.status >= 400) {
+    ASSERT_LT(result.http_status(), 500) << "input: " << input << " -> " << result.message << " (seed " << seed << ")";
+    if (result.http_status() >= 400) {
       ++rejected;
       ASSERT_FALSE(result.message.empty()) << "a 4xx must say why; input: " << input;
       ASSERT_TRUE(before == replicated_without_meta(*store_)) << "rejected input changed the store: " << input;
@@ -108,9 +108,9 @@ TEST_F(ApplyFuzz, BadInputIsA4xxAndChangesNothing) {
       ++accepted;
     }
     // The item written by accepted inputs must read back as valid JSON that parses again.
-    if (result.status < 300 && !result.body.empty()) {
+    if (result.http_status() < 300 && !result.body.empty()) {
       OpResult listed = store_->reader().list_items(ListRequest{"db", "c", std::nullopt, kMaxListItems, ""}, now);
-      ASSERT_EQ(listed.status, 200) << listed.message;
+      ASSERT_EQ(listed.http_status(), 200) << listed.message;
     }
   }
   std::printf("fuzz: %d accepted, %d rejected\n", accepted, rejected);

@@ -15,7 +15,7 @@
 #include "metrics/metrics.h"
 #include "node/driver.h"
 #include "node/event_loop.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "replication/codec.h"
 #include "storage/replica.h"
 #include "tests/sim/fault_env.h"
@@ -442,7 +442,7 @@ class Simulation {
     switch (pending.kind) {
       case PendingRequest::Kind::kWrite:
         // Applied (whatever its business outcome) at the index the session token names.
-        if (reply.result.status < 500 && reply.session_token != 0) {
+        if (reply.result.http_status() < 500 && reply.session_token != 0) {
           acknowledged_[reply.session_token] = pending.command_hash;
           highest_acknowledged_ = std::max(highest_acknowledged_, LogIndex(reply.session_token));
           ++result_.writes_acknowledged;

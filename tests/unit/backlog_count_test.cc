@@ -12,7 +12,7 @@
 #include "common/clock.h"
 #include "metrics/metrics.h"
 #include "node/collector.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "tests/unit/store_fixture.h"
 
 namespace mayfly::storage::testing {
@@ -36,11 +36,11 @@ class BacklogCount : public StoreFixture {
 
   void write(CommandType type, const std::string& body, int64_t ts) {
     OpResult result = apply(item_command(type, "db", "c", body), ts);
-    ASSERT_LT(result.status, 300) << result.message;
+    ASSERT_LT(result.http_status(), 300) << result.message;
   }
-  void tick(int64_t ts) { ASSERT_EQ(apply(Command{}, ts).status, 200); }
+  void tick(int64_t ts) { ASSERT_EQ(apply(Command{}, ts).http_status(), 200); }
   void set_default_ttl(const std::string& seconds, int64_t ts) {
-    ASSERT_EQ(apply(set_default_ttl_command("db", "c", seconds), ts).status, 200);
+    ASSERT_EQ(apply(set_default_ttl_command("db", "c", seconds), ts).http_status(), 200);
   }
 
   Backlog backlog(size_t max_entries) {
@@ -81,7 +81,7 @@ class BacklogCount : public StoreFixture {
     for (int page = 0; page < 10000; ++page) {
       ListRequest request{"db", "c", std::nullopt, kMaxListItems, continuation};
       OpResult result = store_->reader().list_items(request, store_->applied().ts_micros);
-      EXPECT_EQ(result.status, 200) << result.message;
+      EXPECT_EQ(result.http_status(), 200) << result.message;
       if (!result.ok()) break;
       if (result.body != "[]") live += std::count(result.body.begin(), result.body.end(), '{');
       if (result.continuation.empty()) break;
@@ -219,14 +219,14 @@ TEST_F(ListCap, APageStopsAfterTenThousandRecordsReadWithAContinuation) {
     ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c",
                                  R"({"id":")" + std::to_string(100000 + i) + R"(","pk":"a"})"),
                     kT0 + i)
-                  .status,
+                  .http_status(),
               201);
   }
   for (const char* id : {"x", "y", "z"}) {
     ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c",
                                  std::string(R"({"id":")") + id + R"(","pk":"b","ttl":-1})"),
                     at(1))
-                  .status,
+                  .http_status(),
               201);
   }
   // While everything is alive pages are full and the cap is never what ends them.
@@ -235,16 +235,16 @@ TEST_F(ListCap, APageStopsAfterTenThousandRecordsReadWithAContinuation) {
   EXPECT_EQ(std::count(page.body.begin(), page.body.end(), '{'), static_cast<long>(kMaxListItems));
   EXPECT_EQ(page.expired_skipped, 0);
   EXPECT_FALSE(page.continuation.empty());
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), at(5)).status, 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), at(5)).http_status(), 200);
   ListRequest request{"db", "c", std::nullopt, 100, ""};
   OpResult first = store_->reader().list_items(request, at(5));
-  ASSERT_EQ(first.status, 200) << first.message;
+  ASSERT_EQ(first.http_status(), 200) << first.message;
   EXPECT_EQ(first.body, "[]");
   EXPECT_EQ(first.expired_skipped, static_cast<int64_t>(kMaxListExamined));
   ASSERT_FALSE(first.continuation.empty()) << "an empty page that stopped early must say where to resume";
   request.continuation = first.continuation;
   OpResult second = store_->reader().list_items(request, at(5));
-  ASSERT_EQ(second.status, 200) << second.message;
+  ASSERT_EQ(second.http_status(), 200) << second.message;
   EXPECT_EQ(second.expired_skipped, 5);
   EXPECT_NE(second.body.find(R"("id":"x")"), std::string::npos) << second.body;
   EXPECT_NE(second.body.find(R"("id":"z")"), std::string::npos) << second.body;
@@ -268,10 +268,10 @@ TEST_F(ListCap, ADroppedContainerIsReclaimedInBoundedCallsThatResume) {
   for (int i = 0; i < 400; ++i) {
     ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", item(i, i % 3 == 0 ? "\"ttl\":50" : "")),
                     kT0 + i)
-                  .status,
+                  .http_status(),
               201);
   }
-  ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), at(1)).status, 204);
+  ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), at(1)).http_status(), 204);
   // Each item has three keys (the item, its expiry index entry, its `_ts` index entry).
   int64_t total = 0;
   int calls = 0;
@@ -307,15 +307,15 @@ TEST_F(CollectorPasses, APassStaysWithinItsWorkBudgetAndEveryContainerGetsItsTur
   constexpr int kContainers = 30;
   constexpr int kItems = 20;
   int64_t ts = kT0;
-  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), ts).status, 201);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), ts).http_status(), 201);
   for (int c = 0; c < kContainers; ++c) {
     const std::string name = "c" + std::to_string(100 + c);
-    ASSERT_EQ(apply(create_container_command("db", name, "/pk", "10"), ++ts).status, 201);
+    ASSERT_EQ(apply(create_container_command("db", name, "/pk", "10"), ++ts).http_status(), 201);
     for (int i = 0; i < kItems; ++i) {
-      ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", name, item(i)), ++ts).status, 201);
+      ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", name, item(i)), ++ts).http_status(), 201);
     }
   }
-  ASSERT_EQ(apply(Command{}, at(20)).status, 200);  // everything expired
+  ASSERT_EQ(apply(Command{}, at(20)).http_status(), 200);  // everything expired
   clock_.set_micros(at(20));
   node::CollectorOptions options;
   options.batch_items_max = 5;

@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/codec.h"
+#include "common/http_status.h"
 #include "common/ids.h"
 #include "common/prng.h"
 #include "common/status.h"
@@ -38,6 +39,48 @@ Result<int> quarter(int x) {
   MAYFLY_ASSIGN_OR_RETURN(int h, half(x));
   MAYFLY_ASSIGN_OR_RETURN(int q, half(h));
   return q;
+}
+
+// The one mapping to HTTP (spec §9) and back: every code and every way of being done has its number, and the
+// numbers read back to what made them (the wire and the exactly-once table's stored outcomes depend on it).
+TEST(HttpStatus, EveryCodeMapsToItsNumberAndBack) {
+  const std::vector<std::pair<StatusCode, int>> refusals = {
+      {StatusCode::kInvalidArgument, 400}, {StatusCode::kUnauthorized, 401},       {StatusCode::kForbidden, 403},
+      {StatusCode::kNotFound, 404},        {StatusCode::kConflict, 409},           {StatusCode::kPreconditionFailed, 412},
+      {StatusCode::kTooLarge, 413},        {StatusCode::kThrottled, 429},          {StatusCode::kUnavailable, 503},
+      {StatusCode::kInternal, 500},
+  };
+  for (const auto& [code, number] : refusals) {
+    EXPECT_EQ(http_status(code), number) << status_code_name(code);
+    std::optional<HttpAnswer> back = from_http_status(number);
+    ASSERT_TRUE(back.has_value()) << number;
+    EXPECT_EQ(back->code, code) << number;
+  }
+  EXPECT_EQ(http_status(StatusCode::kIoError), 500);
+  EXPECT_EQ(http_status(StatusCode::kCorruption), 500);
+  const std::vector<std::pair<Done, int>> successes = {{Done::kOk, 200}, {Done::kCreated, 201}, {Done::kNoContent, 204}};
+  for (const auto& [done, number] : successes) {
+    EXPECT_EQ(http_status(StatusCode::kOk, done), number);
+    std::optional<HttpAnswer> back = from_http_status(number);
+    ASSERT_TRUE(back.has_value()) << number;
+    EXPECT_EQ(back->code, StatusCode::kOk);
+    EXPECT_EQ(back->done, done);
+  }
+  // A code other than kOk ignores `done`.
+  EXPECT_EQ(http_status(StatusCode::kConflict, Done::kCreated), 409);
+  for (int number : {0, 202, 302, 402, 408, 418, 502, 999}) EXPECT_FALSE(from_http_status(number).has_value()) << number;
+}
+
+TEST(Status, OnlyFailuresOfTheStoreAreStorageFailures) {
+  EXPECT_TRUE(is_storage_failure(StatusCode::kIoError));
+  EXPECT_TRUE(is_storage_failure(StatusCode::kCorruption));
+  EXPECT_TRUE(is_storage_failure(StatusCode::kInternal));
+  for (StatusCode verdict : {StatusCode::kOk, StatusCode::kInvalidArgument, StatusCode::kNotFound,
+                             StatusCode::kUnavailable, StatusCode::kConflict, StatusCode::kPreconditionFailed,
+                             StatusCode::kTooLarge, StatusCode::kThrottled, StatusCode::kUnauthorized,
+                             StatusCode::kForbidden}) {
+    EXPECT_FALSE(is_storage_failure(verdict)) << status_code_name(verdict);
+  }
 }
 
 TEST(Result, PropagatesValuesAndErrors) {

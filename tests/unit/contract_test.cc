@@ -137,7 +137,7 @@ class Contract : public StoreFixture {
                  ts);
   }
   // Advances the replicated time with a leader time entry.
-  void tick(int64_t ts) { ASSERT_EQ(apply(Command{}, ts).status, 200); }
+  void tick(int64_t ts) { ASSERT_EQ(apply(Command{}, ts).http_status(), 200); }
 
   OpResult read_in(const std::string& container, const std::string& pk_json, const std::string& id, int64_t now) {
     return store_->reader().read_item("db", container, pk_json, id, now);
@@ -159,7 +159,7 @@ class Contract : public StoreFixture {
     std::string continuation;
     for (int page = 0; page < 1000; ++page) {
       OpResult result = list(pk_json, now, page_size, continuation, container);
-      EXPECT_EQ(result.status, 200) << result.message;
+      EXPECT_EQ(result.http_status(), 200) << result.message;
       if (!result.ok()) break;
       std::vector<std::string> page_ids = ids_of(result.body);
       EXPECT_LE(page_ids.size(), page_size);
@@ -173,7 +173,7 @@ class Contract : public StoreFixture {
 
   void add_container(const std::string& name, std::optional<std::string> default_ttl_json, int64_t ts = kT0) {
     OpResult created = apply(create_container_command("db", name, "/pk", std::move(default_ttl_json)), ts);
-    ASSERT_EQ(created.status, 201) << created.message;
+    ASSERT_EQ(created.http_status(), 201) << created.message;
   }
 
   // Everything in the store (replicated and local) except the meta key, which records the applied position.
@@ -208,7 +208,7 @@ class Contract : public StoreFixture {
 // ===== §2 Validation =================================================================================================
 
 TEST_F(Contract, InvalidItemTtlIs400WithExactMessageAndNothingWrittenOnCreate) {
-  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 201);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
   add_container("off", std::nullopt);  // TTL off: the item ttl is validated anyway
   add_container("minus1", "-1");
   add_container("n10", "10");
@@ -218,10 +218,10 @@ TEST_F(Contract, InvalidItemTtlIs400WithExactMessageAndNothingWrittenOnCreate) {
       SCOPED_TRACE("ttl " + bad.json);
       const Dump before = dump_without_meta();
       OpResult created = create(item_body("a", "p", "\"ttl\":" + bad.json), at(1), container);
-      EXPECT_EQ(created.status, 400);
+      EXPECT_EQ(created.http_status(), 400);
       EXPECT_EQ(created.message, item_ttl_message(bad.text));
       EXPECT_EQ(dump_without_meta(), before);
-      EXPECT_EQ(read_in(container, "\"p\"", "a", at(1)).status, 404);
+      EXPECT_EQ(read_in(container, "\"p\"", "a", at(1)).http_status(), 404);
     }
   }
 }
@@ -229,27 +229,27 @@ TEST_F(Contract, InvalidItemTtlIs400WithExactMessageAndNothingWrittenOnCreate) {
 TEST_F(Contract, InvalidItemTtlIs400AndLeavesTheItemUnchangedOnReplaceUpsertAndPatch) {
   make_container("-1");
   OpResult created = create(item_body("a", "p", "\"ttl\":100,\"v\":1"), at(1));
-  ASSERT_EQ(created.status, 201);
+  ASSERT_EQ(created.http_status(), 201);
   for (const BadTtl& bad : bad_ttls()) {
     SCOPED_TRACE("ttl " + bad.json);
     const Dump before = dump_without_meta();
     OpResult replaced = replace(item_body("a", "p", "\"ttl\":" + bad.json + ",\"v\":2"), at(2));
-    EXPECT_EQ(replaced.status, 400);
+    EXPECT_EQ(replaced.http_status(), 400);
     EXPECT_EQ(replaced.message, item_ttl_message(bad.text));
     OpResult upserted = upsert(item_body("a", "p", "\"ttl\":" + bad.json + ",\"v\":2"), at(2));
-    EXPECT_EQ(upserted.status, 400);
+    EXPECT_EQ(upserted.http_status(), 400);
     EXPECT_EQ(upserted.message, item_ttl_message(bad.text));
     OpResult upserted_new = upsert(item_body("new", "p", "\"ttl\":" + bad.json), at(2));
-    EXPECT_EQ(upserted_new.status, 400);
+    EXPECT_EQ(upserted_new.http_status(), 400);
     EXPECT_EQ(upserted_new.message, item_ttl_message(bad.text));
     OpResult patched = patch("\"p\"", "a", R"([{"op":"set","path":"/ttl","value":)" + bad.json + "}]", at(2));
-    EXPECT_EQ(patched.status, 400);
+    EXPECT_EQ(patched.http_status(), 400);
     EXPECT_EQ(patched.message, item_ttl_message(bad.text));
     EXPECT_EQ(dump_without_meta(), before);
     OpResult read_back = read("\"p\"", "a", at(2));
-    ASSERT_EQ(read_back.status, 200);
+    ASSERT_EQ(read_back.http_status(), 200);
     EXPECT_EQ(read_back.body, created.body);
-    EXPECT_EQ(read("\"p\"", "new", at(2)).status, 404);
+    EXPECT_EQ(read("\"p\"", "new", at(2)).http_status(), 404);
   }
 }
 
@@ -259,53 +259,53 @@ TEST_F(Contract, ValidItemTtlBoundaryValuesAreAcceptedAndReturnedAsWritten) {
     SCOPED_TRACE(value);
     const std::string id = std::string("i") + value;
     OpResult created = create(item_body(id, "p", std::string("\"ttl\":") + value), kT0);
-    ASSERT_EQ(created.status, 201) << created.message;
+    ASSERT_EQ(created.http_status(), 201) << created.message;
     EXPECT_EQ(int_field(created.body, "ttl"), std::stoll(value));
     OpResult read_back = read("\"p\"", id, kT0);
-    ASSERT_EQ(read_back.status, 200);
+    ASSERT_EQ(read_back.http_status(), 200);
     EXPECT_EQ(int_field(read_back.body, "ttl"), std::stoll(value));
   }
 }
 
 TEST_F(Contract, InvalidContainerDefaultTtlOnCreateIs400AndNothingWritten) {
-  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 201);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
   for (const BadTtl& bad : bad_ttls()) {
     SCOPED_TRACE("defaultTtl " + bad.json);
     const Dump before = dump_without_meta();
     OpResult created = apply(create_container_command("db", "c", "/pk", bad.json), at(1));
-    EXPECT_EQ(created.status, 400);
+    EXPECT_EQ(created.http_status(), 400);
     EXPECT_TRUE(contains(created.message, "defaultTtl")) << created.message;
     EXPECT_TRUE(contains(created.message, "'" + bad.text + "'")) << created.message;
     EXPECT_EQ(dump_without_meta(), before);
-    EXPECT_EQ(store_->reader().read_container("db", "c").status, 404);
+    EXPECT_EQ(store_->reader().read_container("db", "c").http_status(), 404);
   }
 }
 
 TEST_F(Contract, InvalidContainerDefaultTtlOnUpdateIs400AndContainerUnchanged) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
   const std::string container_before = store_->reader().read_container("db", "c").body;
   for (const BadTtl& bad : bad_ttls()) {
     SCOPED_TRACE("defaultTtl " + bad.json);
     const Dump before = dump_without_meta();
     OpResult updated = apply(set_default_ttl_command("db", "c", bad.json), at(1));
-    EXPECT_EQ(updated.status, 400);
+    EXPECT_EQ(updated.http_status(), 400);
     EXPECT_TRUE(contains(updated.message, "'" + bad.text + "'")) << updated.message;
     EXPECT_EQ(dump_without_meta(), before);
     EXPECT_EQ(store_->reader().read_container("db", "c").body, container_before);
   }
   // The old policy still governs the item.
-  EXPECT_EQ(read("\"p\"", "a", at(10) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(10)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", at(10) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(10)).http_status(), 404);
 }
 
 TEST_F(Contract, ValidContainerDefaultTtlBoundaryValuesAreAccepted) {
-  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 201);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
   for (const char* value : {"-1", "1", "2147483647"}) {
     SCOPED_TRACE(value);
     const std::string name = std::string("c") + value;
     OpResult created = apply(create_container_command("db", name, "/pk", std::string(value)), kT0);
-    ASSERT_EQ(created.status, 201) << created.message;
+    ASSERT_EQ(created.http_status(), 201) << created.message;
     EXPECT_EQ(int_field(created.body, "defaultTtl"), std::stoll(value));
     EXPECT_EQ(int_field(store_->reader().read_container("db", name).body, "defaultTtl"), std::stoll(value));
   }
@@ -313,30 +313,30 @@ TEST_F(Contract, ValidContainerDefaultTtlBoundaryValuesAreAccepted) {
   for (const char* value : {"-1", "1", "2147483647"}) {
     SCOPED_TRACE(value);
     OpResult updated = apply(set_default_ttl_command("db", "u", std::string(value)), at(1));
-    ASSERT_EQ(updated.status, 200) << updated.message;
+    ASSERT_EQ(updated.http_status(), 200) << updated.message;
     EXPECT_EQ(int_field(store_->reader().read_container("db", "u").body, "defaultTtl"), std::stoll(value));
   }
   // Absent defaultTtl: TTL off, no defaultTtl property.
   OpResult removed = apply(set_default_ttl_command("db", "u", std::nullopt), at(2));
-  ASSERT_EQ(removed.status, 200);
+  ASSERT_EQ(removed.http_status(), 200);
   EXPECT_FALSE(parse_object(store_->reader().read_container("db", "u").body).contains("defaultTtl"));
 }
 
 TEST_F(Contract, DefaultTtlWithIndexingNoneIs400OnCreate) {
-  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 201);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
   for (const char* value : {"-1", "10"}) {
     SCOPED_TRACE(value);
     Command command = create_container_command("db", "c", "/pk", std::string(value));
     command.indexing = ttl::IndexingMode::kNone;
     const Dump before = dump_without_meta();
     OpResult created = apply(command, kT0);
-    EXPECT_EQ(created.status, 400);
+    EXPECT_EQ(created.http_status(), 400);
     EXPECT_EQ(created.message, kIndexingNoneMessage);
     EXPECT_EQ(dump_without_meta(), before);
   }
   Command no_ttl = create_container_command("db", "c", "/pk");
   no_ttl.indexing = ttl::IndexingMode::kNone;
-  EXPECT_EQ(apply(no_ttl, kT0).status, 201);
+  EXPECT_EQ(apply(no_ttl, kT0).http_status(), 201);
 }
 
 TEST_F(Contract, SwitchingIndexingToNoneWithDefaultTtlIs400) {
@@ -348,15 +348,15 @@ TEST_F(Contract, SwitchingIndexingToNoneWithDefaultTtlIs400) {
   command.indexing = ttl::IndexingMode::kNone;
   const Dump before = dump_without_meta();
   OpResult updated = apply(command, at(1));
-  EXPECT_EQ(updated.status, 400);
+  EXPECT_EQ(updated.http_status(), 400);
   EXPECT_EQ(updated.message, kIndexingNoneMessage);
   EXPECT_EQ(dump_without_meta(), before);
   // Removing the defaultTtl in the same update makes it valid.
   command.default_ttl_change = DefaultTtlChange::kRemove;
-  EXPECT_EQ(apply(command, at(2)).status, 200);
+  EXPECT_EQ(apply(command, at(2)).http_status(), 200);
   // And setting a defaultTtl on a container with indexing none is the same 400.
   OpResult set = apply(set_default_ttl_command("db", "c", "10"), at(3));
-  EXPECT_EQ(set.status, 400);
+  EXPECT_EQ(set.http_status(), 400);
   EXPECT_EQ(set.message, kIndexingNoneMessage);
 }
 
@@ -369,23 +369,23 @@ TEST_F(Contract, OnlyLowercaseTopLevelTtlIsSpecial) {
     SCOPED_TRACE(extra);
     const std::string id = "i" + std::to_string(n++);
     OpResult created = create(item_body(id, "p", extra), kT0);
-    ASSERT_EQ(created.status, 201) << created.message;
+    ASSERT_EQ(created.http_status(), 201) << created.message;
     // Container -1, no own ttl: never expires (the TTL:1 / a.ttl:1 look-alikes must not make it expire).
-    EXPECT_EQ(read("\"p\"", id, at(1000000)).status, 200);
+    EXPECT_EQ(read("\"p\"", id, at(1000000)).http_status(), 200);
   }
   // In a container with a default, look-alikes don't override the default either.
   add_container("d", "10");
-  ASSERT_EQ(create(item_body("x", "p", R"("TTL":1000,"a":{"ttl":1000})"), kT0, "d").status, 201);
-  EXPECT_EQ(read_in("d", "\"p\"", "x", at(10) - 1).status, 200);
-  EXPECT_EQ(read_in("d", "\"p\"", "x", at(10)).status, 404);
+  ASSERT_EQ(create(item_body("x", "p", R"("TTL":1000,"a":{"ttl":1000})"), kT0, "d").http_status(), 201);
+  EXPECT_EQ(read_in("d", "\"p\"", "x", at(10) - 1).http_status(), 200);
+  EXPECT_EQ(read_in("d", "\"p\"", "x", at(10)).http_status(), 404);
 }
 
 TEST_F(Contract, TtlIsStoredAndReturnedExactlyAsWritten) {
   make_container("10");
   OpResult created = create(R"({"id":"a","pk":"p","ttl":7,"z":[1,2.5,"x"],"n":null})", kT0);
-  ASSERT_EQ(created.status, 201);
+  ASSERT_EQ(created.http_status(), 201);
   OpResult read_back = read("\"p\"", "a", kT0);
-  ASSERT_EQ(read_back.status, 200);
+  ASSERT_EQ(read_back.http_status(), 200);
   const std::string prefix = R"({"id":"a","pk":"p","ttl":7,"z":[1,2.5,"x"],"n":null,"_rid":)";
   EXPECT_EQ(read_back.body.substr(0, prefix.size()), prefix) << read_back.body;
   EXPECT_EQ(created.body, read_back.body);
@@ -394,24 +394,24 @@ TEST_F(Contract, TtlIsStoredAndReturnedExactlyAsWritten) {
 TEST_F(Contract, InheritedDefaultTtlIsNotCopiedIntoTheItem) {
   make_container("10");
   OpResult created = create(item_body("a", "p"), kT0);
-  ASSERT_EQ(created.status, 201);
+  ASSERT_EQ(created.http_status(), 201);
   EXPECT_FALSE(parse_object(created.body).contains("ttl")) << created.body;
   OpResult read_back = read("\"p\"", "a", kT0);
-  ASSERT_EQ(read_back.status, 200);
+  ASSERT_EQ(read_back.http_status(), 200);
   EXPECT_FALSE(parse_object(read_back.body).contains("ttl")) << read_back.body;
   // After the default changes the item follows the new default (it was never frozen into the item).
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "100"), at(5)).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(50)).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(100)).status, 404);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "100"), at(5)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(50)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(100)).http_status(), 404);
 }
 
 TEST_F(Contract, ClientSystemPropertiesAreIgnoredAndOverwritten) {
   make_container("-1");
   const std::string body = R"({"id":"a","pk":"p","_ts":1,"_etag":"\"fake\"","_rid":"fake","ttl":5})";
   OpResult created = create(body, kT0 + 300'000);
-  ASSERT_EQ(created.status, 201) << created.message;
+  ASSERT_EQ(created.http_status(), 201) << created.message;
   OpResult read_back = read("\"p\"", "a", kT0 + 300'000);
-  ASSERT_EQ(read_back.status, 200);
+  ASSERT_EQ(read_back.http_status(), 200);
   for (const OpResult& result : {created, read_back}) {
     EXPECT_EQ(count_of(result.body, "\"_ts\""), 1u) << result.body;
     EXPECT_EQ(count_of(result.body, "\"_etag\""), 1u) << result.body;
@@ -421,14 +421,14 @@ TEST_F(Contract, ClientSystemPropertiesAreIgnoredAndOverwritten) {
     EXPECT_NE(string_field(result.body, "_rid"), "fake");
   }
   // A client `_ts` does not move the expiry: E = real _ts + ttl.
-  EXPECT_EQ(read("\"p\"", "a", at(5) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(5)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", at(5) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(5)).http_status(), 404);
   // Replace with system properties: still the server's.
   OpResult replaced = replace(R"({"id":"a2","pk":"p","_ts":99999999999})", at(1));
-  EXPECT_EQ(replaced.status, 404);
-  ASSERT_EQ(create(R"({"id":"b","pk":"p"})", at(1)).status, 201);
+  EXPECT_EQ(replaced.http_status(), 404);
+  ASSERT_EQ(create(R"({"id":"b","pk":"p"})", at(1)).http_status(), 201);
   replaced = replace(R"({"id":"b","pk":"p","_ts":99999999999,"_etag":"x"})", at(2));
-  ASSERT_EQ(replaced.status, 200);
+  ASSERT_EQ(replaced.http_status(), 200);
   EXPECT_EQ(int_field(replaced.body, "_ts"), kT0Seconds + 2);
   EXPECT_EQ(string_field(replaced.body, "_etag"), replaced.etag);
 }
@@ -436,20 +436,20 @@ TEST_F(Contract, ClientSystemPropertiesAreIgnoredAndOverwritten) {
 TEST_F(Contract, ItemTtlArithmeticIs64BitWithoutOverflowDate) {
   make_container("-1");
   add_container("d", std::to_string(kMaxTtl));
-  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":2147483647"), kT0 + 999'999).status, 201);
-  ASSERT_EQ(create(item_body("a", "p"), kT0 + 999'999, "d").status, 201);
+  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":2147483647"), kT0 + 999'999).http_status(), 201);
+  ASSERT_EQ(create(item_body("a", "p"), kT0 + 999'999, "d").http_status(), 201);
   const int64_t expiry = (kT0Seconds + kMaxTtl) * kSecond;  // year 2091: past 2^31 seconds since the epoch
   for (const std::string container : {"c", "d"}) {
     SCOPED_TRACE(container);
-    EXPECT_EQ(read_in(container, "\"p\"", "a", expiry - 1).status, 200);
-    EXPECT_EQ(read_in(container, "\"p\"", "a", expiry).status, 404);
+    EXPECT_EQ(read_in(container, "\"p\"", "a", expiry - 1).http_status(), 200);
+    EXPECT_EQ(read_in(container, "\"p\"", "a", expiry).http_status(), 404);
   }
 }
 
 // ===== §3 Effective TTL matrix =======================================================================================
 
 TEST_F(Contract, EffectiveTtlMatrixEndToEnd) {
-  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 201);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
   struct Column {
     std::string name;
     std::optional<std::string> default_ttl;
@@ -476,7 +476,7 @@ TEST_F(Contract, EffectiveTtlMatrixEndToEnd) {
     ids.push_back(id);
     OpResult created =
         create(item_body(id, "p", cell.item_ttl.empty() ? "" : "\"ttl\":" + cell.item_ttl), write_ts, cell.container);
-    ASSERT_EQ(created.status, 201) << created.message;
+    ASSERT_EQ(created.http_status(), 201) << created.message;
     EXPECT_EQ(int_field(created.body, "_ts"), kT0Seconds);
     if (!cell.item_ttl.empty()) {
       EXPECT_EQ(int_field(created.body, "ttl"), std::stoll(cell.item_ttl));
@@ -487,12 +487,12 @@ TEST_F(Contract, EffectiveTtlMatrixEndToEnd) {
     SCOPED_TRACE("container " + cell.container + ", item ttl '" + cell.item_ttl + "'");
     if (cell.effective) {
       const int64_t expiry = at(*cell.effective);
-      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], expiry - 1).status, 200);
-      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], expiry).status, 404);
-      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], expiry + 1).status, 404);
+      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], expiry - 1).http_status(), 200);
+      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], expiry).http_status(), 404);
+      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], expiry + 1).http_status(), 404);
     } else {
-      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], at(30)).status, 200);
-      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], (kT0Seconds + kMaxTtl + 10) * kSecond).status, 200);
+      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], at(30)).http_status(), 200);
+      EXPECT_EQ(read_in(cell.container, "\"p\"", ids[i], (kT0Seconds + kMaxTtl + 10) * kSecond).http_status(), 200);
     }
   }
   // The same verdicts through writes at the expiry instant (apply decides at the entry's ts).
@@ -503,7 +503,7 @@ TEST_F(Contract, EffectiveTtlMatrixEndToEnd) {
     const bool expired = cell.effective && *cell.effective <= 10;
     OpResult patched = patch("\"p\"", ids[i], R"([{"op":"set","path":"/w","value":1}])", at(10), std::nullopt,
                              cell.container);
-    EXPECT_EQ(patched.status, expired ? 404 : 200) << patched.message;
+    EXPECT_EQ(patched.http_status(), expired ? 404 : 200) << patched.message;
   }
 }
 
@@ -516,7 +516,7 @@ class ExpiredItem : public Contract {
     Contract::SetUp();
     make_container("-1");
     OpResult created = create(item_body("a", "p", "\"ttl\":10,\"v\":1"), kT0 + 400'000);
-    ASSERT_EQ(created.status, 201);
+    ASSERT_EQ(created.http_status(), 201);
     old_ = created;
     expiry_ = at(10);
   }
@@ -525,52 +525,52 @@ class ExpiredItem : public Contract {
 };
 
 TEST_F(ExpiredItem, ReadIs404FromTheExpiryInstant) {
-  EXPECT_EQ(read("\"p\"", "a", expiry_ - 1).status, 200);
+  EXPECT_EQ(read("\"p\"", "a", expiry_ - 1).http_status(), 200);
   OpResult gone = read("\"p\"", "a", expiry_);
-  EXPECT_EQ(gone.status, 404);
+  EXPECT_EQ(gone.http_status(), 404);
   EXPECT_EQ(gone.expired_skipped, 1);
-  EXPECT_EQ(read("\"p\"", "a", expiry_ + 1000 * kSecond).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", expiry_ + 1000 * kSecond).http_status(), 404);
 }
 
 TEST_F(ExpiredItem, ReplaceJustBeforeExpirySucceeds) {
-  EXPECT_EQ(replace(item_body("a", "p", "\"ttl\":10"), expiry_ - 1).status, 200);
+  EXPECT_EQ(replace(item_body("a", "p", "\"ttl\":10"), expiry_ - 1).http_status(), 200);
 }
 
 TEST_F(ExpiredItem, ReplaceIs404) {
   const Dump before = dump_without_meta();
-  EXPECT_EQ(replace(item_body("a", "p", "\"ttl\":10"), expiry_).status, 404);
+  EXPECT_EQ(replace(item_body("a", "p", "\"ttl\":10"), expiry_).http_status(), 404);
   EXPECT_EQ(dump_without_meta(), before);
 }
 
 TEST_F(ExpiredItem, PatchIs404) {
   const Dump before = dump_without_meta();
-  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/v","value":2}])", expiry_).status, 404);
+  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/v","value":2}])", expiry_).http_status(), 404);
   // Even an invalid patch: the item is gone before the operations matter.
-  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"bogus","path":"/v"}])", expiry_).status, 404);
+  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"bogus","path":"/v"}])", expiry_).http_status(), 404);
   EXPECT_EQ(dump_without_meta(), before);
 }
 
 TEST_F(ExpiredItem, DeleteIs404) {
   const Dump before = dump_without_meta();
-  EXPECT_EQ(remove("\"p\"", "a", expiry_).status, 404);
+  EXPECT_EQ(remove("\"p\"", "a", expiry_).http_status(), 404);
   EXPECT_EQ(dump_without_meta(), before);
 }
 
 TEST_F(ExpiredItem, ConditionalWritesWithTheOldEtagAre404NotPreconditionFailed) {
   const Dump before = dump_without_meta();
-  EXPECT_EQ(replace(item_body("a", "p"), expiry_, old_.etag).status, 404);
-  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/v","value":2}])", expiry_, old_.etag).status, 404);
-  EXPECT_EQ(remove("\"p\"", "a", expiry_, old_.etag).status, 404);
-  EXPECT_EQ(upsert(item_body("a", "p"), expiry_, old_.etag).status, 404);
+  EXPECT_EQ(replace(item_body("a", "p"), expiry_, old_.etag).http_status(), 404);
+  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/v","value":2}])", expiry_, old_.etag).http_status(), 404);
+  EXPECT_EQ(remove("\"p\"", "a", expiry_, old_.etag).http_status(), 404);
+  EXPECT_EQ(upsert(item_body("a", "p"), expiry_, old_.etag).http_status(), 404);
   // A wrong etag on an expired item is 404 too (existence is checked first).
-  EXPECT_EQ(replace(item_body("a", "p"), expiry_, std::string("\"0000000000000999\"")).status, 404);
+  EXPECT_EQ(replace(item_body("a", "p"), expiry_, std::string("\"0000000000000999\"")).http_status(), 404);
   EXPECT_EQ(dump_without_meta(), before);
 }
 
 TEST_F(ExpiredItem, CreateAfterExpiryIs201WithAFreshItem) {
-  EXPECT_EQ(create(item_body("a", "p"), expiry_ - 1).status, 409);
+  EXPECT_EQ(create(item_body("a", "p"), expiry_ - 1).http_status(), 409);
   OpResult fresh = create(item_body("a", "p", "\"w\":2"), expiry_);
-  ASSERT_EQ(fresh.status, 201) << fresh.message;
+  ASSERT_EQ(fresh.http_status(), 201) << fresh.message;
   EXPECT_NE(string_field(fresh.body, "_rid"), string_field(old_.body, "_rid"));
   EXPECT_NE(fresh.etag, old_.etag);
   EXPECT_EQ(int_field(fresh.body, "_ts"), kT0Seconds + 10);
@@ -578,25 +578,25 @@ TEST_F(ExpiredItem, CreateAfterExpiryIs201WithAFreshItem) {
   EXPECT_FALSE(object.contains("v")) << fresh.body;  // nothing of the old item survives
   EXPECT_FALSE(object.contains("ttl")) << fresh.body;
   OpResult read_back = read("\"p\"", "a", at(1000000));
-  ASSERT_EQ(read_back.status, 200);  // container -1, no own ttl: never expires
+  ASSERT_EQ(read_back.http_status(), 200);  // container -1, no own ttl: never expires
   EXPECT_EQ(read_back.body, fresh.body);
   // The old etag does not address the fresh item.
-  EXPECT_EQ(replace(item_body("a", "p"), at(11), old_.etag).status, 412);
+  EXPECT_EQ(replace(item_body("a", "p"), at(11), old_.etag).http_status(), 412);
 }
 
 TEST_F(ExpiredItem, UpsertAfterExpiryIs201WithAFreshItem) {
   OpResult fresh = upsert(item_body("a", "p", "\"w\":2"), expiry_);
-  ASSERT_EQ(fresh.status, 201) << fresh.message;
+  ASSERT_EQ(fresh.http_status(), 201) << fresh.message;
   EXPECT_NE(string_field(fresh.body, "_rid"), string_field(old_.body, "_rid"));
   EXPECT_NE(fresh.etag, old_.etag);
   EXPECT_FALSE(parse_object(fresh.body).contains("v"));
-  EXPECT_EQ(upsert(item_body("a", "p", "\"w\":3"), expiry_ + 1).status, 200);
+  EXPECT_EQ(upsert(item_body("a", "p", "\"w\":3"), expiry_ + 1).http_status(), 200);
 }
 
 TEST_F(ExpiredItem, CreateAfterExpiryAndCollectionReplacesTheStoredCopy) {
   tick(expiry_);
   EXPECT_EQ(backlog().items, 1);
-  ASSERT_EQ(create(item_body("a", "p"), expiry_).status, 201);
+  ASSERT_EQ(create(item_body("a", "p"), expiry_).http_status(), 201);
   // The expired copy was overwritten: one stored item, alive, nothing left to collect.
   ContainerStats after = stats();
   EXPECT_EQ(after.stored_items, 1);
@@ -604,32 +604,32 @@ TEST_F(ExpiredItem, CreateAfterExpiryAndCollectionReplacesTheStoredCopy) {
   EXPECT_EQ(after.backlog.items, 0);
   EXPECT_EQ(after.backlog.bytes, 0);
   EXPECT_EQ(collect(expiry_).items, 0);
-  EXPECT_EQ(read("\"p\"", "a", expiry_).status, 200);
+  EXPECT_EQ(read("\"p\"", "a", expiry_).http_status(), 200);
 }
 
 TEST_F(Contract, ExpiredItemsAreLeftOutOfListsAndCountedAsSkipped) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":-1"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("d", "q", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("e", "q"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("f", "q", "\"ttl\":50"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":-1"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("d", "q", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("e", "q"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("f", "q", "\"ttl\":50"), kT0).http_status(), 201);
 
   OpResult before = list(std::nullopt, at(5) - 1);
-  ASSERT_EQ(before.status, 200);
+  ASSERT_EQ(before.http_status(), 200);
   EXPECT_EQ(ids_of(before.body).size(), 6u);
   EXPECT_EQ(before.expired_skipped, 0);
 
   OpResult whole = list(std::nullopt, at(5));
-  ASSERT_EQ(whole.status, 200);
+  ASSERT_EQ(whole.http_status(), 200);
   std::vector<std::string> ids = ids_of(whole.body);
   std::sort(ids.begin(), ids.end());
   EXPECT_EQ(ids, (std::vector<std::string>{"b", "e", "f"}));
   EXPECT_EQ(whole.expired_skipped, 3);
 
   OpResult partition = list(std::string("\"p\""), at(5));
-  ASSERT_EQ(partition.status, 200);
+  ASSERT_EQ(partition.http_status(), 200);
   EXPECT_EQ(ids_of(partition.body), (std::vector<std::string>{"b"}));
   EXPECT_EQ(partition.expired_skipped, 2);
 
@@ -647,10 +647,10 @@ TEST_F(Contract, ExpiredItemsAreLeftOutOfListsAndCountedAsSkipped) {
 
 TEST_F(Contract, ExpiredItemsAreNotCountedInLiveItemsOrBytes) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);                  // E = +10
-  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":-1"), kT0).status, 201);    // never
-  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":3"), kT0).status, 201);     // E = +3
-  ASSERT_EQ(create(item_body("d", "p", "\"ttl\":100"), kT0).status, 201);   // E = +100
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);                  // E = +10
+  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":-1"), kT0).http_status(), 201);    // never
+  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":3"), kT0).http_status(), 201);     // E = +3
+  ASSERT_EQ(create(item_body("d", "p", "\"ttl\":100"), kT0).http_status(), 201);   // E = +100
   const ContainerStats all = stats();
   EXPECT_EQ(all.stored_items, 4);
   EXPECT_EQ(all.live_items, 4);
@@ -697,36 +697,36 @@ class OnceExpired : public Contract, public ::testing::WithParamInterface<std::t
 TEST_P(OnceExpired, ContainerTtlChangeNeverBringsBackAnExpiredItem) {
   const auto& [scenario, collect_first] = GetParam();
   make_container(scenario.initial_default);
-  ASSERT_EQ(create(item_body("a", "p", scenario.item_extra), kT0 + 500'000).status, 201);
+  ASSERT_EQ(create(item_body("a", "p", scenario.item_extra), kT0 + 500'000).http_status(), 201);
   // A companion written long after, still alive at the change: the new policy governs it.
-  ASSERT_EQ(create(item_body("z", "p", scenario.item_extra), at(scenario.expiry_seconds)).status, 201);
+  ASSERT_EQ(create(item_body("z", "p", scenario.item_extra), at(scenario.expiry_seconds)).http_status(), 201);
   const int64_t change = at(scenario.expiry_seconds + 3);
   tick(change);
-  EXPECT_EQ(read("\"p\"", "a", change).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", change).http_status(), 404);
   if (collect_first) {
     EXPECT_EQ(collect(change).items, 1);
   }
   OpResult changed = apply(set_default_ttl_command("db", "c", scenario.new_default), change);
-  ASSERT_EQ(changed.status, 200) << changed.message;
+  ASSERT_EQ(changed.http_status(), 200) << changed.message;
   for (int64_t later : {change, change + 1, at(scenario.expiry_seconds + 1000), at(100000000)}) {
-    EXPECT_EQ(read("\"p\"", "a", later).status, 404) << later;
+    EXPECT_EQ(read("\"p\"", "a", later).http_status(), 404) << later;
   }
-  EXPECT_EQ(read("\"p\"", "z", change).status, 200);
+  EXPECT_EQ(read("\"p\"", "z", change).http_status(), 200);
   EXPECT_EQ(ids_of(list(std::nullopt, change + 1).body), (std::vector<std::string>{"z"}));
-  EXPECT_EQ(replace(item_body("a", "p"), change + 1).status, 404);
-  EXPECT_EQ(remove("\"p\"", "a", change + 1).status, 404);
+  EXPECT_EQ(replace(item_body("a", "p"), change + 1).http_status(), 404);
+  EXPECT_EQ(remove("\"p\"", "a", change + 1).http_status(), 404);
   EXPECT_EQ(stats().live_items, 1);
   // A second change (back to the original, then off) does not revive it either.
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", scenario.initial_default), change + 2).status, 200);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), change + 3).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", change + 3).status, 404);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", scenario.initial_default), change + 2).http_status(), 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), change + 3).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", change + 3).http_status(), 404);
   // Nor does a restart.
   reopen();
-  EXPECT_EQ(read("\"p\"", "a", change + 3).status, 404);
-  EXPECT_EQ(read("\"p\"", "a", at(100000000)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", change + 3).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "a", at(100000000)).http_status(), 404);
   EXPECT_EQ(ids_of(list(std::nullopt, change + 3).body), (std::vector<std::string>{"z"}));
   EXPECT_EQ(stats().live_items, 1);
-  EXPECT_EQ(upsert(item_body("a", "p"), change + 4).status, 201);
+  EXPECT_EQ(upsert(item_body("a", "p"), change + 4).http_status(), 201);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -747,28 +747,28 @@ INSTANTIATE_TEST_SUITE_P(
 // alive at the change, so the new policy governs it (removing the default keeps it forever).
 TEST_F(Contract, DefaultTtlRemovedExactlyAtExpiryKeepsTheItemExpired) {
   make_container("10");
-  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":7"), kT0 + 1).status, 201);  // E = +7
-  ASSERT_EQ(create(item_body("inh", "p"), kT0 + 999'999).status, 201);       // E = +10
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(7)).status, 200);
-  EXPECT_EQ(read("\"p\"", "own", at(7)).status, 404);
-  EXPECT_EQ(read("\"p\"", "own", at(100000)).status, 404);
-  EXPECT_EQ(read("\"p\"", "inh", at(100000)).status, 200);  // not expired at the change: TTL is off now
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "10"), at(10)).status, 200);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(10)).status, 200);
-  EXPECT_EQ(read("\"p\"", "inh", at(10)).status, 404);  // re-enabled at its E: expired at once, and stays so
-  EXPECT_EQ(read("\"p\"", "inh", at(100000)).status, 404);
+  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":7"), kT0 + 1).http_status(), 201);  // E = +7
+  ASSERT_EQ(create(item_body("inh", "p"), kT0 + 999'999).http_status(), 201);       // E = +10
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(7)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "own", at(7)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "own", at(100000)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "inh", at(100000)).http_status(), 200);  // not expired at the change: TTL is off now
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "10"), at(10)).http_status(), 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(10)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "inh", at(10)).http_status(), 404);  // re-enabled at its E: expired at once, and stays so
+  EXPECT_EQ(read("\"p\"", "inh", at(100000)).http_status(), 404);
   reopen();
-  EXPECT_EQ(read("\"p\"", "inh", at(100000)).status, 404);
-  EXPECT_EQ(read("\"p\"", "own", at(100000)).status, 404);
+  EXPECT_EQ(read("\"p\"", "inh", at(100000)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "own", at(100000)).http_status(), 404);
 }
 
 TEST_F(Contract, DefaultTtlRemovedOneMicrosecondBeforeExpiryKeepsTheItemAlive) {
   make_container("10");
-  ASSERT_EQ(create(item_body("inh", "p"), kT0).status, 201);                // E = +10
-  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":7"), kT0).status, 201);   // E = +7
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(7) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "own", at(100000)).status, 200);
-  EXPECT_EQ(read("\"p\"", "inh", at(100000)).status, 200);
+  ASSERT_EQ(create(item_body("inh", "p"), kT0).http_status(), 201);                // E = +10
+  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":7"), kT0).http_status(), 201);   // E = +7
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(7) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "own", at(100000)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "inh", at(100000)).http_status(), 200);
   tick(at(100000));
   EXPECT_EQ(backlog().items, 0);
   EXPECT_EQ(collect(at(100000)).items, 0);
@@ -776,13 +776,13 @@ TEST_F(Contract, DefaultTtlRemovedOneMicrosecondBeforeExpiryKeepsTheItemAlive) {
 
 TEST_F(Contract, ExpiryIsDecidedAtTheEntryTimestampForWrites) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).http_status(), 201);
   // Same log time as E, different entries: all see the item expired.
-  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/v","value":1}])", at(5)).status, 404);
-  EXPECT_EQ(remove("\"p\"", "a", at(5)).status, 404);
-  EXPECT_EQ(create(item_body("a", "p", "\"ttl\":5"), at(5)).status, 201);
-  EXPECT_EQ(read("\"p\"", "a", at(10) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(10)).status, 404);
+  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/v","value":1}])", at(5)).http_status(), 404);
+  EXPECT_EQ(remove("\"p\"", "a", at(5)).http_status(), 404);
+  EXPECT_EQ(create(item_body("a", "p", "\"ttl\":5"), at(5)).http_status(), 201);
+  EXPECT_EQ(read("\"p\"", "a", at(10) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(10)).http_status(), 404);
 }
 
 TEST_F(Contract, UndecodableCommandIs400AndChangesOnlyTheAppliedPosition) {
@@ -790,7 +790,7 @@ TEST_F(Contract, UndecodableCommandIs400AndChangesOnlyTheAppliedPosition) {
   const Dump before = dump_without_meta();
   Result<OpResult> result = store_->apply_encoded("\xff\xfe garbage", LogIndex(next_index_++), at(1));
   ASSERT_TRUE(result.is_ok()) << result.status().to_string();
-  EXPECT_EQ(result->status, 400);
+  EXPECT_EQ(result->http_status(), 400);
   EXPECT_EQ(dump_without_meta(), before);
   EXPECT_EQ(store_->applied().ts_micros, at(1));
   EXPECT_EQ(store_->applied().index.value(), next_index_ - 1);
@@ -798,9 +798,9 @@ TEST_F(Contract, UndecodableCommandIs400AndChangesOnlyTheAppliedPosition) {
 
 TEST_F(Contract, StoredFiguresSurviveAReopenAfterCollection) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":-1"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":3"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":-1"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":3"), kT0).http_status(), 201);
   tick(at(5));
   EXPECT_EQ(collect(at(5)).items, 1);
   const ContainerStats before = stats();
@@ -818,14 +818,14 @@ TEST_F(Contract, StoredFiguresSurviveAReopenAfterCollection) {
 
 TEST_F(Contract, ReopeningTheStoreDoesNotReviveExpiredItems) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":3"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":3"), kT0).http_status(), 201);
   tick(at(12));
   const Backlog before = backlog();
   EXPECT_EQ(before.items, 2);
   reopen();
-  EXPECT_EQ(read("\"p\"", "a", at(12)).status, 404);
-  EXPECT_EQ(read("\"p\"", "b", at(12)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", at(12)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "b", at(12)).http_status(), 404);
   EXPECT_EQ(ids_of(list(std::nullopt, at(12)).body).size(), 0u);
   const Backlog after = backlog();
   EXPECT_EQ(after.items, before.items);
@@ -849,76 +849,76 @@ TEST_F(Contract, EveryWriteResetsTsAndRestartsTtl) {
        [](Contract& t, int64_t ts) { return t.patch("\"p\"", "patch", R"([{"op":"set","path":"/v","value":1}])", ts); }},
   };
   for (const Writer& writer : writers) {
-    ASSERT_EQ(create(item_body(writer.name, "p", "\"ttl\":10"), kT0).status, 201);
+    ASSERT_EQ(create(item_body(writer.name, "p", "\"ttl\":10"), kT0).http_status(), 201);
   }
   const int64_t write_ts = at(8) + 900'000;  // _ts = kT0 + 8 s, E = kT0 + 18 s
   for (const Writer& writer : writers) {
     SCOPED_TRACE(writer.name);
     OpResult written = writer.write(*this, write_ts);
-    ASSERT_EQ(written.status, 200) << written.message;
+    ASSERT_EQ(written.http_status(), 200) << written.message;
     EXPECT_EQ(int_field(written.body, "_ts"), kT0Seconds + 8);
     EXPECT_EQ(written.ts_micros, write_ts);
-    EXPECT_EQ(read("\"p\"", writer.name, at(10)).status, 200);  // the old expiry no longer applies
-    EXPECT_EQ(read("\"p\"", writer.name, at(18) - 1).status, 200);
-    EXPECT_EQ(read("\"p\"", writer.name, at(18)).status, 404);
+    EXPECT_EQ(read("\"p\"", writer.name, at(10)).http_status(), 200);  // the old expiry no longer applies
+    EXPECT_EQ(read("\"p\"", writer.name, at(18) - 1).http_status(), 200);
+    EXPECT_EQ(read("\"p\"", writer.name, at(18)).http_status(), 404);
     EXPECT_EQ(int_field(read("\"p\"", writer.name, at(9)).body, "_ts"), kT0Seconds + 8);
   }
 }
 
 TEST_F(Contract, InheritingItemWriteRestartsTheDefaultTtl) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(patch("\"p\"", "a", R"([{"op":"incr","path":"/n","value":1}])", at(9)).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(19) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(19)).status, 404);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(patch("\"p\"", "a", R"([{"op":"incr","path":"/n","value":1}])", at(9)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(19) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(19)).http_status(), 404);
 }
 
 TEST_F(Contract, CreateSetsTsToTheWriteSecond) {
   make_container("5");
   OpResult created = create(item_body("a", "p"), at(3) + 999'999);
-  ASSERT_EQ(created.status, 201);
+  ASSERT_EQ(created.http_status(), 201);
   EXPECT_EQ(int_field(created.body, "_ts"), kT0Seconds + 3);
-  EXPECT_EQ(read("\"p\"", "a", at(8) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(8)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", at(8) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(8)).http_status(), 404);
 }
 
 TEST_F(Contract, RemovingTtlFromAnItemFallsBackToTheContainerDefault) {
   make_container("100");
-  ASSERT_EQ(create(item_body("r", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("u", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("x", "p", "\"ttl\":5"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("r", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("u", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("x", "p", "\"ttl\":5"), kT0).http_status(), 201);
   OpResult replaced = replace(item_body("r", "p"), at(2));
-  ASSERT_EQ(replaced.status, 200);
+  ASSERT_EQ(replaced.http_status(), 200);
   EXPECT_FALSE(parse_object(replaced.body).contains("ttl"));
-  ASSERT_EQ(upsert(item_body("u", "p"), at(2)).status, 200);
+  ASSERT_EQ(upsert(item_body("u", "p"), at(2)).http_status(), 200);
   OpResult patched = patch("\"p\"", "x", R"([{"op":"remove","path":"/ttl"}])", at(2));
-  ASSERT_EQ(patched.status, 200) << patched.message;
+  ASSERT_EQ(patched.http_status(), 200) << patched.message;
   EXPECT_FALSE(parse_object(patched.body).contains("ttl"));
   for (const char* id : {"r", "u", "x"}) {
     SCOPED_TRACE(id);
-    EXPECT_EQ(read("\"p\"", id, at(5)).status, 200);
-    EXPECT_EQ(read("\"p\"", id, at(102) - 1).status, 200);
-    EXPECT_EQ(read("\"p\"", id, at(102)).status, 404);
+    EXPECT_EQ(read("\"p\"", id, at(5)).http_status(), 200);
+    EXPECT_EQ(read("\"p\"", id, at(102) - 1).http_status(), 200);
+    EXPECT_EQ(read("\"p\"", id, at(102)).http_status(), 404);
   }
 }
 
 TEST_F(Contract, RemovingTtlFromAnItemInAMinusOneContainerMeansNeverExpire) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(patch("\"p\"", "a", R"([{"op":"remove","path":"/ttl"}])", at(2)).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(1000000)).status, 200);
+  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(patch("\"p\"", "a", R"([{"op":"remove","path":"/ttl"}])", at(2)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(1000000)).http_status(), 200);
 }
 
 TEST_F(Contract, TtlMinusOneOnWriteOptsTheItemOut) {
   make_container("10");
-  ASSERT_EQ(create(item_body("r", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("x", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(replace(item_body("r", "p", "\"ttl\":-1"), at(2)).status, 200);
-  ASSERT_EQ(patch("\"p\"", "x", R"([{"op":"set","path":"/ttl","value":-1}])", at(2)).status, 200);
-  ASSERT_EQ(upsert(item_body("u", "p", "\"ttl\":-1"), at(2)).status, 201);
+  ASSERT_EQ(create(item_body("r", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("x", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(replace(item_body("r", "p", "\"ttl\":-1"), at(2)).http_status(), 200);
+  ASSERT_EQ(patch("\"p\"", "x", R"([{"op":"set","path":"/ttl","value":-1}])", at(2)).http_status(), 200);
+  ASSERT_EQ(upsert(item_body("u", "p", "\"ttl\":-1"), at(2)).http_status(), 201);
   for (const char* id : {"r", "x", "u"}) {
     SCOPED_TRACE(id);
-    EXPECT_EQ(read("\"p\"", id, at(1000000)).status, 200);
+    EXPECT_EQ(read("\"p\"", id, at(1000000)).http_status(), 200);
   }
   tick(at(1000));
   EXPECT_EQ(backlog().items, 0);
@@ -927,77 +927,77 @@ TEST_F(Contract, TtlMinusOneOnWriteOptsTheItemOut) {
 
 TEST_F(Contract, PatchSetTtlStartsExpiryFromThePatch) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
   OpResult patched = patch("\"p\"", "a", R"([{"op":"set","path":"/ttl","value":5}])", at(2) + 10);
-  ASSERT_EQ(patched.status, 200) << patched.message;
+  ASSERT_EQ(patched.http_status(), 200) << patched.message;
   EXPECT_EQ(int_field(patched.body, "ttl"), 5);
-  EXPECT_EQ(read("\"p\"", "a", at(7) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(7)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", at(7) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(7)).http_status(), 404);
 }
 
 TEST_F(Contract, PatchThatKeepsTheTtlRestartsIt) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).http_status(), 201);
   OpResult patched = patch("\"p\"", "a", R"([{"op":"add","path":"/v","value":[1]}])", at(4));
-  ASSERT_EQ(patched.status, 200);
+  ASSERT_EQ(patched.http_status(), 200);
   EXPECT_EQ(int_field(patched.body, "ttl"), 5);
-  EXPECT_EQ(read("\"p\"", "a", at(9) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(9)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", at(9) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(9)).http_status(), 404);
 }
 
 // ===== §6 Container changes =========================================================================================
 
 TEST_F(Contract, SettingDefaultTtlReevaluatesEveryItemImmediately) {
   make_container(std::nullopt);
-  ASSERT_EQ(create(item_body("old", "p"), kT0).status, 201);                  // inherits
-  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":5"), kT0).status, 201);     // own ttl, ignored while off
-  ASSERT_EQ(create(item_body("own500", "p", "\"ttl\":500"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("never", "p", "\"ttl\":-1"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("young", "p"), at(80)).status, 201);             // inherits
+  ASSERT_EQ(create(item_body("old", "p"), kT0).http_status(), 201);                  // inherits
+  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":5"), kT0).http_status(), 201);     // own ttl, ignored while off
+  ASSERT_EQ(create(item_body("own500", "p", "\"ttl\":500"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("never", "p", "\"ttl\":-1"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("young", "p"), at(80)).http_status(), 201);             // inherits
   for (const char* id : {"old", "young", "own", "own500", "never"}) {
-    EXPECT_EQ(read("\"p\"", id, at(100) - 1).status, 200) << id;
+    EXPECT_EQ(read("\"p\"", id, at(100) - 1).http_status(), 200) << id;
   }
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "50"), at(100)).status, 200);
-  EXPECT_EQ(read("\"p\"", "old", at(100)).status, 404);
-  EXPECT_EQ(read("\"p\"", "own", at(100)).status, 404);
-  EXPECT_EQ(read("\"p\"", "young", at(100)).status, 200);
-  EXPECT_EQ(read("\"p\"", "young", at(130) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "young", at(130)).status, 404);
-  EXPECT_EQ(read("\"p\"", "own500", at(500) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "own500", at(500)).status, 404);
-  EXPECT_EQ(read("\"p\"", "never", at(100000)).status, 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "50"), at(100)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "old", at(100)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "own", at(100)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "young", at(100)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "young", at(130) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "young", at(130)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "own500", at(500) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "own500", at(500)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "never", at(100000)).http_status(), 200);
   // Writes at the change's time see it too.
-  EXPECT_EQ(create(item_body("old", "p"), at(100)).status, 201);
-  EXPECT_EQ(replace(item_body("own", "p"), at(100)).status, 404);
+  EXPECT_EQ(create(item_body("old", "p"), at(100)).http_status(), 201);
+  EXPECT_EQ(replace(item_body("own", "p"), at(100)).http_status(), 404);
 }
 
 TEST_F(Contract, SettingMinusOneOnAnOffContainerExpiresOwnTtlItemsPastTheirInstant) {
   make_container(std::nullopt);
-  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("inherit", "p"), kT0).status, 201);
-  EXPECT_EQ(read("\"p\"", "own", at(100)).status, 200);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "-1"), at(100)).status, 200);
-  EXPECT_EQ(read("\"p\"", "own", at(100)).status, 404);
-  EXPECT_EQ(read("\"p\"", "inherit", at(100000)).status, 200);
+  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("inherit", "p"), kT0).http_status(), 201);
+  EXPECT_EQ(read("\"p\"", "own", at(100)).http_status(), 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "-1"), at(100)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "own", at(100)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "inherit", at(100000)).http_status(), 200);
 }
 
 TEST_F(Contract, RemovingDefaultTtlStopsExpiryEvenForOwnTtlItems) {
   make_container("10");
-  ASSERT_EQ(create(item_body("own3", "p", "\"ttl\":3"), kT0).status, 201);     // E +3: expired at the change
-  ASSERT_EQ(create(item_body("inh", "p"), kT0).status, 201);                   // E +10: expired at the change
-  ASSERT_EQ(create(item_body("own100", "p", "\"ttl\":100"), kT0).status, 201);  // E +100: alive at the change
-  ASSERT_EQ(create(item_body("inh2", "p"), at(45)).status, 201);              // E +55: alive at the change
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(50)).status, 200);
+  ASSERT_EQ(create(item_body("own3", "p", "\"ttl\":3"), kT0).http_status(), 201);     // E +3: expired at the change
+  ASSERT_EQ(create(item_body("inh", "p"), kT0).http_status(), 201);                   // E +10: expired at the change
+  ASSERT_EQ(create(item_body("own100", "p", "\"ttl\":100"), kT0).http_status(), 201);  // E +100: alive at the change
+  ASSERT_EQ(create(item_body("inh2", "p"), at(45)).http_status(), 201);              // E +55: alive at the change
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(50)).http_status(), 200);
   EXPECT_FALSE(parse_object(store_->reader().read_container("db", "c").body).contains("defaultTtl"));
   for (int64_t later : {at(50), at(100), at(1000000)}) {
-    EXPECT_EQ(read("\"p\"", "own3", later).status, 404);
-    EXPECT_EQ(read("\"p\"", "inh", later).status, 404);
-    EXPECT_EQ(read("\"p\"", "own100", later).status, 200);
-    EXPECT_EQ(read("\"p\"", "inh2", later).status, 200);
+    EXPECT_EQ(read("\"p\"", "own3", later).http_status(), 404);
+    EXPECT_EQ(read("\"p\"", "inh", later).http_status(), 404);
+    EXPECT_EQ(read("\"p\"", "own100", later).http_status(), 200);
+    EXPECT_EQ(read("\"p\"", "inh2", later).http_status(), 200);
   }
   // New items with their own ttl don't expire either while TTL is off.
-  ASSERT_EQ(create(item_body("new", "p", "\"ttl\":1"), at(60)).status, 201);
-  EXPECT_EQ(read("\"p\"", "new", at(1000000)).status, 200);
+  ASSERT_EQ(create(item_body("new", "p", "\"ttl\":1"), at(60)).http_status(), 201);
+  EXPECT_EQ(read("\"p\"", "new", at(1000000)).http_status(), 200);
   EXPECT_EQ(int_field(read("\"p\"", "new", at(61)).body, "ttl"), 1);  // kept, ignored
   // The collector reclaims exactly what had expired at the change, nothing more, however late it runs.
   tick(at(2000));
@@ -1018,12 +1018,12 @@ TEST_F(Contract, RemovingDefaultTtlStopsExpiryEvenForOwnTtlItems) {
 
 TEST_F(Contract, DefaultTtlMinusOneKeepsOwnTtlItemsExpiring) {
   make_container("10");
-  ASSERT_EQ(create(item_body("inh", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":8"), kT0).status, 201);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "-1"), at(5)).status, 200);
-  EXPECT_EQ(read("\"p\"", "inh", at(100000)).status, 200);  // inheriting items no longer expire
-  EXPECT_EQ(read("\"p\"", "own", at(8) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "own", at(8)).status, 404);       // own ttl still applies
+  ASSERT_EQ(create(item_body("inh", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("own", "p", "\"ttl\":8"), kT0).http_status(), 201);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "-1"), at(5)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "inh", at(100000)).http_status(), 200);  // inheriting items no longer expire
+  EXPECT_EQ(read("\"p\"", "own", at(8) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "own", at(8)).http_status(), 404);       // own ttl still applies
   tick(at(8));
   EXPECT_EQ(backlog().items, 1);
   EXPECT_EQ(collect(at(8)).items, 1);
@@ -1031,25 +1031,25 @@ TEST_F(Contract, DefaultTtlMinusOneKeepsOwnTtlItemsExpiring) {
 
 TEST_F(Contract, ShorteningDefaultTtlExpiresOlderInheritingItemsAtOnceAndLengtheningExtendsLiveOnes) {
   make_container("100");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p"), at(40)).status, 201);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "50"), at(60)).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(60)).status, 404);
-  EXPECT_EQ(read("\"p\"", "b", at(90) - 1).status, 200);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1000"), at(70)).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", at(70)).status, 404);
-  EXPECT_EQ(read("\"p\"", "b", at(1040) - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "b", at(1040)).status, 404);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p"), at(40)).http_status(), 201);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "50"), at(60)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(60)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "b", at(90) - 1).http_status(), 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1000"), at(70)).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", at(70)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "b", at(1040) - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "b", at(1040)).http_status(), 404);
 }
 
 // ===== §7 Garbage-collection primitives ==============================================================================
 
 TEST_F(Contract, CollectExpiredDeletesOnlyItemsExpiredAtOrBeforeUpTo) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("e5", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("e10", "p", "\"ttl\":10"), kT0 + 123).status, 201);
-  ASSERT_EQ(create(item_body("e15", "p", "\"ttl\":15"), kT0 + 123).status, 201);
-  ASSERT_EQ(create(item_body("never", "p"), kT0 + 123).status, 201);
+  ASSERT_EQ(create(item_body("e5", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("e10", "p", "\"ttl\":10"), kT0 + 123).http_status(), 201);
+  ASSERT_EQ(create(item_body("e15", "p", "\"ttl\":15"), kT0 + 123).http_status(), 201);
+  ASSERT_EQ(create(item_body("never", "p"), kT0 + 123).http_status(), 201);
   tick(at(20));
   EXPECT_EQ(collect(at(5) - 1).items, 0);
   CollectResult first = collect(at(10));
@@ -1058,18 +1058,18 @@ TEST_F(Contract, CollectExpiredDeletesOnlyItemsExpiredAtOrBeforeUpTo) {
   EXPECT_GT(first.bytes, 0);
   EXPECT_FALSE(first.more);
   // e15 is still stored and alive at times before its expiry.
-  EXPECT_EQ(read("\"p\"", "e15", at(15) - 1).status, 200);
+  EXPECT_EQ(read("\"p\"", "e15", at(15) - 1).http_status(), 200);
   EXPECT_EQ(stats().stored_items, 2);
   CollectResult second = collect(at(20));
   EXPECT_EQ(second.items, 1);
   EXPECT_EQ(second.expiry_instants_micros, (std::vector<int64_t>{at(15)}));
   EXPECT_EQ(stats().stored_items, 1);
-  EXPECT_EQ(read("\"p\"", "never", at(20)).status, 200);
+  EXPECT_EQ(read("\"p\"", "never", at(20)).http_status(), 200);
 }
 
 TEST_F(Contract, CollectExpiredRejectsUpToBeyondTheAppliedTime) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":5"), kT0).http_status(), 201);
   tick(at(5));
   const Dump before = dump_without_meta();
   Result<CollectResult> beyond = store_->expiry().collect_expired("db", "c", at(5) + 1, 100);
@@ -1090,12 +1090,12 @@ TEST_F(Contract, CollectExpiredOnAMissingContainerIsAnError) {
 TEST_F(Contract, CollectExpiredRespectsMaxItemsOldestFirstAndReportsMore) {
   make_container("10");
   // Own-ttl and inheriting items interleaved in expiry order.
-  ASSERT_EQ(create(item_body("o3", "p", "\"ttl\":3"), kT0).status, 201);   // E +3
-  ASSERT_EQ(create(item_body("i10", "p"), kT0).status, 201);               // E +10
-  ASSERT_EQ(create(item_body("i11", "q"), at(1)).status, 201);             // E +11
-  ASSERT_EQ(create(item_body("o7", "q", "\"ttl\":6"), at(1)).status, 201);  // E +7
-  ASSERT_EQ(create(item_body("o12", "p", "\"ttl\":10"), at(2)).status, 201);  // E +12
-  ASSERT_EQ(create(item_body("alive", "p", "\"ttl\":100"), at(2)).status, 201);
+  ASSERT_EQ(create(item_body("o3", "p", "\"ttl\":3"), kT0).http_status(), 201);   // E +3
+  ASSERT_EQ(create(item_body("i10", "p"), kT0).http_status(), 201);               // E +10
+  ASSERT_EQ(create(item_body("i11", "q"), at(1)).http_status(), 201);             // E +11
+  ASSERT_EQ(create(item_body("o7", "q", "\"ttl\":6"), at(1)).http_status(), 201);  // E +7
+  ASSERT_EQ(create(item_body("o12", "p", "\"ttl\":10"), at(2)).http_status(), 201);  // E +12
+  ASSERT_EQ(create(item_body("alive", "p", "\"ttl\":100"), at(2)).http_status(), 201);
   tick(at(12));
   std::vector<int64_t> instants;
   CollectResult page = collect(at(12), 2);
@@ -1112,14 +1112,14 @@ TEST_F(Contract, CollectExpiredRespectsMaxItemsOldestFirstAndReportsMore) {
   instants.insert(instants.end(), page.expiry_instants_micros.begin(), page.expiry_instants_micros.end());
   EXPECT_EQ(instants, (std::vector<int64_t>{at(3), at(7), at(10), at(11), at(12)}));
   EXPECT_EQ(collect(at(12), 2).items, 0);
-  EXPECT_EQ(read("\"p\"", "alive", at(12)).status, 200);
+  EXPECT_EQ(read("\"p\"", "alive", at(12)).http_status(), 200);
 }
 
 TEST_F(Contract, CollectExpiredWithExactlyMaxItemsLeftReportsNoMore) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":1"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":2"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":50"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p", "\"ttl\":1"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":2"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":50"), kT0).http_status(), 201);
   tick(at(2));
   CollectResult page = collect(at(2), 2);
   EXPECT_EQ(page.items, 2);
@@ -1128,10 +1128,10 @@ TEST_F(Contract, CollectExpiredWithExactlyMaxItemsLeftReportsNoMore) {
 
 TEST_F(Contract, BacklogCountsBytesAndOldestExpiryOfExpiredNotDeletedItems) {
   make_container("10");
-  ASSERT_EQ(create(item_body("o3", "p", "\"ttl\":3"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("i10", "p", "\"x\":\"" + std::string(500, 'x') + "\""), kT0).status, 201);
-  ASSERT_EQ(create(item_body("o20", "p", "\"ttl\":20"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("never", "p", "\"ttl\":-1"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("o3", "p", "\"ttl\":3"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("i10", "p", "\"x\":\"" + std::string(500, 'x') + "\""), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("o20", "p", "\"ttl\":20"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("never", "p", "\"ttl\":-1"), kT0).http_status(), 201);
   const ContainerStats initial = stats();
   EXPECT_EQ(initial.backlog.items, 0);
   EXPECT_EQ(initial.backlog.bytes, 0);
@@ -1176,13 +1176,13 @@ TEST_F(Contract, BacklogCountsBytesAndOldestExpiryOfExpiredNotDeletedItems) {
 
 TEST_F(Contract, BacklogTracksDeletesAndOverwritesOfExpiredItems) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":2"), kT0).status, 201);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("c", "p", "\"ttl\":2"), kT0).http_status(), 201);
   tick(at(10));
   EXPECT_EQ(backlog().items, 3);
-  ASSERT_EQ(upsert(item_body("a", "p"), at(10)).status, 201);  // overwrites the expired copy
-  ASSERT_EQ(create(item_body("c", "p"), at(10)).status, 201);
+  ASSERT_EQ(upsert(item_body("a", "p"), at(10)).http_status(), 201);  // overwrites the expired copy
+  ASSERT_EQ(create(item_body("c", "p"), at(10)).http_status(), 201);
   Backlog left = backlog();
   EXPECT_EQ(left.items, 1);
   CollectResult collected = collect(at(10));
@@ -1195,13 +1195,13 @@ TEST_F(Contract, BacklogTracksDeletesAndOverwritesOfExpiredItems) {
 
 TEST_F(Contract, BacklogSurvivesAContainerTtlChange) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":5"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("c", "p"), at(8)).status, 201);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":5"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("c", "p"), at(8)).http_status(), 201);
   tick(at(12));
   Backlog before = backlog();
   EXPECT_EQ(before.items, 2);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(12)).status, 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), at(12)).http_status(), 200);
   Backlog after = backlog();
   EXPECT_EQ(after.items, 2);
   EXPECT_EQ(after.bytes, before.bytes);
@@ -1209,15 +1209,15 @@ TEST_F(Contract, BacklogSurvivesAContainerTtlChange) {
   EXPECT_EQ(backlog().items, 2);  // "c" never expires now
   EXPECT_EQ(collect(at(1000)).items, 2);
   EXPECT_EQ(backlog().items, 0);
-  EXPECT_EQ(read("\"p\"", "c", at(1000)).status, 200);
+  EXPECT_EQ(read("\"p\"", "c", at(1000)).http_status(), 200);
 }
 
 // The expiry instant reported for an item killed by a defaultTtl change must be when it expired (no later than the
 // change), not when the new default would have expired it.
 TEST_F(Contract, CollectReportsAnExpiryNoLaterThanTheChangeForItemsKilledByAWatermark) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);  // E = +10 under the old default
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "100"), at(15)).status, 200);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);  // E = +10 under the old default
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "100"), at(15)).http_status(), 200);
   tick(at(200));  // the new default would have expired it at +100
   Backlog pending = backlog();
   EXPECT_EQ(pending.items, 1);
@@ -1232,12 +1232,12 @@ TEST_F(Contract, CollectReportsAnExpiryNoLaterThanTheChangeForItemsKilledByAWate
 
 TEST_F(Contract, CollectionNeverChangesWhatReadsAtOrAfterTheAppliedTimeSee) {
   make_container("10");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":4"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("c", "q", "\"ttl\":30"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("d", "q", "\"ttl\":-1"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("e", "q"), at(5)).status, 201);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "100"), at(12)).status, 200);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":4"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("c", "q", "\"ttl\":30"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("d", "q", "\"ttl\":-1"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("e", "q"), at(5)).http_status(), 201);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "100"), at(12)).http_status(), 200);
   tick(at(13));
   const std::vector<int64_t> times = {at(13), at(14), at(30), at(105), at(1000)};
   auto snapshot = [&] {
@@ -1248,7 +1248,7 @@ TEST_F(Contract, CollectionNeverChangesWhatReadsAtOrAfterTheAppliedTimeSee) {
       for (const auto& [pk, id] : std::vector<std::pair<std::string, std::string>>{
                {"\"p\"", "a"}, {"\"p\"", "b"}, {"\"q\"", "c"}, {"\"q\"", "d"}, {"\"q\"", "e"}}) {
         OpResult r = read(pk, id, t);
-        seen.push_back(std::to_string(r.status) + r.body);
+        seen.push_back(std::to_string(r.http_status()) + r.body);
       }
     }
     return seen;
@@ -1263,15 +1263,15 @@ TEST_F(Contract, CollectionNeverChangesWhatReadsAtOrAfterTheAppliedTimeSee) {
 TEST_F(Contract, CreateIs201Then409WhileAlive) {
   make_container("-1");
   OpResult created = create(item_body("a", "p"), kT0);
-  EXPECT_EQ(created.status, 201);
+  EXPECT_EQ(created.http_status(), 201);
   EXPECT_FALSE(created.etag.empty());
   EXPECT_EQ(string_field(created.body, "_etag"), created.etag);
   const Dump before = dump_without_meta();
   OpResult again = create(item_body("a", "p", "\"v\":2"), at(1));
-  EXPECT_EQ(again.status, 409);
+  EXPECT_EQ(again.http_status(), 409);
   EXPECT_EQ(dump_without_meta(), before);
   // Same id in another partition is a different item.
-  EXPECT_EQ(create(item_body("a", "q"), at(1)).status, 201);
+  EXPECT_EQ(create(item_body("a", "q"), at(1)).http_status(), 201);
 }
 
 TEST_F(Contract, ItemOverTwoMegabytesIs413) {
@@ -1284,79 +1284,79 @@ TEST_F(Contract, ItemOverTwoMegabytesIs413) {
   };
   const Dump before = dump_without_meta();
   OpResult too_big = create(sized("big", limit + 1), kT0);
-  EXPECT_EQ(too_big.status, 413) << too_big.message;
-  EXPECT_EQ(upsert(sized("big", limit + 1), kT0).status, 413);
+  EXPECT_EQ(too_big.http_status(), 413) << too_big.message;
+  EXPECT_EQ(upsert(sized("big", limit + 1), kT0).http_status(), 413);
   EXPECT_EQ(dump_without_meta(), before);
-  EXPECT_EQ(read("\"p\"", "big", kT0).status, 404);
-  EXPECT_EQ(create(sized("big", limit), kT0).status, 201);
-  EXPECT_EQ(replace(sized("big", limit + 1), kT0).status, 413);
+  EXPECT_EQ(read("\"p\"", "big", kT0).http_status(), 404);
+  EXPECT_EQ(create(sized("big", limit), kT0).http_status(), 201);
+  EXPECT_EQ(replace(sized("big", limit + 1), kT0).http_status(), 413);
   // A patch that grows an item past the limit is rejected the same way.
-  ASSERT_EQ(create(sized("half", limit - 600 * 1024), kT0).status, 201);
+  ASSERT_EQ(create(sized("half", limit - 600 * 1024), kT0).http_status(), 201);
   const std::string grow = R"([{"op":"set","path":"/y","value":")" + std::string(700 * 1024, 'y') + "\"}]";
-  EXPECT_EQ(patch("\"p\"", "half", grow, at(1)).status, 413);
+  EXPECT_EQ(patch("\"p\"", "half", grow, at(1)).http_status(), 413);
 }
 
 TEST_F(Contract, ReadIs200Or404) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  EXPECT_EQ(read("\"p\"", "a", kT0).status, 200);
-  EXPECT_EQ(read("\"p\"", "missing", kT0).status, 404);
-  EXPECT_EQ(read("\"other\"", "a", kT0).status, 404);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  EXPECT_EQ(read("\"p\"", "a", kT0).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "missing", kT0).http_status(), 404);
+  EXPECT_EQ(read("\"other\"", "a", kT0).http_status(), 404);
 }
 
 TEST_F(Contract, ReplaceIs200Or404Or412) {
   make_container("-1");
   OpResult created = create(item_body("a", "p"), kT0);
-  ASSERT_EQ(created.status, 201);
-  EXPECT_EQ(replace(item_body("missing", "p"), at(1)).status, 404);
+  ASSERT_EQ(created.http_status(), 201);
+  EXPECT_EQ(replace(item_body("missing", "p"), at(1)).http_status(), 404);
   const Dump before = dump_without_meta();
   OpResult wrong = replace(item_body("a", "p", "\"v\":1"), at(1), std::string("\"0000000000000999\""));
-  EXPECT_EQ(wrong.status, 412);
+  EXPECT_EQ(wrong.http_status(), 412);
   EXPECT_EQ(dump_without_meta(), before);
   // Unquoted etag text does not match: if-match compares with the quoted _etag string.
   std::string unquoted = created.etag.substr(1, created.etag.size() - 2);
-  EXPECT_EQ(replace(item_body("a", "p", "\"v\":1"), at(1), unquoted).status, 412);
+  EXPECT_EQ(replace(item_body("a", "p", "\"v\":1"), at(1), unquoted).http_status(), 412);
   OpResult replaced = replace(item_body("a", "p", "\"v\":1"), at(1), created.etag);
-  EXPECT_EQ(replaced.status, 200);
+  EXPECT_EQ(replaced.http_status(), 200);
   EXPECT_NE(replaced.etag, created.etag);
   EXPECT_EQ(string_field(replaced.body, "_rid"), string_field(created.body, "_rid"));  // same item
-  EXPECT_EQ(replace(item_body("a", "p", "\"v\":2"), at(2), created.etag).status, 412);  // stale etag
-  EXPECT_EQ(replace(item_body("a", "p", "\"v\":2"), at(2)).status, 200);                // unconditional
+  EXPECT_EQ(replace(item_body("a", "p", "\"v\":2"), at(2), created.etag).http_status(), 412);  // stale etag
+  EXPECT_EQ(replace(item_body("a", "p", "\"v\":2"), at(2)).http_status(), 200);                // unconditional
 }
 
 TEST_F(Contract, UpsertIs201WhenCreatedAnd200WhenReplaced) {
   make_container("-1");
   OpResult created = upsert(item_body("a", "p"), kT0);
-  EXPECT_EQ(created.status, 201);
+  EXPECT_EQ(created.http_status(), 201);
   OpResult replaced = upsert(item_body("a", "p", "\"v\":1"), at(1));
-  EXPECT_EQ(replaced.status, 200);
+  EXPECT_EQ(replaced.http_status(), 200);
   EXPECT_EQ(string_field(replaced.body, "_rid"), string_field(created.body, "_rid"));
-  EXPECT_EQ(upsert(item_body("a", "p", "\"v\":2"), at(2), std::string("\"0000000000000999\"")).status, 412);
-  EXPECT_EQ(upsert(item_body("a", "p", "\"v\":2"), at(2), replaced.etag).status, 200);
+  EXPECT_EQ(upsert(item_body("a", "p", "\"v\":2"), at(2), std::string("\"0000000000000999\"")).http_status(), 412);
+  EXPECT_EQ(upsert(item_body("a", "p", "\"v\":2"), at(2), replaced.etag).http_status(), 200);
 }
 
 TEST_F(Contract, DeleteIs204Or404Or412) {
   make_container("-1");
   OpResult created = create(item_body("a", "p"), kT0);
-  ASSERT_EQ(created.status, 201);
-  EXPECT_EQ(remove("\"p\"", "missing", at(1)).status, 404);
-  EXPECT_EQ(remove("\"p\"", "a", at(1), std::string("\"0000000000000999\"")).status, 412);
-  EXPECT_EQ(read("\"p\"", "a", at(1)).status, 200);
-  EXPECT_EQ(remove("\"p\"", "a", at(1), created.etag).status, 204);
-  EXPECT_EQ(read("\"p\"", "a", at(1)).status, 404);
-  EXPECT_EQ(remove("\"p\"", "a", at(2)).status, 404);
+  ASSERT_EQ(created.http_status(), 201);
+  EXPECT_EQ(remove("\"p\"", "missing", at(1)).http_status(), 404);
+  EXPECT_EQ(remove("\"p\"", "a", at(1), std::string("\"0000000000000999\"")).http_status(), 412);
+  EXPECT_EQ(read("\"p\"", "a", at(1)).http_status(), 200);
+  EXPECT_EQ(remove("\"p\"", "a", at(1), created.etag).http_status(), 204);
+  EXPECT_EQ(read("\"p\"", "a", at(1)).http_status(), 404);
+  EXPECT_EQ(remove("\"p\"", "a", at(2)).http_status(), 404);
   EXPECT_EQ(stats().stored_items, 0);
-  EXPECT_EQ(create(item_body("a", "p"), at(3)).status, 201);
+  EXPECT_EQ(create(item_body("a", "p"), at(3)).http_status(), 201);
 }
 
 TEST_F(Contract, PatchIs200Or404Or412Or400) {
   make_container("-1");
   OpResult created = create(item_body("a", "p", "\"n\":1"), kT0);
-  ASSERT_EQ(created.status, 201);
-  EXPECT_EQ(patch("\"p\"", "missing", R"([{"op":"set","path":"/n","value":2}])", at(1)).status, 404);
+  ASSERT_EQ(created.http_status(), 201);
+  EXPECT_EQ(patch("\"p\"", "missing", R"([{"op":"set","path":"/n","value":2}])", at(1)).http_status(), 404);
   EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/n","value":2}])", at(1),
                   std::string("\"0000000000000999\""))
-                .status,
+                .http_status(),
             412);
   const Dump before = dump_without_meta();
   const std::vector<std::pair<std::string, std::string>> bad = {
@@ -1382,14 +1382,14 @@ TEST_F(Contract, PatchIs200Or404Or412Or400) {
   for (const auto& [what, operations] : bad) {
     SCOPED_TRACE(what);
     OpResult result = patch("\"p\"", "a", operations, at(1), created.etag);
-    EXPECT_EQ(result.status, 400) << result.message;
+    EXPECT_EQ(result.http_status(), 400) << result.message;
     EXPECT_FALSE(result.message.empty());
   }
   EXPECT_EQ(dump_without_meta(), before);
   std::string ten;
   for (int i = 0; i < 10; ++i) ten += std::string(i ? "," : "") + R"({"op":"incr","path":"/n","value":1})";
   OpResult patched = patch("\"p\"", "a", "[" + ten + "]", at(1), created.etag);
-  ASSERT_EQ(patched.status, 200) << patched.message;
+  ASSERT_EQ(patched.http_status(), 200) << patched.message;
   EXPECT_EQ(int_field(patched.body, "n"), 11);
   EXPECT_EQ(int_field(read("\"p\"", "a", at(1)).body, "n"), 11);
 }
@@ -1397,10 +1397,10 @@ TEST_F(Contract, PatchIs200Or404Or412Or400) {
 TEST_F(Contract, MissingDatabaseOrContainerIs404NamingIt) {
   make_container("-1");
   OpResult no_container = store_->reader().read_item("db", "nope", "\"p\"", "a", kT0);
-  EXPECT_EQ(no_container.status, 404);
+  EXPECT_EQ(no_container.http_status(), 404);
   EXPECT_TRUE(contains(no_container.message, "'nope'")) << no_container.message;
   OpResult no_database = store_->reader().read_item("nodb", "c", "\"p\"", "a", kT0);
-  EXPECT_EQ(no_database.status, 404);
+  EXPECT_EQ(no_database.http_status(), 404);
   EXPECT_TRUE(contains(no_database.message, "'nodb'")) << no_database.message;
 
   const Dump before = dump_without_meta();
@@ -1425,66 +1425,66 @@ TEST_F(Contract, MissingDatabaseOrContainerIs404NamingIt) {
     request.container = container;
     results.push_back(store_->reader().list_items(request, at(1)));
     for (const OpResult& result : results) {
-      EXPECT_EQ(result.status, 404) << result.message;
+      EXPECT_EQ(result.http_status(), 404) << result.message;
       EXPECT_TRUE(contains(result.message, named)) << result.message;
     }
   }
   OpResult container_in_missing_db = apply(create_container_command("nodb", "c", "/pk"), at(1));
-  EXPECT_EQ(container_in_missing_db.status, 404);
+  EXPECT_EQ(container_in_missing_db.http_status(), 404);
   EXPECT_TRUE(contains(container_in_missing_db.message, "'nodb'")) << container_in_missing_db.message;
-  EXPECT_EQ(store_->reader().read_database("nodb").status, 404);
-  EXPECT_EQ(store_->reader().list_containers("nodb").status, 404);
+  EXPECT_EQ(store_->reader().read_database("nodb").http_status(), 404);
+  EXPECT_EQ(store_->reader().list_containers("nodb").http_status(), 404);
   EXPECT_EQ(dump_without_meta(), before);
 }
 
 TEST_F(Contract, DatabaseCreateIs201Or409AndDeleteIs204Or404) {
-  EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 201);
-  EXPECT_EQ(store_->reader().read_database("db").status, 200);
-  EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 409);
-  EXPECT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), at(1)).status, 204);
-  EXPECT_EQ(store_->reader().read_database("db").status, 404);
-  EXPECT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), at(1)).status, 404);
-  EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), at(2)).status, 201);
+  EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
+  EXPECT_EQ(store_->reader().read_database("db").http_status(), 200);
+  EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 409);
+  EXPECT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), at(1)).http_status(), 204);
+  EXPECT_EQ(store_->reader().read_database("db").http_status(), 404);
+  EXPECT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), at(1)).http_status(), 404);
+  EXPECT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), at(2)).http_status(), 201);
 }
 
 TEST_F(Contract, DeletingADatabaseDropsItsContainersAndItems) {
   make_container("-1");
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), at(1)).status, 204);
-  EXPECT_EQ(read("\"p\"", "a", at(1)).status, 404);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), at(1)).http_status(), 204);
+  EXPECT_EQ(read("\"p\"", "a", at(1)).http_status(), 404);
   make_container(std::nullopt, at(2));
-  EXPECT_EQ(read("\"p\"", "a", at(2)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", at(2)).http_status(), 404);
   EXPECT_EQ(list(std::nullopt, at(2)).body, "[]");
   EXPECT_EQ(stats().stored_items, 0);
-  EXPECT_EQ(create(item_body("a", "p"), at(3)).status, 201);
+  EXPECT_EQ(create(item_body("a", "p"), at(3)).http_status(), 201);
 }
 
 TEST_F(Contract, ContainerCreateIs201Or409AndDeleteIs204ThenItemsAreGone) {
   make_container("10");
-  EXPECT_EQ(apply(create_container_command("db", "c", "/pk"), kT0).status, 409);
-  ASSERT_EQ(create(item_body("a", "p"), kT0).status, 201);
-  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":-1"), kT0).status, 201);
+  EXPECT_EQ(apply(create_container_command("db", "c", "/pk"), kT0).http_status(), 409);
+  ASSERT_EQ(create(item_body("a", "p"), kT0).http_status(), 201);
+  ASSERT_EQ(create(item_body("b", "p", "\"ttl\":-1"), kT0).http_status(), 201);
   tick(at(10));  // "a" expired, not collected
   OpResult deleted = apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), at(10));
-  EXPECT_EQ(deleted.status, 204);
-  EXPECT_EQ(store_->reader().read_container("db", "c").status, 404);
-  EXPECT_EQ(read("\"p\"", "b", at(10)).status, 404);
-  EXPECT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), at(10)).status, 404);
+  EXPECT_EQ(deleted.http_status(), 204);
+  EXPECT_EQ(store_->reader().read_container("db", "c").http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "b", at(10)).http_status(), 404);
+  EXPECT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), at(10)).http_status(), 404);
   // Re-created with the same name: empty, and its TTL is its own.
   add_container("c", std::nullopt, at(11));
-  EXPECT_EQ(read("\"p\"", "a", at(11)).status, 404);
-  EXPECT_EQ(read("\"p\"", "b", at(11)).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", at(11)).http_status(), 404);
+  EXPECT_EQ(read("\"p\"", "b", at(11)).http_status(), 404);
   EXPECT_EQ(list(std::nullopt, at(11)).body, "[]");
   ContainerStats fresh = stats();
   EXPECT_EQ(fresh.stored_items, 0);
   EXPECT_EQ(fresh.stored_bytes, 0);
   EXPECT_EQ(fresh.backlog.items, 0);
   EXPECT_EQ(collect(at(11)).items, 0);
-  EXPECT_EQ(create(item_body("b", "p"), at(12)).status, 201);
+  EXPECT_EQ(create(item_body("b", "p"), at(12)).http_status(), 201);
   Result<int64_t> reclaimed = store_->expiry().reclaim_dropped(1000);
   ASSERT_TRUE(reclaimed.is_ok());
   EXPECT_GE(*reclaimed, 2);
-  EXPECT_EQ(read("\"p\"", "b", at(12)).status, 200);
+  EXPECT_EQ(read("\"p\"", "b", at(12)).http_status(), 200);
   EXPECT_EQ(stats().stored_items, 1);
 }
 
@@ -1494,9 +1494,9 @@ TEST_F(Contract, MalformedOrNonObjectBodyIs400) {
   for (const std::string body : {"{", "", "{\"id\":\"a\",\"pk\":\"p\"", "not json", "[1,2]", "\"str\"", "42",
                                  "null", "[{\"id\":\"a\",\"pk\":\"p\"}]", "{\"id\":\"a\",\"pk\":\"p\"} x"}) {
     SCOPED_TRACE(body);
-    EXPECT_EQ(create(body, kT0).status, 400);
-    EXPECT_EQ(upsert(body, kT0).status, 400);
-    EXPECT_EQ(replace(body, kT0).status, 400);
+    EXPECT_EQ(create(body, kT0).http_status(), 400);
+    EXPECT_EQ(upsert(body, kT0).http_status(), 400);
+    EXPECT_EQ(replace(body, kT0).http_status(), 400);
   }
   EXPECT_EQ(dump_without_meta(), before);
 }
@@ -1518,12 +1518,12 @@ TEST_F(Contract, MissingOrInvalidIdIs400) {
   for (const std::string& body : bodies) {
     SCOPED_TRACE(body.substr(0, 40));
     OpResult result = create(body, kT0);
-    EXPECT_EQ(result.status, 400);
+    EXPECT_EQ(result.http_status(), 400);
     EXPECT_FALSE(result.message.empty());
   }
   EXPECT_EQ(dump_without_meta(), before);
-  EXPECT_EQ(create(R"({"id":")" + std::string(255, 'x') + R"(","pk":"p"})", kT0).status, 201);
-  EXPECT_EQ(read("\"p\"", std::string(255, 'x'), kT0).status, 200);
+  EXPECT_EQ(create(R"({"id":")" + std::string(255, 'x') + R"(","pk":"p"})", kT0).http_status(), 201);
+  EXPECT_EQ(read("\"p\"", std::string(255, 'x'), kT0).http_status(), 200);
 }
 
 TEST_F(Contract, MissingPartitionKeyValueIs400) {
@@ -1532,33 +1532,33 @@ TEST_F(Contract, MissingPartitionKeyValueIs400) {
   for (const std::string body : {R"({"id":"a"})", R"({"id":"a","PK":"p"})", R"({"id":"a","pk":{}})",
                                  R"({"id":"a","pk":[1]})"}) {
     SCOPED_TRACE(body);
-    EXPECT_EQ(create(body, kT0).status, 400);
-    EXPECT_EQ(upsert(body, kT0).status, 400);
+    EXPECT_EQ(create(body, kT0).http_status(), 400);
+    EXPECT_EQ(upsert(body, kT0).http_status(), 400);
   }
   EXPECT_EQ(dump_without_meta(), before);
 }
 
 TEST_F(Contract, NumericPartitionKeys42And42Point0AddressTheSameItem) {
   make_container("-1");
-  ASSERT_EQ(create(R"({"id":"a","pk":42})", kT0).status, 201);
-  EXPECT_EQ(create(R"({"id":"a","pk":42.0})", kT0).status, 409);
-  EXPECT_EQ(read("42", "a", kT0).status, 200);
-  EXPECT_EQ(read("42.0", "a", kT0).status, 200);
-  EXPECT_EQ(read("\"42\"", "a", kT0).status, 404);  // the string "42" is another partition
-  EXPECT_EQ(replace(R"({"id":"a","pk":42.0,"v":1})", at(1)).status, 200);
-  EXPECT_EQ(patch("42.0", "a", R"([{"op":"set","path":"/w","value":1}])", at(1)).status, 200);
+  ASSERT_EQ(create(R"({"id":"a","pk":42})", kT0).http_status(), 201);
+  EXPECT_EQ(create(R"({"id":"a","pk":42.0})", kT0).http_status(), 409);
+  EXPECT_EQ(read("42", "a", kT0).http_status(), 200);
+  EXPECT_EQ(read("42.0", "a", kT0).http_status(), 200);
+  EXPECT_EQ(read("\"42\"", "a", kT0).http_status(), 404);  // the string "42" is another partition
+  EXPECT_EQ(replace(R"({"id":"a","pk":42.0,"v":1})", at(1)).http_status(), 200);
+  EXPECT_EQ(patch("42.0", "a", R"([{"op":"set","path":"/w","value":1}])", at(1)).http_status(), 200);
   EXPECT_EQ(ids_of(list(std::string("42.0"), at(1)).body), (std::vector<std::string>{"a"}));
-  EXPECT_EQ(remove("42.0", "a", at(2)).status, 204);
-  EXPECT_EQ(read("42", "a", at(2)).status, 404);
+  EXPECT_EQ(remove("42.0", "a", at(2)).http_status(), 204);
+  EXPECT_EQ(read("42", "a", at(2)).http_status(), 404);
 }
 
 TEST_F(Contract, NullPartitionKeyValueIsAValidKey) {
   make_container("-1");
-  ASSERT_EQ(create(R"({"id":"a","pk":null})", kT0).status, 201);
-  EXPECT_EQ(read("null", "a", kT0).status, 200);
-  EXPECT_EQ(read("\"null\"", "a", kT0).status, 404);
-  EXPECT_EQ(create(R"({"id":"a","pk":false})", kT0).status, 201);
-  EXPECT_EQ(read("false", "a", kT0).status, 200);
+  ASSERT_EQ(create(R"({"id":"a","pk":null})", kT0).http_status(), 201);
+  EXPECT_EQ(read("null", "a", kT0).http_status(), 200);
+  EXPECT_EQ(read("\"null\"", "a", kT0).http_status(), 404);
+  EXPECT_EQ(create(R"({"id":"a","pk":false})", kT0).http_status(), 201);
+  EXPECT_EQ(read("false", "a", kT0).http_status(), 200);
 }
 
 TEST_F(Contract, IdLengthIsCountedInCharactersNotBytes) {
@@ -1566,39 +1566,39 @@ TEST_F(Contract, IdLengthIsCountedInCharactersNotBytes) {
   std::string id255, id256;
   for (int i = 0; i < 255; ++i) id255 += "\xc3\xa9";  // é
   id256 = id255 + "\xc3\xa9";
-  EXPECT_EQ(create(R"({"id":")" + id255 + R"(","pk":"p"})", kT0).status, 201);
-  EXPECT_EQ(create(R"({"id":")" + id256 + R"(","pk":"p"})", kT0).status, 400);
-  EXPECT_EQ(read("\"p\"", id255, kT0).status, 200);
+  EXPECT_EQ(create(R"({"id":")" + id255 + R"(","pk":"p"})", kT0).http_status(), 201);
+  EXPECT_EQ(create(R"({"id":")" + id256 + R"(","pk":"p"})", kT0).http_status(), 400);
+  EXPECT_EQ(read("\"p\"", id255, kT0).http_status(), 200);
 }
 
 TEST_F(Contract, PatchCannotChangeANestedPartitionKeyOrItsParents) {
-  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).status, 201);
-  ASSERT_EQ(apply(create_container_command("db", "n", "/tenant/id", std::string("-1")), kT0).status, 201);
-  ASSERT_EQ(create(R"({"id":"a","tenant":{"id":"t1","name":"x"}})", kT0, "n").status, 201);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
+  ASSERT_EQ(apply(create_container_command("db", "n", "/tenant/id", std::string("-1")), kT0).http_status(), 201);
+  ASSERT_EQ(create(R"({"id":"a","tenant":{"id":"t1","name":"x"}})", kT0, "n").http_status(), 201);
   for (const std::string operations :
        {R"([{"op":"set","path":"/tenant","value":{"id":"t2"}}])", R"([{"op":"remove","path":"/tenant"}])",
         R"([{"op":"set","path":"/tenant/id","value":"t2"}])", R"([{"op":"replace","path":"/id","value":"b"}])"}) {
     SCOPED_TRACE(operations);
-    EXPECT_EQ(patch("\"t1\"", "a", operations, at(1), std::nullopt, "n").status, 400);
+    EXPECT_EQ(patch("\"t1\"", "a", operations, at(1), std::nullopt, "n").http_status(), 400);
   }
   EXPECT_EQ(patch("\"t1\"", "a", R"([{"op":"set","path":"/tenant/name","value":"y"}])", at(1), std::nullopt, "n")
-                .status,
+                .http_status(),
             200);
-  EXPECT_EQ(read_in("n", "\"t1\"", "a", at(1)).status, 200);
+  EXPECT_EQ(read_in("n", "\"t1\"", "a", at(1)).http_status(), 200);
 }
 
 TEST_F(Contract, IfMatchComparesTheQuotedEtagString) {
   make_container("-1");
   OpResult created = create(item_body("a", "p"), kT0);
-  ASSERT_EQ(created.status, 201);
+  ASSERT_EQ(created.http_status(), 201);
   ASSERT_GE(created.etag.size(), 2u);
   EXPECT_EQ(created.etag.front(), '"');
   EXPECT_EQ(created.etag.back(), '"');
   const std::string bare = created.etag.substr(1, created.etag.size() - 2);
-  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/v","value":1}])", at(1), bare).status, 412);
-  EXPECT_EQ(remove("\"p\"", "a", at(1), bare).status, 412);
-  EXPECT_EQ(remove("\"p\"", "a", at(1), "W/" + created.etag).status, 412);
-  EXPECT_EQ(remove("\"p\"", "a", at(1), created.etag).status, 204);
+  EXPECT_EQ(patch("\"p\"", "a", R"([{"op":"set","path":"/v","value":1}])", at(1), bare).http_status(), 412);
+  EXPECT_EQ(remove("\"p\"", "a", at(1), bare).http_status(), 412);
+  EXPECT_EQ(remove("\"p\"", "a", at(1), "W/" + created.etag).http_status(), 412);
+  EXPECT_EQ(remove("\"p\"", "a", at(1), created.etag).http_status(), 204);
 }
 
 // ===== Determinism ===================================================================================================
@@ -1638,7 +1638,7 @@ TEST(ContractDeterminism, SameLogAtSameTimesGivesIdenticalReplicatedState) {
     Result<OpResult> ra = a->apply(command, LogIndex(index), ts);
     Result<OpResult> rb = b->apply(command, LogIndex(index), ts);
     ASSERT_TRUE(ra.is_ok() && rb.is_ok());
-    EXPECT_EQ(ra->status, rb->status) << index;
+    EXPECT_EQ(ra->http_status(), rb->http_status()) << index;
     EXPECT_EQ(ra->body, rb->body) << index;
     EXPECT_EQ(ra->etag, rb->etag) << index;
     EXPECT_EQ(ra->message, rb->message) << index;
@@ -1667,7 +1667,7 @@ TEST(ContractDeterminism, ReplicaThatCollectsGivesTheSameResultsAsOneThatDoesNot
     Result<OpResult> ra = a->apply(command, LogIndex(index), ts);
     Result<OpResult> rb = b->apply(command, LogIndex(index), ts);
     ASSERT_TRUE(ra.is_ok() && rb.is_ok());
-    EXPECT_EQ(ra->status, rb->status) << index;
+    EXPECT_EQ(ra->http_status(), rb->http_status()) << index;
     EXPECT_EQ(ra->body, rb->body) << index;
     EXPECT_EQ(ra->etag, rb->etag) << index;
     // Replica B collects everything it may after every entry.
@@ -1682,7 +1682,7 @@ TEST(ContractDeterminism, ReplicaThatCollectsGivesTheSameResultsAsOneThatDoesNot
                {"\"p\"", "a"}, {"\"p\"", "b"}, {"\"q\"", "x"}}) {
         OpResult read_a = a->reader().read_item("db", container, pk, id, ts);
         OpResult read_b = b->reader().read_item("db", container, pk, id, ts);
-        EXPECT_EQ(read_a.status, read_b.status) << index << container << id;
+        EXPECT_EQ(read_a.http_status(), read_b.http_status()) << index << container << id;
         EXPECT_EQ(read_a.body, read_b.body) << index << container << id;
       }
     }
@@ -1715,7 +1715,7 @@ TEST(ContractDeterminism, EncodedLogGivesTheSameStateAsDirectApply) {
     Result<OpResult> ra = a->apply(command, LogIndex(index), ts);
     Result<OpResult> rb = b->apply_encoded(encode_command(command), LogIndex(index), ts);
     ASSERT_TRUE(ra.is_ok() && rb.is_ok());
-    EXPECT_EQ(ra->status, rb->status) << index;
+    EXPECT_EQ(ra->http_status(), rb->http_status()) << index;
     EXPECT_EQ(ra->body, rb->body) << index;
     EXPECT_EQ(ra->message, rb->message) << index;
     ++index;

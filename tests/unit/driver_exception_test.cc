@@ -15,7 +15,7 @@
 #include "common/clock.h"
 #include "metrics/metrics.h"
 #include "node/driver.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "storage/replica.h"
 #include "tests/unit/store_fixture.h"
 

@@ -17,7 +17,7 @@ class ExpiryWatchTest : public StoreFixture {
     return lateness;
   }
   void write(const std::string& body, int64_t ts) {
-    ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", body), ts).status < 300, true) << body;
+    ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", body), ts).http_status() < 300, true) << body;
   }
 
   node::ExpiryWatch watch_;
@@ -65,7 +65,7 @@ TEST_F(ExpiryWatchTest, InheritedExpiryAndDefaultTtlChangesMoveTheNextInstant) {
   write(R"({"id":"a","pk":"p"})", kT0 + kSecond);  // inherits 10 s: kT0 + 11 s
   EXPECT_TRUE(look(kT0 + kSecond).empty());
   EXPECT_EQ(watch_.next(), kT0 + 11 * kSecond);
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "3"), kT0 + 2 * kSecond).status, 200);  // now kT0 + 4 s
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "3"), kT0 + 2 * kSecond).http_status(), 200);  // now kT0 + 4 s
   EXPECT_TRUE(look(kT0 + 2 * kSecond).empty());
   EXPECT_EQ(watch_.next(), kT0 + 4 * kSecond);
   apply(Command{}, kT0 + 4 * kSecond);

@@ -24,7 +24,7 @@
 #include "common/prng.h"
 #include "metrics/metrics.h"
 #include "node/driver.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "replication/codec.h"
 #include "replication/raft_core.h"
 #include "storage/layout.h"
@@ -302,7 +302,7 @@ TEST_F(LogReadFaultTest, DriverStopsCleanlyWithTheCauseWhenTheLogCannotBeRead) {
     guard.cancel();
     EXPECT_TRUE(driver.failed());
     bool answered = false;
-    for (const auto& [id, reply] : output.replies) answered = answered || (id == 77 && reply.result.status == 503);
+    for (const auto& [id, reply] : output.replies) answered = answered || (id == 77 && reply.result.http_status() == 503);
     EXPECT_TRUE(answered) << "the waiting read got no 503";
   }
   spdlog::set_default_logger(previous);

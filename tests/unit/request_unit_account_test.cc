@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "common/clock.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 
 namespace mayfly::node {
 namespace {

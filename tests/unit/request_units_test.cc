@@ -28,6 +28,20 @@ TEST(Charges, WritesCostFivePerKilobyte) {
   EXPECT_GT(kFailedRequestCharge, 0);
 }
 
+TEST(Charges, AReadRequestPaysForWhatItReturnedOrItsQueryWork) {
+  EXPECT_EQ(read_request_charge(false, 40, 5000, true), kFailedRequestCharge);  // failed: 1 RU, whatever else
+  EXPECT_EQ(read_request_charge(true, 0, 3000, false), 3);                     // by the body size
+  EXPECT_EQ(read_request_charge(true, 0, 3000, true), 6);
+  EXPECT_EQ(read_request_charge(true, 7.5, 3000, false), 7.5);  // a query: its work charge, not the body
+  EXPECT_EQ(read_request_charge(true, 7.5, 3000, true), 15);
+}
+
+TEST(Charges, AnAppliedWritePaysForTheLargerOfCommandAndItem) {
+  EXPECT_EQ(write_request_charge(false, 5000, 5000), kFailedRequestCharge);
+  EXPECT_EQ(write_request_charge(true, 100, 3000), write_charge(3000));
+  EXPECT_EQ(write_request_charge(true, 3000, 100), write_charge(3000));
+}
+
 TEST(Meter, CountsTheLastSecondOnly) {
   RequestUnitMeter meter;
   const int64_t t0 = 1'700'000'000'000'000;

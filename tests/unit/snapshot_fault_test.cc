@@ -185,7 +185,7 @@ TEST_F(SnapshotFaultTest, LeaderSurvivesSnapshotReadEioAndSendsItOnceTheFaultCle
   ASSERT_NO_FATAL_FAILURE(rounds_until([&] { return follower_caught_up(); }, 300, "the follower's snapshot"));
   ASSERT_NO_FATAL_FAILURE(rounds_until(
       [&] { return follower_->state().applied().index == leader_->state().applied().index; }, 100, "catch-up"));
-  EXPECT_EQ(follower_->state().reader().read_item("db", "c", "\"p\"", "during", now_).status, 200);
+  EXPECT_EQ(follower_->state().reader().read_item("db", "c", "\"p\"", "during", now_).http_status(), 200);
   // Installed from a file taken into place by rename; nothing of the transfer is left.
   const std::vector<std::string> files = files_in(follower_dir_.path() + "/snapshots");
   EXPECT_FALSE(any_starts_with(files, "incoming-")) << ::testing::PrintToString(files);
@@ -234,7 +234,7 @@ TEST_F(SnapshotFaultTest, IncomingSnapshotStreamsToAFileAndACrashMidTransferLeav
   EXPECT_TRUE(std::filesystem::exists(snapshots + "/snapshot-" + std::to_string(snapshot_.index.value())));
   EXPECT_GE(std::count(synced_directories_.begin(), synced_directories_.end(), snapshots), 2)
       << "one directory fsync for the complete incoming file, one when it became the snapshot";
-  EXPECT_EQ(follower_->state().reader().read_item("db", "c", "\"p\"", "i7", now_).status, 200);
+  EXPECT_EQ(follower_->state().reader().read_item("db", "c", "\"p\"", "i7", now_).http_status(), 200);
 }
 
 TEST_F(SnapshotFaultTest, IncomingSnapshotCompleteButNotPersistedIsDiscardedAfterACrash) {

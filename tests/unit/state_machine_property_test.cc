@@ -19,7 +19,7 @@
 #include "common/prng.h"
 #include "metrics/metrics.h"
 #include "node/collector.h"
-#include "node/request_units.h"
+#include "node/ru_account.h"
 #include "tests/env.h"
 #include "tests/unit/store_fixture.h"
 
@@ -177,14 +177,14 @@ class PropertyRun {
     for (StateMachine* store : stores_) {
       Result<OpResult> result = store->apply(command, index, now_);
       EXPECT_TRUE(result.is_ok()) << result.status().to_string();
-      results.push_back(result.is_ok() ? *result : OpResult::error(500, ""));
+      results.push_back(result.is_ok() ? *result : OpResult::error(StatusCode::kInternal, ""));
     }
     return results;
   }
 
   void expect_status(const std::vector<OpResult>& results, int expected, const std::string& what) {
     for (const OpResult& result : results) {
-      EXPECT_EQ(result.status, expected) << what << " at " << now_ << ": " << result.message << "\n" << reproduce();
+      EXPECT_EQ(result.http_status(), expected) << what << " at " << now_ << ": " << result.message << "\n" << reproduce();
     }
   }
 
@@ -335,7 +335,7 @@ class PropertyRun {
       visible_count += expected ? 1 : 0;
       for (StateMachine* store : stores_) {
         OpResult read = store->reader().read_item("db", container_, "\"" + pk_of(id) + "\"", id, t);
-        ASSERT_EQ(read.status, expected ? 200 : 404)
+        ASSERT_EQ(read.http_status(), expected ? 200 : 404)
             << "read " << id << " at T=" << t << " (applied " << applied << ", step " << step << ")\n"
             << reproduce();
       }
@@ -343,7 +343,7 @@ class PropertyRun {
     for (StateMachine* store : stores_) {
       ListRequest list{"db", container_, std::nullopt, kMaxListItems, ""};
       OpResult listed = store->reader().list_items(list, t);
-      ASSERT_EQ(listed.status, 200);
+      ASSERT_EQ(listed.http_status(), 200);
       const int64_t listed_count =
           listed.body == "[]" ? 0 : std::count(listed.body.begin(), listed.body.end(), '{');
       ASSERT_EQ(listed_count, visible_count) << "list at T=" << t << "\n" << reproduce();
@@ -397,10 +397,10 @@ TEST(StateMachineProperty, GarbageCollectionNeverChangesWhatAnyoneCanSee) {
   auto node = std::make_unique<NodeCollector>(*collected);
   uint64_t next_index = 1;
   int64_t now = kT0;
-  ASSERT_EQ(collected->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(next_index), now)->status,
+  ASSERT_EQ(collected->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(next_index), now)->http_status(),
             201);
   ASSERT_EQ(
-      uncollected->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(next_index), now)->status,
+      uncollected->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(next_index), now)->http_status(),
       201);
   ++next_index;
   Prng reopen_prng(base_seed);

@@ -9,12 +9,12 @@ TEST_F(StateMachineTest, CreateReadExpire) {
   make_container("10");
   OpResult created = apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p","x":1.5})"),
                            kT0 + 1);
-  ASSERT_EQ(created.status, 201) << created.message;
+  ASSERT_EQ(created.http_status(), 201) << created.message;
   OpResult read_back = read("\"p\"", "a", kT0 + 5 * kSecond);
-  ASSERT_EQ(read_back.status, 200) << read_back.message;
+  ASSERT_EQ(read_back.http_status(), 200) << read_back.message;
   EXPECT_EQ(read_back.body, R"({"id":"a","pk":"p","x":1.5,"_rid":"1.3","_etag":"\"0000000000000003\"","_ts":1700000000})");
-  EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond - 1).status, 200);
-  EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond).status, 404);
+  EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond - 1).http_status(), 200);
+  EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond).http_status(), 404);
 }
 
 }  // namespace
@@ -30,10 +30,10 @@ TEST_F(StateMachineTest, SnapshotInstallsTheSameStateElsewhere) {
                                  "{\"id\":\"" + std::to_string(i) + "\",\"pk\":\"p\",\"ttl\":" +
                                      std::to_string(1 + i % 3) + "}"),
                     kT0 + i)
-                  .status,
+                  .http_status(),
               201);
   }
-  ASSERT_EQ(apply(Command{}, kT0 + 2 * kSecond).status, 200);  // time: items with ttl 1 and 2 expired
+  ASSERT_EQ(apply(Command{}, kT0 + 2 * kSecond).http_status(), 200);  // time: items with ttl 1 and 2 expired
   auto data = store_->export_snapshot();
   ASSERT_TRUE(data.is_ok()) << data.status().to_string();
 
@@ -48,7 +48,7 @@ TEST_F(StateMachineTest, SnapshotInstallsTheSameStateElsewhere) {
   EXPECT_EQ((*other)->applied().index, store_->applied().index);
   EXPECT_EQ((*other)->applied().ts_micros, store_->applied().ts_micros);
   EXPECT_EQ(*(*other)->dump(false), *store_->dump(false));
-  EXPECT_EQ((*other)->reader().read_database("old").status, 404);
+  EXPECT_EQ((*other)->reader().read_database("old").http_status(), 404);
   auto stats = (*other)->expiry().container_stats("db", "c");
   auto original = store_->expiry().container_stats("db", "c");
   ASSERT_TRUE(stats.is_ok() && original.is_ok());
@@ -71,18 +71,18 @@ TEST_F(StateMachineTest, NextExpiryIsTheEarliestFutureDeadlineOfEitherIndex) {
   auto next = store_->expiry().next_expiry_after(kT0);
   ASSERT_TRUE(next.is_ok());
   EXPECT_FALSE(next->has_value()) << "no items, nothing to schedule";
-  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p"})"), kT0 + 500).status, 201);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p"})"), kT0 + 500).http_status(), 201);
   ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":"p","ttl":3})"), kT0 + 600)
-                .status,
+                .http_status(),
             201);
   ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"c","pk":"p","ttl":-1})"), kT0 + 700)
-                .status,
+                .http_status(),
             201);
   EXPECT_EQ(**store_->expiry().next_expiry_after(kT0 + 700), kT0 + 3 * kSecond);            // b, own ttl
   EXPECT_EQ(**store_->expiry().next_expiry_after(kT0 + 3 * kSecond), kT0 + 10 * kSecond);   // then a, inherited
   EXPECT_FALSE(store_->expiry().next_expiry_after(kT0 + 10 * kSecond)->has_value());       // c never expires
   // TTL off: nothing is scheduled although items keep their own ttl.
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + kSecond).status, 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + kSecond).http_status(), 200);
   EXPECT_FALSE(store_->expiry().next_expiry_after(kT0 + kSecond)->has_value());
 }
 
@@ -91,7 +91,7 @@ TEST_F(StateMachineTest, ExpiringSoonCountsLiveItemsByWindowFromBothIndexes) {
   make_container("10");  // inheriting items written at kT0 + x expire at kT0 + 10 s
   const std::vector<int64_t> windows = {5 * kSecond, 60 * kSecond, 3600 * kSecond};
   auto write = [&](const char* body, int64_t ts) {
-    ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", body), ts).status, 201) << body;
+    ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", body), ts).http_status(), 201) << body;
   };
   write(R"({"id":"a","pk":"p"})", kT0 + 500);               // expires kT0 + 10 s (inherited)
   write(R"({"id":"b","pk":"p","ttl":3})", kT0 + 600);       // kT0 + 3 s
@@ -109,16 +109,57 @@ TEST_F(StateMachineTest, ExpiringSoonCountsLiveItemsByWindowFromBothIndexes) {
     return (*soon)[0].counts;
   };
   EXPECT_EQ(counts(), (std::vector<int64_t>{1, 2, 4})) << "at kT0 + 950 µs: b | a b | a b d f (e beyond, c never)";
-  ASSERT_EQ(apply(Command{}, kT0 + 3 * kSecond).status, 200);  // a time entry: b has expired
+  ASSERT_EQ(apply(Command{}, kT0 + 3 * kSecond).http_status(), 200);  // a time entry: b has expired
   EXPECT_EQ(counts(), (std::vector<int64_t>{0, 2, 3})) << "b is expired, not expiring; f's deadline is exactly now + 60 s";
   // Lowering the default kills `a` at once (written more than 1 s ago): it leaves every window.
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), kT0 + 4 * kSecond).status, 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), kT0 + 4 * kSecond).http_status(), 200);
   EXPECT_EQ(counts(), (std::vector<int64_t>{0, 1, 2}));
   // TTL off: nothing expires, the container is not reported.
-  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 5 * kSecond).status, 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 5 * kSecond).http_status(), 200);
   Result<std::vector<ExpiringSoon>> off = store_->reader().expiring_soon(windows);
   ASSERT_TRUE(off.is_ok());
   EXPECT_TRUE(off->empty());
+}
+
+}  // namespace
+}  // namespace mayfly::storage::testing
+
+#include <leveldb/db.h>
+
+#include "storage/layout.h"
+
+namespace mayfly::storage::testing {
+namespace {
+
+// Whether apply stops is decided by the answer's code, not by an HTTP number: a refusal of the API (409 here) is a
+// verdict and the store goes on; a stored record that does not decode is a failure of the store, which this replica
+// alone meets, so apply stops — sticky, the applied position unchanged — instead of answering anything.
+TEST_F(StateMachineTest, ARefusalIsAVerdictButACorruptRecordStopsApplyForGood) {
+  make_container(std::nullopt);
+  const Command create = item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p"})");
+  ASSERT_EQ(apply(create, kT0 + kSecond).http_status(), 201);
+  const OpResult again = apply(create, kT0 + 2 * kSecond);
+  EXPECT_EQ(again.code, StatusCode::kConflict);
+  EXPECT_EQ(again.http_status(), 409);
+  EXPECT_EQ(apply(Command{}, kT0 + 3 * kSecond).http_status(), 200);  // still applying
+
+  store_.reset();
+  {
+    leveldb::DB* raw = nullptr;
+    ASSERT_TRUE(leveldb::DB::Open(leveldb::Options(), dir_.path() + "/db", &raw).ok());
+    std::unique_ptr<leveldb::DB> db(raw);
+    ASSERT_TRUE(db->Put(leveldb::WriteOptions(), container_key("db", "c"), "not a container record").ok());
+  }
+  reopen();
+  const uint64_t applied = store_->applied().index.value();
+  const Command upsert = item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"b","pk":"p"})");
+  Result<OpResult> failed = store_->apply(upsert, LogIndex(next_index_++), kT0 + 4 * kSecond);
+  ASSERT_FALSE(failed.is_ok());
+  EXPECT_TRUE(is_storage_failure(failed.status().code())) << failed.status().to_string();
+  Result<OpResult> later = store_->apply(Command{}, LogIndex(next_index_++), kT0 + 5 * kSecond);
+  ASSERT_FALSE(later.is_ok());
+  EXPECT_EQ(later.status().to_string(), failed.status().to_string());
+  EXPECT_EQ(store_->applied().index.value(), applied);
 }
 
 }  // namespace

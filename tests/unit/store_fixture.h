@@ -113,14 +113,14 @@ class StoreFixture : public ::testing::Test {
   OpResult apply(const Command& command, int64_t ts) {
     Result<OpResult> result = store_->apply(command, LogIndex(next_index_++), ts);
     EXPECT_TRUE(result.is_ok()) << result.status().to_string();
-    return result.is_ok() ? *result : OpResult::error(500, result.status().to_string());
+    return result.is_ok() ? *result : OpResult::error(StatusCode::kInternal, result.status().to_string());
   }
 
   // A database "db" and a container "c" partitioned on /pk, with the given defaultTtl JSON (nullopt: TTL off).
   void make_container(std::optional<std::string> default_ttl_json, int64_t ts = kT0) {
-    ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), ts).status, 201);
+    ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), ts).http_status(), 201);
     OpResult created = apply(create_container_command("db", "c", "/pk", default_ttl_json), ts);
-    ASSERT_EQ(created.status, 201) << created.message;
+    ASSERT_EQ(created.http_status(), 201) << created.message;
   }
 
   OpResult read(std::string pk_json, std::string id, int64_t now) {

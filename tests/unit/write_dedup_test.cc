@@ -25,12 +25,12 @@ class WriteDedupTest : public StoreFixture {
   void SetUp() override {
     StoreFixture::SetUp();
     make_container(std::nullopt);
-    ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"n","pk":"p","n":0})"), kT0).status,
+    ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"n","pk":"p","n":0})"), kT0).http_status(),
               201);
   }
   int64_t counter(int64_t now = kT0 + 1000 * kSecond) {
     OpResult read_back = read("\"p\"", "n", now);
-    EXPECT_EQ(read_back.status, 200) << read_back.message;
+    EXPECT_EQ(read_back.http_status(), 200) << read_back.message;
     const size_t at = read_back.body.find("\"n\":");
     return at == std::string::npos ? -1 : std::stoll(read_back.body.substr(at + 4));
   }
@@ -43,20 +43,20 @@ class WriteDedupTest : public StoreFixture {
 
 TEST_F(WriteDedupTest, ARetriedIncrAppliesOnceAndGetsTheFirstOutcome) {
   OpResult first = apply(incr(7, 1, 1), kT0 + kSecond);
-  ASSERT_EQ(first.status, 200) << first.message;
+  ASSERT_EQ(first.http_status(), 200) << first.message;
   EXPECT_FALSE(first.duplicate);
   OpResult again = apply(incr(7, 1, 1, /*retry=*/true), kT0 + 2 * kSecond);
   EXPECT_TRUE(again.duplicate);
-  EXPECT_EQ(again.status, first.status);
+  EXPECT_EQ(again.http_status(), first.http_status());
   EXPECT_EQ(again.body, first.body);
   EXPECT_EQ(again.etag, first.etag);
   EXPECT_EQ(again.ts_micros, first.ts_micros);
   EXPECT_EQ(counter(), 1);
   // Another write of the same client is a new one.
-  EXPECT_EQ(apply(incr(7, 2, 1), kT0 + 3 * kSecond).status, 200);
+  EXPECT_EQ(apply(incr(7, 2, 1), kT0 + 3 * kSecond).http_status(), 200);
   EXPECT_EQ(counter(), 2);
   // The same sequence number from another client is another write too.
-  EXPECT_EQ(apply(incr(8, 1, 1), kT0 + 3 * kSecond).status, 200);
+  EXPECT_EQ(apply(incr(8, 1, 1), kT0 + 3 * kSecond).http_status(), 200);
   EXPECT_EQ(counter(), 3);
 }
 
@@ -64,29 +64,29 @@ TEST_F(WriteDedupTest, FailedOutcomesAreFinalToo) {
   // A create that succeeded comes back as its 201, not as a 409; a 412 stays a 412 even once the etag would match.
   Command create = with_id(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"x","pk":"p"})"), 9, 1, 1);
   OpResult created = apply(create, kT0 + kSecond);
-  ASSERT_EQ(created.status, 201);
+  ASSERT_EQ(created.http_status(), 201);
   create.write_id->retry = true;
   OpResult retried = apply(create, kT0 + 2 * kSecond);
-  EXPECT_EQ(retried.status, 201);
+  EXPECT_EQ(retried.http_status(), 201);
   EXPECT_EQ(retried.body, created.body);
   Command replace = with_id(item_command(CommandType::kReplaceItem, "db", "c", R"({"id":"x","pk":"p","v":2})",
                                          std::string("\"nope\"")),
                             9, 2, 2);
-  EXPECT_EQ(apply(replace, kT0 + 3 * kSecond).status, 412);
+  EXPECT_EQ(apply(replace, kT0 + 3 * kSecond).http_status(), 412);
   replace.if_match = created.etag;  // a re-send is answered from the table, never re-evaluated
   replace.write_id->retry = true;
-  EXPECT_EQ(apply(replace, kT0 + 4 * kSecond).status, 412);
+  EXPECT_EQ(apply(replace, kT0 + 4 * kSecond).http_status(), 412);
   EXPECT_EQ(read("\"p\"", "x", kT0 + 5 * kSecond).etag, created.etag);
 }
 
 TEST_F(WriteDedupTest, AcknowledgedOutcomesAreDroppedAndLateCopiesRefused) {
-  ASSERT_EQ(apply(incr(5, 1, 1), kT0 + kSecond).status, 200);
-  ASSERT_EQ(apply(incr(5, 2, 1), kT0 + kSecond).status, 200);
+  ASSERT_EQ(apply(incr(5, 1, 1), kT0 + kSecond).http_status(), 200);
+  ASSERT_EQ(apply(incr(5, 2, 1), kT0 + kSecond).http_status(), 200);
   const int64_t two_kept = totals().result_bytes;
   EXPECT_GT(two_kept, 0);
   EXPECT_EQ(totals().clients, 1u);
   // Write 3 says 1 and 2 were answered: their outcomes go.
-  ASSERT_EQ(apply(incr(5, 3, 3), kT0 + 2 * kSecond).status, 200);
+  ASSERT_EQ(apply(incr(5, 3, 3), kT0 + 2 * kSecond).http_status(), 200);
   EXPECT_LT(totals().result_bytes, two_kept);
   auto dump = store_->dump(false);
   ASSERT_TRUE(dump.is_ok());
@@ -95,13 +95,13 @@ TEST_F(WriteDedupTest, AcknowledgedOutcomesAreDroppedAndLateCopiesRefused) {
   EXPECT_EQ(outcomes, 1);
   // A delayed copy of write 1 changes nothing.
   OpResult late = apply(incr(5, 1, 1, true), kT0 + 3 * kSecond);
-  EXPECT_EQ(late.status, 400) << late.message;
+  EXPECT_EQ(late.http_status(), 400) << late.message;
   EXPECT_EQ(counter(), 3);
 }
 
 TEST_F(WriteDedupTest, SurvivesRestartAndSnapshotInstall) {
   OpResult first = apply(incr(11, 1, 1), kT0 + kSecond);
-  ASSERT_EQ(first.status, 200);
+  ASSERT_EQ(first.http_status(), 200);
   reopen();
   OpResult after_restart = apply(incr(11, 1, 1, true), kT0 + 2 * kSecond);
   EXPECT_TRUE(after_restart.duplicate);
@@ -126,11 +126,11 @@ TEST_F(WriteDedupTest, SurvivesRestartAndSnapshotInstall) {
 }
 
 TEST_F(WriteDedupTest, IdleClientsExpireByReplicatedTime) {
-  ASSERT_EQ(apply(incr(21, 1, 1), kT0 + kSecond).status, 200);
-  ASSERT_EQ(apply(incr(22, 1, 1), kT0 + kSecond).status, 200);
+  ASSERT_EQ(apply(incr(21, 1, 1), kT0 + kSecond).http_status(), 200);
+  ASSERT_EQ(apply(incr(22, 1, 1), kT0 + kSecond).http_status(), 200);
   EXPECT_EQ(totals().clients, 2u);
   // Client 22 stays active; 21 goes idle.
-  ASSERT_EQ(apply(incr(22, 2, 2), kT0 + kDedupWindowMicros / 2).status, 200);
+  ASSERT_EQ(apply(incr(22, 2, 2), kT0 + kDedupWindowMicros / 2).http_status(), 200);
   // Idle for the window, but within the minute after: not yet (activity is indexed by the minute).
   for (uint64_t i = 0; i < kDedupExpiryEvery; ++i) apply(Command{}, kT0 + kSecond + kDedupWindowMicros + kSecond);
   EXPECT_EQ(totals().clients, 2u);
@@ -139,7 +139,7 @@ TEST_F(WriteDedupTest, IdleClientsExpireByReplicatedTime) {
   for (uint64_t i = 0; i < kDedupExpiryEvery; ++i) apply(Command{}, later);
   EXPECT_EQ(totals().clients, 1u);
   // Forgotten: a write from 21 with the same number is new again (the library never re-sends that late).
-  EXPECT_EQ(apply(incr(21, 1, 1), later + kSecond).status, 200);
+  EXPECT_EQ(apply(incr(21, 1, 1), later + kSecond).http_status(), 200);
   EXPECT_EQ(counter(), 4);
   EXPECT_EQ(totals().clients, 2u);
   // Idle for a window of replicated time, however few entries passed meanwhile.
@@ -150,15 +150,15 @@ TEST_F(WriteDedupTest, IdleClientsExpireByReplicatedTime) {
 
 TEST_F(WriteDedupTest, AClientsUnacknowledgedOutcomesAreBounded) {
   for (uint64_t sequence = 1; sequence <= kDedupMaxUnacknowledged; ++sequence) {
-    ASSERT_EQ(apply(incr(31, sequence, 1), kT0 + kSecond).status, 200) << sequence;
+    ASSERT_EQ(apply(incr(31, sequence, 1), kT0 + kSecond).http_status(), 200) << sequence;
   }
   OpResult refused = apply(incr(31, kDedupMaxUnacknowledged + 1, 1), kT0 + kSecond);
-  EXPECT_EQ(refused.status, 429) << refused.message;
+  EXPECT_EQ(refused.http_status(), 429) << refused.message;
   EXPECT_EQ(refused.substatus, kDedupSubstatusTableFull);
   EXPECT_EQ(counter(), static_cast<int64_t>(kDedupMaxUnacknowledged));
   // Once the client acknowledges its earlier writes, the same write goes through (it was never applied).
   OpResult later = apply(incr(31, kDedupMaxUnacknowledged + 1, kDedupMaxUnacknowledged + 1, true), kT0 + 2 * kSecond);
-  EXPECT_EQ(later.status, 200) << later.message;
+  EXPECT_EQ(later.http_status(), 200) << later.message;
   EXPECT_FALSE(later.duplicate);
   EXPECT_EQ(counter(), static_cast<int64_t>(kDedupMaxUnacknowledged) + 1);
 }

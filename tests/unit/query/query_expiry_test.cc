@@ -77,7 +77,7 @@ class QueryExpiryTest : public QueryFixture {
         EXPECT_TRUE(collected.is_ok());
       }
       OpResult result = query(sql, now, "", std::nullopt, page_size, continuation);
-      EXPECT_EQ(result.status, 200) << sql << ": " << result.message;
+      EXPECT_EQ(result.http_status(), 200) << sql << ": " << result.message;
       for (const boost::json::value& v : elements(result.body)) {
         const std::string id(v.as_string());
         EXPECT_TRUE(item(id).alive_at(now)) << sql << ": page " << page << " returned " << id

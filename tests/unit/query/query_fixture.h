@@ -36,19 +36,19 @@ class QueryFixture : public storage::testing::StoreFixture {
   // The body of a successful query (fails the test otherwise).
   std::string body(const std::string& sql, int64_t now, const std::string& parameters = "") {
     OpResult result = query(sql, now, parameters);
-    EXPECT_EQ(result.status, 200) << sql << ": " << result.message;
+    EXPECT_EQ(result.http_status(), 200) << sql << ": " << result.message;
     EXPECT_TRUE(result.continuation.empty()) << sql;
     return result.body;
   }
 
   OpResult create(const std::string& item_json, int64_t ts) {
     OpResult result = apply(storage::testing::item_command(storage::CommandType::kCreateItem, "db", "c", item_json), ts);
-    EXPECT_EQ(result.status, 201) << item_json << ": " << result.message;
+    EXPECT_EQ(result.http_status(), 201) << item_json << ": " << result.message;
     return result;
   }
 
   // Advances replicated time (a time entry), as the leader does when idle.
-  void advance_to(int64_t ts) { ASSERT_EQ(apply(storage::Command{}, ts).status, 200); }
+  void advance_to(int64_t ts) { ASSERT_EQ(apply(storage::Command{}, ts).http_status(), 200); }
 };
 
 // The elements of a JSON array body.

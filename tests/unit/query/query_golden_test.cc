@@ -110,7 +110,7 @@ TEST_F(QueryGoldenTest, LanguageAgainstFixedData) {
   };
   for (const Golden& golden : goldens) {
     OpResult result = query(golden.sql, kNow, golden.parameters);
-    EXPECT_EQ(result.status, 200) << golden.sql << ": " << result.message;
+    EXPECT_EQ(result.http_status(), 200) << golden.sql << ": " << result.message;
     EXPECT_EQ(result.body, golden.expected) << golden.sql;
     EXPECT_DOUBLE_EQ(result.work_charge, golden.charge) << golden.sql << " -> " << result.body;
     EXPECT_TRUE(result.continuation.empty()) << golden.sql;
@@ -119,7 +119,7 @@ TEST_F(QueryGoldenTest, LanguageAgainstFixedData) {
 
 TEST_F(QueryGoldenTest, SelectStarIsWhatAReadReturns) {
   OpResult read_back = read("\"p1\"", "a1", kNow);
-  ASSERT_EQ(read_back.status, 200);
+  ASSERT_EQ(read_back.http_status(), 200);
   EXPECT_EQ(body("SELECT * FROM c WHERE c.id = 'a1' AND c.pk = 'p1'", kNow), "[" + read_back.body + "]");
   EXPECT_EQ(body("SELECT * FROM root r WHERE r.id = 'a1'", kNow), "[" + read_back.body + "]");
   EXPECT_EQ(body("SELECT VALUE r FROM r WHERE r.id = 'a1'", kNow), "[" + read_back.body + "]");
@@ -130,7 +130,7 @@ TEST_F(QueryGoldenTest, SelectStarIsWhatAReadReturns) {
 
 TEST_F(QueryGoldenTest, PartitionKeyOptionNarrowsTheScan) {
   OpResult result = query("SELECT VALUE c.id FROM c", kNow, "", "3");
-  ASSERT_EQ(result.status, 200) << result.message;
+  ASSERT_EQ(result.http_status(), 200) << result.message;
   EXPECT_EQ(result.body, R"(["c1","c3"])");
   EXPECT_DOUBLE_EQ(result.work_charge, 1.31);  // c1, c2 (expired), c3: three records read
   // The option and the filter disagree: nothing can match, nothing is read.
@@ -165,7 +165,7 @@ TEST_F(QueryGoldenTest, PagesResumeWhereTheyStopped) {
     std::vector<std::string> got;
     for (int i = 0; i < 10; ++i) {
       OpResult result = query(c.sql, kNow, "", std::nullopt, c.page, continuation);
-      ASSERT_EQ(result.status, 200) << c.sql << ": " << result.message;
+      ASSERT_EQ(result.http_status(), 200) << c.sql << ": " << result.message;
       got.push_back(result.body);
       continuation = result.continuation;
       if (continuation.empty()) break;
@@ -213,12 +213,12 @@ TEST_F(QueryGoldenTest, ErrorsSayWhereAndWhat) {
   };
   for (const Case& c : cases) {
     OpResult result = query(c.sql, kNow, c.parameters);
-    EXPECT_EQ(result.status, 400) << c.sql.substr(0, 200);
+    EXPECT_EQ(result.http_status(), 400) << c.sql.substr(0, 200);
     EXPECT_NE(result.message.find(c.message_part), std::string::npos)
         << c.sql.substr(0, 200) << "\n  message: " << result.message << "\n  wanted: " << c.message_part;
   }
-  EXPECT_EQ(query("SELECT * FROM c", kNow, "", std::nullopt, 0).status, 400);
-  EXPECT_EQ(query("SELECT * FROM c", kNow, "", std::nullopt, 1001).status, 400);
+  EXPECT_EQ(query("SELECT * FROM c", kNow, "", std::nullopt, 0).http_status(), 400);
+  EXPECT_EQ(query("SELECT * FROM c", kNow, "", std::nullopt, 1001).http_status(), 400);
   EXPECT_EQ(query("SELECT * FROM c", kNow, "", std::nullopt, 10, "zz").message, "continuation token is malformed");
   OpResult first = query("SELECT VALUE c.id FROM c", kNow, "", std::nullopt, 2);
   ASSERT_FALSE(first.continuation.empty());
@@ -232,7 +232,7 @@ TEST_F(QueryGoldenTest, ErrorsSayWhereAndWhat) {
   missing.database = "db";
   missing.container = "nope";
   missing.sql = "SELECT * FROM c";
-  EXPECT_EQ(execute_query(store_->reader(), missing, kNow).status, 404);
+  EXPECT_EQ(execute_query(store_->reader(), missing, kNow).http_status(), 404);
 }
 
 TEST_F(QueryGoldenTest, WorkLimitsBoundEveryRequest) {
@@ -243,7 +243,7 @@ TEST_F(QueryGoldenTest, WorkLimitsBoundEveryRequest) {
   int pages = 0;
   do {
     OpResult result = query("SELECT VALUE c.id FROM c WHERE c.n > 1", kNow, "", std::nullopt, 100, continuation, limits);
-    ASSERT_EQ(result.status, 200) << result.message;
+    ASSERT_EQ(result.http_status(), 200) << result.message;
     all += result.body;
     continuation = result.continuation;
     ++pages;
@@ -253,30 +253,30 @@ TEST_F(QueryGoldenTest, WorkLimitsBoundEveryRequest) {
   // Full scans (aggregates, sorts) are rejected past the per-request bound.
   limits.max_items_examined_per_request = 5;
   OpResult rejected = query("SELECT VALUE COUNT(1) FROM c", kNow, "", std::nullopt, 100, "", limits);
-  EXPECT_EQ(rejected.status, 400);
+  EXPECT_EQ(rejected.http_status(), 400);
   EXPECT_NE(rejected.message.find("more than 5 items"), std::string::npos) << rejected.message;
-  EXPECT_EQ(query("SELECT VALUE c.id FROM c ORDER BY c.n", kNow, "", std::nullopt, 100, "", limits).status, 400);
+  EXPECT_EQ(query("SELECT VALUE c.id FROM c ORDER BY c.n", kNow, "", std::nullopt, 100, "", limits).http_status(), 400);
   limits.max_items_examined_per_request = 100;
   limits.max_sorted_rows = 10;
   OpResult window = query("SELECT VALUE c.id FROM c ORDER BY c.n OFFSET 8 LIMIT 5", kNow, "", std::nullopt, 100, "", limits);
-  EXPECT_EQ(window.status, 400);
+  EXPECT_EQ(window.http_status(), 400);
   EXPECT_NE(window.message.find("page with continuation tokens"), std::string::npos) << window.message;
-  EXPECT_EQ(query("SELECT VALUE c.id FROM c ORDER BY c.n OFFSET 5 LIMIT 5", kNow, "", std::nullopt, 100, "", limits).status,
+  EXPECT_EQ(query("SELECT VALUE c.id FROM c ORDER BY c.n OFFSET 5 LIMIT 5", kNow, "", std::nullopt, 100, "", limits).http_status(),
             200);
   limits.max_groups = 1;
-  EXPECT_EQ(query("SELECT VALUE COUNT(1) FROM c GROUP BY c.city", kNow, "", std::nullopt, 100, "", limits).status, 400);
+  EXPECT_EQ(query("SELECT VALUE COUNT(1) FROM c GROUP BY c.city", kNow, "", std::nullopt, 100, "", limits).http_status(), 400);
 }
 
 class QueryIndexingNoneTest : public QueryFixture {};
 
 TEST_F(QueryIndexingNoneTest, ScansNeedEnableScan) {
-  ASSERT_EQ(apply(storage::testing::database_command(storage::CommandType::kCreateDatabase, "db"), kT0).status, 201);
+  ASSERT_EQ(apply(storage::testing::database_command(storage::CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
   storage::Command container = storage::testing::create_container_command("db", "c", "/pk");
   container.indexing = ttl::IndexingMode::kNone;
-  ASSERT_EQ(apply(container, kT0).status, 201);
+  ASSERT_EQ(apply(container, kT0).http_status(), 201);
   create(R"({"id":"a","pk":"p"})", kT0 + 1);
   OpResult scan = query("SELECT * FROM c WHERE c.pk = 'p'", kT0 + kSecond);
-  EXPECT_EQ(scan.status, 400);
+  EXPECT_EQ(scan.http_status(), 400);
   EXPECT_NE(scan.message.find("--enable-scan"), std::string::npos);
   // A point read needs no scan.
   EXPECT_EQ(query("SELECT VALUE c.id FROM c WHERE c.pk = 'p' AND c.id = 'a'", kT0 + kSecond).body, R"(["a"])");

@@ -238,8 +238,8 @@ TEST_F(QueryRandomTest, MatchesANaiveEvaluatorOverTheVisibleSet) {
     if (round == 0) {
       make_container("-1");
     } else {
-      ASSERT_EQ(apply(storage::testing::target_command(storage::CommandType::kDeleteContainer, "db", "c", "", ""), time).status, 204);
-      ASSERT_EQ(apply(storage::testing::create_container_command("db", "c", "/pk", std::string("-1")), time).status, 201);
+      ASSERT_EQ(apply(storage::testing::target_command(storage::CommandType::kDeleteContainer, "db", "c", "", ""), time).http_status(), 204);
+      ASSERT_EQ(apply(storage::testing::create_container_command("db", "c", "/pk", std::string("-1")), time).http_status(), 201);
     }
     std::vector<Item> items;
     const int count = static_cast<int>(prng.range(10, 40));
@@ -372,7 +372,7 @@ TEST_F(QueryRandomTest, MatchesANaiveEvaluatorOverTheVisibleSet) {
       for (int page = 0; page < 100; ++page) {
         OpResult result = query(sql, now, "", pk_option ? std::optional<std::string>("\"" + *pk_option + "\"") : std::nullopt,
                                 page_size, continuation);
-        ASSERT_EQ(result.status, 200) << "seed " << seed << " round " << round << " query " << q << ": " << sql << ": "
+        ASSERT_EQ(result.http_status(), 200) << "seed " << seed << " round " << round << " query " << q << ": " << sql << ": "
                                       << result.message;
         const std::string& page_body = result.body;
         if (page_body.size() > 2) {

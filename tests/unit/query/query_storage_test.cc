@@ -56,8 +56,8 @@ TEST_F(QueryStorageTest, WritesMoveEntriesDeletesAndCollectorRemoveThem) {
   }
   EXPECT_EQ(ts_index_keys(*store_).size(), 6u);
   // Replacing i0 moves it to the newest position; deleting i1 removes its entry.
-  ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"i0","pk":"a","v":2})"), t += kSecond).status, 200);
-  ASSERT_EQ(apply(target_command(CommandType::kDeleteItem, "db", "c", "\"b\"", "i1"), t += kSecond).status, 204);
+  ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"i0","pk":"a","v":2})"), t += kSecond).http_status(), 200);
+  ASSERT_EQ(apply(target_command(CommandType::kDeleteItem, "db", "c", "\"b\"", "i1"), t += kSecond).http_status(), 204);
   EXPECT_EQ(ts_index_keys(*store_).size(), stored_items(*store_));
   EXPECT_EQ(body("SELECT VALUE c.id FROM c ORDER BY c._ts DESC", t), R"(["i0","i5","i3","i2"])");  // i4 expired
   expect_index_agrees_with_scan(t);
@@ -91,7 +91,7 @@ TEST_F(QueryStorageTest, SnapshotsCarryTheIndexAndDroppedContainersLoseIt) {
   EXPECT_EQ(execute_query((*other)->reader(), request, t).body, body(request.sql, t));
   expect_index_agrees_with_scan(t);
   // Dropping the container and reclaiming its keys removes the index too.
-  ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), t += kSecond).status, 204);
+  ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), t += kSecond).http_status(), 204);
   Result<int64_t> reclaimed = store_->expiry().reclaim_dropped(1000);
   ASSERT_TRUE(reclaimed.is_ok());
   EXPECT_TRUE(ts_index_keys(*store_).empty());

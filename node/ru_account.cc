@@ -1,4 +1,4 @@
-#include "node/request_units.h"
+#include "node/ru_account.h"
 
 #include <algorithm>
 #include <limits>

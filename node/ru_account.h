@@ -1,6 +1,7 @@
-// RequestUnitAccount: this node's per-container request-unit meters (DESIGN.md §6): what users consumed here in the
-// last second (requests served on this node and writes applied on it), what the local garbage collector spent, the
-// 429 decision for provisioned containers, and the collector's spare budget. Figures go to the metrics as they come.
+// RequestUnitAccount: this node's request-unit account, per container (DESIGN.md §6). It meters what users consumed
+// here in the last second (requests served on this node and writes applied on it) and what the local garbage
+// collector spent, decides the 429s of provisioned containers, and gives the collector its spare budget. Figures go
+// to the metrics as they come. The pricing rules themselves (what a read or a write costs) are ttl/request_units.h.
 //
 // Thread-safety: all methods lock; used by the driver thread and the RPC thread.
 #pragma once

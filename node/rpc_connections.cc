@@ -1,0 +1,339 @@
+// RpcHost (node/rpc.h), its connections: starting and stopping the kj thread, the listener and its accept loop, TLS,
+// admission under --max-connections (the oldest unauthenticated connection evicted first), the handshake timeout,
+// idle client connections, and reloading the keys file and the cluster secret file.
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+
+#include "node/rpc_internal.h"
+
+namespace mayfly::node {
+namespace {
+
+constexpr int64_t kKeysRefreshMs = 1000;  // the keys file is looked at this often (and at every session opened)
+
+}  // namespace
+
+using namespace rpc_detail;
+
+RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& metrics,
+                 RequestUnitAccount& request_units, Keyring keyring, ClusterSecrets cluster_secrets)
+    : config_(config),
+      driver_(driver),
+      metrics_(metrics),
+      request_units_(request_units),
+      state_(driver.state().reader()),
+      keyring_(std::move(keyring)),
+      cluster_secrets_(std::move(cluster_secrets)),
+      security_metrics_(metrics),
+      reads_(static_cast<size_t>(config.read_threads)) {
+  view_.self = config.id;
+  security_metrics_.set_open(keyring_.open(), cluster_secrets_.empty());
+  security_metrics_.set_connections(0, 0);
+}
+
+RpcHost::~RpcHost() noexcept { stop(); }
+
+Status RpcHost::start() {
+  if (keyring_.open()) {
+    spdlog::warn("OPEN TO EVERY CLIENT: no --keys-file, so anyone who reaches {} may read, write and change "
+                 "membership (README \"Security\")",
+                 config_.listen);
+  }
+  if (cluster_secrets_.empty()) {
+    spdlog::warn("OPEN TO EVERY PEER: no --cluster-secret-file, so any process that reaches {} and knows the cluster "
+                 "name may act as a member (README \"Security\")",
+                 config_.listen);
+  }
+  // Each connection takes a descriptor: let --max-connections be reached before the process's file limit is.
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+  std::promise<Status> started;
+  std::future<Status> result = started.get_future();
+  thread_ = std::thread([this, &started] { run(started); });
+  Status status = result.get();
+  if (!status.is_ok()) {
+    thread_.join();
+    return status;
+  }
+  running_ = true;
+  return status;
+}
+
+void RpcHost::run(std::promise<Status>& started) {
+  kj::AsyncIoContext io = kj::setupAsyncIo();
+  kj::WaitScope& wait_scope = io.waitScope;
+  timer_ = &io.provider->getTimer();
+  network_ = &io.provider->getNetwork();
+  KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] {
+    listener_ = network_->parseAddress(config_.listen).wait(wait_scope)->listen();
+  })) {
+    started.set_value(Status::unavailable("cannot listen on " + config_.listen + ": " +
+                                          exception->getDescription().cStr()));
+    return;
+  }
+  if (config_.tls()) {
+    Result<std::unique_ptr<tls::Context>> loaded =
+        tls::Context::load(config_.tls_ca_file, config_.tls_cert_file, config_.tls_key_file, timer_,
+                           config_.handshake_timeout_ms);
+    if (!loaded.is_ok()) {
+      listener_ = nullptr;
+      started.set_value(loaded.status());
+      return;
+    }
+    tls_ = std::move(loaded).value();
+  }
+  tasks_ = kj::heap<kj::TaskSet>(task_errors_);
+  executor_ = kj::getCurrentThreadExecutor().addRef();
+  auto shutdown = kj::newPromiseAndFulfiller<void>();
+  shutdown_ = kj::mv(shutdown.fulfiller);
+  tasks_->add(accept_loop());
+  tasks_->add(drain_mailbox());
+  if (config_.idle_timeout_ms > 0) tasks_->add(sweep_idle_connections());
+  tasks_->add([this]() -> kj::Promise<void> {
+    // The keys file and the cluster secret file are looked at every kKeysRefreshMs, so a rotation reaches open
+    // sessions (and the next peer handshakes) without a restart.
+    struct Refresher {
+      static kj::Promise<void> loop(RpcHost& host) {
+        return host.timer().afterDelay(kKeysRefreshMs * kj::MILLISECONDS).then([&host] {
+          host.refresh_keys();
+          host.refresh_cluster_secrets();
+          return loop(host);
+        });
+      }
+    };
+    return Refresher::loop(*this);
+  }());
+  spdlog::info("node {} listening on {}{}", config_.id.value(), config_.listen, tls_ != nullptr ? " (TLS)" : "");
+  started.set_value(Status::ok());
+  shutdown.promise.wait(wait_scope);
+  for (DriverBatch& batch : mailbox_.take()) apply_batch(batch);  // the driver's last answers (it has stopped)
+  // Leaving the loop. New writes now get 503 at once. Writes already forwarded are in the leader's hands: wait
+  // (bounded) for their answers, so their clients learn the outcome instead of seeing the connection cut. Then answer
+  // what is still pending, give the loop a moment to write those answers out, and drop links and tasks here.
+  stopping_ = true;
+  for (int waited_ms = 0; forwards_in_flight_ > 0 && waited_ms < kShutdownForwardWaitMs; waited_ms += 10) {
+    timer_->afterDelay(10 * kj::MILLISECONDS).wait(wait_scope);
+  }
+  if (forwards_in_flight_ > 0) {
+    spdlog::warn("stopping with {} forwarded writes unanswered by the leader", forwards_in_flight_);
+  }
+  for (DriverBatch& batch : mailbox_.take()) apply_batch(batch);
+  for (auto& [id, fulfiller] : pending_) {
+    Reply reply = shutting_down();
+    if (pending_writes_.count(id) != 0) {
+      // It may have been proposed: retrying it is safe only for a client whose writes carry ids (exactly-once).
+      reply.result.message = "the node is shutting down; the write's outcome is unknown (it may still apply)";
+      reply.result.substatus = kSubstatusOutcomeUnknown;
+    }
+    fulfiller->fulfill(kj::mv(reply));
+  }
+  pending_.clear();
+  pending_writes_.clear();
+  for (auto& [index, waiting] : waiting_reads_) waiting.second->fulfill(false);
+  waiting_reads_.clear();
+  for (auto& [id, queued] : deliveries_) {
+    if (queued.waiting.get() != nullptr) queued.waiting->fulfill();
+  }
+  deliveries_.clear();
+  queued_deliveries_.clear();
+  timer_->afterDelay(kShutdownFlushMs * kj::MILLISECONDS).wait(wait_scope);
+  tasks_ = nullptr;
+  links_.clear();
+  connections_.clear();
+  listener_ = nullptr;
+  tls_ = nullptr;
+}
+
+kj::Promise<void> RpcHost::accept_loop() {
+  return listener_->accept()
+      .then(
+          [this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
+            if (tls_ != nullptr) {
+              secure(kj::mv(stream));
+            } else {
+              admit(kj::mv(stream));
+            }
+            return kj::READY_NOW;
+          },
+          [this](kj::Exception&& exception) -> kj::Promise<void> {
+            // Out of descriptors (EMFILE) or memory: the node keeps serving what it has and tries again shortly.
+            static int64_t last_log_ms = 0;
+            security_metrics_.add_connection_refused("accept_error");
+            if (log_now(last_log_ms)) {
+              spdlog::warn("cannot accept connections: {}", exception.getDescription().cStr());
+            }
+            return timer_->afterDelay(50 * kj::MILLISECONDS);
+          })
+      .then([this] { return accept_loop(); });
+}
+
+void RpcHost::secure(kj::Own<kj::AsyncIoStream> stream) {
+  static int64_t last_log_ms = 0;
+  if (stopping_) return;
+  // Handshakes in progress are bounded like connections (and by the handshake timeout, TlsContext's acceptTimeout).
+  if (tls_handshakes_ >= static_cast<size_t>(config_.max_connections)) {
+    security_metrics_.add_connection_refused("limit");
+    return;  // `stream` goes out of scope: closed
+  }
+  ++tls_handshakes_;
+  tasks_->add(tls_->wrap_server(kj::mv(stream))
+                  .then(
+                      [this](kj::Own<kj::AsyncIoStream> secured) {
+                        --tls_handshakes_;
+                        admit(kj::mv(secured));
+                      },
+                      [this](kj::Exception&& exception) {
+                        // Plaintext, no TLS version or cipher in common, or no handshake within the timeout: closed.
+                        // (A client that refuses our certificate does so after the handshake: it just disconnects.)
+                        --tls_handshakes_;
+                        security_metrics_.add_connection_refused("tls");
+                        if (log_now(last_log_ms)) {
+                          spdlog::warn("refused a connection: TLS handshake failed: {}",
+                                       exception.getDescription().cStr());
+                        }
+                      }));
+}
+
+void RpcHost::admit(kj::Own<kj::AsyncIoStream> stream) {
+  static int64_t last_log_ms = 0;
+  if (stopping_) return;
+  if (connections_.size() >= static_cast<size_t>(config_.max_connections)) {
+    // Full: the oldest connection that has not authenticated makes room; peers and established sessions stay.
+    std::optional<uint64_t> victim;
+    for (const auto& [id, connection] : connections_) {
+      if (!connection->authenticated) {
+        victim = id;
+        break;
+      }
+    }
+    if (!victim) {
+      security_metrics_.add_connection_refused("limit");
+      if (log_now(last_log_ms)) {
+        spdlog::warn("refusing connections: {} are open and authenticated (--max-connections)", connections_.size());
+      }
+      return;  // `stream` goes out of scope: closed
+    }
+    close_connection(*victim, "evicted");
+  }
+  const uint64_t id = next_connection_id_++;
+  auto connection = kj::heap<ServedConnection>(kj::mv(stream), make_bootstrap(*this, id));
+  connection->watcher = connection->network.onDisconnect()
+                            .then([this, id] {
+                              // Not from inside the connection's own promise: on the next turn of the loop.
+                              tasks_->add(kj::evalLater([this, id] { close_connection(id, nullptr); }));
+                            })
+                            .eagerlyEvaluate(nullptr);
+  connections_.emplace(id, kj::mv(connection));
+  tasks_->add(timer_->afterDelay(config_.handshake_timeout_ms * kj::MILLISECONDS).then([this, id] {
+    auto it = connections_.find(id);
+    if (it != connections_.end() && !it->second->authenticated) close_connection(id, "handshake_timeout");
+  }));
+  publish_connection_counts();
+}
+
+void RpcHost::close_connection(uint64_t id, const char* reason) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  if (it->second->authenticated) --authenticated_connections_;
+  kj::Own<ServedConnection> closing = kj::mv(it->second);
+  connections_.erase(it);
+  if (reason != nullptr) security_metrics_.add_connection_refused(reason);
+  publish_connection_counts();
+  closing = nullptr;
+}
+
+void RpcHost::mark_authenticated(uint64_t connection_id, bool peer) {
+  auto it = connections_.find(connection_id);
+  if (it == connections_.end() || it->second->authenticated) return;
+  it->second->authenticated = true;
+  it->second->peer = peer;
+  it->second->last_active_ms = steady_ms();
+  ++authenticated_connections_;
+  publish_connection_counts();
+}
+
+void RpcHost::call_started(uint64_t connection_id) {
+  auto it = connections_.find(connection_id);
+  if (it == connections_.end()) return;
+  ++it->second->calls;
+  it->second->last_active_ms = steady_ms();
+}
+
+void RpcHost::call_finished(uint64_t connection_id) {
+  auto it = connections_.find(connection_id);
+  if (it == connections_.end()) return;
+  --it->second->calls;
+  it->second->last_active_ms = steady_ms();
+}
+
+kj::Promise<void> RpcHost::sweep_idle_connections() {
+  const int64_t every_ms = std::clamp<int64_t>(config_.idle_timeout_ms / 4, 25, 1000);
+  return timer_->afterDelay(every_ms * kj::MILLISECONDS).then([this] {
+    // A client connection that has authenticated and made no call for --idle-timeout-ms is closed; a client library
+    // reconnects on its next call (its writes re-open the session first after a quiet spell, so none is lost to it).
+    // Peers are never closed here: a quiet link between two followers carries the next election's votes.
+    const int64_t now = steady_ms();
+    std::vector<uint64_t> idle;
+    for (const auto& [id, connection] : connections_) {
+      if (connection->authenticated && !connection->peer && connection->calls == 0 &&
+          now - connection->last_active_ms >= config_.idle_timeout_ms) {
+        idle.push_back(id);
+      }
+    }
+    for (uint64_t id : idle) close_connection(id, "idle");
+    return sweep_idle_connections();
+  });
+}
+
+void RpcHost::publish_connection_counts() {
+  security_metrics_.set_connections(static_cast<int64_t>(authenticated_connections_),
+                                    static_cast<int64_t>(connections_.size() - authenticated_connections_));
+}
+
+void RpcHost::refresh_cluster_secrets() {
+  static int64_t last_log_ms = 0;
+  const uint64_t before = cluster_secrets_.generation();
+  if (Status reloaded = cluster_secrets_.reload_if_changed(); !reloaded.is_ok()) {
+    if (log_now(last_log_ms)) spdlog::error("keeping the previous cluster secrets: {}", reloaded.message());
+  } else if (cluster_secrets_.generation() != before) {
+    spdlog::info("cluster secret file {} reloaded: {} secret(s) accepted, proving with the first",
+                 config_.cluster_secret_file, cluster_secrets_.accepted().size());
+  }
+}
+
+void RpcHost::refresh_keys() {
+  static int64_t last_log_ms = 0;
+  if (keyring_.open()) return;
+  const uint64_t before = keyring_.generation();
+  Status reloaded = keyring_.reload_if_changed();
+  if (!reloaded.is_ok()) {
+    if (log_now(last_log_ms)) spdlog::error("keeping the previous keys: {}", reloaded.message());
+    return;
+  }
+  if (keyring_.generation() != before) {
+    spdlog::info("keys file {} reloaded: {} keys", config_.keys_file, keyring_.size());
+  }
+}
+
+void RpcHost::stop() {
+  if (!running_) return;
+  running_ = false;
+  KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { executor_->executeSync([this] { shutdown_->fulfill(); }); })) {
+    spdlog::warn("stopping the RPC loop: {}", exception->getDescription().cStr());
+  }
+  thread_.join();
+  mailbox_.close();
+  reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones finish
+  reads_.join();
+}
+
+void RpcHost::TaskErrors::taskFailed(kj::Exception&& exception) {
+  spdlog::warn("rpc task failed: {}", exception.getDescription().cStr());
+}
+
+}  // namespace mayfly::node

@@ -1,0 +1,241 @@
+// The Cap'n Proto interfaces a connection of RpcHost (node/rpc.h) serves: the bootstrap object with the handshake
+// (hello, then openSession with a client key's proof or openPeer with the cluster secret's), a client Session (its
+// key's role re-checked on every request: 401/403), and the Peer API of an authenticated node.
+#include <spdlog/spdlog.h>
+
+#include "common/auth.h"
+#include "node/rpc_internal.h"
+
+namespace mayfly::node {
+namespace {
+
+using namespace rpc_detail;
+
+constexpr size_t kMinNonceBytes = 16;
+constexpr size_t kMaxNonceBytes = 64;
+
+// The least role a request needs (node/keyring.h).
+Role required_role(proto::Request::Which which) {
+  switch (which) {
+    case proto::Request::LIST_DATABASES:
+    case proto::Request::GET_CONTAINER:
+    case proto::Request::LIST_CONTAINERS:
+    case proto::Request::READ_ITEM:
+    case proto::Request::LIST_ITEMS:
+    case proto::Request::QUERY:
+    case proto::Request::CLUSTER_STATUS:
+      return Role::kReadOnly;
+    case proto::Request::ADD_MEMBER:
+    case proto::Request::REMOVE_MEMBER:
+    case proto::Request::TRANSFER_LEADER:
+      return Role::kAdmin;
+    default:
+      return Role::kReadWrite;
+  }
+}
+
+// A client session, with the role of the key that opened it. The role is looked up again on every request (keys are
+// reloaded when their file changes), so a key removed from the file stops working on open sessions too.
+class SessionImpl final : public proto::Session::Server {
+ public:
+  // `key_id` empty: the session was opened without a (known) key; `refusal` says which ("no_key", "unknown_key").
+  SessionImpl(RpcHost& host, uint64_t connection, std::string key_id, std::string key_name, const char* refusal)
+      : host_(host),
+        connection_(connection),
+        key_id_(std::move(key_id)),
+        key_name_(std::move(key_name)),
+        refusal_(refusal) {}
+
+  kj::Promise<void> execute(ExecuteContext context) override {
+    host_.call_started(connection_);
+    return run(context).attach(kj::defer([host = &host_, connection = connection_] {
+      host->call_finished(connection);
+    }));
+  }
+
+ private:
+  kj::Promise<void> run(ExecuteContext& context) {
+    auto request = context.getParams().getRequest();
+    if (std::optional<Reply> refused = authorize(request)) {
+      refused->served_by = host_.config().id;
+      encode_reply(*refused, context.getResults().initResponse());
+      return kj::READY_NOW;
+    }
+    Result<Operation> operation = decode_request(request);
+    if (!operation.is_ok()) {
+      Reply reply{storage::OpResult::error(operation.status())};
+      reply.served_by = host_.config().id;
+      encode_reply(reply, context.getResults().initResponse());
+      return kj::READY_NOW;
+    }
+    return host_.handle(std::move(operation.value()), request, false).then([context](Reply reply) mutable {
+      encode_reply(reply, context.getResults().initResponse());
+    });
+  }
+
+  // 401 without a valid key, 403 when the key's role is not enough; nothing is executed or charged then.
+  std::optional<Reply> authorize(proto::Request::Reader request) {
+    Keyring& keyring = host_.keyring();
+    if (keyring.open()) return std::nullopt;
+    const Role role = key_id_.empty() ? Role::kNone : keyring.role_of(key_id_);
+    if (role == Role::kNone) {
+      const char* reason = key_id_.empty() ? refusal_ : "unknown_key";
+      host_.security_metrics().add_auth_failure(reason);
+      std::string message =
+          std::string(reason) == "no_key"
+              ? "this cluster requires a key: pass --key, --key-file or $MAYFLY_KEY to the mayfly CLI "
+                "(ClientOptions::key in the library)"
+              : "the key is not accepted by node " + std::to_string(host_.config().id.value()) +
+                    " (unknown, or removed from its keys file); check the key you pass";
+      return Reply::error(StatusCode::kUnauthorized, std::move(message));
+    }
+    const Role needed = required_role(request.which());
+    if (role < needed) {
+      host_.security_metrics().add_auth_failure("forbidden");
+      return Reply::error(StatusCode::kForbidden, "the key '" + key_name_ + "' has role " +
+                                                      std::string(role_name(role)) + "; this operation needs " +
+                                                      std::string(role_name(needed)) +
+                                                      (needed == Role::kAdmin ? "" : " or admin"));
+    }
+    return std::nullopt;
+  }
+
+  RpcHost& host_;
+  const uint64_t connection_;
+  const std::string key_id_;
+  const std::string key_name_;
+  const char* refusal_;
+};
+
+// The peer API for one authenticated node: every message delivered here must come from `from`.
+class PeerImpl final : public proto::Peer::Server {
+ public:
+  PeerImpl(RpcHost& host, NodeId from) : host_(host), from_(from) {}
+
+  kj::Promise<void> deliver(DeliverContext context) override {
+    return host_.receive(from_, context.getParams().getMessages());
+  }
+
+  kj::Promise<void> forward(ForwardContext context) override {
+    auto request = context.getParams().getRequest();
+    Result<Operation> operation = decode_request(request);
+    if (!operation.is_ok()) {
+      encode_reply(Reply{storage::OpResult::error(operation.status())}, context.getResults().initResponse());
+      return kj::READY_NOW;
+    }
+    return host_.handle(std::move(operation.value()), request, true).then([context](Reply reply) mutable {
+      encode_reply(reply, context.getResults().initResponse());
+    });
+  }
+
+  kj::Promise<void> nodeStatus(NodeStatusContext context) override {
+    context.getResults().setStatus(host_.own_status_json());
+    return kj::READY_NOW;
+  }
+
+ private:
+  RpcHost& host_;
+  NodeId from_;
+};
+
+// The bootstrap object of one connection: the handshake (hello, then openSession or openPeer).
+class MayflyImpl final : public proto::Mayfly::Server {
+ public:
+  MayflyImpl(RpcHost& host, uint64_t connection) : host_(host), connection_(connection) {}
+
+  kj::Promise<void> hello(HelloContext context) override {
+    const capnp::Data::Reader nonce = context.getParams().getClientNonce();
+    if (nonce.size() < kMinNonceBytes || nonce.size() > kMaxNonceBytes) {
+      return KJ_EXCEPTION(FAILED, "hello: the client nonce must be 16 to 64 random bytes");
+    }
+    client_nonce_ = bytes_of(nonce);
+    server_nonce_ = auth::random_nonce();
+    context.getResults().setServerNonce(data_of(server_nonce_));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> openSession(OpenSessionContext context) override {
+    host_.refresh_keys();
+    Keyring& keyring = host_.keyring();
+    auto results = context.getResults();
+    if (keyring.open()) {
+      host_.mark_authenticated(connection_, false);
+      results.setSession(kj::heap<SessionImpl>(host_, connection_, std::string(), "open", nullptr));
+      return kj::READY_NOW;
+    }
+    const capnp::Data::Reader proof = context.getParams().getProof();
+    std::optional<Keyring::Match> match;
+    if (!server_nonce_.empty() && proof.size() > 0) {
+      match = keyring.match(client_nonce_, server_nonce_, bytes_of(proof));
+    }
+    const bool had_proof = proof.size() > 0;
+    server_nonce_.clear();  // one open per hello
+    if (!match) {
+      // Still a session, so the caller gets a 401 with a message rather than a broken connection.
+      results.setSession(
+          kj::heap<SessionImpl>(host_, connection_, std::string(), std::string(), had_proof ? "unknown_key" : "no_key"));
+      return kj::READY_NOW;
+    }
+    host_.mark_authenticated(connection_, false);
+    results.setServerProof(data_of(match->server_proof));
+    results.setSession(kj::heap<SessionImpl>(host_, connection_, match->key_id, match->name, nullptr));
+    return kj::READY_NOW;
+  }
+
+  kj::Promise<void> openPeer(OpenPeerContext context) override {
+    auto params = context.getParams();
+    const NodeConfig& config = host_.config();
+    if (params.getCluster() != kj::StringPtr(config.cluster.c_str())) {
+      return KJ_EXCEPTION(FAILED, "peer belongs to another cluster", params.getCluster());
+    }
+    const uint64_t from = params.getFrom();
+    if (from == 0 || from == config.id.value()) {
+      return KJ_EXCEPTION(FAILED, "a peer must name another node of the cluster", from);
+    }
+    const std::vector<std::string>& secrets = host_.accepted_cluster_secrets();
+    auto results = context.getResults();
+    if (!secrets.empty()) {
+      // Any accepted secret (the file may hold the old and the new one while it rotates); each is tried in constant
+      // time whether or not an earlier one matched, and the answer proves the one the peer used.
+      const std::string* matched = nullptr;
+      for (const std::string& secret : secrets) {
+        const bool equal =
+            !server_nonce_.empty() &&
+            auth::constant_time_equal(auth::peer_client_proof(secret, config.cluster, from, client_nonce_, server_nonce_),
+                                      bytes_of(params.getProof()));
+        if (equal && matched == nullptr) matched = &secret;
+      }
+      if (matched == nullptr) {
+        server_nonce_.clear();
+        host_.security_metrics().add_auth_failure("peer");
+        if (log_now(last_refusal_log_ms_)) {
+          spdlog::warn("refused a peer connection claiming to be node {}: it did not prove it holds the cluster "
+                       "secret",
+                       from);
+        }
+        return KJ_EXCEPTION(FAILED, "peer authentication failed: hello first, then prove the cluster secret");
+      }
+      results.setServerProof(data_of(
+          auth::peer_server_proof(*matched, config.cluster, config.id.value(), client_nonce_, server_nonce_)));
+      server_nonce_.clear();
+    }
+    host_.mark_authenticated(connection_, true);
+    results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from)));
+    return kj::READY_NOW;
+  }
+
+ private:
+  RpcHost& host_;
+  const uint64_t connection_;
+  std::string client_nonce_;
+  std::string server_nonce_;
+  static inline int64_t last_refusal_log_ms_ = 0;  // kj thread only
+};
+
+}  // namespace
+
+capnp::Capability::Client make_bootstrap(RpcHost& host, uint64_t connection) {
+  return kj::heap<MayflyImpl>(host, connection);
+}
+
+}  // namespace mayfly::node
