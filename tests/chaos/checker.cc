@@ -163,9 +163,15 @@ void check_sessions(const std::vector<Op>& ops, const Versions& versions, CheckR
       continue;
     }
     if (floor.v == 0 || floor.ttl_own != -1) continue;
+    // A delete or write excuses the absence if it may follow the version in the log: it did not complete before the
+    // version's write began (a session read may be stale, so a change that completed before the client saw the
+    // version can still come after it — chaos seed 2003), and it began before this read ended.
+    auto writer = versions.writer.find(floor.v);
+    const int64_t version_from_us =
+        writer != versions.writer.end() ? std::min(writer->second->invoke_us, floor.since_us) : floor.since_us;
     const auto& key_changes = changes[op.key];
     const bool excused = std::any_of(key_changes.begin(), key_changes.end(), [&](const Op* change) {
-      return change->write_v != floor.v && completion(*change) > floor.since_us && change->invoke_us < op.complete_us;
+      return change->write_v != floor.v && completion(*change) > version_from_us && change->invoke_us < op.complete_us;
     });
     if (!excused) {
       report.anomalies.push_back({"session", op.key,

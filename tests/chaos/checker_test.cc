@@ -199,6 +199,23 @@ TEST(ChaosChecker, SessionReadGoingBackFails) {
   EXPECT_TRUE(check(other).ok());
 }
 
+TEST(ChaosChecker, SessionAbsentAfterANeverExpiringVersionNeedsAChangeThatMayFollowIt) {
+  HistoryBuilder h;  // client 1 saw v1 (ttl -1, it never expires), then the key absent, and nothing removed it
+  h.write(OpKind::kCreate, 1, 0, 10, 201, 100, -1, 0);
+  h.read(1, 20, 30, 100, -1, 0, ReadLevel::kSession, 1).read(0, 40, 50, 0, kTtlAbsent, 0, ReadLevel::kSession, 1);
+  EXPECT_TRUE(has(check(h), "session"));
+  HistoryBuilder before;  // a delete that completed before v1 was even written cannot explain it
+  before.del(0, 5, 204, 2).write(OpKind::kCreate, 1, 10, 15, 201, 100, -1, 0);
+  before.read(1, 20, 30, 100, -1, 0, ReadLevel::kSession, 1).read(0, 40, 50, 0, kTtlAbsent, 0, ReadLevel::kSession, 1);
+  EXPECT_TRUE(has(check(before), "session"));
+  // Seed 2003: client 2's delete began after v1's write and completed before client 1's session read, which a stale
+  // node answered with v1; client 1's next read found the key absent — the delete, moving forward.
+  HistoryBuilder stale;
+  stale.write(OpKind::kUpsert, 1, 0, 10, 201, 100, -1, 0).del(12, 25, 204, 2);
+  stale.read(1, 30, 35, 100, -1, 0, ReadLevel::kSession, 1).read(0, 40, 50, 0, kTtlAbsent, 0, ReadLevel::kSession, 1);
+  EXPECT_TRUE(check(stale).ok());
+}
+
 TEST(ChaosChecker, SessionSeeingAnExpiredItemAgainFails) {
   HistoryBuilder h;  // client 1 saw v1, then saw it gone (expired), then saw v1 again
   h.write(OpKind::kCreate, 1, 0, 10, 201, 100, 2, 0);
