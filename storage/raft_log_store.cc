@@ -160,17 +160,6 @@ Result<std::vector<Entry>> LevelDbLogStorage::entries(LogIndex low, LogIndex hig
     return Status::not_found("entries [" + text(low) + ", " + text(high) + ") outside [" + text(first_index()) +
                              ", " + text(last_index().next()) + ")");
   }
-  if (!recent_.empty() && low >= recent_.front().index) {
-    // In memory, as persisted (the bytes under these keys are exactly their encoding).
-    std::vector<Entry> out;
-    uint64_t total_bytes = 0;
-    for (size_t k = low.value() - recent_.front().index.value(); k < recent_.size() && recent_[k].index < high; ++k) {
-      total_bytes += recent_[k].size_bytes();
-      if (!out.empty() && total_bytes > max_bytes) break;
-      out.push_back(recent_[k]);
-    }
-    return out;
-  }
   Result<std::vector<Entry>> read = read_entries(low, high, max_bytes);
   // Sticky like a write error: the disk failed under the log, or its bytes are not what was written.
   if (!read.is_ok() && failure_.is_ok()) failure_ = read.status();
@@ -426,33 +415,7 @@ Status LevelDbLogStorage::persist(const std::optional<Snapshot>& snapshot, const
   base_term_ = base_term;
   terms_.resize(kept_terms);
   for (const Entry& entry : entries) terms_.push_back(entry.term);
-  if (snapshot) {
-    recent_.clear();
-    recent_bytes_ = 0;
-  }
-  remember(entries);
   return Status::ok();
-}
-
-void LevelDbLogStorage::remember(const std::vector<Entry>& entries) {
-  if (entries.empty()) return;
-  // Entries from entries.front().index on were just replaced (a conflicting suffix), or appended right after the last.
-  while (!recent_.empty() && recent_.back().index >= entries.front().index) {
-    recent_bytes_ -= recent_.back().size_bytes();
-    recent_.pop_back();
-  }
-  if (!recent_.empty() && recent_.back().index.next() != entries.front().index) {
-    recent_.clear();  // not contiguous (cannot happen after the checks in persist; never serve a gap)
-    recent_bytes_ = 0;
-  }
-  for (const Entry& entry : entries) {
-    recent_.push_back(entry);
-    recent_bytes_ += entry.size_bytes();
-  }
-  while (!recent_.empty() && (recent_.size() > kRecentEntries || recent_bytes_ > kRecentBytes)) {
-    recent_bytes_ -= recent_.front().size_bytes();
-    recent_.pop_front();
-  }
 }
 
 Result<SnapshotMetadata> LevelDbLogStorage::describe_snapshot(LogIndex index, const replication::Membership& membership,
@@ -504,10 +467,6 @@ Status LevelDbLogStorage::compact(LogIndex index) {
   batch.Put(raft_meta_key("base"), encode_base(index, new_base_term));
   MAYFLY_RETURN_IF_ERROR(write_batch(&batch, false));  // losing a compaction in a crash only keeps more log
   terms_.erase(terms_.begin(), terms_.begin() + static_cast<ptrdiff_t>(index.value() - base_index_.value()));
-  while (!recent_.empty() && recent_.front().index <= index) {
-    recent_bytes_ -= recent_.front().size_bytes();
-    recent_.pop_front();
-  }
   base_index_ = index;
   base_term_ = new_base_term;
   return Status::ok();

@@ -12,10 +12,7 @@
 //
 // Reads of the log: hard_state(), snapshot_metadata(), first_index(), last_index() and term() answer from memory
 // (the terms are loaded once by open(), which returns any read error as its Status), so only entries() reads the
-// disk — with LevelDB's checksums verified. The entries this process persisted last (up to kRecentEntries and
-// kRecentBytes) are kept in memory as written, and entries() answers from them when it can: every committed entry is
-// read back once to be applied, and a leader reads recent entries again for each follower it sends them to (a
-// LevelDB iterator over every table file, block checksums and a decode each time). An I/O error or corruption there is returned (the core turns it into
+// disk — with LevelDB's checksums verified. An I/O error or corruption there is returned (the core turns it into
 // replication::StorageFailure) and is sticky like a write error: failure() reports it and every later write fails.
 //
 // Writes follow Ready: persist() takes a Ready's snapshot, entries and hard state and writes them as ONE LevelDB
@@ -55,9 +52,6 @@ using SyncDirectory = std::function<Status(const std::string& path)>;
 
 class LevelDbLogStorage final : public replication::LogStorage, public replication::SnapshotSink {
  public:
-  static constexpr size_t kRecentEntries = 4096;
-  static constexpr uint64_t kRecentBytes = 8 << 20;
-
   // Opens the log kept in `db` (not owned; must outlive this), with snapshot files in `snapshot_dir` accessed through
   // `env` (nullptr: the real file system). A fresh store (nothing persisted) with a non-empty `bootstrap` is
   // initialised with the bootstrap entries and hard state of a new cluster; with an empty one it waits to be filled
@@ -118,8 +112,6 @@ class LevelDbLogStorage final : public replication::LogStorage, public replicati
   void remove_snapshot_files_except(LogIndex index);
   Status write_batch(void* batch, bool sync);
   Result<std::vector<replication::Entry>> read_entries(LogIndex low, LogIndex high, uint64_t max_bytes) const;
-  // Keeps `entries` (just written) as the newest recent ones, after dropping the recent entries they replace.
-  void remember(const std::vector<replication::Entry>& entries);
 
   leveldb::DB* db_;
   leveldb::Env* env_;
@@ -134,9 +126,6 @@ class LevelDbLogStorage final : public replication::LogStorage, public replicati
   LogIndex base_index_;       // the entry just before the first stored one (snapshot or compaction point)
   Term base_term_;
   std::deque<Term> terms_;    // terms of first_index()..last_index(), so term() never reads the disk
-  // The newest persisted entries, contiguous and ending at last_index() (or empty), as written by this process.
-  std::deque<replication::Entry> recent_;
-  uint64_t recent_bytes_ = 0;
   mutable Status failure_;  // entries() is a const read that may find the disk failed
   uint64_t syncs_ = 0;
 };

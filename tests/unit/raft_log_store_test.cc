@@ -4,7 +4,6 @@
 
 #include <atomic>
 
-#include "common/prng.h"
 #include "replication/codec.h"
 #include "storage/raft_log_store.h"
 #include "tests/unit/store_fixture.h"
@@ -209,61 +208,6 @@ TEST_F(RaftLogStoreTest, FailedFsyncIsStickyAndLosesNothingSynced) {
   open();  // a restart reads what is on disk: at least the synced entries
   EXPECT_GE(log_->last_index(), LogIndex(2));
   EXPECT_EQ(all_entries()[1], entry(2, 1));
-}
-
-TEST_F(RaftLogStoreTest, EntriesFromMemoryAreTheEntriesOnDisk) {
-  // The recent entries entries() answers from memory match, read for read, what a log opened afresh on the same
-  // LevelDB (nothing in memory) reads from disk: through appends past the memory bound, conflicting suffixes,
-  // compactions and an installed snapshot. Deterministic (fixed seed).
-  open();
-  Prng prng(77);
-  uint64_t term = 1;
-  auto compare_with_disk = [&](int step) {
-    auto fresh = LevelDbLogStorage::open(machine_->leveldb(), nullptr, dir_.path() + "/snapshots", {});
-    ASSERT_TRUE(fresh.is_ok()) << fresh.status().to_string();
-    ASSERT_EQ((*fresh)->first_index(), log_->first_index()) << step;
-    ASSERT_EQ((*fresh)->last_index(), log_->last_index()) << step;
-    if (log_->last_index() < log_->first_index()) return;
-    for (int probe = 0; probe < 20; ++probe) {
-      const uint64_t first = log_->first_index().value(), last = log_->last_index().value();
-      const LogIndex low(first + prng.uniform(last - first + 1));
-      const LogIndex high(low.value() + 1 + prng.uniform(last - low.value() + 1));
-      const uint64_t max_bytes = prng.chance(1, 2) ? UINT64_MAX : prng.uniform(4000);
-      auto in_memory = log_->entries(low, high, max_bytes);
-      auto on_disk = (*fresh)->entries(low, high, max_bytes);
-      ASSERT_TRUE(in_memory.is_ok() && on_disk.is_ok()) << step;
-      ASSERT_EQ(*in_memory, *on_disk) << "step " << step << " [" << low << ", " << high << ") max " << max_bytes;
-    }
-  };
-  for (int step = 0; step < 60; ++step) {
-    const uint64_t last = log_->last_index().value();
-    const uint64_t first = log_->first_index().value();
-    std::vector<Entry> entries;
-    uint64_t from = last + 1;
-    if (last >= first && prng.chance(1, 4)) {
-      from = first + prng.uniform(last - first + 1);  // a conflicting suffix from a newer term
-      ++term;
-    }
-    const uint64_t count = prng.chance(1, 10) ? LevelDbLogStorage::kRecentEntries / 2 : 1 + prng.uniform(30);
-    for (uint64_t i = 0; i < count; ++i) {
-      entries.push_back(entry(from + i, term, std::string(prng.uniform(300), static_cast<char>('a' + step % 26))));
-    }
-    ASSERT_TRUE(log_->persist(std::nullopt, entries, std::nullopt, false).is_ok());
-    if (prng.chance(1, 6) && log_->last_index().value() > first + 10) {
-      const LogIndex at(first + prng.uniform(log_->last_index().value() - first));
-      ASSERT_TRUE(log_->create_snapshot(at, Membership{{NodeId(1)}, {}}, "s").is_ok());
-      ASSERT_TRUE(log_->compact(at).is_ok());
-    }
-    if (step == 40) {
-      replication::Snapshot snapshot;
-      snapshot.data = "state";
-      const LogIndex at(log_->last_index().value() + 50);
-      snapshot.metadata = {at, Term(++term), kT0, Membership{{NodeId(1)}, {}}, 5};
-      ASSERT_TRUE(log_->persist(snapshot, {entry(at.value() + 1, term)}, std::nullopt, false).is_ok());
-    }
-    compare_with_disk(step);
-    if (::testing::Test::HasFatalFailure()) return;
-  }
 }
 
 }  // namespace
