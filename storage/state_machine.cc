@@ -154,6 +154,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
     case CommandType::kUpdateContainer:
     case CommandType::kDeleteContainer: {
       reader_.invalidate_container_list();
+      apply_containers_.clear();
       break;
     }
     default:
@@ -212,6 +213,15 @@ Status StateMachine::write_group() {
   }
   publish_applied();
   return Status::ok();
+}
+
+Result<ContainerRecord> StateMachine::apply_container(const std::string& database, const std::string& container) {
+  std::string key = container_key(database, container);
+  auto cached = apply_containers_.find(key);
+  if (cached != apply_containers_.end()) return cached->second;
+  MAYFLY_ASSIGN_OR_RETURN(ContainerRecord record, reader_.find_container(database, container, nullptr));
+  apply_containers_.emplace(std::move(key), record);
+  return record;
 }
 
 Result<std::optional<std::string>> StateMachine::apply_get(const std::string& key) const {
@@ -431,7 +441,7 @@ OpResult StateMachine::delete_container(const Command& command, ApplyContext& co
 // ---- items ------------------------------------------------------------------------------------------------------
 
 OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  Result<ContainerRecord> found = apply_container(command.database, command.container);
   if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
   const CommandType type = command.type;
@@ -524,7 +534,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
 }
 
 OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  Result<ContainerRecord> found = apply_container(command.database, command.container);
   if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
   Result<std::string> partition_key = canonical_partition_key_text(command.partition_key_json);
