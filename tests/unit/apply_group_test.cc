@@ -166,5 +166,41 @@ TEST(ApplyGroupTest, ReadersSeeAGroupOnlyOnceWritten) {
   EXPECT_NE(read.body.find("\"n\":1"), std::string::npos) << read.body;
 }
 
+TEST(ApplyGroupTest, ItemWritesSeeContainerChangesAppliedBeforeThem) {
+  // The apply path keeps the containers it looked up: a container dropped and created again under the same name (a new
+  // internal id) and a changed defaultTtl must reach the next item write, in a group or not.
+  TempDir dir;
+  StoreOptions options;
+  options.path = dir.path() + "/db";
+  Result<std::unique_ptr<StateMachine>> opened = StateMachine::open(options);
+  ASSERT_TRUE(opened.is_ok());
+  StateMachine& store = **opened;
+  uint64_t index = 0;
+  auto apply = [&](const Command& command, int64_t ts) {
+    Result<OpResult> result = store.apply(command, LogIndex(++index), ts);
+    EXPECT_TRUE(result.is_ok());
+    return result.is_ok() ? result->http_status() : 0;
+  };
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0), 201);
+  ASSERT_EQ(apply(create_container_command("db", "c", "/pk"), kT0), 201);
+  for (const bool grouped : {false, true}) {
+    if (grouped) store.begin_apply_group();
+    ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"a","pk":"p"})"), kT0), 201);
+    ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), kT0), 204);
+    ASSERT_EQ(apply(create_container_command("db", "c", "/pk"), kT0), 201);
+    ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"b","pk":"p"})"), kT0), 201);
+    // A defaultTtl of 1 s: at 2 s the item written at kT0 has expired, so an upsert creates it again (201, not 200).
+    ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), kT0), 200);
+    EXPECT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"b","pk":"p"})"), kT0 + 2 * kSecond),
+              201);
+    if (grouped) {
+      ASSERT_TRUE(store.end_apply_group().is_ok());
+    }
+    EXPECT_EQ(store.reader().read_item("db", "c", "\"p\"", "b", kT0 + 2 * kSecond).http_status(), 200) << grouped;
+    EXPECT_EQ(store.reader().read_item("db", "c", "\"p\"", "a", kT0 + 2 * kSecond).http_status(), 404) << grouped;
+    ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 2 * kSecond), 200);
+  }
+}
+
 }  // namespace
 }  // namespace mayfly::storage::testing
