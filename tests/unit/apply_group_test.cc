@@ -184,21 +184,22 @@ TEST(ApplyGroupTest, ItemWritesSeeContainerChangesAppliedBeforeThem) {
   ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0), 201);
   ASSERT_EQ(apply(create_container_command("db", "c", "/pk"), kT0), 201);
   for (const bool grouped : {false, true}) {
+    const int64_t t = kT0 + (grouped ? 10 : 0) * kSecond;
     if (grouped) store.begin_apply_group();
-    ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"a","pk":"p"})"), kT0), 201);
-    ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), kT0), 204);
-    ASSERT_EQ(apply(create_container_command("db", "c", "/pk"), kT0), 201);
-    ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"b","pk":"p"})"), kT0), 201);
-    // A defaultTtl of 1 s: at 2 s the item written at kT0 has expired, so an upsert creates it again (201, not 200).
-    ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), kT0), 200);
-    EXPECT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"b","pk":"p"})"), kT0 + 2 * kSecond),
+    ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"a","pk":"p"})"), t), 201);
+    ASSERT_EQ(apply(target_command(CommandType::kDeleteContainer, "db", "c", "", ""), t), 204);
+    ASSERT_EQ(apply(create_container_command("db", "c", "/pk"), t), 201);
+    ASSERT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"b","pk":"p"})"), t), 201);
+    // A defaultTtl of 1 s: 2 s later the item written at t has expired, so an upsert creates it again (201, not 200).
+    ASSERT_EQ(apply(set_default_ttl_command("db", "c", "1"), t), 200);
+    EXPECT_EQ(apply(item_command(CommandType::kUpsertItem, "db", "c", R"({"id":"b","pk":"p"})"), t + 2 * kSecond),
               201);
     if (grouped) {
       ASSERT_TRUE(store.end_apply_group().is_ok());
     }
-    EXPECT_EQ(store.reader().read_item("db", "c", "\"p\"", "b", kT0 + 2 * kSecond).http_status(), 200) << grouped;
-    EXPECT_EQ(store.reader().read_item("db", "c", "\"p\"", "a", kT0 + 2 * kSecond).http_status(), 404) << grouped;
-    ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 2 * kSecond), 200);
+    EXPECT_EQ(store.reader().read_item("db", "c", "\"p\"", "b", t + 2 * kSecond).http_status(), 200) << grouped;
+    EXPECT_EQ(store.reader().read_item("db", "c", "\"p\"", "a", t + 2 * kSecond).http_status(), 404) << grouped;
+    ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), t + 2 * kSecond), 200);
   }
 }
 
