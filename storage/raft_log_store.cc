@@ -367,7 +367,10 @@ Status LevelDbLogStorage::persist(const std::optional<Snapshot>& snapshot, const
   leveldb::WriteBatch batch;
   LogIndex base_index = base_index_;
   Term base_term = base_term_;
-  std::deque<Term> terms = terms_;
+  // What terms_ becomes once the batch is written: its first `kept_terms` (all of them unless a snapshot or a
+  // conflicting suffix replaces them), then the new entries' terms. Not a copy of terms_: that is the whole log's
+  // terms (tens of thousands), and persist runs on every Ready.
+  size_t kept_terms = terms_.size();
   if (snapshot) {
     const SnapshotMetadata& metadata = snapshot->metadata;
     if (metadata.index < snapshot_.index) return Status::invalid_argument("persist: snapshot older than current");
@@ -384,22 +387,21 @@ Status LevelDbLogStorage::persist(const std::optional<Snapshot>& snapshot, const
     base_index = metadata.index;
     base_term = metadata.term;
     batch.Put(raft_meta_key("base"), encode_base(base_index, base_term));
-    terms.clear();
+    kept_terms = 0;
   }
   if (!entries.empty()) {
     const uint64_t first = entries.front().index.value();
-    const uint64_t last = base_index.value() + terms.size();
+    const uint64_t last = base_index.value() + kept_terms;
     if (first < base_index.value() + 1 || first > last + 1) {
       return Status::invalid_argument("persist: entries at " + std::to_string(first) + " outside [" +
                                       std::to_string(base_index.value() + 1) + ", " + std::to_string(last + 1) + "]");
     }
     for (uint64_t i = first; i <= last; ++i) batch.Delete(raft_entry_key(i));  // conflicting suffix
-    terms.resize(first - base_index.value() - 1);
+    kept_terms = first - base_index.value() - 1;
     for (size_t k = 0; k < entries.size(); ++k) {
       const Entry& entry = entries[k];
       if (entry.index.value() != first + k) return Status::invalid_argument("persist: entries not contiguous");
       batch.Put(raft_entry_key(entry.index.value()), replication::encode_entry(entry));
-      terms.push_back(entry.term);
     }
   }
   if (hard_state) batch.Put(raft_meta_key("hard"), replication::encode_hard_state(*hard_state));
@@ -411,7 +413,8 @@ Status LevelDbLogStorage::persist(const std::optional<Snapshot>& snapshot, const
   if (hard_state) hard_state_ = *hard_state;
   base_index_ = base_index;
   base_term_ = base_term;
-  terms_ = std::move(terms);
+  terms_.resize(kept_terms);
+  for (const Entry& entry : entries) terms_.push_back(entry.term);
   return Status::ok();
 }
 

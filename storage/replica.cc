@@ -127,10 +127,20 @@ Result<ReplicaOutput> Replica::process_ready(const SendNow& send_now) {
       }
       output.snapshot_installed = ready.snapshot->metadata;
     }
+    // The Ready's applies go to LevelDB as one write (StateMachine::begin_apply_group), before anything is answered.
+    state_->begin_apply_group();
+    Status applied_all = Status::ok();
     for (const Entry& entry : ready.committed_entries) {
-      MAYFLY_ASSIGN_OR_RETURN(AppliedEntry applied, apply_entry(entry));
-      output.applied.push_back(std::move(applied));
+      Result<AppliedEntry> applied = apply_entry(entry);
+      if (!applied.is_ok()) {
+        applied_all = applied.status();
+        break;
+      }
+      output.applied.push_back(std::move(applied).value());
     }
+    Status written = state_->end_apply_group();
+    MAYFLY_RETURN_IF_ERROR(applied_all);
+    MAYFLY_RETURN_IF_ERROR(written);
     for (replication::ReadState& read : ready.read_states) output.read_states.push_back(std::move(read));
     core_->advance(ready);
   }

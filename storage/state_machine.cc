@@ -104,10 +104,15 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
                     static_cast<unsigned long long>(meta_.applied_index));
   MAYFLY_ASSERT_MSG(ts_micros >= meta_.applied_ts_micros && ts_micros >= 0, "apply ts %lld after %lld",
                     static_cast<long long>(ts_micros), static_cast<long long>(meta_.applied_ts_micros));
+  // Item writes and time entries join the open group; any other command may scan or change what readers cache:
+  // the group is written first and the command on its own.
+  const bool grouped = grouping_ && groupable(command.type);
+  if (grouping_ && !grouped) MAYFLY_RETURN_IF_ERROR(write_group());
   ApplyContext context;
   context.meta = meta_;
   // A write re-sent by its client is answered with its first outcome, or refused, without running again.
-  DedupApply dedup(db_.get(), ts_micros);
+  GroupReads reads(*this);
+  DedupApply dedup(db_.get(), &reads, ts_micros, dedup_totals_);
   std::optional<OpResult> answered;
   if (command.write_id) {
     Result<std::optional<OpResult>> checked = dedup.check(*command.write_id);
@@ -140,7 +145,8 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   context.meta.applied_index = index.value();
   context.meta.applied_ts_micros = ts_micros;
   context.batch.Put(meta_key(), encode_meta(context.meta));
-  MAYFLY_RETURN_IF_ERROR(commit(context, options_.sync_applies));
+  MAYFLY_RETURN_IF_ERROR(commit(context, grouped));
+  if (dedup.totals()) dedup_totals_ = dedup.totals();  // as now stored
   switch (command.type) {
     case CommandType::kCreateDatabase:
     case CommandType::kDeleteDatabase:
@@ -148,6 +154,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
     case CommandType::kUpdateContainer:
     case CommandType::kDeleteContainer: {
       reader_.invalidate_container_list();
+      apply_containers_.clear();
       break;
     }
     default:
@@ -156,9 +163,17 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   return result;
 }
 
-Status StateMachine::commit(ApplyContext& context, bool sync) {
+Status StateMachine::commit(ApplyContext& context, bool grouped) {
+  if (grouped) {
+    // Written with the group; what this apply changed in memory holds from now on (a failed group write is
+    // sticky: nothing is answered or applied after it).
+    group_.add(std::make_unique<leveldb::WriteBatch>(context.batch));
+    meta_ = context.meta;
+    expiry_.committed(context);
+    return Status::ok();
+  }
   leveldb::WriteOptions write_options;
-  write_options.sync = sync;
+  write_options.sync = options_.sync_applies;
   Status status = from_leveldb(db_->Write(write_options, &context.batch), "write state batch");
   if (!status.is_ok()) {
     sticky_ = status;
@@ -169,6 +184,59 @@ Status StateMachine::commit(ApplyContext& context, bool sync) {
   expiry_.committed(context);
   return Status::ok();
 }
+
+bool StateMachine::groupable(CommandType type) { return type == CommandType::kTime || is_item_write(type); }
+
+void StateMachine::begin_apply_group() {
+  MAYFLY_ASSERT_MSG(!grouping_ && group_.empty(), "apply group opened twice");
+  grouping_ = true;
+}
+
+Status StateMachine::end_apply_group() {
+  Status written = write_group();
+  grouping_ = false;
+  group_.clear();
+  return written;
+}
+
+Status StateMachine::write_group() {
+  if (!sticky_.is_ok()) return sticky_;
+  if (group_.empty()) return Status::ok();
+  leveldb::WriteBatch batch = group_.combined();
+  leveldb::WriteOptions write_options;
+  write_options.sync = options_.sync_applies;
+  Status status = from_leveldb(db_->Write(write_options, &batch), "write state batch");
+  group_.clear();
+  if (!status.is_ok()) {
+    sticky_ = status;
+    return status;
+  }
+  publish_applied();
+  return Status::ok();
+}
+
+Result<ContainerRecord> StateMachine::apply_container(const std::string& database, const std::string& container) {
+  std::string key = container_key(database, container);
+  auto cached = apply_containers_.find(key);
+  if (cached != apply_containers_.end()) return cached->second;
+  MAYFLY_ASSIGN_OR_RETURN(ContainerRecord record, reader_.find_container(database, container, nullptr));
+  apply_containers_.emplace(std::move(key), record);
+  return record;
+}
+
+Result<std::optional<std::string>> StateMachine::apply_get(const std::string& key) const {
+  if (const std::optional<std::string_view>* pending = group_.find(key)) {
+    if (!pending->has_value()) return std::optional<std::string>();
+    return std::optional<std::string>(std::string(**pending));
+  }
+  return reader_.get_raw(key, nullptr);
+}
+
+Result<std::optional<std::string>> StateMachine::GroupReads::get(const std::string& key) {
+  return machine_.apply_get(key);
+}
+
+Status StateMachine::GroupReads::before_scan() { return machine_.write_group(); }
 
 OpResult StateMachine::dispatch(const Command& command, int64_t ts, ApplyContext& context) {
   switch (command.type) {
@@ -189,7 +257,7 @@ OpResult StateMachine::dispatch(const Command& command, int64_t ts, ApplyContext
 }
 
 Result<std::optional<StateMachine::StoredItem>> StateMachine::load_item(const std::string& key) const {
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, reader_.get_raw(key, nullptr));
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, apply_get(key));
   if (!raw) return std::optional<StoredItem>();
   MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(*raw));
   return std::optional<StoredItem>(StoredItem{std::move(record), key.size() + raw->size()});
@@ -373,7 +441,7 @@ OpResult StateMachine::delete_container(const Command& command, ApplyContext& co
 // ---- items ------------------------------------------------------------------------------------------------------
 
 OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  Result<ContainerRecord> found = apply_container(command.database, command.container);
   if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
   const CommandType type = command.type;
@@ -466,7 +534,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
 }
 
 OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyContext& context) {
-  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  Result<ContainerRecord> found = apply_container(command.database, command.container);
   if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
   Result<std::string> partition_key = canonical_partition_key_text(command.partition_key_json);

@@ -9,8 +9,9 @@
 //
 // Determinism: apply(command, index, ts) uses only its arguments and the stored state — never a clock — so every
 // replica that applies the same log reaches byte-identical replicated state (key prefixes below 0x10; see
-// storage/layout.h). Each apply is one LevelDB WriteBatch that also records the applied index and time, so after a
-// crash the state is exactly that of the last applied command, and a rejected command changes nothing but those.
+// storage/layout.h). Each apply is one LevelDB WriteBatch that also records the applied index and time (the applies
+// of one group written together as one), so after a crash the state is exactly that of the last applied command, and
+// a rejected command changes nothing but those.
 // Expiry is decided at the time passed in: writes at the entry's ts, reads at the T the caller chooses (the node's
 // applied time). Garbage collection deletes only items expired at or before the applied time, and never changes
 // what a read at any time >= the applied time sees.
@@ -24,16 +25,19 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "storage/apply_group.h"
 #include "storage/command.h"
 #include "storage/expiry_keeper.h"
 #include "storage/layout.h"
 #include "storage/records.h"
 #include "storage/store_reader.h"
+#include "storage/write_dedup.h"
 
 namespace leveldb {
 class DB;
@@ -72,6 +76,12 @@ class StateMachine {
   Result<OpResult> apply(const Command& command, LogIndex index, int64_t ts_micros);
   // The same for an encoded command; undecodable bytes are a 400 result (deterministic on every replica).
   Result<OpResult> apply_encoded(std::string_view command_bytes, LogIndex index, int64_t ts_micros);
+  // Applies between these two calls are written to LevelDB together, as one batch, at end_apply_group() (or
+  // earlier, when an apply needs to scan the store or is not an item write or time entry); reads on other threads
+  // and applied() see them only then. Replica::process_ready groups the committed entries of each Ready. A Status
+  // error: the write failed (sticky, as for apply).
+  void begin_apply_group();
+  Status end_apply_group();
   // The applied index and time (the same as reader().applied()).
   AppliedState applied() const { return reader_.applied(); }
 
@@ -138,14 +148,40 @@ class StateMachine {
     size_t bytes = 0;  // key and value, as counted in stats and the backlog
   };
   Result<std::optional<StoredItem>> load_item(const std::string& key) const;  // the live DB (apply)
-  Status commit(ApplyContext& context, bool sync);
+  // Writes the apply's batch, or adds it to the open group (`grouped`).
+  Status commit(ApplyContext& context, bool grouped);
+  static bool groupable(CommandType type);
+  Status write_group();
+  // The container an item write or delete applies to, from apply_containers_ or the live DB (only applies of database
+  // and container commands change container records, and they clear the cache).
+  Result<ContainerRecord> apply_container(const std::string& database, const std::string& container);
+  // A point read for the apply path: the open group's writes, then the live DB.
+  Result<std::optional<std::string>> apply_get(const std::string& key) const;
   void publish_applied();
+  // The exactly-once table reads through the group (storage/write_dedup.h).
+  class GroupReads final : public ApplyReads {
+   public:
+    explicit GroupReads(StateMachine& machine) : machine_(machine) {}
+    Result<std::optional<std::string>> get(const std::string& key) override;
+    Status before_scan() override;
+
+   private:
+    StateMachine& machine_;
+  };
 
   StoreOptions options_;
   std::unique_ptr<leveldb::Cache> cache_;
   std::unique_ptr<const leveldb::FilterPolicy> filter_;  // bloom filters: point reads of absent keys skip files
   std::unique_ptr<leveldb::DB> db_;
   MetaState meta_;  // driver thread only
+  // The exactly-once table's totals as stored (storage/write_dedup.h), kept between applies once read; dropped when
+  // a snapshot replaces the store. Driver thread only.
+  std::optional<DedupTotals> dedup_totals_;
+  // Container records found by item applies, by container key: a LevelDB Get and a decode less per write. Cleared
+  // after every database or container command and by snapshot installs. Driver thread only.
+  std::unordered_map<std::string, ContainerRecord> apply_containers_;
+  bool grouping_ = false;  // between begin_apply_group and end_apply_group
+  ApplyGroup group_;       // applies not yet written (driver thread only)
   AppliedCell applied_;  // published after each write, for the reader on any thread
   StoreReader reader_;
   Status sticky_;  // a failed write: every later apply, install and GC write fails with it

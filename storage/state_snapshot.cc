@@ -38,6 +38,7 @@ StateMachine::View::~View() { open_views_->fetch_sub(1); }
 
 std::unique_ptr<StateMachine::View> StateMachine::open_view() const {
   // On the driver thread between applies, so the LevelDB snapshot is exactly the state at applied().
+  MAYFLY_ASSERT_MSG(group_.empty(), "a view opened with grouped applies not yet written");
   return std::unique_ptr<View>(new View(db_.get(), applied(), &open_views_));
 }
 
@@ -57,6 +58,7 @@ Result<std::string> StateMachine::View::export_snapshot() const {
 Result<std::string> StateMachine::export_snapshot() const { return open_view()->export_snapshot(); }
 
 Status StateMachine::install_snapshot(std::string_view data) {
+  MAYFLY_ASSERT_MSG(!grouping_, "snapshot installed inside an apply group");
   if (!sticky_.is_ok()) return sticky_;
   // Decode and check everything before touching the store.
   codec::Reader reader(data);
@@ -93,6 +95,8 @@ Status StateMachine::install_snapshot(std::string_view data) {
   MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan before installing a snapshot"));
   replace.Append(batch);
   for (const auto& [crid, local] : stats) replace.Put(local_stats_key(crid), encode_local_stats(local));
+  dedup_totals_.reset();  // the snapshot's own totals and containers are read on the next apply that needs them
+  apply_containers_.clear();
   Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &replace), "install snapshot");
   if (!status.is_ok()) {
     sticky_ = status;

@@ -15,6 +15,8 @@ namespace {
 using internal::from_leveldb;
 
 constexpr uint8_t kDedupRecordVersion = 1;
+// Up to this many newly acknowledged sequences are looked up one by one; more are scanned with an iterator.
+constexpr uint64_t kDedupAcknowledgeLookups = 32;
 
 std::string client_key(uint64_t client) {
   std::string key(1, static_cast<char>(KeyTag::kDedupClient));
@@ -99,10 +101,7 @@ Result<OpResult> decode_result(std::string_view bytes) {
   return result;
 }
 
-}  // namespace
-
-Result<DedupTotals> read_dedup_totals(leveldb::DB* db) {
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(db, totals_key()));
+Result<DedupTotals> decode_totals(const std::optional<std::string>& raw) {
   DedupTotals totals;
   if (!raw) return totals;
   codec::Reader reader(*raw);
@@ -115,21 +114,41 @@ Result<DedupTotals> read_dedup_totals(leveldb::DB* db) {
   return totals;
 }
 
+}  // namespace
+
+Result<DedupTotals> read_dedup_totals(leveldb::DB* db) {
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(db, totals_key()));
+  return decode_totals(raw);
+}
+
 Status DedupApply::load_totals() {
   if (totals_) return Status::ok();
-  MAYFLY_ASSIGN_OR_RETURN(DedupTotals totals, read_dedup_totals(db_));
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(totals_key()));
+  MAYFLY_ASSIGN_OR_RETURN(DedupTotals totals, decode_totals(raw));
   totals_ = totals;
   return Status::ok();
 }
 
+Result<std::optional<std::string>> DedupApply::get(const std::string& key) {
+  return reads_ != nullptr ? reads_->get(key) : storage::get(db_, key);
+}
+
+Result<std::unique_ptr<leveldb::Iterator>> DedupApply::scan() {
+  if (reads_ != nullptr) MAYFLY_RETURN_IF_ERROR(reads_->before_scan());
+  return std::unique_ptr<leveldb::Iterator>(db_->NewIterator(leveldb::ReadOptions()));
+}
+
 Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   MAYFLY_RETURN_IF_ERROR(load_totals());
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(db_, client_key(id.client)));
-  const std::string who = "write " + std::to_string(id.sequence) + " of client " + std::to_string(id.client);
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(client_key(id.client)));
+  // Only refusals say who (built on demand: most writes are not refused).
+  const auto who = [&id] {
+    return "write " + std::to_string(id.sequence) + " of client " + std::to_string(id.client);
+  };
   if (!raw) {
     if (id.retry && totals_->last_eviction_micros >= 0 && ts_ - totals_->last_eviction_micros <= kDedupWindowMicros) {
       OpResult lost = OpResult::error(StatusCode::kUnavailable,
-                                      who + " is a retry, and this cluster evicted exactly-once records lately "
+                                      who() + " is a retry, and this cluster evicted exactly-once records lately "
                                             "(too many clients): its first attempt may have been applied, so it "
                                             "is not applied again. The outcome is unknown: read to find out");
       lost.substatus = kDedupSubstatusRecordLost;
@@ -137,7 +156,7 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
     }
     if (totals_->result_bytes >= kDedupMaxTotalBytes) {
       OpResult full = OpResult::error(StatusCode::kThrottled,
-                                      who + " is refused: the cluster keeps too many unacknowledged write "
+                                      who() + " is refused: the cluster keeps too many unacknowledged write "
                                             "outcomes; nothing was applied: retry shortly");
       full.substatus = kDedupSubstatusTableFull;
       return std::optional<OpResult>(std::move(full));
@@ -157,7 +176,7 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   if (id.sequence < stored.first_unacknowledged) {
     return std::optional<OpResult>(OpResult::error(
         StatusCode::kInvalidArgument,
-        who + " was answered before and its client has acknowledged it since (a delayed copy?): not applied"));
+        who() + " was answered before and its client has acknowledged it since (a delayed copy?): not applied"));
   }
   // The outcomes the client has acknowledged since it last wrote: dropped in this entry whatever the verdict.
   ClientRecord next = stored;
@@ -165,20 +184,34 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   std::vector<std::pair<std::string, int64_t>> acknowledged;
   if (id.first_unacknowledged > stored.first_unacknowledged) {
     next.first_unacknowledged = id.first_unacknowledged;
-    const std::string end = result_key(id.client, id.first_unacknowledged);
-    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-    for (it->Seek(result_key(id.client, stored.first_unacknowledged)); it->Valid() && it->key().compare(end) < 0;
-         it->Next()) {
-      const auto bytes = static_cast<int64_t>(it->key().size() + it->value().size());
-      acknowledged.emplace_back(it->key().ToString(), bytes);
+    const auto drop = [&](std::string key, int64_t bytes) {
+      acknowledged.emplace_back(std::move(key), bytes);
       next.results = next.results > 0 ? next.results - 1 : 0;
       next.result_bytes -= bytes;
+    };
+    if (id.first_unacknowledged - stored.first_unacknowledged <= kDedupAcknowledgeLookups) {
+      // A client acknowledging a few writes (the usual case: one or two per write) costs point reads, not an
+      // iterator over every LevelDB file; the same keys, in the same order, as the scan below finds.
+      for (uint64_t sequence = stored.first_unacknowledged; sequence < id.first_unacknowledged; ++sequence) {
+        std::string key = result_key(id.client, sequence);
+        MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> value, get(key));
+        if (!value) continue;
+        const auto bytes = static_cast<int64_t>(key.size() + value->size());
+        drop(std::move(key), bytes);
+      }
+    } else {
+      const std::string end = result_key(id.client, id.first_unacknowledged);
+      MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
+      for (it->Seek(result_key(id.client, stored.first_unacknowledged)); it->Valid() && it->key().compare(end) < 0;
+           it->Next()) {
+        drop(it->key().ToString(), static_cast<int64_t>(it->key().size() + it->value().size()));
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
     }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
     if (next.result_bytes < 0) return Status::corruption("exactly-once record of client " + std::to_string(id.client) +
                                                          " counts fewer bytes than it holds");
   }
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> recorded, get(db_, result_key(id.client, id.sequence)));
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> recorded, get(result_key(id.client, id.sequence)));
   if (recorded) {
     MAYFLY_ASSIGN_OR_RETURN(OpResult first, decode_result(*recorded));
     first.duplicate = true;
@@ -191,7 +224,7 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   if (next.results >= kDedupMaxUnacknowledged || next.result_bytes >= kDedupMaxClientBytes ||
       totals_->result_bytes >= kDedupMaxTotalBytes) {
     OpResult full = OpResult::error(
-        StatusCode::kThrottled, who + " is refused: " +
+        StatusCode::kThrottled, who() + " is refused: " +
                  (totals_->result_bytes >= kDedupMaxTotalBytes
                       ? std::string("the cluster keeps too many unacknowledged write outcomes")
                       : "this client has " + std::to_string(next.results) +
@@ -213,7 +246,7 @@ Status DedupApply::forget(uint64_t client, leveldb::WriteBatch& batch) {
     if (gone == client) return Status::ok();  // evicted and idle both: forgotten once
   }
   forgotten_.push_back(client);
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(db_, client_key(client)));
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(client_key(client)));
   int64_t last_active = 0;
   codec::Reader reader(raw ? std::string_view(*raw) : std::string_view());
   uint8_t version = 0;
@@ -222,7 +255,7 @@ Status DedupApply::forget(uint64_t client, leveldb::WriteBatch& batch) {
                               " without a readable record");
   }
   const std::string prefix = result_prefix(client);
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     batch.Delete(it->key());
     totals_->result_bytes -= static_cast<int64_t>(it->key().size() + it->value().size());
@@ -242,7 +275,7 @@ Status DedupApply::expire_idle(leveldb::WriteBatch& batch) {
   const std::string bound = activity_key(activity_bucket(ts_ - kDedupWindowMicros), 0);
   std::vector<uint64_t> idle;
   {
-    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+    MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
     for (it->Seek(prefix); it->Valid() && it->key().compare(bound) < 0 && idle.size() < kDedupExpiryBatch;
          it->Next()) {
       codec::Reader reader(std::string_view(it->key().data() + 1, it->key().size() - 1));
@@ -284,7 +317,7 @@ Status DedupApply::finish(const OpResult* executed, uint64_t index, leveldb::Wri
       totals_->clients += 1;
       if (totals_->clients > kDedupMaxClients) {
         // The least recently active client makes room (never this one: its activity entry is only in the batch).
-        std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+        MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
         it->Seek(activity_prefix());
         if (it->Valid() && it->key().starts_with(activity_prefix()) && it->key().size() == 17) {
           codec::Reader reader(std::string_view(it->key().data() + 9, 8));

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,6 +44,7 @@
 
 namespace leveldb {
 class DB;
+class Iterator;
 class WriteBatch;
 }  // namespace leveldb
 
@@ -71,10 +73,25 @@ struct DedupTotals {
 // The table's totals as stored (zeros when nothing was ever recorded). Any thread.
 Result<DedupTotals> read_dedup_totals(leveldb::DB* db);
 
+// How an apply reads the table when the state machine groups applies (storage/apply_group.h): point reads through
+// the writes of earlier applies not yet in LevelDB, and those writes made before an iterator is opened.
+class ApplyReads {
+ public:
+  virtual Result<std::optional<std::string>> get(const std::string& key) = 0;
+  virtual Status before_scan() = 0;
+
+ protected:
+  ~ApplyReads() = default;
+};
+
 // One apply's work on the table: check() before the command runs, finish() after, both with the entry's time.
 class DedupApply {
  public:
-  DedupApply(leveldb::DB* db, int64_t ts_micros) : db_(db), ts_(ts_micros) {}
+  // `reads`: nullptr reads LevelDB directly. `totals`: the totals as stored, when the caller keeps them in memory
+  // (the state machine does, between applies: reading them on every write cost a Get); nullopt: read on first use.
+  DedupApply(leveldb::DB* db, ApplyReads* reads, int64_t ts_micros,
+             const std::optional<DedupTotals>& totals = std::nullopt)
+      : db_(db), reads_(reads), ts_(ts_micros), totals_(totals) {}
 
   // For a write that carries an id: nullopt when the command is to run; otherwise the answer to give instead —
   // the recorded outcome of a duplicate (OpResult::duplicate set), or a refusal. A Status error: the disk failed or
@@ -84,6 +101,9 @@ class DedupApply {
   // which is recorded) or was a duplicate (nullptr), the client's acknowledgements and activity; and, on every
   // kDedupExpiryEvery-th entry, the expiry of idle clients. Call once per apply, after check() if it was called.
   Status finish(const OpResult* executed, uint64_t index, leveldb::WriteBatch& batch);
+  // The totals as finish() left them in the batch (nullopt when this apply never needed them); what is stored once
+  // the batch is written.
+  const std::optional<DedupTotals>& totals() const { return totals_; }
 
  private:
   struct ClientRecord {
@@ -96,10 +116,14 @@ class DedupApply {
   // Deletes every key of `client` (its record, outcomes and activity entry) in `batch`, and takes it off the totals.
   Status forget(uint64_t client, leveldb::WriteBatch& batch);
   Status expire_idle(leveldb::WriteBatch& batch);
+  Result<std::optional<std::string>> get(const std::string& key);
+  // An iterator over LevelDB, after the grouped writes reached it.
+  Result<std::unique_ptr<leveldb::Iterator>> scan();
 
   leveldb::DB* db_;
+  ApplyReads* reads_;
   int64_t ts_;
-  std::optional<DedupTotals> totals_;  // loaded on first use
+  std::optional<DedupTotals> totals_;  // given, or loaded on first use
   bool totals_changed_ = false;
   // Set by check() for a write to record or acknowledge.
   std::optional<WriteId> id_;
