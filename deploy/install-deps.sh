@@ -25,6 +25,13 @@ tool_packages=(
 
 wanted=("${build_packages[@]}" "${tool_packages[@]}")
 if [ "${MAYFLY_DEPS_MINIMAL:-0}" = 1 ]; then wanted=("${build_packages[@]}"); fi
+label=install-deps
+# `install-deps.sh --only LABEL PACKAGE...`: the same check-then-install for other packages (bench/compare uses it).
+if [ "${1:-}" = --only ]; then
+  label=$2
+  shift 2
+  wanted=("$@")
+fi
 
 missing=()
 for p in "${wanted[@]}"; do
@@ -36,10 +43,10 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "install-deps: installing ${missing[*]}"
+echo "$label: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "install-deps: done"
+echo "$label: done"

@@ -8,22 +8,6 @@ set -euo pipefail
 
 wanted=(etcd-server golang-go golang-etcd-server-dev golang-github-gomodule-redigo-dev redis-server python3)
 
-missing=()
-for p in "${wanted[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
-    missing+=("$p")
-  fi
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-
-echo "bench-compare: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# Recommends stay out (as in deploy/install-deps.sh); the benchmark starts its own etcd and Redis processes on its
-# own ports, never the packages' system services.
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "bench-compare: done"
+# Recommends stay out and only missing packages are installed (deploy/install-deps.sh); the benchmark starts its own
+# etcd and Redis processes on its own ports, never the packages' system services.
+exec bash "$(dirname "$0")/../../deploy/install-deps.sh" --only bench-compare "${wanted[@]}"
