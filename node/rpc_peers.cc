@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/auth.h"
+#include "node/peer_admission.h"
 #include "node/rpc_internal.h"
 #include "replication/codec.h"
 
@@ -221,25 +222,13 @@ kj::Promise<void> RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader
     }
     return kj::READY_NOW;
   }
-  // A node that is neither voter nor learner (removed, or never added) is not heard. Before this node knows any
-  // membership (a --join node waiting for its first snapshot) every authenticated peer is.
-  const bool member = (view_.voters.empty() && view_.learners.empty()) || view_.voters.contains(from) ||
-                      view_.learners.contains(from);
+  // Who is heard: node/peer_admission.h.
   std::vector<replication::Message> decoded;
   decoded.reserve(messages.size());
   for (capnp::Data::Reader bytes : messages) {
     Result<replication::Message> message =
         replication::decode_message(std::string_view(reinterpret_cast<const char*>(bytes.begin()), bytes.size()));
-    const char* refusal = nullptr;
-    if (!message.is_ok()) {
-      refusal = "undecodable";
-    } else if (message->from != from) {
-      refusal = "wrong_sender";
-    } else if (message->to != config_.id) {
-      refusal = "wrong_recipient";
-    } else if (!member) {
-      refusal = "not_member";
-    }
+    const char* refusal = peer_message_refusal(view_, config_.id, from, message);
     if (refusal != nullptr) {
       metrics_.add_peer_message_rejected(refusal);
       if (std::optional<uint64_t> held_back =

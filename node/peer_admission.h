@@ -1,0 +1,30 @@
+// Which Raft messages arriving on an authenticated peer link reach the driver. Pure: a function of this node's view
+// (node/driver.h NodeView, as the RPC thread last heard it) and the message, so the rule is unit-tested on its own
+// (tests/unit/peer_admission_test.cc).
+//
+// The rule:
+//   - the message must decode, name the link's node as its sender and this node as its recipient;
+//   - the sender must be a voter or learner in this node's membership — so a removed node that does not know it was
+//     removed cannot disturb the cluster with vote requests or stale appends —
+//   - except (1) before this node knows any membership (a --join node waiting for its first snapshot), when every
+//     authenticated peer is heard, and (2) the leader this node follows, in that leader's term or a later one. (2) is
+//     what keeps a node's membership from going stale for good: a node that installed a snapshot taken while its
+//     leader was itself out of the membership (removed, then added back after the snapshot; chaos seed 2012) must
+//     still take that leader's appends, since they carry the entries that add the leader back. The leader it follows
+//     is the one it already accepted for this term (Raft has at most one per term), so this admits no new sender.
+// Thread-safety: pure function.
+#pragma once
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "node/driver.h"
+#include "replication/message.h"
+
+namespace mayfly::node {
+
+// nullptr: deliver it. Otherwise the reason it is refused, a metric label: "undecodable", "wrong_sender",
+// "wrong_recipient" or "not_member".
+const char* peer_message_refusal(const NodeView& view, NodeId self, NodeId link_from,
+                                 const Result<replication::Message>& message);
+
+}  // namespace mayfly::node
