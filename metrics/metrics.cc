@@ -23,6 +23,12 @@ Histogram::BucketBoundaries latency_buckets() {
   return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 13};
 }
 
+// Expiry lateness: fine steps around the 5 ms target (issue #14), so a p99 is not interpolated across 5-10 ms.
+Histogram::BucketBoundaries lateness_buckets() {
+  return {0.0005, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.006, 0.007, 0.008, 0.01, 0.0125, 0.015,
+          0.02,   0.025, 0.05,   0.1,   0.25,  0.5,   1,     2.5,   5,     13};
+}
+
 // Deletion lag from 10 ms to a day.
 Histogram::BucketBoundaries lag_buckets() {
   return {0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400};
@@ -219,7 +225,7 @@ Metrics::Metrics(uint64_t node_id)
   for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
   fsync_latency_.Add({{"node", node_}}, latency_buckets());
   proposal_latency_.Add({{"node", node_}}, latency_buckets());
-  expiry_lateness_.Add({{"node", node_}}, latency_buckets());
+  expiry_lateness_.Add({{"node", node_}}, lateness_buckets());
 }
 
 void Metrics::set_raft(const RaftFigures& figures) {
@@ -269,7 +275,7 @@ void Metrics::set_dedup_table(uint64_t clients, int64_t bytes) {
 void Metrics::observe_fsync(double seconds) { fsync_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds); }
 
 void Metrics::observe_expiry_lateness(double seconds) {
-  expiry_lateness_.Add({{"node", node_}}, latency_buckets()).Observe(seconds);
+  expiry_lateness_.Add({{"node", node_}}, lateness_buckets()).Observe(seconds);
 }
 
 void Metrics::observe_proposal(double seconds) {
