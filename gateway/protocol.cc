@@ -213,6 +213,53 @@ Result<Authorization> parse_authorization(std::string_view header) {
   return authorization;
 }
 
+Result<int64_t> parse_http_date(std::string_view text) {
+  // "Tue, 24 Nov 2026 11:00:00 GMT": parsed by hand (std::get_time depends on the locale).
+  static constexpr std::string_view kMonths[] = {"jan", "feb", "mar", "apr", "may", "jun",
+                                                 "jul", "aug", "sep", "oct", "nov", "dec"};
+  const std::string date = lower(trim(text));
+  auto bad = [&] { return Status::invalid_argument("'" + std::string(text) + "' is not an RFC 1123 date"); };
+  if (date.size() != 29 || date[3] != ',' || date.substr(25) != " gmt") return bad();
+  auto number = [&](size_t at, size_t digits, int& out) {
+    out = 0;
+    for (size_t i = at; i < at + digits; ++i) {
+      if (date[i] < '0' || date[i] > '9') return false;
+      out = out * 10 + (date[i] - '0');
+    }
+    return true;
+  };
+  int day = 0, year = 0, hour = 0, minute = 0, second = 0;
+  if (!number(5, 2, day) || !number(12, 4, year) || !number(17, 2, hour) || !number(20, 2, minute) ||
+      !number(23, 2, second) || date[16] != ' ' || date[19] != ':' || date[22] != ':') {
+    return bad();
+  }
+  int month = -1;
+  for (int m = 0; m < 12; ++m) {
+    if (date.substr(8, 3) == kMonths[m]) month = m + 1;
+  }
+  if (month < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60 || year < 1970) return bad();
+  // Days from the civil date (Howard Hinnant's algorithm).
+  const int y = year - (month <= 2 ? 1 : 0);
+  const int era = y / 400;
+  const int yoe = y - era * 400;
+  const int doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const int64_t days = int64_t{era} * 146097 + doe - 719468;
+  return days * 86400 + hour * 3600 + minute * 60 + second;
+}
+
+Status check_signed_date(std::string_view date, int64_t now_seconds) {
+  if (trim(date).empty()) return unauthorized("x-ms-date is missing: the signature covers it");
+  Result<int64_t> seconds = parse_http_date(date);
+  if (!seconds.is_ok()) return unauthorized("x-ms-date " + seconds.status().message());
+  if (*seconds < now_seconds - kSignatureWindowSeconds || *seconds > now_seconds + kSignatureWindowSeconds) {
+    return unauthorized("x-ms-date '" + std::string(date) +
+                        "' is more than 15 minutes away from the node's clock: a replayed request, or a client "
+                        "clock that is wrong");
+  }
+  return Status::ok();
+}
+
 std::string sign(std::string_view key_bytes, std::string_view text) {
   return base64_encode(auth::hmac_sha256(key_bytes, text));
 }

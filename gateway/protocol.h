@@ -60,6 +60,14 @@ struct Authorization {
 };
 Result<Authorization> parse_authorization(std::string_view header);
 
+// The signed date (x-ms-date, an RFC 1123 date such as "Tue, 24 Nov 2026 11:00:00 GMT") -> Unix seconds.
+Result<int64_t> parse_http_date(std::string_view text);
+// A signature is good for this long either side of the node's clock (as in Cosmos DB): a captured request cannot be
+// replayed later. The node's own clock is fine here: this is not expiry.
+inline constexpr int64_t kSignatureWindowSeconds = 15 * 60;
+// 401 unless `date` parses and is within kSignatureWindowSeconds of `now_seconds`.
+Status check_signed_date(std::string_view date, int64_t now_seconds);
+
 // base64(HMAC-SHA256(key_bytes, text)), what a client puts in sig=.
 std::string sign(std::string_view key_bytes, std::string_view text);
 

@@ -169,9 +169,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // What the signature covers: verb, resource type and link of the path, and the x-ms-date (or Date) header.
     const std::string_view authorization = request.header("authorization");
     Result<Authorization> parsed = parse_authorization(authorization);
+    std::string_view date = request.header("x-ms-date");
+    if (date.empty()) date = request.header("date");
     if (parsed.is_ok()) {
-      std::string_view date = request.header("x-ms-date");
-      if (date.empty()) date = request.header("date");
+      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count();
+      if (Status fresh = check_signed_date(date, now); !fresh.is_ok()) parsed = fresh;
+    }
+    if (parsed.is_ok()) {
       plan.call.signed_text =
           string_to_sign(request.method, plan.spec.route.resource_type, plan.spec.route.resource_link, date);
       plan.call.signature = std::move(parsed->signature);

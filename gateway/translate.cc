@@ -119,7 +119,8 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
       return std::string("partitionKey.paths must hold exactly one path, like [\"/tenant\"] (hierarchical "
                          "partition keys are not supported)");
     }
-    if (create) settings.setPartitionKeyPath(wire_text(std::string(paths->as_array()[0].as_string())));
+    // On a replace the node refuses a different path (a container's partition key cannot change).
+    settings.setPartitionKeyPath(wire_text(std::string(paths->as_array()[0].as_string())));
   } else if (create) {
     return std::string("the container definition needs a partitionKey, like {\"paths\":[\"/tenant\"],\"kind\":\"Hash\"}");
   }

@@ -47,6 +47,25 @@ TEST(GatewaySignature, RefusesMalformedHeadersAs401) {
   EXPECT_FALSE(parse_authorization(std::string(2000, 'a')).is_ok());
 }
 
+TEST(GatewaySignature, TheSignedDateMustBeWithinFifteenMinutes) {
+  EXPECT_EQ(*parse_http_date("Tue, 24 Nov 2026 11:00:00 GMT"), 1795518000);
+  EXPECT_EQ(*parse_http_date("thu, 29 feb 2024 23:59:59 gmt"), 1709251199);
+  for (const char* bad : {"", "yesterday", "Tue, 24 Nov 2026 11:00:00 UTC", "Tue, 24 Foo 2026 11:00:00 GMT",
+                          "Tue, 24 Nov 2026 25:00:00 GMT", "Tue, 2x Nov 2026 11:00:00 GMT",
+                          "Tue, 24 Nov 2026 11:00:00 GMT extra"}) {
+    EXPECT_FALSE(parse_http_date(bad).is_ok()) << bad;
+  }
+  const int64_t signed_at = 1795518000;
+  EXPECT_TRUE(check_signed_date("Tue, 24 Nov 2026 11:00:00 GMT", signed_at + 899).is_ok());
+  EXPECT_TRUE(check_signed_date("Tue, 24 Nov 2026 11:00:00 GMT", signed_at - 899).is_ok());
+  for (int64_t now : {signed_at + 901, signed_at - 901}) {
+    Status late = check_signed_date("Tue, 24 Nov 2026 11:00:00 GMT", now);
+    EXPECT_EQ(late.code(), StatusCode::kUnauthorized);
+    EXPECT_NE(late.message().find("15 minutes"), std::string::npos);
+  }
+  EXPECT_EQ(check_signed_date("", signed_at).code(), StatusCode::kUnauthorized);
+}
+
 TEST(GatewayBase64, RoundTripsAndRefusesJunk) {
   for (std::string bytes : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
                             std::string("\0\xff\x10", 3)}) {
