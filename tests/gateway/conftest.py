@@ -46,7 +46,7 @@ def free_ports(count):
 
 
 class Cluster:
-    def __init__(self, nodes=3):
+    def __init__(self, nodes=3, extra_flags=()):
         if not MAYFLYD or not os.access(MAYFLYD, os.X_OK):
             raise RuntimeError("set MAYFLY_MAYFLYD to the mayflyd binary (run_pytest.sh does)")
         self.dir = tempfile.mkdtemp(prefix="mayfly-gateway-")
@@ -70,7 +70,7 @@ class Cluster:
                     "--data", os.path.join(self.dir, f"node{i + 1}"), "--tick-ms", "10",
                     "--election-timeout-ticks", "30", "--heartbeat-ticks", "5", "--keys-file", keys_file,
                     "--cluster-secret-file", secret_file, "--http", f"127.0.0.1:{self.http_ports[i]}",
-                    "--emulator-key"]
+                    "--emulator-key", *extra_flags]
             self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
             log.close()
         self.failed = False
