@@ -260,6 +260,11 @@ Status check_signed_date(std::string_view date, int64_t now_seconds) {
   return Status::ok();
 }
 
+bool signed_with_emulator_key(std::string_view text, std::string_view signature) {
+  static const std::string key = base64_decode(kEmulatorKeyBase64).value();
+  return auth::constant_time_equal(auth::hmac_sha256(key, text), signature);
+}
+
 std::string sign(std::string_view key_bytes, std::string_view text) {
   return base64_encode(auth::hmac_sha256(key_bytes, text));
 }

@@ -68,6 +68,13 @@ inline constexpr int64_t kSignatureWindowSeconds = 15 * 60;
 // 401 unless `date` parses and is within kSignatureWindowSeconds of `now_seconds`.
 Status check_signed_date(std::string_view date, int64_t now_seconds);
 
+// The Cosmos DB emulator's published, well-known master key (base64), accepted only with --emulator-key (which
+// config validation allows only with --http on a loopback address).
+inline constexpr std::string_view kEmulatorKeyBase64 =
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+// True when `signature` is the emulator key's over `text` (constant time).
+bool signed_with_emulator_key(std::string_view text, std::string_view signature);
+
 // base64(HMAC-SHA256(key_bytes, text)), what a client puts in sig=.
 std::string sign(std::string_view key_bytes, std::string_view text);
 

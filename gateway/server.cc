@@ -180,6 +180,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       plan.call.signed_text =
           string_to_sign(request.method, plan.spec.route.resource_type, plan.spec.route.resource_link, date);
       plan.call.signature = std::move(parsed->signature);
+      plan.call.emulator_key = server_->config().http_emulator_key &&
+                               signed_with_emulator_key(plan.call.signed_text, plan.call.signature);
     } else {
       plan.call.authorization = parsed.status();
     }

@@ -68,6 +68,8 @@ struct GatewayCall {
   Status authorization;        // not OK: the authorization header was missing or malformed (401 with its message)
   std::string signed_text;     // the string the signature covers (gateway/protocol.h string_to_sign)
   std::string signature;       // the raw HMAC-SHA256 bytes from the header
+  bool emulator_key = false;   // signed with the Cosmos emulator's well-known key (checked by the gateway; honoured
+                               // only with --emulator-key)
   std::unique_ptr<capnp::MallocMessageBuilder> request;  // root proto::Request; null: authenticate only (GET /)
 };
 

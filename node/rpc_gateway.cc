@@ -8,40 +8,9 @@
 // never while it executes; the answer comes back through `done`, which posts to the HTTP connection's executor.
 #include <spdlog/spdlog.h>
 
-#include "common/auth.h"
 #include "node/rpc_internal.h"
 
 namespace mayfly::node {
-namespace {
-
-// The Cosmos DB emulator's published, well-known master key (base64). Accepted only with --emulator-key, which
-// config validation allows only with --http on a loopback address.
-constexpr std::string_view kEmulatorKeyBase64 =
-    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
-
-// Its bytes (the HMAC key the SDKs use: base64-decoded), decoded once.
-const std::string& emulator_key_bytes() {
-  static const std::string bytes = [] {
-    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    std::string out;
-    uint32_t buffer = 0;
-    int bits = 0;
-    for (char c : kEmulatorKeyBase64) {
-      if (c == '=') break;
-      buffer = (buffer << 6) | static_cast<uint32_t>(std::string_view(kAlphabet).find(c));
-      bits += 6;
-      if (bits >= 8) {
-        bits -= 8;
-        out.push_back(static_cast<char>((buffer >> bits) & 0xff));
-      }
-    }
-    return out;
-  }();
-  return bytes;
-}
-
-}  // namespace
-
 void RpcHost::execute_gateway(GatewayCall call, std::function<void(Reply)> done) {
   auto shared = std::make_shared<GatewayCall>(std::move(call));
   auto answered = std::make_shared<bool>(false);  // kj thread only, once the call is queued
@@ -91,10 +60,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
     }
     std::optional<Keyring::Match> match = keyring_.match_signature(call.signed_text, call.signature);
     role = match ? match->role : Role::kNone;
-    if (!match && config_.http_emulator_key &&
-        auth::constant_time_equal(auth::hmac_sha256(emulator_key_bytes(), call.signed_text), call.signature)) {
-      role = Role::kReadWrite;
-    }
+    if (!match && call.emulator_key && config_.http_emulator_key) role = Role::kReadWrite;
     if (role == Role::kNone) {
       security_metrics_.add_auth_failure("unknown_key");
       return refuse(StatusCode::kUnauthorized,

@@ -9,8 +9,7 @@
 namespace mayfly::gateway {
 namespace {
 
-constexpr const char* kEmulatorKey =
-    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==";
+constexpr std::string_view kEmulatorKey = kEmulatorKeyBase64;
 
 TEST(GatewaySignature, MatchesTheSdksAlgorithm) {
   const std::string text =
@@ -21,6 +20,8 @@ TEST(GatewaySignature, MatchesTheSdksAlgorithm) {
   EXPECT_EQ(key->size(), 64u);
   // base64(HMAC-SHA256(base64decode(key), text)), computed with Python's hmac module.
   EXPECT_EQ(sign(*key, text), "3qTeifIgGV8neIVH9lodRdslMeGc/WV7ADFKLh7mi4Y=");
+  EXPECT_TRUE(signed_with_emulator_key(text, *base64_decode("3qTeifIgGV8neIVH9lodRdslMeGc/WV7ADFKLh7mi4Y=")));
+  EXPECT_FALSE(signed_with_emulator_key(text + "x", *base64_decode("3qTeifIgGV8neIVH9lodRdslMeGc/WV7ADFKLh7mi4Y=")));
 }
 
 TEST(GatewaySignature, ParsesTheUrlEncodedHeader) {
