@@ -15,6 +15,10 @@ void RpcHost::execute_gateway(GatewayCall call, std::function<void(Reply)> done)
   auto shared = std::make_shared<GatewayCall>(std::move(call));
   auto answered = std::make_shared<bool>(false);  // kj thread only, once the call is queued
   auto start = [this, shared, done, answered] {
+    if (tasks_.get() == nullptr) {  // the host is past its last tasks (stopping)
+      done(shutting_down());
+      return;
+    }
     tasks_->add(run_gateway(*shared)
                     .catch_([this](kj::Exception&& exception) {
                       spdlog::warn("gateway request failed: {}", exception.getDescription().cStr());
