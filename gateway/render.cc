@@ -90,8 +90,7 @@ std::string item_id(const std::string& body) {
   return id != nullptr && id->is_string() ? std::string(id->as_string()) : std::string();
 }
 
-std::string account_body(const RenderSpec& spec) {
-  (void)spec;
+std::string account_body() {
   return std::string(R"({"_self":"","id":"mayfly","_rid":"mayfly","media":"//media/","addresses":"//addresses/",)") +
          R"("_dbs":"//dbs/","enableMultipleWriteLocations":false,)" +
          R"("userReplicationPolicy":{"asyncReplication":false,"minReplicaSetSize":1,"maxReplicasetSize":4},)" +
@@ -111,7 +110,7 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
     return std::move(parsed->as_array());
   };
   switch (spec.shape) {
-    case Shape::kAccount: response.body = account_body(spec); return std::nullopt;
+    case Shape::kAccount: response.body = account_body(); return std::nullopt;
     case Shape::kDatabases: {
       std::optional<boost::json::array> names = parsed_array();
       if (!names) return "the node's database list did not decode";
