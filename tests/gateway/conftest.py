@@ -46,7 +46,7 @@ def free_ports(count):
 
 
 class Cluster:
-    def __init__(self, nodes=3, extra_flags=()):
+    def __init__(self, nodes=3, extra_flags=(), auth=True):
         if not MAYFLYD or not os.access(MAYFLYD, os.X_OK):
             raise RuntimeError("set MAYFLY_MAYFLYD to the mayflyd binary (run_pytest.sh does)")
         self.dir = tempfile.mkdtemp(prefix="mayfly-gateway-")
@@ -68,9 +68,10 @@ class Cluster:
             log = open(os.path.join(self.dir, f"node{i + 1}.log"), "w")
             argv = [MAYFLYD, "--id", str(i + 1), "--listen", f"127.0.0.1:{self.rpc_ports[i]}", "--peers", peers,
                     "--data", os.path.join(self.dir, f"node{i + 1}"), "--tick-ms", "10",
-                    "--election-timeout-ticks", "30", "--heartbeat-ticks", "5", "--keys-file", keys_file,
-                    "--cluster-secret-file", secret_file, "--http", f"127.0.0.1:{self.http_ports[i]}",
-                    "--emulator-key", *extra_flags]
+                    "--election-timeout-ticks", "30", "--heartbeat-ticks", "5",
+                    "--http", f"127.0.0.1:{self.http_ports[i]}", "--emulator-key", *extra_flags]
+            if auth:  # else the node runs open (no keys, no cluster secret), as on a loopback dev machine
+                argv += ["--keys-file", keys_file, "--cluster-secret-file", secret_file]
             self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
             log.close()
         self.failed = False

@@ -104,3 +104,20 @@ def test_a_signature_is_good_for_fifteen_minutes_only(cluster):
     an_hour_ago = email.utils.formatdate(time.time() - 3600, usegmt=True)
     status, body = signed_get(cluster, "dbs", "dbs", "", an_hour_ago)
     assert status == 401 and "15 minutes" in body["message"], body
+
+
+def test_an_open_node_accepts_any_signature_like_its_rpc_port():
+    from conftest import Cluster
+    open_cluster = Cluster(nodes=1, auth=False)
+    try:
+        open_cluster.wait_ready()
+        any_key = base64.b64encode(os.urandom(64)).decode()
+        database = CosmosClient(open_cluster.url(1), credential=any_key).create_database_if_not_exists("open")
+        assert database.read()["id"] == "open"
+        with urllib.request.urlopen(open_cluster.url(1) + "dbs", timeout=10) as response:  # no authorization at all
+            assert response.status == 200 and "open" in [d["id"] for d in json.loads(response.read())["Databases"]]
+    except Exception:
+        open_cluster.failed = True
+        raise
+    finally:
+        open_cluster.stop()
