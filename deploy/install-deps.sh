@@ -18,6 +18,7 @@ build_packages=(
 )
 tool_packages=(
   faketime curl ca-certificates procps psmisc
+  python3-venv                            # the Cosmos DB SDK tests (tests/gateway): a venv with azure-cosmos from PyPI
   iproute2 iptables                       # the fault campaign (tests/chaos): network namespaces, partitions
   clang-14 libclang-rt-14-dev             # libFuzzer for the query fuzz target (tests/fuzz; skipped without clang)
   debootstrap                             # deploy/make-base-image.sh: the Docker base image without a registry

@@ -3,6 +3,8 @@
 # stops every node cleanly. Used by `make run`.
 #
 #   deploy/local-cluster.sh [--build-dir build] [--data DIR] [--nodes 3] [--base-port 7101] [--metrics-base-port 9101]
+#                           [--http-base-port 8081]
+# Every node also serves the Cosmos DB REST API (--http) on 127.0.0.1:8081, 8082, ... (8081 is the emulator's port).
 set -euo pipefail
 
 build_dir=build
@@ -10,6 +12,7 @@ data_dir=""
 nodes=3
 base_port=7101
 metrics_base_port=9101
+http_base_port=8081
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build_dir="$2"; shift 2 ;;
@@ -17,7 +20,9 @@ while [ $# -gt 0 ]; do
     --nodes) nodes="$2"; shift 2 ;;
     --base-port) base_port="$2"; shift 2 ;;
     --metrics-base-port) metrics_base_port="$2"; shift 2 ;;
-    *) echo "usage: $0 [--build-dir DIR] [--data DIR] [--nodes N] [--base-port PORT] [--metrics-base-port PORT]" >&2
+    --http-base-port) http_base_port="$2"; shift 2 ;;
+    *) echo "usage: $0 [--build-dir DIR] [--data DIR] [--nodes N] [--base-port PORT] [--metrics-base-port PORT]" \
+            "[--http-base-port PORT]" >&2
        exit 2 ;;
   esac
 done
@@ -29,11 +34,13 @@ mayfly="$build_dir/client/mayfly"
 peers=""
 endpoints=""
 metrics=""
+gateways=""
 for i in $(seq 1 "$nodes"); do
   port=$((base_port + i - 1))
   peers="${peers:+$peers,}$i=127.0.0.1:$port"
   endpoints="${endpoints:+$endpoints,}127.0.0.1:$port"
   metrics="${metrics:+$metrics }http://127.0.0.1:$((metrics_base_port + i - 1))/metrics"
+  gateways="${gateways:+$gateways }http://127.0.0.1:$((http_base_port + i - 1))/"
 done
 
 mkdir -p "$data_dir"
@@ -72,6 +79,7 @@ for i in $(seq 1 "$nodes"); do
   "$mayflyd" --id "$i" --listen "127.0.0.1:$port" --peers "$peers" --data "$data_dir/node$i" \
     --metrics "127.0.0.1:$((metrics_base_port + i - 1))" \
     --keys-file "$secrets/keys" --cluster-secret-file "$secrets/cluster-secret" \
+    --http "127.0.0.1:$((http_base_port + i - 1))" \
     >"$data_dir/node$i.log" 2>&1 &
   pids+=($!)
 done
@@ -92,6 +100,11 @@ Mayfly: $nodes nodes running on 127.0.0.1.
   data       $data_dir           (logs: $data_dir/node*.log)
 
   keys       $secrets/{admin,readwrite,readonly}.key (roles as named; the nodes read $secrets/keys)
+
+  Cosmos DB SDKs (README "Use your Cosmos DB SDK"):
+    URL      $gateways
+    key      $(tr -d '\n' < "$secrets/readwrite.key" | base64 -w0)
+             (the Cosmos key of a Mayfly key K is base64(K); this one is readwrite.key's)
 
 A tour (in another terminal; the CLI reads its key from \$MAYFLY_KEY_FILE, or --key-file):
   export MAYFLY_KEY_FILE=$secrets/admin.key

@@ -85,6 +85,30 @@ Status NodeConfig::validate() const {
                                       : "act as a cluster member") +
                    ". Configure both (README \"Security\"), or pass --insecure to run open anyway");
   }
+  if (!http.empty()) {
+    if (http.find(':') == std::string::npos) return invalid("--http must be HOST:PORT, not '" + http + "'");
+    if (keys_file.empty() && !insecure && !is_loopback_listen(http)) {
+      return invalid("--http " + http + " is not a loopback address, but --keys-file is not set: anyone who "
+                     "reaches it could read and write every item. Configure keys, or pass --insecure");
+    }
+  }
+  if (http_emulator_key && (http.empty() || !is_loopback_listen(http))) {
+    return invalid("--emulator-key makes the Cosmos emulator's published key valid, so it is allowed only with "
+                   "--http on a loopback address (127.0.0.1, [::1], localhost)");
+  }
+  if (http_max_connections < 1 || http_max_connections > 100'000) {
+    return invalid("--http-max-connections must be 1..100000");
+  }
+  if (http_max_header_bytes < 1024 || http_max_header_bytes > 1 << 20) {
+    return invalid("--http-max-header-bytes must be 1024..1048576");
+  }
+  if (http_max_body_bytes < 4096 || http_max_body_bytes > 64 << 20) {
+    return invalid("--http-max-body-bytes must be 4096..67108864");
+  }
+  if (http_idle_timeout_ms < 100 || http_idle_timeout_ms > 86'400'000) {
+    return invalid("--http-idle-timeout-ms must be 100..86400000");
+  }
+  if (http_threads < 1 || http_threads > 64) return invalid("--http-threads must be 1..64");
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   for (const char* level : kLevels) {
     if (log_level == level) return Status::ok();
@@ -141,6 +165,19 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--tls-key", config.tls_key_file, "PEM private key of --tls-cert");
   app.add_option("--tls-ca", config.tls_ca_file,
                  "PEM CA certificate: peers' certificates must be signed by it (the system store is not used)");
+  app.add_option("--http", config.http, "HOST:PORT for the Cosmos DB REST API (plain http; off when not set)");
+  app.add_flag("--emulator-key", config.http_emulator_key,
+               "also accept the Cosmos emulator's well-known key (only with --http on a loopback address)");
+  app.add_option("--http-max-connections", config.http_max_connections, "open HTTP connections at most")
+      ->capture_default_str();
+  app.add_option("--http-max-header-bytes", config.http_max_header_bytes, "request line and headers, at most")
+      ->capture_default_str();
+  app.add_option("--http-max-body-bytes", config.http_max_body_bytes, "one HTTP request body, at most")
+      ->capture_default_str();
+  app.add_option("--http-idle-timeout-ms", config.http_idle_timeout_ms,
+                 "an HTTP connection with no complete request for this long is closed")
+      ->capture_default_str();
+  app.add_option("--http-threads", config.http_threads, "threads serving HTTP connections")->capture_default_str();
   app.add_flag("--join", config.join, "start empty and wait to be added with `mayfly cluster add-member`");
   app.add_option("--tick-ms", config.tick_interval_ms, "Raft tick")->capture_default_str();
   app.add_option("--election-timeout-ticks", config.election_timeout_ticks)->capture_default_str();

@@ -43,6 +43,15 @@ struct NodeConfig {
   std::string tls_ca_file;
   bool tls() const { return !tls_cert_file.empty(); }
 
+  // The Cosmos DB REST gateway (gateway/server.h): off when `http` is empty.
+  std::string http;                         // HOST:PORT for the Cosmos DB REST API (plain http)
+  bool http_emulator_key = false;           // also accept the Cosmos emulator's well-known key (loopback --http only)
+  int64_t http_max_connections = 256;       // open HTTP connections at most; more are closed at once
+  int64_t http_max_header_bytes = 16384;    // request line and headers of one request
+  int64_t http_max_body_bytes = 4 << 20;    // one request body (an item is at most 2 MB; a query text 256 KiB)
+  int64_t http_idle_timeout_ms = 60000;     // a connection with no complete request for this long is closed
+  int64_t http_threads = 1;                 // threads running the HTTP connections (parsing, rendering)
+
   int64_t tick_interval_ms = 10;            // one Raft tick
   int64_t election_timeout_ticks = 30;      // 300-600 ms with the default tick
   int64_t heartbeat_interval_ticks = 5;

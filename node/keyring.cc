@@ -127,6 +127,15 @@ std::optional<Keyring::Match> Keyring::match(std::string_view client_nonce, std:
   return found;
 }
 
+std::optional<Keyring::Match> Keyring::match_signature(std::string_view text, std::string_view signature) const {
+  std::optional<Match> found;
+  for (const ClientKey& key : keys_) {
+    const bool equal = auth::constant_time_equal(auth::hmac_sha256(key.key, text), signature);
+    if (equal && !found) found = Match{key.role, key.id, key.name, std::string()};
+  }
+  return found;
+}
+
 Role Keyring::role_of(const std::string& key_id) const {
   for (const ClientKey& key : keys_) {
     if (key.id == key_id) return key.role;

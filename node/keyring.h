@@ -58,6 +58,9 @@ class Keyring {
   // The key whose session proof over these nonces is `proof` (every key is tried, each in constant time).
   std::optional<Match> match(std::string_view client_nonce, std::string_view server_nonce,
                              std::string_view proof) const;
+  // The key K with HMAC-SHA256(K, text) == signature: a Cosmos DB master-key signature (gateway/protocol.h), where the
+  // Cosmos key of a Mayfly key K is base64(K). Every key is tried, each in constant time. `server_proof` is empty.
+  std::optional<Match> match_signature(std::string_view text, std::string_view signature) const;
   // The role of the key with this id now (kNone once it was removed).
   Role role_of(const std::string& key_id) const;
 

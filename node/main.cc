@@ -15,6 +15,7 @@
 #include "node/config.h"
 #include "node/driver.h"
 #include "node/rpc.h"
+#include "gateway/server.h"
 #include "storage/replica.h"
 
 int main(int argc, char** argv) {
@@ -97,6 +98,20 @@ int main(int argc, char** argv) {
     spdlog::critical("{}", status.to_string());
     return 1;
   }
+  std::unique_ptr<gateway::Server> http;
+  if (!config.http.empty()) {
+    Result<std::unique_ptr<gateway::Server>> started = gateway::Server::start(config, rpc);
+    if (!started.is_ok()) {
+      spdlog::critical("{}", started.status().to_string());
+      return 1;
+    }
+    http = std::move(started).value();
+    spdlog::info("Cosmos DB REST API on http://{}/", config.http);
+    if (config.http_emulator_key) {
+      spdlog::warn("--emulator-key: the Cosmos emulator's published key is accepted on http://{}/ (read-write); "
+                   "anyone on this machine knows it. For local development only", config.http);
+    }
+  }
   boost::asio::signal_set signals(driver.io(), SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& error, int signal) {
     if (error) return;
@@ -122,6 +137,7 @@ int main(int argc, char** argv) {
   driver.start(rpc);
   driver.run();  // catches what escapes the driver thread: logged, then the same clean stop as a storage failure
   metrics.set_expiring_source(nullptr);  // before the state machine it reads goes away
+  if (http) http->stop();  // before the RPC host its calls run on
   rpc.stop();
   if (driver.failed()) {
     spdlog::critical("stopped after a failure (see above); closing the store");

@@ -29,6 +29,7 @@
 // else on the kj thread.
 #pragma once
 
+#include <capnp/message.h>
 #include <kj/async-io.h>
 #include <kj/async.h>
 #include <kj/timer.h>
@@ -36,6 +37,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <map>
 #include <set>
@@ -57,6 +59,19 @@ namespace mayfly::node {
 
 class PeerLink;
 struct ServedConnection;
+
+// A request from the Cosmos DB REST gateway (gateway/server.h), authenticated by a master-key signature rather than
+// a session handshake. The gateway builds the same proto::Request the Cap'n Proto API carries, so it runs through
+// the same decode_request → handle path (consistency, TTL, RU and 429, forwarding to the leader) and the same role
+// check as Session.execute.
+struct GatewayCall {
+  Status authorization;        // not OK: the authorization header was missing or malformed (401 with its message)
+  std::string signed_text;     // the string the signature covers (gateway/protocol.h string_to_sign)
+  std::string signature;       // the raw HMAC-SHA256 bytes from the header
+  bool emulator_key = false;   // signed with the Cosmos emulator's well-known key (checked by the gateway; honoured
+                               // only with --emulator-key)
+  std::unique_ptr<capnp::MallocMessageBuilder> request;  // root proto::Request; null: authenticate only (GET /)
+};
 
 class RpcHost final : public DriverOutput {
  public:
@@ -97,6 +112,10 @@ class RpcHost final : public DriverOutput {
   // A call on client connection `connection_id` starts / ends (for --idle-timeout-ms).
   void call_started(uint64_t connection_id);
   void call_finished(uint64_t connection_id);
+  // Any thread: runs a gateway call on the kj thread (handed over with the kj executor, which blocks the caller only
+  // while the call is queued, never while it executes) and calls `done` with the answer on the kj thread. `done`
+  // must not block; it is called exactly once, also when the node is stopping (503).
+  void execute_gateway(GatewayCall call, std::function<void(Reply)> done);
   // Reads the keys file again if it changed (every session opened and every second), logging what changed.
   void refresh_keys();
   // The same for the cluster secret file (every second; peer handshakes are checked against what it held then).
@@ -134,6 +153,8 @@ class RpcHost final : public DriverOutput {
   Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
   kj::Promise<Reply> cluster_status();
+  // kj thread: the signature and role check of a gateway call (401/403, like a session's), then handle().
+  kj::Promise<Reply> run_gateway(GatewayCall& call);
   PeerLink* link(NodeId peer);
   Reply shutting_down() const;
 

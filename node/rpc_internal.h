@@ -154,6 +154,9 @@ class PeerLink {
   kj::Own<kj::TaskSet> tasks_;  // last: destroyed first, cancelling callbacks that use the members above
 };
 
+// The least role a request needs (node/keyring.h): the same for a session and a gateway call (rpc_services.cc).
+Role required_role(proto::Request::Which which);
+
 // The bootstrap object of connection `connection`: the handshake (hello, then openSession or openPeer;
 // rpc_services.cc).
 capnp::Capability::Client make_bootstrap(RpcHost& host, uint64_t connection);

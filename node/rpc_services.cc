@@ -14,7 +14,8 @@ using namespace rpc_detail;
 constexpr size_t kMinNonceBytes = 16;
 constexpr size_t kMaxNonceBytes = 64;
 
-// The least role a request needs (node/keyring.h).
+}  // namespace
+
 Role required_role(proto::Request::Which which) {
   switch (which) {
     case proto::Request::LIST_DATABASES:
@@ -33,6 +34,8 @@ Role required_role(proto::Request::Which which) {
       return Role::kReadWrite;
   }
 }
+
+namespace {
 
 // A client session, with the role of the key that opened it. The role is looked up again on every request (keys are
 // reloaded when their file changes), so a key removed from the file stops working on open sessions too.

@@ -121,5 +121,32 @@ TEST(NodeConfig, MaxClockOffsetDefaultsTo500MsAndIsRangeChecked) {
   }
 }
 
+TEST(NodeConfig, TheEmulatorKeyOnlyOnALoopbackGateway) {
+  const ParsedFlags loopback = parse(with({"--http", "127.0.0.1:8081", "--emulator-key"}));
+  ASSERT_LT(loopback.exit_code, 0) << loopback.output;
+  EXPECT_TRUE(loopback.config.http_emulator_key);
+  for (const auto& extra : std::vector<std::vector<std::string>>{{"--emulator-key"},
+                                                                 {"--http", "0.0.0.0:8081", "--emulator-key"},
+                                                                 {"--http", "10.0.0.1:8081", "--emulator-key"}}) {
+    const ParsedFlags refused = parse(with(extra));
+    EXPECT_EQ(refused.exit_code, 2) << extra.back();
+    EXPECT_NE(refused.output.find("--emulator-key"), std::string::npos) << refused.output;
+  }
+}
+
+TEST(NodeConfig, GatewayBoundsAreChecked) {
+  EXPECT_EQ(parse(with({"--http", "8081"})).exit_code, 2);
+  EXPECT_EQ(parse(with({"--http", "127.0.0.1:8081", "--http-max-connections", "0"})).exit_code, 2);
+  EXPECT_EQ(parse(with({"--http", "127.0.0.1:8081", "--http-max-header-bytes", "10"})).exit_code, 2);
+  EXPECT_EQ(parse(with({"--http", "127.0.0.1:8081", "--http-max-body-bytes", "100"})).exit_code, 2);
+  EXPECT_EQ(parse(with({"--http", "127.0.0.1:8081", "--http-idle-timeout-ms", "0"})).exit_code, 2);
+  EXPECT_EQ(parse(with({"--http", "127.0.0.1:8081", "--http-threads", "0"})).exit_code, 2);
+  // Open (no keys) on a non-loopback gateway needs --insecure, like the RPC port.
+  const ParsedFlags open = parse({"--id", "1", "--listen", "127.0.0.1:7101", "--data", "/tmp/x", "--peers",
+                                  "1=127.0.0.1:7101", "--http", "0.0.0.0:8081"});
+  EXPECT_EQ(open.exit_code, 2);
+  EXPECT_NE(open.output.find("--keys-file"), std::string::npos) << open.output;
+}
+
 }  // namespace
 }  // namespace mayfly::node

@@ -1,0 +1,223 @@
+// render_reply (gateway/translate.h): a node Reply -> the Cosmos DB REST answer.
+#include <cstdio>
+#include <random>
+
+#include "gateway/translate.h"
+#include "storage/json.h"
+
+namespace mayfly::gateway {
+namespace {
+
+using Shape = RenderSpec::Shape;
+
+// The one partition key range never changes, so its etag is a constant: a client that sends it back in
+// If-None-Match gets 304 (without which the SDKs re-read the ranges forever).
+constexpr std::string_view kRangesEtag = "\"mayfly-pkranges-1\"";
+
+// The Cosmos emulator's query engine limits, as the JSON *string* the SDKs expect.
+constexpr std::string_view kQueryEngineConfiguration =
+    R"({\"maxSqlQueryInputLength\":262144,\"maxJoinsPerSqlQuery\":5,\"maxLogicalAndPerSqlQuery\":500,)"
+    R"(\"maxLogicalOrPerSqlQuery\":500,\"maxUdfRefPerSqlQuery\":10,\"maxInExpressionItemsCount\":16000,)"
+    R"(\"queryMaxInMemorySortDocumentCount\":500,\"maxQueryRequestTimeoutFraction\":0.9,)"
+    R"(\"sqlAllowNonFiniteNumbers\":false,\"sqlAllowAggregateFunctions\":true,\"sqlAllowSubQuery\":false,)"
+    R"(\"sqlAllowScalarSubQuery\":false,\"allowNewKeywords\":true,\"sqlAllowLike\":false,)"
+    R"(\"sqlAllowGroupByClause\":false,\"maxSpatialQueryCells\":12,\"spatialMaxGeometryPointCount\":256,)"
+    R"(\"sqlAllowTop\":true,\"enableSpatialIndexing\":false})";
+
+std::string activity_id() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  const uint64_t high = random();
+  const uint64_t low = random();
+  char text[40];
+  std::snprintf(text, sizeof text, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(high >> 32),
+                static_cast<unsigned>((high >> 16) & 0xffff), static_cast<unsigned>(high & 0xfff),
+                static_cast<unsigned>(0x8000 | ((low >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(low & 0xffffffffffffULL));
+  return text;
+}
+
+std::string container_link(const Route& route) { return "dbs/" + route.database + "/colls/" + route.container; }
+
+// Adds the Cosmos system links to a container definition from the node.
+void decorate_container(boost::json::object& container, const Route& route) {
+  const std::string id = container.contains("id") && container["id"].is_string()
+                             ? std::string(container["id"].as_string())
+                             : route.container;
+  container["_self"] = "dbs/" + route.database + "/colls/" + id + "/";
+  container["_docs"] = "docs/";
+  container["_sprocs"] = "sprocs/";
+  container["_triggers"] = "triggers/";
+  container["_udfs"] = "udfs/";
+  container["_conflicts"] = "conflicts/";
+  if (auto* key = container.if_contains("partitionKey"); key != nullptr && key->is_object()) {
+    key->as_object()["version"] = 2;
+  }
+}
+
+boost::json::object database_entry(std::string_view name) {
+  boost::json::object db;
+  db["id"] = name;
+  db["_rid"] = name;
+  db["_self"] = "dbs/" + std::string(name) + "/";
+  db["_etag"] = "\"0\"";
+  db["_colls"] = "colls/";
+  db["_users"] = "users/";
+  db["_ts"] = 0;
+  return db;
+}
+
+std::string feed(std::string_view kind, const boost::json::array& entries) {
+  return "{\"_rid\":\"\",\"" + std::string(kind) + "\":" + json::to_json(entries) +
+         ",\"_count\":" + std::to_string(entries.size()) + "}";
+}
+
+// An item from the node is one compact JSON object: `_self` and `_attachments` go in before its closing brace, so a
+// large item is not parsed again.
+std::string decorate_item(const std::string& body, const Route& route, std::string_view id) {
+  if (body.size() < 2 || body.back() != '}') return body;
+  std::string out = body.substr(0, body.size() - 1);
+  out += ",\"_self\":";
+  json::write_json_string(container_link(route) + "/docs/" + std::string(id) + "/", out);
+  out += ",\"_attachments\":\"attachments/\"}";
+  return out;
+}
+
+// A created or upserted item's id (not in the path): from the body.
+std::string item_id(const std::string& body) {
+  Result<boost::json::value> parsed = json::parse(body);
+  if (!parsed.is_ok() || !parsed->is_object()) return std::string();
+  const auto* id = parsed->as_object().if_contains("id");
+  return id != nullptr && id->is_string() ? std::string(id->as_string()) : std::string();
+}
+
+std::string account_body() {
+  return std::string(R"({"_self":"","id":"mayfly","_rid":"mayfly","media":"//media/","addresses":"//addresses/",)") +
+         R"("_dbs":"//dbs/","enableMultipleWriteLocations":false,)" +
+         R"("userReplicationPolicy":{"asyncReplication":false,"minReplicaSetSize":1,"maxReplicasetSize":4},)" +
+         R"("userConsistencyPolicy":{"defaultConsistencyLevel":"Session"},)" +
+         R"("systemReplicationPolicy":{"minReplicaSetSize":1,"maxReplicasetSize":4},)" +
+         R"("readPolicy":{"primaryReadCoefficient":1,"secondaryReadCoefficient":1},)" +
+         R"("queryEngineConfiguration":")" + std::string(kQueryEngineConfiguration) + "\"}";
+}
+
+// The body of a successful answer, by shape; an error message when the node's body does not decode.
+std::optional<std::string> success_body(const RenderSpec& spec, const node::Reply& reply, HttpResponse& response) {
+  const storage::OpResult& result = reply.result;
+  const Route& route = spec.route;
+  auto parsed_array = [&]() -> std::optional<boost::json::array> {
+    Result<boost::json::value> parsed = json::parse(result.body);
+    if (!parsed.is_ok() || !parsed->is_array()) return std::nullopt;
+    return std::move(parsed->as_array());
+  };
+  switch (spec.shape) {
+    case Shape::kAccount: response.body = account_body(); return std::nullopt;
+    case Shape::kDatabases: {
+      std::optional<boost::json::array> names = parsed_array();
+      if (!names) return "the node's database list did not decode";
+      boost::json::array entries;
+      for (const auto& name : *names) {
+        if (name.is_string()) entries.push_back(database_entry(name.as_string()));
+      }
+      response.body = feed("Databases", entries);
+      response.headers.emplace_back("x-ms-item-count", std::to_string(entries.size()));
+      return std::nullopt;
+    }
+    case Shape::kDatabase: {
+      std::optional<boost::json::array> names = parsed_array();
+      if (!names) return "the node's database list did not decode";
+      for (const auto& name : *names) {
+        if (name.is_string() && name.as_string() == route.database) {
+          response.body = json::to_json(database_entry(route.database));
+          return std::nullopt;
+        }
+      }
+      response = error_response(404, "database '" + route.database + "' does not exist");
+      return std::nullopt;
+    }
+    case Shape::kDatabaseWritten:
+      if (response.status != 204) response.body = json::to_json(database_entry(route.database));
+      return std::nullopt;
+    case Shape::kContainers: {
+      std::optional<boost::json::array> containers = parsed_array();
+      if (!containers) return "the node's container list did not decode";
+      for (auto& entry : *containers) {
+        if (entry.is_object()) decorate_container(entry.as_object(), route);
+      }
+      response.body = feed("DocumentCollections", *containers);
+      response.headers.emplace_back("x-ms-item-count", std::to_string(containers->size()));
+      return std::nullopt;
+    }
+    case Shape::kContainer: {
+      if (response.status == 204) return std::nullopt;
+      Result<boost::json::value> parsed = json::parse(result.body);
+      if (!parsed.is_ok() || !parsed->is_object()) return "the node's container did not decode";
+      decorate_container(parsed->as_object(), route);
+      response.body = json::to_json(*parsed);
+      return std::nullopt;
+    }
+    case Shape::kPartitionKeyRanges:
+      if (spec.if_none_match == kRangesEtag) {
+        response.status = 304;
+        return std::nullopt;
+      }
+      response.body = R"({"_rid":"","PartitionKeyRanges":[{"id":"0","_rid":"0","minInclusive":"","maxExclusive":"FF",)"
+                      R"("ridPrefix":0,"throughputFraction":1.0,"status":"online","parents":[],"_etag":)" +
+                      std::string(kRangesEtag) + R"(}],"_count":1})";
+      response.headers.emplace_back("x-ms-item-count", "1");
+      return std::nullopt;
+    case Shape::kItem: {
+      if (response.status == 204) return std::nullopt;
+      const std::string id = route.id.empty() ? item_id(result.body) : route.id;
+      response.body = decorate_item(result.body, route, id);
+      return std::nullopt;
+    }
+    case Shape::kItems: {
+      std::optional<boost::json::array> documents = parsed_array();
+      if (!documents) return "the node's page did not decode";
+      response.body = "{\"_rid\":\"\",\"Documents\":" + result.body +
+                      ",\"_count\":" + std::to_string(documents->size()) + "}";
+      response.headers.emplace_back("x-ms-item-count", std::to_string(documents->size()));
+      if (!result.continuation.empty()) response.headers.emplace_back("x-ms-continuation", result.continuation);
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+HttpResponse render_reply(const RenderSpec& spec, const node::Reply& reply) {
+  const storage::OpResult& result = reply.result;
+  HttpResponse response;
+  response.status = result.http_status();
+  if (!result.ok()) {
+    response = error_response(response.status, result.message, result.substatus);
+  } else {
+    if (!result.etag.empty() && spec.shape != Shape::kPartitionKeyRanges) response.headers.emplace_back("etag", result.etag);
+    if (spec.shape == Shape::kPartitionKeyRanges) response.headers.emplace_back("etag", std::string(kRangesEtag));
+    if (std::optional<std::string> problem = success_body(spec, reply, response)) {
+      response = error_response(500, *problem);
+    }
+  }
+  if (reply.retry_after_ms != 0 || response.status == 429) {
+    response.headers.emplace_back("x-ms-retry-after-ms", std::to_string(reply.retry_after_ms));
+  }
+  char charge[32];
+  std::snprintf(charge, sizeof charge, "%.2f", reply.request_charge);
+  response.headers.emplace_back("x-ms-request-charge", charge);
+  response.headers.emplace_back("x-ms-activity-id", activity_id());
+  if (reply.session_token != 0) {
+    response.headers.emplace_back("x-ms-session-token", format_session_token(reply.session_token));
+  }
+  if (!spec.route.container.empty() &&
+      (spec.shape == Shape::kItem || spec.shape == Shape::kItems || spec.shape == Shape::kContainer)) {
+    // With it the SDKs keep the session token per container and send it back (read-your-writes on any node).
+    response.headers.emplace_back("x-ms-alt-content-path", container_link(spec.route));
+  }
+  if (reply.served_by.value() != 0) {
+    response.headers.emplace_back("x-ms-mayfly-served-by", std::to_string(reply.served_by.value()));
+  }
+  return response;
+}
+
+}  // namespace mayfly::gateway

@@ -1,0 +1,304 @@
+#include "gateway/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "gateway/translate.h"
+
+namespace mayfly::gateway {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr auto kWriteTimeout = std::chrono::seconds(30);
+constexpr auto kDrainTimeout = std::chrono::seconds(2);
+constexpr size_t kDrainBytesMax = 4 << 20;
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+}  // namespace
+
+class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
+ public:
+  Impl(const node::NodeConfig& config, node::RpcHost& host)
+      : config_(config), host_(host), context_(std::make_shared<asio::io_context>()), acceptor_(*context_) {}
+
+  Status listen() {
+    const size_t colon = config_.http.rfind(':');
+    std::string host_part = config_.http.substr(0, colon);
+    const std::string port_part = config_.http.substr(colon + 1);
+    if (host_part.size() >= 2 && host_part.front() == '[' && host_part.back() == ']') {
+      host_part = host_part.substr(1, host_part.size() - 2);
+    }
+    if (host_part == "localhost") host_part = "127.0.0.1";
+    boost::system::error_code error;
+    const asio::ip::address address = asio::ip::make_address(host_part, error);
+    if (error) return Status::invalid_argument("--http " + config_.http + ": '" + host_part + "' is not an IP address");
+    unsigned port = 0;
+    try {
+      port = static_cast<unsigned>(std::stoul(port_part));
+    } catch (...) {
+      return Status::invalid_argument("--http " + config_.http + ": the port is not a number");
+    }
+    if (port > 65535) return Status::invalid_argument("--http " + config_.http + ": the port is above 65535");
+    const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+    acceptor_.open(endpoint.protocol(), error);
+    if (!error) acceptor_.set_option(asio::socket_base::reuse_address(true), error);
+    if (!error) acceptor_.bind(endpoint, error);
+    if (!error) acceptor_.listen(asio::socket_base::max_listen_connections, error);
+    if (error) return Status::unavailable("cannot listen on --http " + config_.http + ": " + error.message());
+    return Status::ok();
+  }
+
+  void run() {
+    accept();
+    for (int64_t i = 0; i < config_.http_threads; ++i) {
+      threads_.emplace_back([context = context_] {
+        for (;;) {
+          try {
+            context->run();
+            return;
+          } catch (const std::exception& exception) {
+            spdlog::error("HTTP gateway thread: {}", exception.what());
+          }
+        }
+      });
+    }
+  }
+
+  void stop() {
+    if (stopped_.exchange(true)) return;
+    asio::post(*context_, [self = shared_from_this()] {
+      boost::system::error_code ignored;
+      self->acceptor_.close(ignored);
+    });
+    context_->stop();
+    for (std::thread& thread : threads_) thread.join();
+    threads_.clear();
+  }
+
+  const node::NodeConfig& config() const { return config_; }
+  node::RpcHost& host() { return host_; }
+  std::atomic<int64_t>& open_connections() { return open_connections_; }
+  const std::shared_ptr<asio::io_context>& context() const { return context_; }
+
+ private:
+  void accept();
+
+  const node::NodeConfig config_;
+  node::RpcHost& host_;
+  std::shared_ptr<asio::io_context> context_;
+  tcp::acceptor acceptor_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<int64_t> open_connections_{0};
+  int64_t last_refusal_log_ms_ = 0;
+};
+
+namespace {
+
+// One HTTP connection: read a request (bounded), translate, hand it to the node, write the answer, repeat.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<Server::Impl> server, tcp::socket socket)
+      : server_(std::move(server)), context_(server_->context()), stream_(std::move(socket)) {
+    ++server_->open_connections();
+  }
+  ~Connection() { --server_->open_connections(); }
+
+  void start() { read(); }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(server_->config().http_max_header_bytes));
+    parser_->body_limit(static_cast<uint64_t>(server_->config().http_max_body_bytes));
+    stream_.expires_after(std::chrono::milliseconds(server_->config().http_idle_timeout_ms));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code error, size_t) { self->on_read(error); });
+  }
+
+  void on_read(beast::error_code error) {
+    if (error == http::error::end_of_stream || error == beast::error::timeout || error == asio::error::eof ||
+        error == asio::error::connection_reset || error == asio::error::operation_aborted) {
+      close();
+      return;
+    }
+    if (error) {
+      keep_alive_ = false;
+      if (error == http::error::body_limit) {
+        respond(error_response(413, "the request body is larger than --http-max-body-bytes (" +
+                                        std::to_string(server_->config().http_max_body_bytes) + " bytes)"));
+      } else if (error == http::error::header_limit) {
+        respond(error_response(431, "the request line and headers are larger than --http-max-header-bytes (" +
+                                        std::to_string(server_->config().http_max_header_bytes) + " bytes)"));
+      } else {
+        respond(error_response(400, "malformed HTTP request: " + error.message()));
+      }
+      return;
+    }
+    http::request<http::string_body> message = parser_->release();
+    keep_alive_ = message.keep_alive();
+    HttpRequest request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    for (const auto& field : message) request.headers[lower(field.name_string())] = std::string(field.value());
+    request.body = std::move(message.body());
+    Plan plan = plan_request(request);
+    if (plan.answer) {
+      respond(std::move(*plan.answer));
+      return;
+    }
+    // What the signature covers: verb, resource type and link of the path, and the x-ms-date (or Date) header.
+    const std::string_view authorization = request.header("authorization");
+    Result<Authorization> parsed = parse_authorization(authorization);
+    std::string_view date = request.header("x-ms-date");
+    if (date.empty()) date = request.header("date");
+    if (parsed.is_ok()) {
+      const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::system_clock::now().time_since_epoch()).count();
+      if (Status fresh = check_signed_date(date, now); !fresh.is_ok()) parsed = fresh;
+    }
+    if (parsed.is_ok()) {
+      plan.call.signed_text =
+          string_to_sign(request.method, plan.spec.route.resource_type, plan.spec.route.resource_link, date);
+      plan.call.signature = std::move(parsed->signature);
+      plan.call.emulator_key = server_->config().http_emulator_key &&
+                               signed_with_emulator_key(plan.call.signed_text, plan.call.signature);
+    } else {
+      plan.call.authorization = parsed.status();
+    }
+    server_->host().execute_gateway(
+        std::move(plan.call), [self = shared_from_this(), spec = std::move(plan.spec)](node::Reply reply) {
+          // On the kj thread: render here would hold it up, so hand the reply to this connection's executor.
+          asio::post(self->stream_.get_executor(), [self, spec, reply = std::move(reply)] {
+            self->respond(render_reply(spec, reply));
+          });
+        });
+  }
+
+  void respond(HttpResponse answer) {
+    auto response = std::make_shared<http::response<http::string_body>>();
+    response->version(11);
+    response->result(static_cast<unsigned>(answer.status));
+    response->set(http::field::server, "mayfly");
+    for (auto& [name, value] : answer.headers) response->set(name, value);
+    if (answer.status != 204 && answer.status != 304) {
+      response->set(http::field::content_type, "application/json");
+      response->body() = std::move(answer.body);
+    }
+    response->keep_alive(keep_alive_);
+    response->prepare_payload();
+    stream_.expires_after(kWriteTimeout);
+    http::async_write(stream_, *response,
+                      [self = shared_from_this(), response](beast::error_code error, size_t) {
+                        if (error) {
+                          self->close();
+                          return;
+                        }
+                        if (!self->keep_alive_) {
+                          self->drain_and_close();
+                          return;
+                        }
+                        self->read();
+                      });
+  }
+
+  // After an answer that ends the connection (often to a request not read to its end): stop sending, then read and
+  // drop what the client still sends (bounded in bytes and time) before closing, so the close is not a reset that
+  // would destroy the answer in flight.
+  void drain_and_close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kDrainTimeout);
+    drain_buffer_.resize(64 * 1024);
+    drain_next();
+  }
+
+  void drain_next() {
+    stream_.async_read_some(asio::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code error,
+                                                                                     size_t bytes) {
+      self->drained_bytes_ += bytes;
+      if (error || self->drained_bytes_ > kDrainBytesMax) {
+        self->close();
+        return;
+      }
+      self->drain_next();
+    });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  std::shared_ptr<Server::Impl> server_;
+  std::shared_ptr<asio::io_context> context_;  // outlives the stream (a late answer may hold the last reference)
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  bool keep_alive_ = true;
+  std::vector<char> drain_buffer_;
+  size_t drained_bytes_ = 0;
+};
+
+}  // namespace
+
+void Server::Impl::accept() {
+  acceptor_.async_accept(asio::make_strand(*context_), [self = shared_from_this()](beast::error_code error,
+                                                                                     tcp::socket socket) {
+    if (error == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
+    if (!error) {
+      if (self->open_connections_.load() >= self->config_.http_max_connections) {
+        const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now().time_since_epoch())
+                                .count();
+        if (now - self->last_refusal_log_ms_ > 5000) {
+          self->last_refusal_log_ms_ = now;
+          spdlog::warn("HTTP gateway: --http-max-connections ({}) connections are open; closing new ones",
+                       self->config_.http_max_connections);
+        }
+        beast::error_code ignored;
+        socket.close(ignored);
+      } else {
+        std::make_shared<Connection>(self, std::move(socket))->start();
+      }
+    }
+    self->accept();
+  });
+}
+
+Result<std::unique_ptr<Server>> Server::start(const node::NodeConfig& config, node::RpcHost& host) {
+  auto impl = std::make_shared<Impl>(config, host);
+  if (Status status = impl->listen(); !status.is_ok()) return status;
+  impl->run();
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { stop(); }
+
+void Server::stop() {
+  if (impl_) impl_->stop();
+}
+
+}  // namespace mayfly::gateway

@@ -1,0 +1,438 @@
+#include "gateway/translate.h"
+
+#include <capnp/message.h>
+
+#include <charconv>
+#include <memory>
+
+#include "storage/json.h"
+
+namespace mayfly::gateway {
+namespace {
+
+using Shape = RenderSpec::Shape;
+constexpr uint32_t kDefaultPageItems = 100;
+
+kj::StringPtr wire_text(const std::string& value) { return kj::StringPtr(value.c_str(), value.size()); }
+
+std::string json_string(std::string_view text) {
+  std::string out;
+  json::write_json_string(text, out);
+  return out;
+}
+
+const char* status_name(int status) {
+  switch (status) {
+    case 400: return "BadRequest";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "NotFound";
+    case 405: return "MethodNotAllowed";
+    case 409: return "Conflict";
+    case 412: return "PreconditionFailed";
+    case 413: return "RequestEntityTooLarge";
+    case 429: return "TooManyRequests";
+    case 501: return "NotImplemented";
+    case 503: return "ServiceUnavailable";
+    default: return status >= 500 ? "InternalServerError" : "BadRequest";
+  }
+}
+
+Plan answer(HttpResponse response) {
+  Plan plan;
+  plan.answer = std::move(response);
+  return plan;
+}
+
+Plan bad_request(std::string_view message) { return answer(error_response(400, message)); }
+
+Plan method_not_allowed(const HttpRequest& request, std::string_view what) {
+  return answer(error_response(405, request.method + " is not supported on " + std::string(what)));
+}
+
+// The proto::Request every node call starts from: names, consistency, session token.
+struct Builder {
+  std::unique_ptr<capnp::MallocMessageBuilder> message = std::make_unique<capnp::MallocMessageBuilder>();
+  proto::Request::Builder request = message->initRoot<proto::Request>();
+};
+
+// Reads the headers every call may carry into `request`; a message when one is malformed.
+std::optional<std::string> common_options(const HttpRequest& http, const Route& route, proto::Request::Builder request) {
+  request.setDatabase(wire_text(route.database));
+  request.setContainer(wire_text(route.container));
+  auto options = request.initOptions();
+  Result<ConsistencyLevel> level = parse_consistency_header(http.header("x-ms-consistency-level"));
+  if (!level.is_ok()) return level.status().message();
+  // Databases, containers and partition key ranges are metadata, strongly consistent in Cosmos DB (and the SDKs send
+  // no session token for them): a database created through one node is then read at once through any other.
+  const bool metadata = route.kind != Route::Kind::kItems && route.kind != Route::Kind::kItem;
+  if (metadata) *level = ConsistencyLevel::kStrong;
+  switch (*level) {
+    case ConsistencyLevel::kStrong: options.setConsistency(proto::Consistency::STRONG); break;
+    case ConsistencyLevel::kBounded: options.setConsistency(proto::Consistency::BOUNDED); break;
+    case ConsistencyLevel::kEventual: options.setConsistency(proto::Consistency::EVENTUAL); break;
+    case ConsistencyLevel::kDefault:
+    case ConsistencyLevel::kSession: options.setConsistency(proto::Consistency::SESSION); break;
+  }
+  Result<uint64_t> token = parse_session_token_header(http.header("x-ms-session-token"));
+  if (!token.is_ok()) return token.status().message();
+  if (*token != 0) options.setSessionToken(std::to_string(*token));
+  const std::string if_match(http.header("if-match"));
+  if (!if_match.empty()) options.setIfMatch(wire_text(if_match));
+  return std::nullopt;
+}
+
+Result<boost::json::object> parse_object(std::string_view body, std::string_view what) {
+  Result<boost::json::value> parsed = json::parse(body);
+  if (!parsed.is_ok()) return Status::invalid_argument(std::string(what) + " is not valid JSON: " + parsed.status().message());
+  if (!parsed->is_object()) return Status::invalid_argument(std::string(what) + " must be a JSON object");
+  return std::move(parsed->as_object());
+}
+
+// POST /dbs/{db}/colls and PUT /dbs/{db}/colls/{c}: the container definition -> ContainerSettings.
+std::optional<std::string> container_settings(const HttpRequest& http, const boost::json::object& definition,
+                                              bool create, proto::ContainerSettings::Builder settings) {
+  for (const auto& member : definition) {
+    const std::string_view name = member.key();
+    if (name == "uniqueKeyPolicy" && member.value().is_object()) {
+      const auto* keys = member.value().as_object().if_contains("uniqueKeys");
+      if (keys != nullptr && keys->is_array() && !keys->as_array().empty()) {
+        return std::string("unique key policies (uniqueKeyPolicy) are not supported by Mayfly");
+      }
+    }
+    if (name == "analyticalStorageTtl") return std::string("analytical storage (analyticalStorageTtl) is not supported");
+    if (name == "computedProperties") return std::string("computed properties are not supported by Mayfly");
+    if (name == "vectorEmbeddingPolicy" || name == "fullTextPolicy") {
+      return std::string(name) + " is not supported by Mayfly";
+    }
+  }
+  const auto* key = definition.if_contains("partitionKey");
+  if (key != nullptr && key->is_object()) {
+    const auto* paths = key->as_object().if_contains("paths");
+    const auto* kind = key->as_object().if_contains("kind");
+    if (kind != nullptr && kind->is_string() && kind->as_string() != "Hash") {
+      return "partition key kind '" + std::string(kind->as_string()) +
+             "' is not supported (hierarchical partition keys, MultiHash, are not): use one path with kind Hash";
+    }
+    if (paths == nullptr || !paths->is_array() || paths->as_array().size() != 1 ||
+        !paths->as_array()[0].is_string()) {
+      return std::string("partitionKey.paths must hold exactly one path, like [\"/tenant\"] (hierarchical "
+                         "partition keys are not supported)");
+    }
+    // On a replace the node refuses a different path (a container's partition key cannot change).
+    settings.setPartitionKeyPath(wire_text(std::string(paths->as_array()[0].as_string())));
+  } else if (create) {
+    return std::string("the container definition needs a partitionKey, like {\"paths\":[\"/tenant\"],\"kind\":\"Hash\"}");
+  }
+  // defaultTtl as written (the node validates it, with Cosmos's messages). PUT replaces the whole definition, so an
+  // absent defaultTtl there turns TTL off, as in Cosmos DB.
+  if (const auto* ttl = definition.if_contains("defaultTtl")) {
+    settings.getDefaultTtl().setSet(json::to_json(*ttl));
+  } else if (create) {
+    settings.getDefaultTtl().setUnchanged();
+  } else {
+    settings.getDefaultTtl().setRemove();
+  }
+  settings.getIndexing().setUnchanged();
+  if (const auto* policy = definition.if_contains("indexingPolicy"); policy != nullptr && policy->is_object()) {
+    const auto* mode = policy->as_object().if_contains("indexingMode");
+    if (mode != nullptr && mode->is_string()) {
+      const std::string text(mode->as_string());
+      if (text == "none" || text == "None") {
+        settings.getIndexing().setNone();
+      } else if (text == "consistent" || text == "Consistent") {
+        settings.getIndexing().setConsistent();
+      } else {
+        return "indexing mode '" + text + "' is not supported (consistent or none)";
+      }
+    }
+  }
+  settings.getThroughput().setUnchanged();
+  const std::string_view offer = http.header("x-ms-offer-throughput");
+  if (!offer.empty()) {
+    if (!create) return std::string("throughput cannot be changed with a container replace");
+    uint32_t units = 0;
+    auto [end, error] = std::from_chars(offer.data(), offer.data() + offer.size(), units);
+    if (error != std::errc() || end != offer.data() + offer.size() || units == 0) {
+      return "x-ms-offer-throughput must be a positive number of RU/s, not '" + std::string(offer) + "'";
+    }
+    settings.getThroughput().setProvisioned(units);
+  } else if (!http.header("x-ms-cosmos-offer-autopilot-settings").empty()) {
+    return std::string("autoscale throughput is not supported: give a fixed offer_throughput, or none (serverless)");
+  }
+  return std::nullopt;
+}
+
+// A query body {"query": "...", "parameters": [{"name": "@x", "value": ...}]} -> sql and Mayfly's parameter object.
+std::optional<std::string> query_request(const HttpRequest& http, proto::Query::Builder query) {
+  Result<boost::json::value> parsed = json::parse(http.body);
+  std::string sql;
+  std::string parameters;
+  if (parsed.is_ok() && parsed->is_string()) {
+    sql = parsed->as_string();
+  } else if (parsed.is_ok() && parsed->is_object()) {
+    const auto* text = parsed->as_object().if_contains("query");
+    if (text == nullptr || !text->is_string()) return std::string("the query body needs a \"query\" string");
+    sql = text->as_string();
+    if (const auto* list = parsed->as_object().if_contains("parameters"); list != nullptr && !list->is_null()) {
+      if (!list->is_array()) return std::string("\"parameters\" must be an array of {\"name\",\"value\"}");
+      boost::json::object named;
+      for (const boost::json::value& entry : list->as_array()) {
+        const auto* object = entry.if_object();
+        const auto* name = object ? object->if_contains("name") : nullptr;
+        if (name == nullptr || !name->is_string()) return std::string("every query parameter needs a \"name\"");
+        const auto* value = object->if_contains("value");
+        named[name->as_string()] = value ? *value : boost::json::value(nullptr);
+      }
+      if (!named.empty()) parameters = json::to_json(named);
+    }
+  } else {
+    return "the query body must be {\"query\":...,\"parameters\":[...]}" +
+           (parsed.is_ok() ? std::string() : ": " + parsed.status().message());
+  }
+  query.setSql(wire_text(sql));
+  query.setParameters(wire_text(parameters));
+  const std::string_view key = http.header("x-ms-documentdb-partitionkey");
+  if (key.empty()) {
+    query.getPartitionKey().setCrossPartition();
+  } else {
+    Result<std::string> value = parse_partition_key_header(key);
+    if (!value.is_ok()) return value.status().message();
+    query.getPartitionKey().setValue(wire_text(*value));
+  }
+  query.setEnableScan(true);  // Cosmos scans a container with indexing none too
+  return std::nullopt;
+}
+
+// Paging headers for read feeds and queries.
+std::optional<std::string> page_options(const HttpRequest& http, proto::Options::Builder options) {
+  Result<uint32_t> items = parse_max_item_count(http.header("x-ms-max-item-count"), kDefaultPageItems);
+  if (!items.is_ok()) return items.status().message();
+  options.setMaxItems(*items);
+  const std::string continuation(http.header("x-ms-continuation"));
+  if (continuation.size() > 16384) return std::string("x-ms-continuation is too long");
+  if (!continuation.empty()) options.setContinuation(wire_text(continuation));
+  return std::nullopt;
+}
+
+Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
+  proto::Request::Builder request = b.request;
+  const std::string& method = http.method;
+  Plan plan;
+  plan.spec.shape = Shape::kItem;
+  std::optional<std::string> problem;
+  if (route.kind == Route::Kind::kItems) {
+    if (method == "POST") {
+      if (header_flag(http.header("x-ms-cosmos-is-query-plan-request"))) {
+        return answer(error_response(400, "query plans are not needed: Mayfly answers every query completely "
+                                          "(filters, ORDER BY, aggregates, TOP, paging) on the server"));
+      }
+      if (header_flag(http.header("x-ms-documentdb-isquery")) ||
+          http.header("content-type").substr(0, 22) == "application/query+json") {
+        problem = query_request(http, request.initQuery());
+        if (!problem) problem = page_options(http, request.getOptions());
+        plan.spec.shape = Shape::kItems;
+      } else if (header_flag(http.header("x-ms-documentdb-is-upsert"))) {
+        request.setUpsertItem(wire_text(http.body));
+      } else {
+        request.setCreateItem(wire_text(http.body));
+      }
+    } else if (method == "GET") {
+      if (!http.header("a-im").empty() || !http.header("x-ms-cosmos-changefeed-wire-format-version").empty()) {
+        return answer(error_response(501, "the change feed is not supported by Mayfly"));
+      }
+      const std::string_view key = http.header("x-ms-documentdb-partitionkey");
+      if (key.empty()) {
+        request.initListItems().setWholeContainer();
+      } else {
+        Result<std::string> value = parse_partition_key_header(key);
+        if (!value.is_ok()) return bad_request(value.status().message());
+        request.initListItems().setPartitionKey(wire_text(*value));
+      }
+      problem = page_options(http, request.getOptions());
+      plan.spec.shape = Shape::kItems;
+    } else {
+      return method_not_allowed(http, "a container's items (docs)");
+    }
+  } else {
+    const std::string_view key_header = http.header("x-ms-documentdb-partitionkey");
+    std::string key;
+    if (method != "PUT") {
+      if (key_header.empty()) {
+        return bad_request("x-ms-documentdb-partitionkey is required to " + method + " item '" + route.id + "'");
+      }
+      Result<std::string> value = parse_partition_key_header(key_header);
+      if (!value.is_ok()) return bad_request(value.status().message());
+      key = std::move(value).value();
+    }
+    if (method == "GET") {
+      auto item = request.initReadItem();
+      item.setPartitionKey(wire_text(key));
+      item.setId(wire_text(route.id));
+    } else if (method == "DELETE") {
+      auto item = request.initDeleteItem();
+      item.setPartitionKey(wire_text(key));
+      item.setId(wire_text(route.id));
+    } else if (method == "PUT") {
+      Result<boost::json::object> item = parse_object(http.body, "the item");
+      if (!item.is_ok()) return bad_request(item.status().message());
+      const auto* id = item->if_contains("id");
+      if (id == nullptr || !id->is_string() || id->as_string() != route.id) {
+        return bad_request("the replacement's \"id\" must be '" + route.id + "', the id in the path");
+      }
+      request.setReplaceItem(wire_text(http.body));
+    } else if (method == "PATCH") {
+      Result<boost::json::object> patch = parse_object(http.body, "the patch");
+      if (!patch.is_ok()) return bad_request(patch.status().message());
+      if (const auto* condition = patch->if_contains("condition"); condition != nullptr && !condition->is_null()) {
+        return answer(error_response(501, "conditional patch (filter_predicate / \"condition\") is not supported "
+                                          "by Mayfly; use if-match (the item's etag) instead"));
+      }
+      const auto* operations = patch->if_contains("operations");
+      if (operations == nullptr || !operations->is_array()) {
+        return bad_request("the patch body needs \"operations\": [{\"op\",\"path\",\"value\"}, ...]");
+      }
+      auto group = request.initPatchItem();
+      group.initKey().setPartitionKey(wire_text(key));
+      group.getKey().setId(wire_text(route.id));
+      group.setOperations(json::to_json(*operations));
+    } else {
+      return method_not_allowed(http, "an item");
+    }
+  }
+  if (problem) return bad_request(*problem);
+  return plan;
+}
+
+}  // namespace
+
+HttpResponse error_response(int status, std::string_view message, int substatus) {
+  HttpResponse response;
+  response.status = status;
+  response.body = std::string("{\"code\":\"") + status_name(status) + "\",\"message\":" + json_string(message) + "}";
+  if (substatus != 0) response.headers.emplace_back("x-ms-substatus", std::to_string(substatus));
+  return response;
+}
+
+Plan plan_request(const HttpRequest& http) {
+  Result<Route> parsed = parse_route(http.target);
+  if (!parsed.is_ok()) return bad_request(parsed.status().message());
+  const Route& route = *parsed;
+  if (route.kind == Route::Kind::kUnsupported) {
+    return answer(error_response(501, route.feature + " are not supported by Mayfly (see README \"Use your Cosmos "
+                                                     "DB SDK\", compatibility)"));
+  }
+  const std::string& method = http.method;
+  Builder b;
+  Plan plan;
+  plan.spec.route = route;
+  plan.spec.host = http.header("host");
+  if (std::optional<std::string> problem = common_options(http, route, b.request)) return bad_request(*problem);
+  switch (route.kind) {
+    case Route::Kind::kAccount:
+      if (method != "GET") return method_not_allowed(http, "the database account");
+      plan.spec.shape = Shape::kAccount;
+      b.message.reset();  // authentication only
+      break;
+    case Route::Kind::kDatabases:
+      if (method == "GET") {
+        b.request.setListDatabases();
+        plan.spec.shape = Shape::kDatabases;
+      } else if (method == "POST") {
+        Result<boost::json::object> body = parse_object(http.body, "the database definition");
+        if (!body.is_ok()) return bad_request(body.status().message());
+        const auto* id = body->if_contains("id");
+        if (id == nullptr || !id->is_string() || id->as_string().empty()) {
+          return bad_request("the database definition needs an \"id\"");
+        }
+        if (!http.header("x-ms-offer-throughput").empty()) {
+          return answer(error_response(501, "database-level (shared) throughput is not supported: set "
+                                            "offer_throughput on each container"));
+        }
+        plan.spec.route.database = id->as_string();
+        b.request.setDatabase(wire_text(plan.spec.route.database));
+        b.request.setCreateDatabase();
+        plan.spec.shape = Shape::kDatabaseWritten;
+      } else {
+        return method_not_allowed(http, "/dbs");
+      }
+      break;
+    case Route::Kind::kDatabase:
+      if (method == "GET") {
+        b.request.setListDatabases();
+        plan.spec.shape = Shape::kDatabase;
+      } else if (method == "DELETE") {
+        b.request.setDeleteDatabase();
+        plan.spec.shape = Shape::kDatabaseWritten;
+      } else {
+        return method_not_allowed(http, "a database");
+      }
+      break;
+    case Route::Kind::kContainers:
+      if (method == "GET") {
+        b.request.setListContainers();
+        plan.spec.shape = Shape::kContainers;
+      } else if (method == "POST") {
+        Result<boost::json::object> body = parse_object(http.body, "the container definition");
+        if (!body.is_ok()) return bad_request(body.status().message());
+        const auto* id = body->if_contains("id");
+        if (id == nullptr || !id->is_string() || id->as_string().empty()) {
+          return bad_request("the container definition needs an \"id\"");
+        }
+        plan.spec.route.container = id->as_string();
+        b.request.setContainer(wire_text(plan.spec.route.container));
+        if (std::optional<std::string> problem =
+                container_settings(http, *body, true, b.request.initCreateContainer())) {
+          return problem->find("not supported") != std::string::npos ? answer(error_response(501, *problem))
+                                                                      : bad_request(*problem);
+        }
+        plan.spec.shape = Shape::kContainer;
+      } else {
+        return method_not_allowed(http, "a database's containers (colls)");
+      }
+      break;
+    case Route::Kind::kContainer:
+      plan.spec.shape = Shape::kContainer;
+      if (method == "GET") {
+        b.request.setGetContainer();
+      } else if (method == "DELETE") {
+        b.request.setDeleteContainer();
+      } else if (method == "PUT") {
+        Result<boost::json::object> body = parse_object(http.body, "the container definition");
+        if (!body.is_ok()) return bad_request(body.status().message());
+        const auto* id = body->if_contains("id");
+        if (id != nullptr && (!id->is_string() || id->as_string() != route.container)) {
+          return bad_request("the definition's \"id\" must be '" + route.container + "', the id in the path");
+        }
+        if (std::optional<std::string> problem =
+                container_settings(http, *body, false, b.request.initUpdateContainer())) {
+          return problem->find("not supported") != std::string::npos ? answer(error_response(501, *problem))
+                                                                      : bad_request(*problem);
+        }
+      } else {
+        return method_not_allowed(http, "a container");
+      }
+      break;
+    case Route::Kind::kPartitionKeyRanges:
+      if (method != "GET") return method_not_allowed(http, "partition key ranges");
+      if (!route.id.empty() && route.id != "0") {
+        return answer(error_response(404, "partition key range '" + route.id + "' does not exist (there is one: 0)"));
+      }
+      b.request.setGetContainer();  // the container must exist
+      plan.spec.shape = Shape::kPartitionKeyRanges;
+      plan.spec.if_none_match = http.header("if-none-match");
+      break;
+    case Route::Kind::kItems:
+    case Route::Kind::kItem: {
+      Plan items = plan_items(http, route, b);
+      if (items.answer) return items;
+      plan.spec.shape = items.spec.shape;
+      break;
+    }
+    case Route::Kind::kUnsupported: break;
+  }
+  plan.call.request = std::move(b.message);
+  return plan;
+}
+
+}  // namespace mayfly::gateway

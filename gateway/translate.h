@@ -1,0 +1,76 @@
+// Translation between a Cosmos DB REST call and Mayfly's one request path: plan_request turns an HTTP request into
+// the proto::Request the Cap'n Proto API carries (node/rpc.h GatewayCall), or answers it at once (a malformed or
+// unsupported call: 400/405/501 naming what is wrong); render_reply turns the node's Reply into the Cosmos answer
+// (status, the x-ms-* headers, the body shapes the SDKs parse: feeds, system properties, {"code","message"} errors).
+// No business logic: TTL, consistency, RU, 429 and etags are the node's.
+//
+// Thread-safety: pure functions and values (the HTTP threads call them).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "gateway/protocol.h"
+#include "node/request.h"
+#include "node/rpc.h"
+
+namespace mayfly::gateway {
+
+// What the translation needs of an HTTP request (independent of Beast, so it is tested without sockets).
+struct HttpRequest {
+  std::string method;                         // as sent: GET, POST, PUT, PATCH, DELETE, ...
+  std::string target;                         // the percent-encoded path and query string
+  std::map<std::string, std::string> headers; // names lower-cased; a repeated header keeps its last value
+  std::string body;
+
+  std::string_view header(const std::string& name) const {
+    auto found = headers.find(name);
+    return found == headers.end() ? std::string_view() : std::string_view(found->second);
+  }
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;  // empty for 204 and 304
+};
+
+// How a Reply becomes the Cosmos answer.
+struct RenderSpec {
+  enum class Shape {
+    kAccount,          // GET /: the database account
+    kDatabases,        // GET /dbs: {"Databases":[...]}
+    kDatabase,         // GET /dbs/{db}: one entry of the list, or 404
+    kDatabaseWritten,  // POST /dbs: {"id":...}; DELETE: 204
+    kContainers,       // {"DocumentCollections":[...]}
+    kContainer,        // one container, with its system properties
+    kPartitionKeyRanges,  // one range covering everything, 304 on a matching If-None-Match
+    kItem,             // one item (create, upsert, read, replace, patch), 204 for delete
+    kItems,            // read feed and query pages: {"Documents":[...]}
+  };
+  Shape shape = Shape::kAccount;
+  Route route;
+  std::string if_none_match;  // pkranges
+  std::string host;           // the Host header, for the account's own address
+};
+
+struct Plan {
+  std::optional<HttpResponse> answer;  // set: answered here (bad or unsupported request); the node is not called
+  node::GatewayCall call;              // otherwise: what the node executes (authenticated on its thread)
+  RenderSpec spec;
+};
+
+Plan plan_request(const HttpRequest& request);
+
+// `reply` answers plan.call.
+HttpResponse render_reply(const RenderSpec& spec, const node::Reply& reply);
+
+// A Cosmos error answer: {"code":"<name of the status>","message":...}, with x-ms-substatus when not 0.
+HttpResponse error_response(int status, std::string_view message, int substatus = 0);
+
+}  // namespace mayfly::gateway

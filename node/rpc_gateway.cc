@@ -1,0 +1,96 @@
+// RpcHost's door for the Cosmos DB REST gateway (gateway/server.h).
+//
+// Why in-process dispatch through the kj executor rather than a loopback Cap'n Proto client: the gateway's calls
+// then run exactly the code a Session.execute runs (decode_request, the role check, handle → route: reads here or
+// on the read threads, session waits, the driver, forwarding to the leader), with no second connection, handshake,
+// serialisation round trip or connection slot per HTTP client, and the keyring stays on the one thread that owns it.
+// The HTTP threads block only while the kj thread accepts the call (executeSync of a function that queues a task),
+// never while it executes; the answer comes back through `done`, which posts to the HTTP connection's executor.
+#include <spdlog/spdlog.h>
+
+#include "node/rpc_internal.h"
+
+namespace mayfly::node {
+void RpcHost::execute_gateway(GatewayCall call, std::function<void(Reply)> done) {
+  auto shared = std::make_shared<GatewayCall>(std::move(call));
+  auto answered = std::make_shared<bool>(false);  // kj thread only, once the call is queued
+  auto start = [this, shared, done, answered] {
+    if (tasks_.get() == nullptr) {  // the host is past its last tasks (stopping)
+      done(shutting_down());
+      return;
+    }
+    tasks_->add(run_gateway(*shared)
+                    .catch_([this](kj::Exception&& exception) {
+                      spdlog::warn("gateway request failed: {}", exception.getDescription().cStr());
+                      return unavailable(kSubstatusNoLeader, 100, "the request failed on this node; retry");
+                    })
+                    .then([shared, done, answered](Reply reply) {
+                      *answered = true;
+                      done(std::move(reply));
+                    })
+                    .attach(kj::defer([this, done, answered] {
+                      // Dropped unanswered (the loop is stopping): the client still gets an answer.
+                      if (!*answered) done(shutting_down());
+                    })));
+  };
+  bool queued = false;
+  if (executor_.get() != nullptr) {
+    KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] {
+                  executor_->executeSync(start);
+                  queued = true;
+                })) {
+      (void)exception;  // the kj loop has exited (the node is stopping)
+    }
+  }
+  if (!queued) {
+    Reply reply = Reply::error(StatusCode::kUnavailable, "the node is shutting down; retry on another node");
+    reply.served_by = config_.id;
+    done(std::move(reply));
+  }
+}
+
+kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
+  auto refuse = [this](StatusCode code, std::string message) {
+    Reply reply = Reply::error(code, std::move(message));
+    reply.served_by = config_.id;
+    reply.leader_hint = view_.leader;
+    return reply;
+  };
+  Role role = Role::kAdmin;  // open: like a session on a node without keys (README "Security")
+  if (!keyring_.open()) {
+    if (!call.authorization.is_ok()) {
+      security_metrics_.add_auth_failure("no_key");
+      return refuse(StatusCode::kUnauthorized, call.authorization.message());
+    }
+    std::optional<Keyring::Match> match = keyring_.match_signature(call.signed_text, call.signature);
+    role = match ? match->role : Role::kNone;
+    if (!match && call.emulator_key && config_.http_emulator_key) role = Role::kReadWrite;
+    if (role == Role::kNone) {
+      security_metrics_.add_auth_failure("unknown_key");
+      return refuse(StatusCode::kUnauthorized,
+                    "the authorization signature does not match any key of node " +
+                        std::to_string(config_.id.value()) +
+                        ": sign with the Cosmos key of a Mayfly key K, which is base64(K) (README \"Use your Cosmos "
+                        "DB SDK\"), and send the x-ms-date you signed");
+    }
+  }
+  if (call.request == nullptr) {
+    Reply reply;
+    reply.served_by = config_.id;
+    reply.leader_hint = view_.leader;
+    return reply;
+  }
+  proto::Request::Reader request = call.request->getRoot<proto::Request>().asReader();
+  const Role needed = required_role(request.which());
+  if (role < needed) {
+    security_metrics_.add_auth_failure("forbidden");
+    return refuse(StatusCode::kForbidden, "this key has role " + std::string(role_name(role)) +
+                                              "; the operation needs " + std::string(role_name(needed)) +
+                                              " (the Cosmos primary key of a readwrite or admin key)");
+  }
+  Result<Operation> operation = decode_request(request);
+  if (!operation.is_ok()) return refuse(operation.status().code(), operation.status().message());
+  return handle(std::move(operation.value()), request, false);
+}
+
+}  // namespace mayfly::node

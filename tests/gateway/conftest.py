@@ -1,0 +1,155 @@
+"""A real 3-node Mayfly cluster for the Cosmos DB SDK tests: three mayflyd processes on 127.0.0.1 with keys, a
+cluster secret and the Cosmos DB gateway (--http, --emulator-key) on ports found free. Only the PIDs started here
+are ever signalled. Every wait is a bounded poll for a condition. On a failure the nodes' log tails are printed."""
+import base64
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+from azure.cosmos import CosmosClient, exceptions
+
+MAYFLYD = os.environ.get("MAYFLY_MAYFLYD", "")
+EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+
+
+def wait_until(condition, timeout_s, poll_s=0.05, what="condition"):
+    """Polls `condition` until it returns a true value (returned) or `timeout_s` ran out (AssertionError)."""
+    deadline = time.monotonic() + timeout_s
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = condition()
+            if value:
+                return value
+        except Exception as error:  # noqa: BLE001 - the condition may fail while the cluster settles
+            last_error = error
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last error: {last_error!r})")
+
+
+def free_ports(count):
+    sockets, ports = [], []
+    for _ in range(count):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+        ports.append(s.getsockname()[1])
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class Cluster:
+    def __init__(self, nodes=3, extra_flags=(), auth=True):
+        if not MAYFLYD or not os.access(MAYFLYD, os.X_OK):
+            raise RuntimeError("set MAYFLY_MAYFLYD to the mayflyd binary (run_pytest.sh does)")
+        self.dir = tempfile.mkdtemp(prefix="mayfly-gateway-")
+        self.nodes = nodes
+        ports = free_ports(2 * nodes)
+        self.rpc_ports, self.http_ports = ports[:nodes], ports[nodes:]
+        # Mayfly keys; the Cosmos key of a Mayfly key K is base64(K).
+        self.keys = {role: secrets.token_urlsafe(32) for role in ("admin", "readwrite", "readonly")}
+        keys_file = os.path.join(self.dir, "keys")
+        with open(os.open(keys_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
+            for role, key in self.keys.items():
+                out.write(f"{role} {key} test-{role}\n")
+        secret_file = os.path.join(self.dir, "cluster-secret")
+        with open(os.open(secret_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+        peers = ",".join(f"{i + 1}=127.0.0.1:{p}" for i, p in enumerate(self.rpc_ports))
+        self.procs = []
+        for i in range(nodes):
+            log = open(os.path.join(self.dir, f"node{i + 1}.log"), "w")
+            argv = [MAYFLYD, "--id", str(i + 1), "--listen", f"127.0.0.1:{self.rpc_ports[i]}", "--peers", peers,
+                    "--data", os.path.join(self.dir, f"node{i + 1}"), "--tick-ms", "10",
+                    "--election-timeout-ticks", "30", "--heartbeat-ticks", "5",
+                    "--http", f"127.0.0.1:{self.http_ports[i]}", "--emulator-key", *extra_flags]
+            if auth:  # else the node runs open (no keys, no cluster secret), as on a loopback dev machine
+                argv += ["--keys-file", keys_file, "--cluster-secret-file", secret_file]
+            self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
+            log.close()
+        self.failed = False
+
+    def url(self, node):
+        """The gateway URL of node 1..N."""
+        return f"http://127.0.0.1:{self.http_ports[node - 1]}/"
+
+    def cosmos_key(self, role="readwrite"):
+        return base64.b64encode(self.keys[role].encode()).decode()
+
+    def client(self, node=1, role="readwrite", key=None, **kwargs):
+        return CosmosClient(self.url(node), credential=key or self.cosmos_key(role), **kwargs)
+
+    def wait_ready(self, timeout_s=30):
+        for node in range(1, self.nodes + 1):
+            port = self.http_ports[node - 1]
+            wait_until(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True,
+                       timeout_s, what=f"node {node}'s gateway to listen")
+        # A write needs a leader: retried until one is elected.
+        client = self.client(1, role="admin")
+        wait_until(lambda: client.create_database_if_not_exists("ready") is not None, timeout_s,
+                   what="a leader (a database create through node 1)")
+
+    def alive(self):
+        return all(p.poll() is None for p in self.procs)
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+        if self.failed:
+            for i in range(self.nodes):
+                path = os.path.join(self.dir, f"node{i + 1}.log")
+                with open(path, errors="replace") as log:
+                    lines = log.readlines()
+                print(f"----- {path} (last 40 of {len(lines)} lines) -----")
+                print("".join(lines[-40:]))
+            print(f"kept {self.dir}")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "cluster" in item.fixturenames:
+        item.funcargs["cluster"].failed = True
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    c = Cluster()
+    try:
+        c.wait_ready()
+    except Exception:
+        c.failed = True
+        c.stop()
+        raise
+    yield c
+    c.stop()
+
+
+def unique(prefix):
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+def status_of(call):
+    """The HTTP status of a CosmosHttpResponseError raised by `call` (AssertionError when it does not raise)."""
+    try:
+        call()
+    except exceptions.CosmosHttpResponseError as error:
+        return error.status_code
+    raise AssertionError("expected a CosmosHttpResponseError")

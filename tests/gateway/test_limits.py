@@ -1,0 +1,38 @@
+"""The gateway's connection bounds on real processes: past --http-max-connections a new connection is closed at once
+(and the node keeps serving), and a connection idle for --http-idle-timeout-ms is closed."""
+import socket
+
+from conftest import Cluster, wait_until
+
+
+def closed_by_server(sock):
+    try:
+        return sock.recv(1) == b""
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_connection_limit_and_idle_timeout():
+    cluster = Cluster(extra_flags=("--http-max-connections", "4", "--http-idle-timeout-ms", "1500"))
+    try:
+        cluster.wait_ready()
+        port = cluster.http_ports[1]
+        # wait_ready's connections to node 2 are gone once the node closed them (idle).
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=0.2) for _ in range(4)]
+        extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+        assert closed_by_server(extra), "a fifth connection must be closed at once"
+        extra.close()
+        # The idle ones are closed by the node after the idle timeout (bounded wait, not a sleep).
+        for sock in idle:
+            wait_until(lambda s=sock: closed_by_server(s), 10, what="an idle connection to be closed")
+            sock.close()
+        # Then there is room again, and the node serves.
+        assert cluster.client(2).create_database_if_not_exists("after-limits") is not None
+        assert cluster.alive()
+    except Exception:
+        cluster.failed = True
+        raise
+    finally:
+        cluster.stop()
