@@ -121,16 +121,16 @@ TEST(Metrics, ExpiryLatenessHistogramAndItsQuantilesAsAScrapeReadsThem) {
   Metrics metrics(3);
   EXPECT_FALSE(Scrape::parse(metrics.scrape_text()).histogram_quantile("mayfly_ttl_expiry_lateness_seconds", 0.99))
       << "an empty histogram has no quantile";
-  // 90 instants reached 1-2 ms late (bucket 0.001-0.0025), 10 reached 20 ms late (bucket 0.01-0.025).
+  // 90 instants reached 1.5 ms late (bucket 0.001-0.0015), 10 reached 20 ms late (bucket 0.015-0.02).
   for (int i = 0; i < 90; ++i) metrics.observe_expiry_lateness(0.0015);
   for (int i = 0; i < 10; ++i) metrics.observe_expiry_lateness(0.02);
   const std::string text = metrics.scrape_text();
   EXPECT_TRUE(contains_line(text, "mayfly_ttl_expiry_lateness_seconds_count{node=\"3\"} 100")) << text;
   const Scrape scrape = Scrape::parse(text);
   // Interpolated inside the bucket, as Prometheus's histogram_quantile does.
-  EXPECT_NEAR(*scrape.histogram_quantile("mayfly_ttl_expiry_lateness_seconds", 0.5), 0.001 + 0.0015 * 50 / 90, 1e-9);
+  EXPECT_NEAR(*scrape.histogram_quantile("mayfly_ttl_expiry_lateness_seconds", 0.5), 0.001 + 0.0005 * 50 / 90, 1e-9);
   EXPECT_NEAR(*scrape.histogram_quantile("mayfly_ttl_expiry_lateness_seconds", 0.99, {{"node", "3"}}),
-              0.01 + 0.015 * 9 / 10, 1e-9);
+              0.015 + 0.005 * 9 / 10, 1e-9);
   EXPECT_FALSE(scrape.histogram_quantile("mayfly_ttl_expiry_lateness_seconds", 0.5, {{"node", "4"}}));
 }
 
