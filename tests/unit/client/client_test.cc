@@ -378,6 +378,7 @@ std::vector<Request> one_request_per_op() {
   });
   add(Op::kRemoveMember, [](Request& r) { r.member_id = 5; });
   add(Op::kTransferLeader, [](Request& r) { r.member_id = 6; });
+  add(Op::kAdvanceClock, [](Request& r) { r.duration = "90s"; });
   return requests;
 }
 
@@ -408,7 +409,7 @@ TEST(Ops, WritesAreTheStateChangingOps) {
   }
   for (const Op op : {Op::kCreateDatabase, Op::kDeleteDatabase, Op::kCreateContainer, Op::kUpdateContainer,
                       Op::kDeleteContainer, Op::kCreateItem, Op::kUpsertItem, Op::kReplaceItem, Op::kDeleteItem,
-                      Op::kPatchItem, Op::kAddMember, Op::kRemoveMember, Op::kTransferLeader}) {
+                      Op::kPatchItem, Op::kAddMember, Op::kRemoveMember, Op::kTransferLeader, Op::kAdvanceClock}) {
     EXPECT_TRUE(is_write(op)) << op_name(op);
   }
 }
