@@ -344,6 +344,13 @@ std::vector<Request> one_request_per_op() {
                                    .indexing = ContainerSettings::Indexing::kConsistent,
                                    .throughput = ContainerSettings::Throughput::kServerless};
   });
+  add(Op::kUpdateContainer, [&](Request& r) {  // a defaultTtl change with its dry-run and force options
+    container(r);
+    r.settings = ContainerSettings{.default_ttl = ContainerSettings::DefaultTtl::kSet,
+                                   .default_ttl_json = "60",
+                                   .dry_run = true,
+                                   .force = true};
+  });
   add(Op::kGetContainer, container);
   add(Op::kDeleteContainer, container);
   add(Op::kListContainers, db);
