@@ -180,6 +180,36 @@ TEST(VirtualClock, AdvanceExpiresExactlyThePassedItemsOnEveryNode) {
     ASSERT_EQ(list.body()->as_array().size(), 1u) << list.describe();
     EXPECT_EQ(list.body()->as_array()[0].as_object().at("id").as_string(), "never");
   }
+
+  // Queries see `_expiresAt` and the same expiry: nothing with an instant at or before t3 is left, and the one
+  // item left has none.
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    const CliResult due = cluster.cli({"--session-token", token3, "query", "vdb", "c",
+                                       "SELECT VALUE c.id FROM c WHERE c._expiresAt <= @t", "--param",
+                                       "@t=" + std::to_string(t3 / kSecond)},
+                                      node);
+    ASSERT_EQ(due.status(), 200) << due.describe();
+    EXPECT_TRUE(due.body()->as_array().empty()) << due.describe();
+    const CliResult forever = cluster.cli({"--session-token", token3, "query", "vdb", "c",
+                                           "SELECT VALUE c.id FROM c WHERE NOT IS_DEFINED(c._expiresAt)"},
+                                          node);
+    ASSERT_EQ(forever.status(), 200) << forever.describe();
+    EXPECT_EQ(bj::serialize(*forever.body()), "[\"never\"]") << forever.describe();
+  }
+
+  // A new leader keeps the virtual time: it stamps after the log's time, never with its wall clock.
+  const uint64_t old_leader = cluster.wait_for_leader();
+  const uint64_t next_leader = old_leader == 1 ? 2 : 1;
+  ASSERT_TRUE(cluster.transfer_leader(next_leader));
+  const Response after_failover = writer.execute(item_write("{\"id\":\"late\",\"pk\":\"p\",\"ttl\":30}"));
+  ASSERT_EQ(after_failover.status, 201) << after_failover.message;
+  const int64_t late_ts = bj::parse(after_failover.body).as_object().at("_ts").as_int64();
+  EXPECT_LE(late_ts * kSecond, t3 + 1000) << "the new leader stamped its wall clock";
+  EXPECT_GE(late_ts * kSecond + kSecond, t3 + 1);
+  const auto [t4, token4] = advance(cluster, "30s");
+  EXPECT_GE(t4, t3 + 30 * kSecond);
+  EXPECT_EQ(writer.execute(item_read("late", 3, token4)).status, 404);
+  EXPECT_EQ(writer.execute(item_read("never", 3, token4)).status, 200);
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
 }
 
