@@ -345,6 +345,7 @@ void Driver::flush() {
         pending_writes_.erase(write);
       }
     }
+    answer_advance(applied);
     auto change = pending_config_.find(applied.index.value());
     if (change != pending_config_.end()) {
       Reply result;

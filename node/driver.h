@@ -163,7 +163,9 @@ class Driver {
   void handle_admin(uint64_t request_id, const Operation& operation);
   // mayfly cluster advance-clock (virtual clock only): a time entry stamped `operation.advance_micros` later.
   void handle_advance_clock(uint64_t request_id, const Operation& operation);
-  void answer_advances();  // after apply: advances whose entry applied (or was lost)
+  // After apply: the advance whose entry (or another term's entry at its index) just applied, answered.
+  void answer_advance(const storage::AppliedEntry& applied);
+  void answer_advances();  // advances whose index a snapshot install skipped: outcome unknown
   // updateContainer with a defaultTtl change, on the leader before proposing: the dry-run's answer, or the guard's
   // 412 (more than kTtlGuardPercent of the live items expired at once, without force); nullopt: propose it.
   std::optional<Reply> check_ttl_change(const Operation& operation);
@@ -219,6 +221,7 @@ class Driver {
   std::map<uint64_t, uint64_t> pending_config_;                // log index -> request id (admin changes)
   struct PendingAdvance {
     uint64_t request_id;
+    uint64_t term;          // the advance entry's term: another term's entry at its index means it was lost
     int64_t target_micros;  // the advance entry's ts
     int64_t deadline_ms;
   };

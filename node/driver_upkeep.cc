@@ -92,27 +92,37 @@ void Driver::handle_advance_clock(uint64_t request_id, const Operation& operatio
   spdlog::info("advancing the virtual clock by {} µs to {} µs (log index {})", operation.advance_micros, target,
                proposal->index.value());
   pending_advances_[proposal->index.value()] =
-      PendingAdvance{request_id, target, steady_ms() + config_.request_timeout_ms};
+      PendingAdvance{request_id, proposal->term.value(), target, steady_ms() + config_.request_timeout_ms};
+}
+
+void Driver::answer_advance(const storage::AppliedEntry& applied) {
+  auto found = pending_advances_.find(applied.index.value());
+  if (found == pending_advances_.end()) return;
+  const PendingAdvance advance = found->second;
+  const uint64_t index = found->first;
+  pending_advances_.erase(found);
+  if (applied.term.value() != advance.term) {
+    reply(advance.request_id, not_leader("the clock advance was lost in a leader change (not applied); retry"));
+    return;
+  }
+  Reply result;
+  result.result.body = "{\"virtualTime\":" + std::to_string(advance.target_micros / kMicrosPerSecond) +
+                       ",\"virtualTimeMicros\":" + std::to_string(advance.target_micros) +
+                       ",\"index\":" + std::to_string(index) + "}";
+  result.result.ts_micros = advance.target_micros;
+  result.session_token = index;
+  reply(advance.request_id, std::move(result));
 }
 
 void Driver::answer_advances() {
-  const storage::AppliedState applied = replica_->state().applied();
-  while (!pending_advances_.empty() && pending_advances_.begin()->first <= applied.index.value()) {
-    const auto [index, advance] = *pending_advances_.begin();
+  const uint64_t applied = replica_->state().applied().index.value();
+  while (!pending_advances_.empty() && pending_advances_.begin()->first <= applied) {
+    Reply unknown = Reply::error(StatusCode::kUnavailable,
+                                 "this node installed a snapshot past the clock advance; its outcome is unknown: "
+                                 "check the applied time in `mayfly cluster status` before advancing again");
+    unknown.result.substatus = kSubstatusOutcomeUnknown;
+    reply(pending_advances_.begin()->second.request_id, std::move(unknown));
     pending_advances_.erase(pending_advances_.begin());
-    // Replicated time never goes back: if it has reached the target the advance entry applied (only an advance moves
-    // a virtual clock that far); if not, another leader's entry took its place.
-    if (applied.ts_micros < advance.target_micros) {
-      reply(advance.request_id, not_leader("the clock advance was lost in a leader change (not applied); retry"));
-      continue;
-    }
-    Reply result;
-    result.result.body = "{\"virtualTime\":" + std::to_string(advance.target_micros / kMicrosPerSecond) +
-                         ",\"virtualTimeMicros\":" + std::to_string(advance.target_micros) +
-                         ",\"index\":" + std::to_string(index) + "}";
-    result.result.ts_micros = advance.target_micros;
-    result.session_token = applied.index.value();
-    reply(advance.request_id, std::move(result));
   }
 }
 
@@ -135,6 +145,7 @@ std::optional<Reply> Driver::check_ttl_change(const Operation& operation) {
       break;
     }
   }
+  if (operation.ttl_force && !operation.ttl_dry_run) return std::nullopt;  // forced: no need to count
   // The leader decides, once, before the change enters the log (replicas only apply what it proposed), from its own
   // applied state and replicated time: never a replica's wall clock. Writes still in flight are not counted.
   Result<storage::TtlChangePreview> preview =
