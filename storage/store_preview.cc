@@ -1,5 +1,5 @@
 // StoreReader::preview_default_ttl (storage/store_reader.h): what a defaultTtl change would expire, for the dry-run
-// and the guard of updateContainer (README "Containers").
+// and the guard of updateContainer (README "Time to live").
 #include <leveldb/db.h>
 
 #include "storage/store_internal.h"
