@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: all deps configure build test run walkthrough bench bench-compare sanitize chaos clean
+.PHONY: all deps configure build test run run-virtual walkthrough bench bench-compare sanitize chaos clean
 
 all: build
 
@@ -23,8 +23,12 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # A 3-node cluster on 127.0.0.1 in the foreground (Ctrl-C stops it); prints endpoints and a tour.
+# make run ARGS=--virtual-clock (or make run-virtual): every node with --clock virtual (README "Virtual clock").
 run: build
-	bash deploy/local-cluster.sh --build-dir $(BUILD_DIR)
+	bash deploy/local-cluster.sh --build-dir $(BUILD_DIR) $(ARGS)
+
+run-virtual: build
+	bash deploy/local-cluster.sh --build-dir $(BUILD_DIR) --virtual-clock $(ARGS)
 
 # The single-node walkthrough of the state machine (no cluster).
 walkthrough: build

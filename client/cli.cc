@@ -42,6 +42,9 @@ struct Arguments {
   std::string continuation;
   uint64_t member_id = 0;
   std::string member_address;
+  std::string duration;  // cluster advance-clock
+  bool dry_run = false;   // container set
+  bool force = false;     // container set
   std::string sql;                  // query
   std::vector<std::string> params;  // query: @name=JSON, repeatable
   bool enable_scan = false;         // query
@@ -280,6 +283,11 @@ class Grammar {
     remove->add_option("ID", arguments_.member_id, "node id")->required()->check(CLI::PositiveNumber);
     CLI::App* transfer = leaf(cluster, "transfer-leader", "hand leadership to node ID", Op::kTransferLeader);
     transfer->add_option("ID", arguments_.member_id, "node id")->required()->check(CLI::PositiveNumber);
+    CLI::App* advance = leaf(cluster, "advance-clock",
+                             "move a --clock virtual cluster's time forward by DURATION (90s, 1500ms, 30m, 2h, 1d)",
+                             Op::kAdvanceClock);
+    advance->add_option("DURATION", arguments_.duration, "how far: a positive number with ms, s, m, h or d")
+        ->required();
   }
 
   void add_db() {
@@ -315,6 +323,11 @@ class Grammar {
     set->add_option("--default-ttl", arguments_.default_ttl, "default TTL in seconds, -1, or off (TTL off)");
     add_indexing(set);
     set->add_option("--throughput", arguments_.throughput, "provisioned RU/s");
+    set->add_flag("--dry-run", arguments_.dry_run,
+                  "with --default-ttl: print what the change would expire (at once, within 1 h, 1 day); change "
+                  "nothing");
+    set->add_flag("--force", arguments_.force,
+                  "with --default-ttl: apply even if more than 10% of the live items would expire at once");
     database_and_container(leaf(container, "delete", "delete container C", Op::kDeleteContainer));
     leaf(container, "list", "list the containers of DB", Op::kListContainers)
         ->add_option("DB", arguments_.database, "database")
@@ -395,6 +408,7 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
   request.id = arguments.id;
   request.member_id = arguments.member_id;
   request.member_address = arguments.member_address;
+  request.duration = arguments.duration;
   switch (op) {
     case Op::kCreateItem:
     case Op::kUpsertItem:
@@ -426,6 +440,8 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
         settings.throughput = ContainerSettings::Throughput::kProvisioned;
         settings.provisioned_ru_per_second = arguments.throughput;
       }
+      settings.dry_run = arguments.dry_run;
+      settings.force = arguments.force;
       break;
     }
     default:

@@ -61,6 +61,7 @@ std::string_view op_name(Op op) {
     case Op::kRemoveMember: return "removeMember";
     case Op::kTransferLeader: return "transferLeader";
     case Op::kQuery: return "query";
+    case Op::kAdvanceClock: return "advanceClock";
   }
   return "unknown";
 }

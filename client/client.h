@@ -48,6 +48,7 @@ enum class Op {
   kRemoveMember,
   kTransferLeader,
   kQuery,
+  kAdvanceClock,
 };
 
 // True for operations that change state: they go to the leader and are never blindly re-sent after a lost connection.
@@ -69,6 +70,10 @@ struct ContainerSettings {
   Indexing indexing = Indexing::kUnchanged;
   Throughput throughput = Throughput::kUnchanged;
   uint32_t provisioned_ru_per_second = 0;  // with kProvisioned
+  // Update only, with a defaultTtl change: answer what it would expire and change nothing; or apply it even when it
+  // expires more than 10 % of the live items at once (otherwise 412 with the figures).
+  bool dry_run = false;
+  bool force = false;
 
   bool operator==(const ContainerSettings&) const = default;
 };
@@ -97,6 +102,7 @@ struct Request {
   ContainerSettings settings;  // createContainer / updateContainer
   uint64_t member_id = 0;      // addMember, removeMember, transferLeader
   std::string member_address;  // addMember: host:port of the new member's RPC listener
+  std::string duration;        // advanceClock: "90s", "1500ms", "30m", "2h", "1d" (the server validates it)
   // query: the SQL text, its parameters as one JSON object {"@name": value} ("" for none), and whether a scan of a
   // container with indexing mode none is allowed. partition_key (when set) keeps the query to one partition.
   std::string sql;

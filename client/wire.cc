@@ -78,10 +78,14 @@ void encode_settings(const client::ContainerSettings& settings, ContainerSetting
       out.getThroughput().setServerless();
       break;
   }
+  out.setDryRun(settings.dry_run);
+  out.setForce(settings.force);
 }
 
 client::ContainerSettings decode_settings(ContainerSettings::Reader in) {
   client::ContainerSettings settings;
+  settings.dry_run = in.getDryRun();
+  settings.force = in.getForce();
   settings.partition_key_path = text(in.getPartitionKeyPath());
   switch (in.getDefaultTtl().which()) {
     case ContainerSettings::DefaultTtl::SET:
@@ -229,6 +233,9 @@ void encode_request(const Request& request, Consistency consistency, const std::
     case Op::kTransferLeader:
       out.setTransferLeader(request.member_id);
       return;
+    case Op::kAdvanceClock:
+      out.setAdvanceClock(wire_text(request.duration));
+      return;
   }
   MAYFLY_UNREACHABLE("op %d", static_cast<int>(request.op));
 }
@@ -342,6 +349,10 @@ Request decode_request(proto::Request::Reader in) {
     case proto::Request::TRANSFER_LEADER:
       request.op = Op::kTransferLeader;
       request.member_id = in.getTransferLeader();
+      break;
+    case proto::Request::ADVANCE_CLOCK:
+      request.op = Op::kAdvanceClock;
+      request.duration = text(in.getAdvanceClock());
       break;
   }
   return request;

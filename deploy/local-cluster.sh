@@ -3,8 +3,11 @@
 # stops every node cleanly. Used by `make run`.
 #
 #   deploy/local-cluster.sh [--build-dir build] [--data DIR] [--nodes 3] [--base-port 7101] [--metrics-base-port 9101]
-#                           [--http-base-port 8081]
+#                           [--http-base-port 8081] [--virtual-clock]
 # Every node also serves the Cosmos DB REST API (--http) on 127.0.0.1:8081, 8082, ... (8081 is the emulator's port).
+#
+# --virtual-clock: every node runs with --clock virtual (README "Virtual clock"); its data goes to
+# build/cluster-data-virtual by default, since a data directory keeps the clock mode it was created with.
 set -euo pipefail
 
 build_dir=build
@@ -13,6 +16,7 @@ nodes=3
 base_port=7101
 metrics_base_port=9101
 http_base_port=8081
+virtual_clock=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build_dir="$2"; shift 2 ;;
@@ -21,11 +25,17 @@ while [ $# -gt 0 ]; do
     --base-port) base_port="$2"; shift 2 ;;
     --metrics-base-port) metrics_base_port="$2"; shift 2 ;;
     --http-base-port) http_base_port="$2"; shift 2 ;;
+    --virtual-clock) virtual_clock=1; shift ;;
     *) echo "usage: $0 [--build-dir DIR] [--data DIR] [--nodes N] [--base-port PORT] [--metrics-base-port PORT]" \
-            "[--http-base-port PORT]" >&2
+            "[--http-base-port PORT] [--virtual-clock]" >&2
        exit 2 ;;
   esac
 done
+clock_flags=()
+if [ "$virtual_clock" = 1 ]; then
+  clock_flags=(--clock virtual)
+  data_dir="${data_dir:-$build_dir/cluster-data-virtual}"
+fi
 data_dir="${data_dir:-$build_dir/cluster-data}"
 mayflyd="$build_dir/node/mayflyd"
 mayfly="$build_dir/client/mayfly"
@@ -78,7 +88,7 @@ for i in $(seq 1 "$nodes"); do
   port=$((base_port + i - 1))
   "$mayflyd" --id "$i" --listen "127.0.0.1:$port" --peers "$peers" --data "$data_dir/node$i" \
     --metrics "127.0.0.1:$((metrics_base_port + i - 1))" \
-    --keys-file "$secrets/keys" --cluster-secret-file "$secrets/cluster-secret" \
+    --keys-file "$secrets/keys" --cluster-secret-file "$secrets/cluster-secret" "${clock_flags[@]}" \
     --http "127.0.0.1:$((http_base_port + i - 1))" \
     >"$data_dir/node$i.log" 2>&1 &
   pids+=($!)
@@ -114,5 +124,12 @@ A tour (in another terminal; the CLI reads its key from \$MAYFLY_KEY_FILE, or --
 
 Ctrl-C stops every node cleanly.
 EOT
+if [ "$virtual_clock" = 1 ]; then
+  cat <<EOT
+
+VIRTUAL CLOCK: replicated time stands still (every node runs --clock virtual). s1 above stays until you say:
+  $mayfly cluster advance-clock 10s                     # then s1 is 404 on every node
+EOT
+fi
 wait -n "${pids[@]}" || true
 echo "local-cluster: a node exited; see $data_dir/node*.log" >&2

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fstream>
+
 namespace mayfly::node {
 
 std::string advertised_address(const NodeConfig& config) {
@@ -178,6 +180,12 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "an HTTP connection with no complete request for this long is closed")
       ->capture_default_str();
   app.add_option("--http-threads", config.http_threads, "threads serving HTTP connections")->capture_default_str();
+  app.add_option_function<std::string>(
+         "--clock",
+         [&config](const std::string& mode) { config.virtual_clock = mode == "virtual"; },
+         "real (default) or virtual: replicated time moves only on `mayfly cluster advance-clock` (for tests; every "
+         "node of the cluster must say the same)")
+      ->check(CLI::IsMember({"real", "virtual"}));
   app.add_flag("--join", config.join, "start empty and wait to be added with `mayfly cluster add-member`");
   app.add_option("--tick-ms", config.tick_interval_ms, "Raft tick")->capture_default_str();
   app.add_option("--election-timeout-ticks", config.election_timeout_ticks)->capture_default_str();
@@ -227,6 +235,38 @@ ParsedFlags parse_flags(int argc, char** argv) {
     parsed.output = "mayflyd: " + status.message() + "\n";
   }
   return parsed;
+}
+
+}  // namespace mayfly::node
+
+namespace mayfly::node {
+
+Status check_data_clock_mode(const std::string& data_dir, bool virtual_clock, bool fresh) {
+  const std::string path = data_dir + "/clock";
+  const std::string wanted = clock_mode_name(virtual_clock);
+  std::string recorded;
+  {
+    std::ifstream in(path);
+    if (in) std::getline(in, recorded);
+  }
+  if (recorded.empty()) {
+    // No file: a new store records the mode it starts with; an older one ran on the real clock.
+    recorded = fresh ? wanted : "real";
+    std::ofstream out(path, std::ios::trunc);
+    out << recorded << "\n";
+    out.flush();
+    if (!out) return Status::io_error("cannot write " + path);
+  }
+  if (recorded != "real" && recorded != "virtual") {
+    return Status::corruption(path + " says '" + recorded + "' (expected real or virtual)");
+  }
+  if (recorded != wanted) {
+    return Status::precondition_failed("the data directory " + data_dir + " was created with --clock " + recorded +
+                                       " and this node was started with --clock " + wanted +
+                                       "; a cluster keeps its clock for life: start it with --clock " + recorded +
+                                       " (or use a new --data directory)");
+  }
+  return Status::ok();
 }
 
 }  // namespace mayfly::node

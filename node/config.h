@@ -24,6 +24,10 @@ struct NodeConfig {
   std::string log_level = "info";           // trace, debug, info, warn, error
   std::string cluster = "mayfly";           // peers refuse nodes of another cluster
   bool join = false;                        // start empty and wait to be added (cluster add-member)
+  // --clock virtual (README "Virtual clock"): replicated time stands still until an admin advances it (`mayfly
+  // cluster advance-clock`); every member of the cluster must run so (peers with another mode are refused, and a data
+  // directory remembers the mode it was created with).
+  bool virtual_clock = false;
 
   // Trust (README "Security"). Without --keys-file every client may do everything; without --cluster-secret-file any
   // process that knows the cluster name may act as a peer. Such a node runs open: it says so at start and in
@@ -69,6 +73,14 @@ struct NodeConfig {
 
   Status validate() const;
 };
+
+// "virtual" or "real": the --clock mode as peers and the data directory name it.
+inline const char* clock_mode_name(bool virtual_clock) { return virtual_clock ? "virtual" : "real"; }
+
+// The data directory remembers the --clock mode it was created with (a file `clock` in it): a restart with another
+// mode is refused (kFailedPrecondition, with the fix in the message). `fresh`: the store has no log and no state yet,
+// so the mode is recorded; a store from before the file existed ran on the real clock.
+Status check_data_clock_mode(const std::string& data_dir, bool virtual_clock, bool fresh);
 
 // Where clients and peers reach this node, as reported in cluster status (clients follow it): --advertise; else this
 // node's own entry in --peers when it listens on a wildcard address (0.0.0.0, [::]); else --listen.

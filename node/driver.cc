@@ -11,6 +11,7 @@
 #include <typeinfo>
 
 #include "common/assert.h"
+#include "node/virtual_clock.h"
 #include "replication/codec.h"
 #include "storage/document.h"
 #include "ttl/request_units.h"
@@ -37,10 +38,13 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
       loop_(loop != nullptr ? *loop : *own_loop_),
       config_(config),
       replica_(std::move(replica)),
-      clock_(clock),
+      virtual_clock_(config.virtual_clock
+                         ? std::make_unique<VirtualClock>([this] { return replica_->core().last_ts_micros(); }, clock)
+                         : nullptr),
+      clock_(config.virtual_clock ? *virtual_clock_ : clock),
       metrics_(metrics),
       request_units_(request_units),
-      collector_(replica_->state().expiry(), request_units, metrics, clock,
+      collector_(replica_->state().expiry(), request_units, metrics, clock_,
                  CollectorOptions{config.gc_batch_items_max, config.gc_ru_share}),
       tick_timer_(loop_.make_timer()),
       deadline_timer_(loop_.make_timer()) {}
@@ -111,6 +115,8 @@ void Driver::stop() {
   for (auto& [context, read] : pending_strong_) reply(read.request_id, stopping);
   for (auto& [index, read] : waiting_reads_) reply(read.request_id, stopping);
   for (auto& [index, request] : pending_config_) reply(request, stopping);
+  for (auto& [index, advance] : pending_advances_) reply(advance.request_id, stopping);
+  pending_advances_.clear();
   pending_writes_.clear();
   pending_strong_.clear();
   waiting_reads_.clear();
@@ -221,6 +227,7 @@ void Driver::on_request(uint64_t request_id, Operation operation) {
   switch (operation.kind) {
     case Operation::Kind::kWrite: handle_write(request_id, operation); break;
     case Operation::Kind::kRead: handle_read(request_id, operation); break;
+    case Operation::Kind::kAdvanceClock: handle_advance_clock(request_id, operation); break;
     default: handle_admin(request_id, operation); break;
   }
   schedule_flush();
@@ -262,6 +269,13 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
         reply(request_id, Reply{storage::OpResult::error(prepared.status())});
         return;
       }
+    }
+  }
+  if (command.type == storage::CommandType::kUpdateContainer &&
+      (operation.ttl_dry_run || command.default_ttl_change != storage::DefaultTtlChange::kKeep)) {
+    if (std::optional<Reply> answered = check_ttl_change(operation)) {
+      reply(request_id, std::move(*answered));
+      return;
     }
   }
   Result<replication::Proposal> proposal = replica_->propose(command, clock_.now_micros());
@@ -331,6 +345,7 @@ void Driver::flush() {
         pending_writes_.erase(write);
       }
     }
+    answer_advance(applied);
     auto change = pending_config_.find(applied.index.value());
     if (change != pending_config_.end()) {
       Reply result;
@@ -347,6 +362,7 @@ void Driver::flush() {
     pending_strong_.erase(pending);
   }
   serve_waiting_reads();
+  answer_advances();
   watch_expiry();
   if (stopped_) return;
   maybe_start_snapshot();
@@ -386,6 +402,18 @@ void Driver::expire_requests() {
     reply(it->second.request_id, std::move(result));
     it = pending_writes_.erase(it);
   }
+  for (auto it = pending_advances_.begin(); it != pending_advances_.end();) {
+    if (it->second.deadline_ms > now) {
+      ++it;
+      continue;
+    }
+    Reply result = Reply::error(StatusCode::kUnavailable,
+                                "the clock advance was not confirmed in time; its outcome is unknown: check the "
+                                "applied time in `mayfly cluster status` before advancing again");
+    result.result.substatus = kSubstatusOutcomeUnknown;
+    reply(it->second.request_id, std::move(result));
+    it = pending_advances_.erase(it);
+  }
   for (auto it = pending_strong_.begin(); it != pending_strong_.end();) {
     if (it->second.deadline_ms > now) {
       ++it;
@@ -422,7 +450,9 @@ void Driver::on_tick() {
                   "term; it still follows and votes)",
                   replica_->core().term().value(), replication::kMaxTerm.value());
   }
-  if (replica_->core().role() == Role::kLeader && now - last_proposal_ms_ >= config_.time_entry_interval_ms) {
+  // A virtual clock stands still: no idle time entries (each would move it by a microsecond).
+  if (!config_.virtual_clock && replica_->core().role() == Role::kLeader &&
+      now - last_proposal_ms_ >= config_.time_entry_interval_ms) {
     if (replica_->propose_time_entry(clock_.now_micros()).is_ok()) last_proposal_ms_ = now;
   }
   if (now - last_gc_ms_ >= config_.gc_interval_ms) {
@@ -454,6 +484,8 @@ void Driver::watch_expiry() {
 }
 
 void Driver::schedule_expiry_entry() {
+  // A virtual clock reaches an expiry instant only through an advance-clock entry: nothing to schedule.
+  if (config_.virtual_clock) return;
   const storage::AppliedState applied = replica_->state().applied();
   if (applied.index.value() == expiry_checked_at_applied_ && scheduled_expiry_micros_) return;
   expiry_checked_at_applied_ = applied.index.value();

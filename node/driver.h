@@ -5,7 +5,9 @@
 //
 // Replicated time: the leader stamps every entry with its clock (never below the previous entry). While the log is
 // idle it appends a time entry every time_entry_interval_ms, and it schedules one exactly at the next expiry deadline
-// the state machine knows of, so an item disappears within one commit round trip of its deadline.
+// the state machine knows of, so an item disappears within one commit round trip of its deadline. With --clock
+// virtual the leader's clock is the log's own time (node/virtual_clock.h): no idle time entries, no deadline timer;
+// time moves only with an advance-clock entry.
 //
 // Time and scheduling come from an EventLoop (node/event_loop.h): in mayflyd an AsioLoop run by the driver thread, in
 // tests a ManualLoop on simulated time. The driver reads no clock of its own (replicated time comes from `clock`,
@@ -82,6 +84,9 @@ inline constexpr uint64_t kMetricsWorkMax = 40'000;
 // A collector pass or metrics refresh that holds the driver this long is logged: a third of the shortest default
 // election timeout, so a warning comes well before followers would give up on a leader held like that.
 inline constexpr int64_t kDriverHoldWarnMs = 100;
+// A defaultTtl change that would expire more than this share (percent) of a container's live items at once is
+// refused (412) unless the request says force.
+inline constexpr int64_t kTtlGuardPercent = 10;
 
 class Driver {
  public:
@@ -156,6 +161,14 @@ class Driver {
   void handle_write(uint64_t request_id, const Operation& operation);
   void handle_read(uint64_t request_id, const Operation& operation);
   void handle_admin(uint64_t request_id, const Operation& operation);
+  // mayfly cluster advance-clock (virtual clock only): a time entry stamped `operation.advance_micros` later.
+  void handle_advance_clock(uint64_t request_id, const Operation& operation);
+  // After apply: the advance whose entry (or another term's entry at its index) just applied, answered.
+  void answer_advance(const storage::AppliedEntry& applied);
+  void answer_advances();  // advances whose index a snapshot install skipped: outcome unknown
+  // updateContainer with a defaultTtl change, on the leader before proposing: the dry-run's answer, or the guard's
+  // 412 (more than kTtlGuardPercent of the live items expired at once, without force); nullopt: propose it.
+  std::optional<Reply> check_ttl_change(const Operation& operation);
   void reply(uint64_t request_id, Reply reply);
   void serve_waiting_reads();
   void expire_requests();
@@ -187,6 +200,8 @@ class Driver {
   EventLoop& loop_;
   NodeConfig config_;
   std::unique_ptr<storage::Replica> replica_;
+  // With --clock virtual: a clock that reads the log's own time (node/virtual_clock.h); clock_ is then this one.
+  std::unique_ptr<Clock> virtual_clock_;
   Clock& clock_;
   metrics::Metrics& metrics_;
   RequestUnitAccount& request_units_;
@@ -204,6 +219,13 @@ class Driver {
   std::map<std::string, PendingStrongRead> pending_strong_;    // ReadIndex context -> read
   std::multimap<uint64_t, WaitingRead> waiting_reads_;         // confirmed read index -> strong read
   std::map<uint64_t, uint64_t> pending_config_;                // log index -> request id (admin changes)
+  struct PendingAdvance {
+    uint64_t request_id;
+    uint64_t term;          // the advance entry's term: another term's entry at its index means it was lost
+    int64_t target_micros;  // the advance entry's ts
+    int64_t deadline_ms;
+  };
+  std::map<uint64_t, PendingAdvance> pending_advances_;        // log index -> advance-clock request
   uint64_t next_read_context_ = 1;
   int64_t last_proposal_ms_ = 0;
   int64_t last_gc_ms_ = 0;

@@ -9,6 +9,8 @@
 #include <tuple>
 
 #include "node/driver.h"
+#include "storage/json.h"
+#include "ttl/ttl.h"
 
 namespace mayfly::node {
 
@@ -64,6 +66,113 @@ void Driver::handle_admin(uint64_t request_id, const Operation& operation) {
   }
   last_proposal_ms_ = steady_ms();
   pending_config_[proposal->index.value()] = request_id;
+}
+
+void Driver::handle_advance_clock(uint64_t request_id, const Operation& operation) {
+  if (!config_.virtual_clock) {
+    reply(request_id, Reply::error(StatusCode::kPreconditionFailed,
+                                   "this cluster runs on the real clock (mayflyd --clock real): its time follows the "
+                                   "wall clock and cannot be advanced. advance-clock is for clusters whose every node "
+                                   "was started with --clock virtual (README \"Virtual clock\")"));
+    return;
+  }
+  if (replica_->core().role() != Role::kLeader) {
+    reply(request_id, not_leader("advance-clock goes to the leader; retry there"));
+    return;
+  }
+  // The log's time, uncommitted entries included: the advance entry comes after them.
+  const int64_t from = clock_.now_micros();
+  const int64_t target = from + operation.advance_micros;  // both bounded far below overflow (request.h)
+  Result<replication::Proposal> proposal = replica_->propose_time_entry(target);
+  if (!proposal.is_ok()) {
+    reply(request_id, not_leader("cannot advance the clock now: " + proposal.status().message()));
+    return;
+  }
+  last_proposal_ms_ = steady_ms();
+  spdlog::info("advancing the virtual clock by {} µs to {} µs (log index {})", operation.advance_micros, target,
+               proposal->index.value());
+  pending_advances_[proposal->index.value()] =
+      PendingAdvance{request_id, proposal->term.value(), target, steady_ms() + config_.request_timeout_ms};
+}
+
+void Driver::answer_advance(const storage::AppliedEntry& applied) {
+  auto found = pending_advances_.find(applied.index.value());
+  if (found == pending_advances_.end()) return;
+  const PendingAdvance advance = found->second;
+  const uint64_t index = found->first;
+  pending_advances_.erase(found);
+  if (applied.term.value() != advance.term) {
+    reply(advance.request_id, not_leader("the clock advance was lost in a leader change (not applied); retry"));
+    return;
+  }
+  Reply result;
+  result.result.body = "{\"virtualTime\":" + std::to_string(advance.target_micros / kMicrosPerSecond) +
+                       ",\"virtualTimeMicros\":" + std::to_string(advance.target_micros) +
+                       ",\"index\":" + std::to_string(index) + "}";
+  result.result.ts_micros = advance.target_micros;
+  result.session_token = index;
+  reply(advance.request_id, std::move(result));
+}
+
+void Driver::answer_advances() {
+  const uint64_t applied = replica_->state().applied().index.value();
+  while (!pending_advances_.empty() && pending_advances_.begin()->first <= applied) {
+    Reply unknown = Reply::error(StatusCode::kUnavailable,
+                                 "this node installed a snapshot past the clock advance; its outcome is unknown: "
+                                 "check the applied time in `mayfly cluster status` before advancing again");
+    unknown.result.substatus = kSubstatusOutcomeUnknown;
+    reply(pending_advances_.begin()->second.request_id, std::move(unknown));
+    pending_advances_.erase(pending_advances_.begin());
+  }
+}
+
+std::optional<Reply> Driver::check_ttl_change(const Operation& operation) {
+  const storage::Command& command = operation.command;
+  ttl::DefaultTtl policy = ttl::DefaultTtl::off();
+  switch (command.default_ttl_change) {
+    case storage::DefaultTtlChange::kKeep:
+      return Reply::error(StatusCode::kInvalidArgument,
+                          "a dry run previews a defaultTtl change: give the new defaultTtl (--default-ttl N, -1 or off)");
+    case storage::DefaultTtlChange::kRemove: break;
+    case storage::DefaultTtlChange::kSet: {
+      Result<boost::json::value> parsed = json::parse(command.default_ttl_json);
+      if (!parsed.is_ok()) {
+        return Reply::error(StatusCode::kInvalidArgument, "defaultTtl is not valid JSON: " + parsed.status().message());
+      }
+      Result<ttl::DefaultTtl> valid = ttl::validate_default_ttl(json::ttl_literal(&*parsed));
+      if (!valid.is_ok()) return Reply::error(StatusCode::kInvalidArgument, valid.status().message());
+      policy = *valid;
+      break;
+    }
+  }
+  if (operation.ttl_force && !operation.ttl_dry_run) return std::nullopt;  // forced: no need to count
+  // The leader decides, once, before the change enters the log (replicas only apply what it proposed), from its own
+  // applied state and replicated time: never a replica's wall clock. Writes still in flight are not counted.
+  Result<storage::TtlChangePreview> preview =
+      replica_->state().reader().preview_default_ttl(command.database, command.container, policy);
+  if (!preview.is_ok()) {
+    if (preview.status().code() == StatusCode::kNotFound) {
+      return Reply{replica_->state().reader().read_container(command.database, command.container)};
+    }
+    fatal(preview.status());
+    return Reply::error(StatusCode::kUnavailable, "the node is stopping after a storage failure");
+  }
+  if (operation.ttl_dry_run) {
+    Reply result;
+    result.result.body = preview->to_json();
+    result.session_token = preview->applied_index;
+    return result;
+  }
+  if (operation.ttl_force || preview->at_once_items * 100 <= preview->live_items * kTtlGuardPercent) return std::nullopt;
+  return Reply::error(
+      StatusCode::kPreconditionFailed,
+      "this defaultTtl change would expire " + std::to_string(preview->at_once_items) + " of the container's " +
+          std::to_string(preview->live_items) + " live items (" + std::to_string(preview->at_once_bytes) +
+          " bytes) at once, more than " + std::to_string(kTtlGuardPercent) + "%; " +
+          std::to_string(preview->within_hour_items) + " within an hour and " +
+          std::to_string(preview->within_day_items) +
+          " within a day. Nothing was changed: if this is intended, send it again with --force (force in the "
+          "library's ContainerSettings); --dry-run shows the figures. Figures: " + preview->to_json());
 }
 
 // ---- the cycle ----------------------------------------------------------------------------------------------------

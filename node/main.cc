@@ -8,6 +8,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include "common/auth.h"
 #include "common/clock.h"
@@ -46,10 +47,24 @@ int main(int argc, char** argv) {
   if (!config.join) {
     for (const auto& [id, address] : config.peers) options.bootstrap.voters.insert(id);
   }
+  std::error_code fs_error;
+  const bool fresh = !std::filesystem::exists(config.data_dir, fs_error) ||
+                     std::filesystem::is_empty(config.data_dir, fs_error);
+  if (config.virtual_clock) {
+    // Nobody's wall clock is replicated time, so the max-clock-offset ceiling has nothing to guard.
+    options.raft.max_clock_offset_micros = replication::kNoClockOffsetLimit;
+  }
   Result<std::unique_ptr<storage::Replica>> replica = storage::Replica::open(options);
   if (!replica.is_ok()) {
     spdlog::critical("cannot open the data directory {}: {}", config.data_dir, replica.status().to_string());
     return 1;
+  }
+  if (Status mode = node::check_data_clock_mode(config.data_dir, config.virtual_clock, fresh); !mode.is_ok()) {
+    spdlog::critical("{}", mode.message());
+    return 2;
+  }
+  if (config.virtual_clock) {
+    spdlog::info("virtual clock: replicated time moves only on `mayfly cluster advance-clock`");
   }
   const storage::AppliedState applied = (*replica)->state().applied();
   spdlog::info("opened {} at applied index {} (replicated time {} µs)", config.data_dir, applied.index.value(),

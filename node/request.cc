@@ -57,6 +57,28 @@ Reply throttled_reply(int64_t wait_ms) {
   return reply;
 }
 
+Result<int64_t> parse_clock_advance(std::string_view text) {
+  const Status invalid = Status::invalid_argument(
+      "advance-clock takes a positive duration such as 90s, 1500ms, 30m, 2h or 1d (a bare number is seconds), at "
+      "most 2147483647s; got '" + std::string(text.substr(0, 64)) + "'");
+  int64_t amount = 0;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  auto [rest, error] = std::from_chars(begin, end, amount);
+  if (error != std::errc() || rest == begin || amount <= 0) return invalid;
+  const std::string_view unit(rest, static_cast<size_t>(end - rest));
+  int64_t micros_per_unit = 0;
+  if (unit.empty() || unit == "s") micros_per_unit = 1'000'000;
+  else if (unit == "ms") micros_per_unit = 1'000;
+  else if (unit == "m") micros_per_unit = 60'000'000;
+  else if (unit == "h") micros_per_unit = 3'600'000'000;
+  else if (unit == "d") micros_per_unit = 86'400'000'000;
+  else return invalid;
+  constexpr int64_t kMaxMicros = int64_t{2147483647} * 1'000'000;
+  if (amount > kMaxMicros / micros_per_unit) return invalid;
+  return amount * micros_per_unit;
+}
+
 Result<Operation> decode_request(proto::Request::Reader request) {
   Operation op;
   auto options = request.getOptions();
@@ -94,6 +116,8 @@ Result<Operation> decode_request(proto::Request::Reader request) {
     case proto::Request::UPDATE_CONTAINER:
       command.type = storage::CommandType::kUpdateContainer;
       apply_settings(request.getUpdateContainer(), command);
+      op.ttl_dry_run = request.getUpdateContainer().getDryRun();
+      op.ttl_force = request.getUpdateContainer().getForce();
       break;
     case proto::Request::GET_CONTAINER: read_kind(ReadQuery::Kind::kContainer); break;
     case proto::Request::DELETE_CONTAINER: command.type = storage::CommandType::kDeleteContainer; break;
@@ -169,6 +193,11 @@ Result<Operation> decode_request(proto::Request::Reader request) {
       op.kind = Operation::Kind::kTransferLeader;
       op.member = NodeId(request.getTransferLeader());
       break;
+    case proto::Request::ADVANCE_CLOCK: {
+      op.kind = Operation::Kind::kAdvanceClock;
+      MAYFLY_ASSIGN_OR_RETURN(op.advance_micros, parse_clock_advance(request.getAdvanceClock().cStr()));
+      break;
+    }
     default:
       return Status::invalid_argument("unknown request type (is the client newer than this server?)");
   }
@@ -223,6 +252,7 @@ std::string op_name(const Operation& operation) {
     case Operation::Kind::kAddMember: return "add_member";
     case Operation::Kind::kRemoveMember: return "remove_member";
     case Operation::Kind::kTransferLeader: return "transfer_leader";
+    case Operation::Kind::kAdvanceClock: return "advance_clock";
     case Operation::Kind::kRead: break;
   }
   switch (operation.read.kind) {

@@ -30,7 +30,7 @@ struct ReadQuery {
 };
 
 struct Operation {
-  enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader };
+  enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader, kAdvanceClock };
   Kind kind = Kind::kWrite;
   storage::Command command;  // kWrite
   ReadQuery read;            // kRead
@@ -38,6 +38,9 @@ struct Operation {
   uint64_t session_token = 0;  // the log index the client has seen; 0: none
   NodeId member;               // admin
   std::string member_address;  // kAddMember
+  int64_t advance_micros = 0;  // kAdvanceClock: > 0
+  bool ttl_dry_run = false;    // updateContainer: preview the defaultTtl change, change nothing
+  bool ttl_force = false;      // updateContainer: skip the guard (more than kTtlGuardPercent expired at once)
 };
 
 // What goes back to the client.
@@ -62,6 +65,10 @@ struct Reply {
 
 // 429 with retry-after: the container's provisioned RU/s are used up for this second (spec §8).
 Reply throttled_reply(int64_t wait_ms);
+
+// advance-clock's duration: a positive integer with an optional unit ms, s (the default), m, h or d, at most
+// 2147483647 s (the longest ttl), as microseconds; anything else is kInvalidArgument with the accepted forms.
+Result<int64_t> parse_clock_advance(std::string_view text);
 
 // Decodes a wire request; malformed ones (bad session token, missing fields) are kInvalidArgument.
 Result<Operation> decode_request(proto::Request::Reader request);

@@ -150,6 +150,7 @@ class PeerLink {
   bool sending_ = false;
   bool waiting_to_reconnect_ = false;
   int64_t backoff_ms_ = 50;
+  int64_t clock_refusal_log_ms_ = 0;  // the last "refused for its --clock" error logged
   int64_t last_tls_log_ms_ = 0;
   kj::Own<kj::TaskSet> tasks_;  // last: destroyed first, cancelling callbacks that use the members above
 };

@@ -83,6 +83,7 @@ kj::Promise<proto::Peer::Client> PeerLink::connect() {
           auto open = connection_->bootstrap.openPeerRequest();
           open.setFrom(config.id.value());
           open.setCluster(config.cluster);
+          open.setClock(clock_mode_name(config.virtual_clock));
           if (!secret.empty()) {
             open.setProof(data_of(
                 auth::peer_client_proof(secret, config.cluster, config.id.value(), client_nonce, server_nonce)));
@@ -137,6 +138,10 @@ void PeerLink::pump() {
 
 void PeerLink::on_failure(const kj::Exception& exception) {
   if (waiting_to_reconnect_) return;
+  if (std::string_view(exception.getDescription().cStr()).find("--clock") != std::string_view::npos &&
+      log_now(clock_refusal_log_ms_)) {
+    spdlog::error("node {} at {} refuses this node: {}", peer_.value(), address_, exception.getDescription().cStr());
+  }
   spdlog::debug("link to node {} at {} failed ({}); retrying in {} ms", peer_.value(), address_,
                 exception.getDescription().cStr(), backoff_ms_);
   peer_capability_ = nullptr;

@@ -29,6 +29,7 @@ Role required_role(proto::Request::Which which) {
     case proto::Request::ADD_MEMBER:
     case proto::Request::REMOVE_MEMBER:
     case proto::Request::TRANSFER_LEADER:
+    case proto::Request::ADVANCE_CLOCK:
       return Role::kAdmin;
     default:
       return Role::kReadWrite;
@@ -194,6 +195,19 @@ class MayflyImpl final : public proto::Mayfly::Server {
     const uint64_t from = params.getFrom();
     if (from == 0 || from == config.id.value()) {
       return KJ_EXCEPTION(FAILED, "a peer must name another node of the cluster", from);
+    }
+    // Every member runs on the same clock (README "Time to live"): a real-clock leader would move a virtual cluster's
+    // time, and a virtual one would freeze a real cluster's.
+    const std::string peer_clock = params.getClock() == kj::StringPtr("virtual") ? "virtual" : "real";
+    const std::string own_clock = clock_mode_name(config.virtual_clock);
+    if (peer_clock != own_clock) {
+      if (log_now(last_refusal_log_ms_)) {
+        spdlog::error("refused node {} as a peer: it runs with --clock {}, this node with --clock {}; start every "
+                      "node of a cluster with the same --clock",
+                      from, peer_clock, own_clock);
+      }
+      return KJ_EXCEPTION(FAILED, "peer refused: it runs with --clock " + peer_clock + ", this node with --clock " +
+                                      own_clock + "; every node of a cluster needs the same --clock");
     }
     const std::vector<std::string>& secrets = host_.accepted_cluster_secrets();
     auto results = context.getResults();

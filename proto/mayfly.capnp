@@ -42,6 +42,11 @@ struct ContainerSettings {
     provisioned @8 :UInt32;   # RU/s
     serverless @9 :Void;
   }
+  # updateContainer with a defaultTtl change (README "Containers"): `dryRun` answers what the change would expire
+  # (live items and bytes, expired at once / within 1 h / within 1 day) and changes nothing; `force` applies a change
+  # that would expire more than 10 % of the container's live items at once (refused with 412 otherwise).
+  dryRun @10 :Bool;
+  force @11 :Bool;
 }
 
 struct ItemKey {
@@ -96,6 +101,9 @@ struct Request {
     removeMember @22 :UInt64;
     transferLeader @23 :UInt64;
     query @24 :Query;        # a read: follows the consistency level like listItems
+    # Admin, --clock virtual clusters only (README "Virtual clock"): move replicated time forward by this duration
+    # ("90s", "1500ms", "30m", "2h", "1d"; a bare number is seconds). 412 on a real-clock cluster, 400 if not > 0.
+    advanceClock @26 :Text;
   }
   # Database, container and item writes from a client that asks for exactly-once execution (README "Exactly-once
   # writes"): the node answers a re-sent write with the outcome of its first execution. Absent: no deduplication.
@@ -138,7 +146,9 @@ interface Mayfly {
   openSession @0 (credentials :Text, proof :Data) -> (session :Session, serverProof :Data);
   # The peer API for node `from` of cluster `cluster`. Fails (an RPC exception) unless `proof` shows the caller
   # holds the cluster secret; every message later delivered on it must come from `from`.
-  openPeer @1 (from :UInt64, cluster :Text, proof :Data) -> (peer :Peer, serverProof :Data);
+  # `clock` is the caller's --clock mode ("" or "real", "virtual"): a node refuses a peer whose mode differs from
+  # its own (README "Virtual clock").
+  openPeer @1 (from :UInt64, cluster :Text, proof :Data, clock :Text) -> (peer :Peer, serverProof :Data);
   hello @2 (clientNonce :Data) -> (serverNonce :Data);
 }
 

@@ -62,8 +62,8 @@ class StorageSource final : public ItemSource {
   }
 
  private:
-  // The item as a read returns it: the stored JSON with `_rid`, `_etag` and `_ts` (seconds) after the user's
-  // properties — the same document storage::render_item writes.
+  // The item as a read returns it: the stored JSON with `_rid`, `_etag`, `_ts` (seconds) and `_expiresAt` (when its
+  // effective TTL is set) after the user's properties — the same document storage::render_item writes.
   Result<SourceItem> document_of(const storage::ItemRecord& record, std::string_view position) const {
     Result<bj::value> parsed = json::parse(record.json);
     if (!parsed.is_ok() || !parsed->is_object()) return Status::corruption("stored item is not a JSON object");
@@ -71,6 +71,10 @@ class StorageSource final : public ItemSource {
     object["_rid"] = storage::format_item_rid(reader_.container().crid, record.item_rid);
     object["_etag"] = storage::format_etag(record.etag_sequence);
     object["_ts"] = ttl::ts_seconds(record.write_ts_micros);
+    if (std::optional<int64_t> expires_at =
+            ttl::expires_at_seconds(record.ttl, record.write_ts_micros, reader_.container().ttl.policy)) {
+      object["_expiresAt"] = *expires_at;
+    }
     SourceItem item;
     item.position = position;
     item.write_ts_micros = record.write_ts_micros;

@@ -33,8 +33,9 @@ Status RaftConfig::validate() const {
   if (tick_interval_micros < 1 || tick_interval_micros > 3'600'000'000) {
     return invalid("tick_interval_micros must be in 1..3600000000");
   }
-  if (max_clock_offset_micros < 0 || max_clock_offset_micros > 86'400'000'000) {
-    return invalid("max_clock_offset_micros must be in 0..86400000000 (a day)");
+  if (max_clock_offset_micros != kNoClockOffsetLimit &&
+      (max_clock_offset_micros < 0 || max_clock_offset_micros > 86'400'000'000)) {
+    return invalid("max_clock_offset_micros must be in 0..86400000000 (a day), or kNoClockOffsetLimit");
   }
   return Status::ok();
 }

@@ -11,6 +11,8 @@
 
 namespace mayfly::replication {
 
+inline constexpr int64_t kNoClockOffsetLimit = INT64_MAX;
+
 struct RaftConfig {
   NodeId self;  // this node's id; never 0
 
@@ -49,6 +51,7 @@ struct RaftConfig {
   int64_t tick_interval_micros = 10'000;
   // A leader stamps entries at most this far ahead of the clock a quorum of voters (itself included) has at least
   // (like CockroachDB's max-offset), so a leader whose clock jumps forward cannot expire data early.
+  // kNoClockOffsetLimit: no ceiling at all (a virtual-clock cluster, whose time is no one's wall clock).
   int64_t max_clock_offset_micros = 500'000;
 
   Status validate() const;

@@ -805,7 +805,7 @@ std::optional<int64_t> RaftCore::quorum_clock_estimate(int64_t now_micros) const
 }
 
 int64_t RaftCore::time_ceiling_micros(int64_t now_micros) const {
-  if (role_ != Role::kLeader) return kNoCeiling;
+  if (role_ != Role::kLeader || config_.max_clock_offset_micros == kNoClockOffsetLimit) return kNoCeiling;
   if (std::optional<int64_t> quorum = quorum_clock_estimate(now_micros)) {
     return add_saturating(*quorum, config_.max_clock_offset_micros);
   }

@@ -236,6 +236,8 @@ class RaftCore {
   // driver that waits for replicated time to reach an instant should wait for this, not only its own clock, to
   // reach it. Not leader: INT64_MAX.
   int64_t time_ceiling_micros() const { return time_ceiling_micros(now_micros_); }
+  // The ts of the last entry in this node's log (of its snapshot when the log is empty).
+  int64_t last_ts_micros() const { return log_.last_ts_micros(); }
   // Always-on checks of the core's invariants; aborts the process when one does not hold.
   void check_invariants() const;
 

@@ -7,7 +7,8 @@
 namespace mayfly::storage {
 namespace {
 
-constexpr std::string_view kSystemProperties[] = {"_ts", "_etag", "_rid"};
+// Read-only: what a client sends under these names is dropped (`_expiresAt` is computed at read time).
+constexpr std::string_view kSystemProperties[] = {"_ts", "_etag", "_rid", "_expiresAt"};
 
 Status bad_request(std::string message) { return Status::invalid_argument(std::move(message)); }
 
@@ -89,7 +90,7 @@ std::string format_item_rid(uint64_t crid, uint64_t item_rid) {
   return buffer;
 }
 
-std::string render_item(const ItemRecord& record, uint64_t crid) {
+std::string render_item(const ItemRecord& record, uint64_t crid, ttl::DefaultTtl default_ttl) {
   // The stored JSON is compact and ends with '}': append the system properties before it.
   MAYFLY_ASSERT(record.json.size() >= 2 && record.json.back() == '}');
   std::string out;
@@ -102,6 +103,10 @@ std::string render_item(const ItemRecord& record, uint64_t crid) {
   json::write_json_string(format_etag(record.etag_sequence), out);
   out += ",\"_ts\":";
   out += std::to_string(ttl::ts_seconds(record.write_ts_micros));
+  if (std::optional<int64_t> expires_at = ttl::expires_at_seconds(record.ttl, record.write_ts_micros, default_ttl)) {
+    out += ",\"_expiresAt\":";
+    out += std::to_string(*expires_at);
+  }
   out.push_back('}');
   return out;
 }

@@ -37,8 +37,9 @@ Status validate_resource_id(std::string_view kind, std::string_view id);
 // JSON or is an array/object (kInvalidArgument).
 Result<std::string> canonical_partition_key_text(std::string_view partition_key_json);
 
-// The item as users read it: the stored JSON with `_rid`, `_etag` and `_ts` (seconds) merged in.
-std::string render_item(const ItemRecord& record, uint64_t crid);
+// The item as users read it: the stored JSON with `_rid`, `_etag`, `_ts` (seconds) and, when its effective TTL (its
+// own ttl or the container's `default_ttl`) is set, `_expiresAt` (seconds) merged in.
+std::string render_item(const ItemRecord& record, uint64_t crid, ttl::DefaultTtl default_ttl);
 std::string format_item_rid(uint64_t crid, uint64_t item_rid);
 
 }  // namespace mayfly::storage

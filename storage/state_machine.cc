@@ -529,7 +529,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   result.done = creating ? Done::kCreated : Done::kOk;
   result.ts_micros = ts;
   result.etag = format_etag(record.etag_sequence);
-  result.body = render_item(record, container.crid);
+  result.body = render_item(record, container.crid, container.ttl.policy);
   return result;
 }
 

@@ -116,7 +116,7 @@ OpResult StoreReader::read_item(std::string_view database, std::string_view cont
   OpResult result;
   result.ts_micros = item.write_ts_micros;
   result.etag = format_etag(item.etag_sequence);
-  result.body = render_item(item, found.value().crid);
+  result.body = render_item(item, found.value().crid, found.value().ttl.policy);
   return result;
 }
 
@@ -169,7 +169,7 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
       continue;
     }
     if (count > 0) result.body.push_back(',');
-    result.body += render_item(*item, container.crid);
+    result.body += render_item(*item, container.crid, container.ttl.policy);
     ++count;
   }
   if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));

@@ -92,6 +92,20 @@ struct ExpiringSoon {
   std::vector<int64_t> counts;
 };
 
+// What a defaultTtl change would expire (README "Containers": dry-run and the guard), at one snapshot and its
+// applied replicated time: live items (and their record bytes) in the container now, and those of them that the new
+// policy would have expired at once, within an hour and within a day of that time (cumulative: the hour includes
+// the ones at once).
+struct TtlChangePreview {
+  uint64_t applied_index = 0;
+  int64_t at_micros = 0;  // the applied replicated time the figures are for
+  int64_t live_items = 0, live_bytes = 0;
+  int64_t at_once_items = 0, at_once_bytes = 0;
+  int64_t within_hour_items = 0, within_hour_bytes = 0;
+  int64_t within_day_items = 0, within_day_bytes = 0;
+  std::string to_json() const;
+};
+
 struct ContainerInfo {
   std::string database;
   std::string container;
@@ -185,6 +199,12 @@ class StoreReader {
   // consistent LevelDB snapshot (the applied time is read from it too). The work is one index scan per container
   // over the items expiring within the largest window.
   Result<std::vector<ExpiringSoon>> expiring_soon(const std::vector<int64_t>& windows_micros) const;
+
+  // What changing the container's defaultTtl to `policy` would expire (TtlChangePreview), read from one snapshot:
+  // one pass over the container's items (ttl::alive under the current state and under ttl::change_policy's result).
+  // kNotFound when the container does not exist.
+  Result<TtlChangePreview> preview_default_ttl(std::string_view database, std::string_view container,
+                                               ttl::DefaultTtl policy) const;
 
   // kNotFound when the database or container does not exist; a storage failure when it cannot be read.
   Result<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;

@@ -98,6 +98,12 @@ int64_t expiry_instant_micros(int64_t write_ts_micros, int64_t ttl_seconds) {
   return (ts_seconds(write_ts_micros) + ttl_seconds) * kMicrosPerSecond;
 }
 
+std::optional<int64_t> expires_at_seconds(ItemTtl item, int64_t write_ts_micros, DefaultTtl container) {
+  const std::optional<int64_t> effective = effective_ttl_seconds(item, container);
+  if (!effective) return std::nullopt;
+  return expiry_instant_micros(write_ts_micros, *effective) / kMicrosPerSecond;
+}
+
 ContainerTtlState change_policy(const ContainerTtlState& state, DefaultTtl new_policy, int64_t change_ts_micros) {
   ContainerTtlState next = state;
   const ExpiredBounds dead = expired_bounds(state, change_ts_micros);

@@ -75,6 +75,10 @@ std::optional<int64_t> effective_ttl_seconds(ItemTtl item, DefaultTtl container)
 // spec §3: E = _ts + e, in whole seconds: `_ts` is the write time truncated to seconds (what users see), so the
 // instant a user computes from `_ts` and `ttl` is exactly when the item disappears. Returned in microseconds.
 int64_t expiry_instant_micros(int64_t write_ts_micros, int64_t ttl_seconds);
+// `_expiresAt` (README "Time to live"): E in Unix seconds (_ts + effective TTL) for an item written at `write_ts`
+// with `item` ttl in a container whose defaultTtl is `container`; nullopt when it never expires. Computed at read
+// time from the current policy, never stored.
+std::optional<int64_t> expires_at_seconds(ItemTtl item, int64_t write_ts_micros, DefaultTtl container);
 // `_ts` as users see it: whole seconds.
 inline int64_t ts_seconds(int64_t ts_micros) { return ts_micros / kMicrosPerSecond; }
 

@@ -206,6 +206,7 @@ TEST(Scans, ExpiringRestartingAndCollectingALargeBacklogMovesNoLeader) {
   Request expire = container_req(Op::kUpdateContainer, kDb, kContainer);
   expire.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
   expire.settings.default_ttl_json = "1";
+  expire.settings.force = true;  // it expires the whole container on purpose (the guard would refuse it)
   const Response changed = admin.execute(expire);
   ASSERT_TRUE(changed.ok()) << changed.status << " " << changed.message;
   const Clock::time_point change_at = Clock::now();

@@ -415,6 +415,7 @@ class Simulation {
       node::Operation write;
       write.kind = node::Operation::Kind::kWrite;
       write.command = random_command(lead->process->driver->state());
+      write.ttl_force = true;  // the simulation exercises defaultTtl changes, not the guard against mass expiry
       PendingRequest pending{PendingRequest::Kind::kWrite, fnv1a(storage::encode_command(write.command)), {}};
       request(*lead, pending, std::move(write));
     }

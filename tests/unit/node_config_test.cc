@@ -1,10 +1,15 @@
 // mayflyd's flags: parsing, range checks with a usage error (exit 2), and the address a node reports for itself.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "node/config.h"
+#include "node/request.h"
 
 namespace mayfly::node {
 namespace {
@@ -23,6 +28,56 @@ std::vector<std::string> with(std::vector<std::string> extra) {
   std::vector<std::string> args = kBase;
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
+}
+
+TEST(NodeConfig, ClockIsRealOrVirtual) {
+  EXPECT_FALSE(parse(kBase).config.virtual_clock);
+  EXPECT_FALSE(parse(with({"--clock", "real"})).config.virtual_clock);
+  const ParsedFlags virtual_clock = parse(with({"--clock", "virtual"}));
+  EXPECT_EQ(virtual_clock.exit_code, -1) << virtual_clock.output;
+  EXPECT_TRUE(virtual_clock.config.virtual_clock);
+  const ParsedFlags bad = parse(with({"--clock", "fake"}));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--clock"), std::string::npos) << bad.output;
+}
+
+TEST(NodeConfig, ADataDirectoryKeepsItsClockMode) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("mayfly-clock-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // A new store records its mode; the same mode is accepted again, the other one refused with the fix.
+  ASSERT_TRUE(check_data_clock_mode(dir, true, true).is_ok());
+  EXPECT_TRUE(check_data_clock_mode(dir, true, false).is_ok());
+  const Status refused = check_data_clock_mode(dir, false, false);
+  EXPECT_EQ(refused.code(), StatusCode::kPreconditionFailed);
+  EXPECT_NE(refused.message().find("created with --clock virtual"), std::string::npos) << refused.message();
+  // A store from before the file existed ran on the real clock.
+  std::filesystem::remove(dir + "/clock");
+  EXPECT_EQ(check_data_clock_mode(dir, true, false).code(), StatusCode::kPreconditionFailed);
+  EXPECT_TRUE(check_data_clock_mode(dir, false, false).is_ok());
+  // A file that says something else is corruption, not a guess.
+  { std::ofstream(dir + "/clock") << "sundial\n"; }
+  EXPECT_EQ(check_data_clock_mode(dir, false, false).code(), StatusCode::kCorruption);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AdvanceClock, DurationsArePositiveWithAUnitAndBounded) {
+  EXPECT_EQ(*parse_clock_advance("90s"), 90'000'000);
+  EXPECT_EQ(*parse_clock_advance("90"), 90'000'000);
+  EXPECT_EQ(*parse_clock_advance("1500ms"), 1'500'000);
+  EXPECT_EQ(*parse_clock_advance("30m"), 1'800'000'000);
+  EXPECT_EQ(*parse_clock_advance("2h"), 7'200'000'000);
+  EXPECT_EQ(*parse_clock_advance("1d"), 86'400'000'000);
+  EXPECT_EQ(*parse_clock_advance("2147483647s"), int64_t{2147483647} * 1'000'000);
+  EXPECT_EQ(*parse_clock_advance("24855d"), int64_t{24855} * 86'400'000'000);  // just under the bound
+  for (const char* bad : {"", "0", "0s", "-1", "-5s", "+5s", "abc", "5x", "1.5s", "s", "90 s", " 90s", "2147483648s",
+                          "24856d", "99999999999999999999"}) {
+    const Result<int64_t> parsed = parse_clock_advance(bad);
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << "'" << bad << "'";
+    if (!parsed.is_ok()) {
+      EXPECT_NE(parsed.status().message().find("positive duration"), std::string::npos);
+    }
+  }
 }
 
 TEST(NodeConfig, AWildcardListenerAdvertisesItsPeersEntry) {

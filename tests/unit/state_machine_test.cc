@@ -12,7 +12,9 @@ TEST_F(StateMachineTest, CreateReadExpire) {
   ASSERT_EQ(created.http_status(), 201) << created.message;
   OpResult read_back = read("\"p\"", "a", kT0 + 5 * kSecond);
   ASSERT_EQ(read_back.http_status(), 200) << read_back.message;
-  EXPECT_EQ(read_back.body, R"({"id":"a","pk":"p","x":1.5,"_rid":"1.3","_etag":"\"0000000000000003\"","_ts":1700000000})");
+  // _expiresAt = _ts + the inherited defaultTtl (10 s).
+  EXPECT_EQ(read_back.body,
+            R"({"id":"a","pk":"p","x":1.5,"_rid":"1.3","_etag":"\"0000000000000003\"","_ts":1700000000,"_expiresAt":1700000010})");
   EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond - 1).http_status(), 200);
   EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond).http_status(), 404);
 }

@@ -51,6 +51,21 @@ TEST(CliParse, ClusterCommands) {
   EXPECT_EQ(transfer.member_id, 3u);
 }
 
+TEST(CliParse, AdvanceClockAndTtlChangeOptions) {
+  const Request advance = request_of({"cluster", "advance-clock", "90s"});
+  EXPECT_EQ(advance.op, Op::kAdvanceClock);
+  EXPECT_EQ(advance.duration, "90s");  // validated by the server (400), like defaultTtl
+  expect_usage_error({"cluster", "advance-clock"}, "DURATION");
+  const Request dry = request_of({"container", "set", "shop", "carts", "--default-ttl", "60", "--dry-run"});
+  EXPECT_TRUE(dry.settings.dry_run);
+  EXPECT_FALSE(dry.settings.force);
+  const Request forced = request_of({"container", "set", "shop", "carts", "--default-ttl", "60", "--force"});
+  EXPECT_TRUE(forced.settings.force);
+  EXPECT_FALSE(forced.settings.dry_run);
+  const Request plain = request_of({"container", "set", "shop", "carts", "--default-ttl", "60"});
+  EXPECT_FALSE(plain.settings.force || plain.settings.dry_run);
+}
+
 TEST(CliParse, ClusterUsageErrors) {
   expect_usage_error({"cluster"}, "subcommand");
   expect_usage_error({"cluster", "add-member", "4"}, "ADDRESS");

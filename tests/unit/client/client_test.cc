@@ -344,6 +344,13 @@ std::vector<Request> one_request_per_op() {
                                    .indexing = ContainerSettings::Indexing::kConsistent,
                                    .throughput = ContainerSettings::Throughput::kServerless};
   });
+  add(Op::kUpdateContainer, [&](Request& r) {  // a defaultTtl change with its dry-run and force options
+    container(r);
+    r.settings = ContainerSettings{.default_ttl = ContainerSettings::DefaultTtl::kSet,
+                                   .default_ttl_json = "60",
+                                   .dry_run = true,
+                                   .force = true};
+  });
   add(Op::kGetContainer, container);
   add(Op::kDeleteContainer, container);
   add(Op::kListContainers, db);
@@ -378,6 +385,7 @@ std::vector<Request> one_request_per_op() {
   });
   add(Op::kRemoveMember, [](Request& r) { r.member_id = 5; });
   add(Op::kTransferLeader, [](Request& r) { r.member_id = 6; });
+  add(Op::kAdvanceClock, [](Request& r) { r.duration = "90s"; });
   return requests;
 }
 
@@ -408,7 +416,7 @@ TEST(Ops, WritesAreTheStateChangingOps) {
   }
   for (const Op op : {Op::kCreateDatabase, Op::kDeleteDatabase, Op::kCreateContainer, Op::kUpdateContainer,
                       Op::kDeleteContainer, Op::kCreateItem, Op::kUpsertItem, Op::kReplaceItem, Op::kDeleteItem,
-                      Op::kPatchItem, Op::kAddMember, Op::kRemoveMember, Op::kTransferLeader}) {
+                      Op::kPatchItem, Op::kAddMember, Op::kRemoveMember, Op::kTransferLeader, Op::kAdvanceClock}) {
     EXPECT_TRUE(is_write(op)) << op_name(op);
   }
 }
