@@ -147,6 +147,20 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
       }
     }
   }
+  // Mayfly's guard (README "Containers"): a defaultTtl change that would expire more than 10 % of the container's
+  // items at once is refused with 412 and the figures, unless the caller says it is intended. The SDKs cannot say so
+  // in the definition; they can send a header (the Python SDK: `headers={...}`, azure-core's per-call headers; its
+  // replace_container drops `initial_headers`).
+  if (!create) {
+    const std::string_view force = http.header("x-mayfly-force-ttl-change");
+    if (!force.empty()) {
+      const bool is_false = force == "false" || force == "False";
+      if (!header_flag(force) && !is_false) {
+        return "x-mayfly-force-ttl-change must be true or false, not '" + std::string(force) + "'";
+      }
+      settings.setForce(header_flag(force));
+    }
+  }
   settings.getThroughput().setUnchanged();
   const std::string_view offer = http.header("x-ms-offer-throughput");
   if (!offer.empty()) {

@@ -93,3 +93,32 @@ def test_container_default_minus_one(cluster):
     wait_until(lambda: gone(container, "dies", "p"), 15, what="'dies' to expire")
     assert container.read_item("kept", partition_key="p")["id"] == "kept"
     assert list(container.query_items("SELECT VALUE COUNT(1) FROM c", partition_key="p")) == [1]
+
+
+def test_a_default_ttl_cut_that_expires_most_items_needs_the_force_header(cluster):
+    """Mayfly's guard through the SDK: 412 with the figures, nothing changed; with x-mayfly-force-ttl-change the
+    change applies and the items are gone at once. The items expose _expiresAt (_ts + effective ttl)."""
+    import time
+    name = unique("ttl-guard")
+    database = cluster.client(1).create_database_if_not_exists(name)
+    container = database.create_container(id="c", partition_key=PartitionKey(path="/pk"), default_ttl=3600)
+    written = [container.create_item({"id": f"i{n}", "pk": "p"}) for n in range(10)]
+    assert all(item["_expiresAt"] == item["_ts"] + 3600 for item in written)
+    newest = max(item["_ts"] for item in written)
+    # A cut to 1 s expires every item at once as soon as replicated time is past newest + 1 (a later write moves it).
+    wait_until(lambda: time.time() >= newest + 2, 10, what="two seconds past the last write")
+    container.upsert_item({"id": "clock", "pk": "other", "ttl": -1})
+    try:
+        database.replace_container(container, partition_key=PartitionKey(path="/pk"), default_ttl=1)
+        raise AssertionError("expected 412")
+    except exceptions.CosmosAccessConditionFailedError as error:
+        assert "force" in error.message, error.message
+    assert container.read()["defaultTtl"] == 3600
+    assert container.read_item("i0", partition_key="p")["_expiresAt"] == written[0]["_ts"] + 3600
+    database.replace_container(container, partition_key=PartitionKey(path="/pk"), default_ttl=1,
+                               headers={"x-mayfly-force-ttl-change": "true"})
+    assert container.read()["defaultTtl"] == 1
+    for node in range(1, cluster.nodes + 1):
+        c = cluster.client(node).get_database_client(name).get_container_client("c")
+        wait_until(lambda: gone(c, "i0", "p"), 15, what=f"i0 to be gone on node {node}")
+        assert list(c.query_items("SELECT VALUE COUNT(1) FROM c", partition_key="p")) == [0], node
