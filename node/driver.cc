@@ -11,6 +11,7 @@
 #include <typeinfo>
 
 #include "common/assert.h"
+#include "node/ttl_guard.h"
 #include "node/virtual_clock.h"
 #include "replication/codec.h"
 #include "storage/document.h"
@@ -271,12 +272,11 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
       }
     }
   }
-  if (command.type == storage::CommandType::kUpdateContainer &&
-      (operation.ttl_dry_run || command.default_ttl_change != storage::DefaultTtlChange::kKeep)) {
-    if (std::optional<Reply> answered = check_ttl_change(operation)) {
-      reply(request_id, std::move(*answered));
-      return;
-    }
+  // The RPC host ran the dry run and the guard of a defaultTtl change on a read thread (node/ttl_guard.h) and marked
+  // what it let through as forced; one not looked at got here past a leadership change: nothing applied, retry.
+  if (needs_ttl_guard(operation)) {
+    reply(request_id, not_leader("the defaultTtl change was not checked on this leader; nothing was applied"));
+    return;
   }
   Result<replication::Proposal> proposal = replica_->propose(command, clock_.now_micros());
   if (!proposal.is_ok()) {

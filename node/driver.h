@@ -84,9 +84,6 @@ inline constexpr uint64_t kMetricsWorkMax = 40'000;
 // A collector pass or metrics refresh that holds the driver this long is logged: a third of the shortest default
 // election timeout, so a warning comes well before followers would give up on a leader held like that.
 inline constexpr int64_t kDriverHoldWarnMs = 100;
-// A defaultTtl change that would expire more than this share (percent) of a container's live items at once is
-// refused (412) unless the request says force.
-inline constexpr int64_t kTtlGuardPercent = 10;
 
 class Driver {
  public:
@@ -166,9 +163,6 @@ class Driver {
   // After apply: the advance whose entry (or another term's entry at its index) just applied, answered.
   void answer_advance(const storage::AppliedEntry& applied);
   void answer_advances();  // advances whose index a snapshot install skipped: outcome unknown
-  // updateContainer with a defaultTtl change, on the leader before proposing: the dry-run's answer, or the guard's
-  // 412 (more than kTtlGuardPercent of the live items expired at once, without force); nullopt: propose it.
-  std::optional<Reply> check_ttl_change(const Operation& operation);
   void reply(uint64_t request_id, Reply reply);
   void serve_waiting_reads();
   void expire_requests();

@@ -126,55 +126,6 @@ void Driver::answer_advances() {
   }
 }
 
-std::optional<Reply> Driver::check_ttl_change(const Operation& operation) {
-  const storage::Command& command = operation.command;
-  ttl::DefaultTtl policy = ttl::DefaultTtl::off();
-  switch (command.default_ttl_change) {
-    case storage::DefaultTtlChange::kKeep:
-      return Reply::error(StatusCode::kInvalidArgument,
-                          "a dry run previews a defaultTtl change: give the new defaultTtl (--default-ttl N, -1 or off)");
-    case storage::DefaultTtlChange::kRemove: break;
-    case storage::DefaultTtlChange::kSet: {
-      Result<boost::json::value> parsed = json::parse(command.default_ttl_json);
-      if (!parsed.is_ok()) {
-        return Reply::error(StatusCode::kInvalidArgument, "defaultTtl is not valid JSON: " + parsed.status().message());
-      }
-      Result<ttl::DefaultTtl> valid = ttl::validate_default_ttl(json::ttl_literal(&*parsed));
-      if (!valid.is_ok()) return Reply::error(StatusCode::kInvalidArgument, valid.status().message());
-      policy = *valid;
-      break;
-    }
-  }
-  if (operation.ttl_force && !operation.ttl_dry_run) return std::nullopt;  // forced: no need to count
-  // The leader decides, once, before the change enters the log (replicas only apply what it proposed), from its own
-  // applied state and replicated time: never a replica's wall clock. Writes still in flight are not counted.
-  Result<storage::TtlChangePreview> preview =
-      replica_->state().reader().preview_default_ttl(command.database, command.container, policy);
-  if (!preview.is_ok()) {
-    if (preview.status().code() == StatusCode::kNotFound) {
-      return Reply{replica_->state().reader().read_container(command.database, command.container)};
-    }
-    fatal(preview.status());
-    return Reply::error(StatusCode::kUnavailable, "the node is stopping after a storage failure");
-  }
-  if (operation.ttl_dry_run) {
-    Reply result;
-    result.result.body = preview->to_json();
-    result.session_token = preview->applied_index;
-    return result;
-  }
-  if (operation.ttl_force || preview->at_once_items * 100 <= preview->live_items * kTtlGuardPercent) return std::nullopt;
-  return Reply::error(
-      StatusCode::kPreconditionFailed,
-      "this defaultTtl change would expire " + std::to_string(preview->at_once_items) + " of the container's " +
-          std::to_string(preview->live_items) + " live items (" + std::to_string(preview->at_once_bytes) +
-          " bytes) at once, more than " + std::to_string(kTtlGuardPercent) + "%; " +
-          std::to_string(preview->within_hour_items) + " within an hour and " +
-          std::to_string(preview->within_day_items) +
-          " within a day. Nothing was changed: if this is intended, send it again with --force (force in the "
-          "library's ContainerSettings); --dry-run shows the figures. Figures: " + preview->to_json());
-}
-
 // ---- the cycle ----------------------------------------------------------------------------------------------------
 
 void Driver::auto_promote_learners() {

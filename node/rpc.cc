@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "node/rpc_internal.h"
+#include "node/ttl_guard.h"
 #include "storage/json.h"
 #include "ttl/request_units.h"
 
@@ -77,6 +78,31 @@ kj::Promise<Reply> RpcHost::read_async(Operation operation) {
     mailbox_.post(std::move(answer));
   });
   return await_reply(id, kj::mv(reply.promise));
+}
+
+kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
+  if (stopping_) return shutting_down();
+  if (std::optional<Reply> shed = shed_if_full("read")) return kj::mv(*shed);
+  const uint64_t id = next_request_id_++;
+  auto verdict = kj::newPromiseAndFulfiller<Reply>();
+  pending_.emplace(id, kj::mv(verdict.fulfiller));
+  ++reads_queued_;
+  boost::asio::post(reads_, [this, id, operation] {
+    DriverBatch answer;
+    answer.replies.emplace_back(id, ttl_change_verdict(state_, operation));
+    --reads_queued_;
+    mailbox_.post(std::move(answer));
+  });
+  return await_reply(id, kj::mv(verdict.promise))
+      .then([this, operation = std::move(operation)](Reply reply) mutable -> kj::Promise<Reply> {
+        if (!reply.serve_here) {
+          reply.served_by = config_.id;
+          reply.leader_hint = view_.leader;
+          return kj::mv(reply);
+        }
+        operation.ttl_force = true;  // checked: the driver proposes it as it is
+        return to_driver(std::move(operation));
+      });
 }
 
 kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation) {
@@ -230,6 +256,8 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
   }
   // Writes and admin changes go to the leader.
   const NodeId leader = view_.leader;
+  // The leader counts what a defaultTtl change would expire on a read thread, never on the driver thread.
+  if (needs_ttl_guard(operation) && (forwarded || leader == config_.id)) return guard_ttl_change(std::move(operation));
   if (!forwarded && leader != NodeId(0) && leader != config_.id) {
     if (stopping_) return shutting_down();
     if (PeerLink* leader_link = link(leader)) {

@@ -152,6 +152,8 @@ class RpcHost final : public DriverOutput {
   // Any thread (a read thread, normally): the read at this node's applied state.
   Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
+  // A defaultTtl change's dry run or guard (node/ttl_guard.h) on a read thread; then, if it may go ahead, the driver.
+  kj::Promise<Reply> guard_ttl_change(Operation operation);
   kj::Promise<Reply> cluster_status();
   // kj thread: the signature and role check of a gateway call (401/403, like a session's), then handle().
   kj::Promise<Reply> run_gateway(GatewayCall& call);
