@@ -134,36 +134,40 @@ std::string resolve_key(const Arguments& arguments, const CliEnvironment& enviro
   throw UsageError{source + ": '" + path + "' holds no key"};
 }
 
-// --param @name=JSON ... as one JSON object {"@name": value}; "" when there are none.
-std::string parameters_json(const std::vector<std::string>& params) {
+// --param @name=JSON ... as one JSON object {"@name": value}; "" when there are none. A value may also be @file or
+// - (standard input), like a body.
+std::string parameters_json(const std::vector<std::string>& params, const CliEnvironment& environment) {
   if (params.empty()) {
     return "";
   }
   boost::json::object object;
+  std::vector<std::pair<std::string, std::string>> texts;  // name, value as written
   for (const std::string& param : params) {
     const size_t equals = param.find('=');
     if (equals == std::string::npos || equals < 2 || param[0] != '@') {
-      throw UsageError{"--param takes @name=JSON, got '" + param + "'"};
+      throw UsageError{"--param takes @name=JSON, @name=@file or @name=-, got '" + param + "'"};
     }
     const std::string name = param.substr(0, equals);
     if (object.contains(name)) {
       throw UsageError{"--param " + name + " is given twice"};
     }
+    std::string text = param.substr(equals + 1);
+    if (text == "-" || (!text.empty() && text.front() == '@')) text = load_document(text, environment);
     boost::system::error_code error;
-    boost::json::value value = boost::json::parse(param.substr(equals + 1), error);
+    boost::json::value value = boost::json::parse(text, error);
     if (error) {
       throw UsageError{"--param " + name + ": the value is not JSON (quote strings: " + name + "='\"text\"')"};
     }
     object[name] = std::move(value);
+    texts.emplace_back(name, std::move(text));
   }
   // The values travel as the user wrote them: re-serialize only the envelope, keeping each value's own text.
   std::string out = "{";
-  for (const std::string& param : params) {
-    const size_t equals = param.find('=');
+  for (const auto& [name, text] : texts) {
     if (out.size() > 1) {
       out += ",";
     }
-    out += quote(param.substr(0, equals)) + ":" + param.substr(equals + 1);
+    out += quote(name) + ":" + text;
   }
   return out + "}";
 }
@@ -359,9 +363,9 @@ class Grammar {
   void add_query() {
     CLI::App* query = leaf(&app_, "query", "run a SQL query (Cosmos DB subset), a page at a time", Op::kQuery);
     database_and_container(query);
-    query->add_option("SQL", arguments_.sql, "SELECT ... FROM c [WHERE ...] [ORDER BY ...] (see the README)")
+    query->add_option("SQL", arguments_.sql, "SELECT ... FROM c [WHERE ...] [ORDER BY ...] (see the README), @file or -")
         ->required();
-    query->add_option("--param", arguments_.params, "a parameter, @name=JSON (repeatable)");
+    query->add_option("--param", arguments_.params, "a parameter, @name=JSON, @name=@file or @name=- (repeatable)");
     query->add_option("--pk", arguments_.partition_key, "only this partition key value");
     query->add_option("--max-items", arguments_.max_items, "page size")->check(CLI::PositiveNumber);
     query->add_option("--continuation", arguments_.continuation, "continue from a previous page");
@@ -440,8 +444,11 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       request.body = load_document(arguments.document, environment);
       break;
     case Op::kQuery:
-      request.sql = arguments.sql;
-      request.parameters_json = parameters_json(arguments.params);
+      // The SQL text may come from a file or standard input too (SQL never starts with '@').
+      request.sql = arguments.sql == "-" || (!arguments.sql.empty() && arguments.sql.front() == '@')
+                        ? load_document(arguments.sql, environment)
+                        : arguments.sql;
+      request.parameters_json = parameters_json(arguments.params, environment);
       request.enable_scan = arguments.enable_scan;
       break;
     case Op::kCreateContainer:

@@ -17,7 +17,7 @@
 //   item list DB CONTAINER [--pk VALUE] [--max-items N] [--continuation TOKEN]
 //   item import DB CONTAINER FILE.jsonl|- [--concurrency N] [--create] [--quiet]      (cli_import.h)
 //   item export DB CONTAINER [--out FILE] [--strip-system] [--page-size N] [--quiet]  (cli_export.h)
-//   query DB CONTAINER "SQL" [--param @name=JSON]... [--pk VALUE] [--max-items N] [--continuation TOKEN] [--enable-scan]
+//   query DB CONTAINER SQL|@file|- [--param @name=JSON|@file|-]... [--pk VALUE] [--max-items N] [--continuation TOKEN] [--enable-scan]
 #pragma once
 
 #include <istream>

@@ -191,6 +191,27 @@ TEST(CliParse, ItemJsonFromFileAndStdin) {
             R"([{"op":"set","path":"/ttl","value":10}])");
 }
 
+// Every JSON the command line takes may come from a file or stdin: query parameters and the SQL text too.
+TEST(CliParse, QuerySqlAndParametersFromFileAndStdin) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("mayfly_cli_param_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream file(path);
+    file << "[\"tea\", \"jam\"]\n";
+  }
+  std::istringstream sql("SELECT * FROM c WHERE ARRAY_CONTAINS(@items, c.item)");
+  CliEnvironment environment;
+  environment.standard_input = &sql;
+  const Request request = request_of(
+      {"query", "d", "c", "-", "--param", "@items=@" + path.string(), "--param", "@n=2"}, environment);
+  EXPECT_EQ(request.sql, "SELECT * FROM c WHERE ARRAY_CONTAINS(@items, c.item)");
+  EXPECT_EQ(request.parameters_json, "{\"@items\":[\"tea\", \"jam\"]\n,\"@n\":2}");
+  std::filesystem::remove(path);
+  expect_usage_error({"query", "d", "c", "SELECT 1 FROM c", "--param", "@items=@" + path.string()},
+                     "cannot read JSON file");
+  expect_usage_error({"query", "d", "c", "@" + path.string()}, "cannot read");
+}
+
 TEST(CliParse, ItemReadDeletePatch) {
   const Request read = request_of({"item", "read", "shop", "carts", "--pk", "u1", "--id", "a"});
   EXPECT_EQ(read.op, Op::kReadItem);
