@@ -66,6 +66,28 @@ Table values_table(const std::vector<std::string_view>& elements) {
   return table;
 }
 
+// Rows without ids (SELECT c.user, c.total ... / aggregates): the first kProjectionColumns fields met, as columns.
+Table projection_table(const std::vector<std::vector<std::pair<std::string, std::string_view>>>& rows) {
+  Table table;
+  for (const auto& members : rows) {
+    for (const auto& [key, value] : members) {
+      if (table.header.size() < kProjectionColumns &&
+          std::find(table.header.begin(), table.header.end(), key) == table.header.end()) {
+        table.header.push_back(key);
+      }
+    }
+  }
+  for (const auto& members : rows) {
+    std::vector<std::string> row;
+    for (const std::string& key : table.header) {
+      const std::string_view value = member(members, key);
+      row.push_back(value.empty() ? std::string() : truncate_cell(cell_text(value), kCellWidth));
+    }
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
 bool is_object(std::string_view json) { return !json.empty() && json.front() == '{'; }
 
 std::string footer(const Response& response, size_t rows, std::string_view noun) {
@@ -190,6 +212,8 @@ Table items_table(std::string_view array_body, std::string_view partition_key_pa
   std::vector<std::vector<std::pair<std::string, std::string_view>>> items;
   items.reserve(elements.size());
   for (std::string_view element : elements) items.push_back(json_object_members(element));
+  const bool any_id = std::any_of(items.begin(), items.end(), [](const auto& members) { return !member(members, "id").empty(); });
+  if (!items.empty() && !any_id) return projection_table(items);
   // A top-level partition key field is already its own column.
   std::string partition_key_field;
   if (partition_key_path.size() > 1 && partition_key_path.find('/', 1) == std::string_view::npos) {

@@ -9,7 +9,8 @@
 //   container list/get/create/set   ID, PARTITION KEY, DEFAULT TTL, INDEXING, THROUGHPUT, _TS
 //   item list, query   ID, PARTITION KEY, _TS, TTL (when an item has one), then up to kItemExtraColumns other
 //                      top-level fields (first seen first); rows that are not objects (SELECT VALUE ...) as one VALUE
-//                      column; cells longer than their width end in "…"
+//                      column; rows without ids (projections, aggregates) as their first kProjectionColumns
+//                      fields; cells longer than their width end in "…"
 //   one item           FIELD, VALUE: every top-level field
 // then a footer line (count, RU, continuation). An error (status >= 400) goes to stderr as one line.
 // Thread-safety: stateless.
@@ -30,6 +31,7 @@ inline constexpr size_t kItemExtraColumns = 3;  // top-level fields shown beside
 inline constexpr size_t kIdWidth = 36;          // a UUID fits
 inline constexpr size_t kCellWidth = 24;        // any other item cell
 inline constexpr size_t kValueWidth = 60;       // FIELD/VALUE and VALUE tables
+inline constexpr size_t kProjectionColumns = 6; // query rows without ids: their first fields
 
 // -o when given, else table on a terminal and JSON otherwise (so pipes and scripts keep getting JSON).
 OutputFormat choose_output(std::optional<OutputFormat> requested, bool stdout_is_terminal);

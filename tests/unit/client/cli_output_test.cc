@@ -127,6 +127,17 @@ TEST(CliOutput, ItemsTableColumnsAndTruncation) {
   EXPECT_EQ(nested.header.back(), "a");  // a nested key's parent is still a field of its own
 }
 
+TEST(CliOutput, ProjectionsWithoutIdsShowTheirOwnFields) {
+  const Table table = items_table(R"([{"user":"ana","total":12.5},{"user":"bo","n":{"deep":true}}])", "/user");
+  EXPECT_EQ(table.header, (std::vector<std::string>{"user", "total", "n"}));
+  ASSERT_EQ(table.rows.size(), 2u);
+  EXPECT_EQ(table.rows[0], (std::vector<std::string>{"ana", "12.5", ""}));
+  EXPECT_EQ(table.rows[1], (std::vector<std::string>{"bo", "", R"({"deep":true})"}));
+  const Table count = items_table(R"([{"$1":42}])", "/user");
+  EXPECT_EQ(count.header, (std::vector<std::string>{"$1"}));
+  EXPECT_EQ(count.rows[0][0], "42");
+}
+
 TEST(CliOutput, QueryValuesAndFooterWithContinuation) {
   Request request;
   request.op = Op::kQuery;
