@@ -1,8 +1,13 @@
 // The `mayfly` CLI against a real 3-node cluster: `item export` and `item import` round-trip a container item by item
-// (every partition, field by field), import's failure summary and exit code, and the tables of
-// `cluster status -o table` (every member, the leader, an unreachable one) and `item list -o table`.
+// (every partition, field by field), import's failure summary and exit code, an import with --create while the
+// leader is SIGKILLed (exactly-once: no item fails, none is a 409), and the tables of `cluster status -o table` (every
+// member, the leader, an unreachable one) and `item list -o table`.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
+#include <fcntl.h>
 #include <fstream>
 #include <map>
 #include <random>
@@ -143,6 +148,77 @@ TEST(IntegrationCli, ExportImportRoundTripAndFailureSummary) {
   EXPECT_NE(table.out.find("| PARTITION KEY |"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("5 items,"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("more: --continuation "), std::string::npos) << table.out;
+}
+
+extern "C" char** environ;
+
+// `item import --create` runs while the leader is killed: every write whose outcome the kill made unknown is re-sent
+// by the exactly-once client and answered with its first outcome, so no line fails and none comes back as a 409.
+TEST(IntegrationCli, ImportWithCreateSurvivesALeaderKill) {
+  Cluster cluster({.name = "cli-import-kill"});
+  ASSERT_TRUE(cluster.start());
+  const uint64_t leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0u) << "no leader elected";
+  client::Client client(cluster.client_options());
+  ASSERT_EQ(client.execute(db_req(Op::kCreateDatabase, "d")).status, 201);
+  ASSERT_EQ(client.execute(create_container("d", "c", "/user")).status, 201);
+  constexpr int kItems = 4000;
+  std::string lines;
+  for (int i = 0; i < kItems; ++i) {
+    lines += "{\"id\":\"i" + std::to_string(i) + "\",\"user\":\"u" + std::to_string(i % 13) + "\"}\n";
+  }
+  const std::string input = cluster.write_file("items.jsonl", lines);
+  const std::string output = cluster.dir() + "/import.out";
+  const std::string errors = cluster.dir() + "/import.err";
+
+  std::vector<std::string> argv = {MAYFLY_IT_CLI_PATH, "--endpoints", cluster.endpoints_csv(), "--key-file",
+                                   cluster.admin_key_file(), "--timeout-ms", "30000", "item", "import", "d", "c",
+                                   input, "--create", "--concurrency", "16"};
+  std::vector<char*> c_argv;
+  for (std::string& arg : argv) c_argv.push_back(arg.data());
+  c_argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, c_argv[0], &actions, nullptr, c_argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+
+  // Kill the leader once a fifth of the items are in (the import is then in full flow), and bring it back.
+  auto count = [&] {
+    Request query = container_req(Op::kQuery, "d", "c");
+    query.sql = "SELECT VALUE COUNT(1) FROM c";
+    query.options.consistency = client::Consistency::kEventual;
+    query.endpoint = leader == 1 ? 2 : 1;
+    const client::Response response = client.execute(query);
+    const boost::json::value body = parse_json(response.body);
+    return body.is_array() && !body.as_array().empty() && body.as_array()[0].is_int64() ? body.as_array()[0].as_int64()
+                                                                                      : int64_t{0};
+  };
+  EXPECT_TRUE(wait_until([&] { return count() >= kItems / 5; }, milliseconds(60000), milliseconds(20)))
+      << "the import did not get going";
+  cluster.kill_node(leader);
+  std::cerr << "killed leader " << leader << " at " << count() << " items\n";
+  EXPECT_NE(cluster.wait_for_leader(), 0u) << "no new leader";
+  ASSERT_TRUE(cluster.start_node(leader));
+
+  int status = 0;
+  const bool done = wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, milliseconds(120000));
+  if (!done) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ASSERT_TRUE(done) << "the import did not finish within 120 s";
+  std::ifstream out_file(output), err_file(errors);
+  const std::string out((std::istreambuf_iterator<char>(out_file)), std::istreambuf_iterator<char>());
+  const std::string err((std::istreambuf_iterator<char>(err_file)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out << err;
+  const boost::json::value summary = parse_json(out);
+  ASSERT_TRUE(summary.is_object()) << out << err;
+  EXPECT_EQ(summary.at("imported"), kItems) << out << err;
+  EXPECT_EQ(summary.at("failed"), 0) << out << err;
+  EXPECT_EQ(items_of(client, "c").size(), static_cast<size_t>(kItems));
 }
 
 TEST(IntegrationCli, ClusterStatusTableListsEveryMember) {
