@@ -5,9 +5,9 @@
 
 #include <cctype>
 #include <charconv>
-#include <functional>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <utility>
