@@ -3,14 +3,17 @@
 #include <CLI/CLI.hpp>
 #include <boost/json.hpp>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
-#include <iterator>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <utility>
 
+#include "client/cli_body.h"
+#include "client/cli_text.h"
 #include "client/policy.h"
 
 namespace mayfly::client {
@@ -48,6 +51,14 @@ struct Arguments {
   std::string sql;                  // query
   std::vector<std::string> params;  // query: @name=JSON, repeatable
   bool enable_scan = false;         // query
+  std::string output;               // -o json|table; empty: by terminal
+  std::string file;                 // item import: FILE.jsonl or -
+  size_t concurrency = 16;          // item import
+  bool create_only = false;         // item import
+  bool quiet = false;               // item import / export
+  std::string out_path;             // item export
+  bool strip_system = false;        // item export
+  uint32_t page_items = 1000;       // item export
 };
 
 // A usage error found after CLI11 was done (file not readable, bad endpoint list, ...).
@@ -63,37 +74,7 @@ const std::map<std::string, Consistency>& consistency_names() {
   return names;
 }
 
-std::string quote(std::string_view text) { return boost::json::serialize(boost::json::value(boost::json::string(text))); }
-
-// JSON as the server wrote it, minus whitespace outside strings, so the response stays on one line without
-// re-printing numbers (Boost.JSON would turn 1.5 into 1.5E0).
-std::string compact_json(std::string_view json) {
-  std::string out;
-  out.reserve(json.size());
-  bool in_string = false;
-  bool escaped = false;
-  for (const char c : json) {
-    if (in_string) {
-      out.push_back(c);
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    }
-    out.push_back(c);
-  }
-  return out;
-}
+std::string quote(std::string_view text) { return json_quote(text); }
 
 std::string format_double(double value) {
   if (!std::isfinite(value)) {
@@ -106,21 +87,9 @@ std::string format_double(double value) {
 
 // A JSON argument: inline text, @path (the file's contents) or - (standard input).
 std::string load_document(const std::string& argument, const CliEnvironment& environment) {
-  if (argument == "-") {
-    if (environment.standard_input == nullptr) {
-      throw UsageError{"'-' reads JSON from standard input, which is not available"};
-    }
-    return std::string(std::istreambuf_iterator<char>(*environment.standard_input), std::istreambuf_iterator<char>());
-  }
-  if (!argument.empty() && argument.front() == '@') {
-    const std::string path = argument.substr(1);
-    std::ifstream file(path, std::ios::binary);
-    if (!file) {
-      throw UsageError{"cannot read JSON file '" + path + "' (from " + argument + ")"};
-    }
-    return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-  }
-  return argument;
+  BodyRead read = read_body(argument, environment.standard_input);
+  if (!read.body.has_value()) throw UsageError{read.error};
+  return std::move(*read.body);
 }
 
 std::vector<std::string> resolve_endpoints(const Arguments& arguments, const CliEnvironment& environment) {
@@ -168,36 +137,40 @@ std::string resolve_key(const Arguments& arguments, const CliEnvironment& enviro
   throw UsageError{source + ": '" + path + "' holds no key"};
 }
 
-// --param @name=JSON ... as one JSON object {"@name": value}; "" when there are none.
-std::string parameters_json(const std::vector<std::string>& params) {
+// --param @name=JSON ... as one JSON object {"@name": value}; "" when there are none. A value may also be @file or
+// - (standard input), like a body.
+std::string parameters_json(const std::vector<std::string>& params, const CliEnvironment& environment) {
   if (params.empty()) {
     return "";
   }
   boost::json::object object;
+  std::vector<std::pair<std::string, std::string>> texts;  // name, value as written
   for (const std::string& param : params) {
     const size_t equals = param.find('=');
     if (equals == std::string::npos || equals < 2 || param[0] != '@') {
-      throw UsageError{"--param takes @name=JSON, got '" + param + "'"};
+      throw UsageError{"--param takes @name=JSON, @name=@file or @name=-, got '" + param + "'"};
     }
     const std::string name = param.substr(0, equals);
     if (object.contains(name)) {
       throw UsageError{"--param " + name + " is given twice"};
     }
+    std::string text = param.substr(equals + 1);
+    if (text == "-" || (!text.empty() && text.front() == '@')) text = load_document(text, environment);
     boost::system::error_code error;
-    boost::json::value value = boost::json::parse(param.substr(equals + 1), error);
+    boost::json::value value = boost::json::parse(text, error);
     if (error) {
       throw UsageError{"--param " + name + ": the value is not JSON (quote strings: " + name + "='\"text\"')"};
     }
     object[name] = std::move(value);
+    texts.emplace_back(name, std::move(text));
   }
   // The values travel as the user wrote them: re-serialize only the envelope, keeping each value's own text.
   std::string out = "{";
-  for (const std::string& param : params) {
-    const size_t equals = param.find('=');
+  for (const auto& [name, text] : texts) {
     if (out.size() > 1) {
       out += ",";
     }
-    out += quote(param.substr(0, equals)) + ":" + param.substr(equals + 1);
+    out += quote(name) + ":" + text;
   }
   return out + "}";
 }
@@ -215,7 +188,9 @@ class Grammar {
   explicit Grammar(Arguments& arguments) : arguments_(arguments), app_("Command line client for a Mayfly cluster", "mayfly") {
     app_.require_subcommand(1);
     app_.fallthrough();  // global options may also follow the command
-    app_.footer("Prints one JSON object per request. Exit status: 0 for status < 400, 1 otherwise, 2 for usage errors.");
+    app_.footer(
+        "Prints tables on a terminal and one JSON object per request otherwise (-o to choose). Exit status: 0 for "
+        "status < 400, 1 otherwise, 2 for usage errors.");
     app_.add_option("--endpoints", arguments_.endpoints,
                     "host:port,host:port of the nodes, node 1 first (default " + std::string(kDefaultEndpoints) +
                         ", or $MAYFLY_ENDPOINTS)");
@@ -231,6 +206,9 @@ class Grammar {
     app_.add_option("--session-token", arguments_.session_token, "session token of an earlier response");
     app_.add_option("--timeout-ms", arguments_.timeout_ms, "whole request timeout, retries included (default 10000)")
         ->check(CLI::Range(1u, 3600u * 1000u));
+    app_.add_option("-o,--output", arguments_.output,
+                    "json (one object per request) or table; default: table when stdout is a terminal, else json")
+        ->check(CLI::IsMember({"json", "table"}));
     add_cluster();
     add_db();
     add_container();
@@ -239,6 +217,12 @@ class Grammar {
   }
 
   CLI::App& app() { return app_; }
+
+  CliAction parsed_action() const {
+    if (import_ != nullptr && import_->parsed()) return CliAction::kImport;
+    if (export_ != nullptr && export_->parsed()) return CliAction::kExport;
+    return CliAction::kRequest;
+  }
 
   // The op of the leaf that was parsed.
   Op parsed_op() const {
@@ -265,7 +249,7 @@ class Grammar {
 
   void database_and_container(CLI::App* sub) {
     sub->add_option("DB", arguments_.database, "database")->required();
-    sub->add_option("C", arguments_.container, "container")->required();
+    sub->add_option("CONTAINER", arguments_.container, "container")->required();
   }
 
   void add_cluster() {
@@ -371,14 +355,30 @@ class Grammar {
     list->add_option("--pk", arguments_.partition_key, "only this partition key value");
     list->add_option("--max-items", arguments_.max_items, "page size")->check(CLI::PositiveNumber);
     list->add_option("--continuation", arguments_.continuation, "continue from a previous page");
+
+    import_ = leaf(item, "import", "write the items of a JSONL file (one object per line), several at a time",
+                   Op::kUpsertItem);
+    database_and_container(import_);
+    import_->add_option("FILE", arguments_.file, "the JSONL file, or - for stdin")->required();
+    import_->add_option("--concurrency", arguments_.concurrency, "requests in flight at most (default 16)")
+        ->check(CLI::Range(size_t{1}, size_t{1024}));
+    import_->add_flag("--create", arguments_.create_only, "create items (409 for an existing id) instead of upserting");
+    import_->add_flag("-q,--quiet", arguments_.quiet, "no progress output");
+    export_ = leaf(item, "export", "write every item as one JSON object per line (JSONL)", Op::kListItems);
+    database_and_container(export_);
+    export_->add_option("--out", arguments_.out_path, "the file to write (default: stdout)");
+    export_->add_flag("--strip-system", arguments_.strip_system, "leave out _rid, _etag and _ts");
+    export_->add_option("--page-size", arguments_.page_items, "items per request (default 1000)")
+        ->check(CLI::Range(1u, 1000u));
+    export_->add_flag("-q,--quiet", arguments_.quiet, "no closing 'exported N items' line");
   }
 
   void add_query() {
     CLI::App* query = leaf(&app_, "query", "run a SQL query (Cosmos DB subset), a page at a time", Op::kQuery);
     database_and_container(query);
-    query->add_option("SQL", arguments_.sql, "SELECT ... FROM c [WHERE ...] [ORDER BY ...] (see the README)")
+    query->add_option("SQL", arguments_.sql, "SELECT ... FROM c [WHERE ...] [ORDER BY ...] (see the README), @file or -")
         ->required();
-    query->add_option("--param", arguments_.params, "a parameter, @name=JSON (repeatable)");
+    query->add_option("--param", arguments_.params, "a parameter, @name=JSON, @name=@file or @name=- (repeatable)");
     query->add_option("--pk", arguments_.partition_key, "only this partition key value");
     query->add_option("--max-items", arguments_.max_items, "page size")->check(CLI::PositiveNumber);
     query->add_option("--continuation", arguments_.continuation, "continue from a previous page");
@@ -388,7 +388,48 @@ class Grammar {
   Arguments& arguments_;
   CLI::App app_;
   std::vector<std::pair<CLI::App*, Op>> leaves_;
+  CLI::App* import_ = nullptr;
+  CLI::App* export_ = nullptr;
 };
+
+// The deepest command given so far: `mayfly item read` -> the `read` app. Never null.
+const CLI::App* deepest_command(const CLI::App& app) {
+  const CLI::App* current = &app;
+  while (true) {
+    const std::vector<CLI::App*> parsed = current->get_subcommands();
+    if (parsed.empty()) return current;
+    current = parsed.front();
+  }
+}
+
+// "mayfly item read DB CONTAINER --pk VALUE --id ID [options]": the command path, its positionals and its required
+// options, for an error message that names what is missing and where it goes.
+std::string usage_line(const CLI::App& command) {
+  std::vector<std::string> path;
+  for (const CLI::App* app = &command; app != nullptr; app = app->get_parent()) path.insert(path.begin(), app->get_name());
+  std::string out;
+  for (const std::string& name : path) out += (out.empty() ? "" : " ") + name;
+  const std::vector<const CLI::App*> subcommands = command.get_subcommands(std::function<bool(const CLI::App*)>());
+  if (!subcommands.empty()) {
+    std::string names;
+    for (const CLI::App* sub : subcommands) names += (names.empty() ? "" : "|") + sub->get_name();
+    return out + " " + names + " ...";
+  }
+  bool optional = false;
+  for (const CLI::Option* option : command.get_options()) {
+    if (option->get_positional()) {
+      out += " " + option->get_name();
+    } else if (option->get_required()) {
+      const std::string name = option->get_name();  // "--pk": shown as "--pk PK"
+      std::string placeholder = name.substr(name.find_first_not_of('-'));
+      for (char& c : placeholder) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      out += " " + name + (option->get_expected_min() > 0 ? " " + placeholder : "");
+    } else if (option->get_name() != "--help") {
+      optional = true;
+    }
+  }
+  return out + (optional ? " [options]" : "");
+}
 
 Request build_request(Op op, const Arguments& arguments, const CliEnvironment& environment) {
   Request request;
@@ -417,8 +458,11 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       request.body = load_document(arguments.document, environment);
       break;
     case Op::kQuery:
-      request.sql = arguments.sql;
-      request.parameters_json = parameters_json(arguments.params);
+      // The SQL text may come from a file or standard input too (SQL never starts with '@').
+      request.sql = arguments.sql == "-" || (!arguments.sql.empty() && arguments.sql.front() == '@')
+                        ? load_document(arguments.sql, environment)
+                        : arguments.sql;
+      request.parameters_json = parameters_json(arguments.params, environment);
       request.enable_scan = arguments.enable_scan;
       break;
     case Op::kCreateContainer:
@@ -473,13 +517,30 @@ CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& e
     command.options.tls_ca = !arguments.tls_ca.empty() ? arguments.tls_ca : environment.tls_ca.value_or("");
     command.options.request_timeout_ms = arguments.timeout_ms;
     command.request = build_request(grammar.parsed_op(), arguments, environment);
+    command.action = grammar.parsed_action();
+    if (!arguments.output.empty()) {
+      command.output = arguments.output == "table" ? OutputFormat::kTable : OutputFormat::kJson;
+    }
+    command.import_settings = {.path = arguments.file,
+                               .concurrency = arguments.concurrency,
+                               .create_only = arguments.create_only,
+                               .quiet = arguments.quiet};
+    command.export_settings = {.out_path = arguments.out_path,
+                               .strip_system = arguments.strip_system,
+                               .page_items = arguments.page_items,
+                               .quiet = arguments.quiet};
     result.command = std::move(command);
+  } catch (const CLI::RequiredError& error) {
+    // CLI11 says "CONTAINER is required"; add the usage of the command it is missing from.
+    result.error = std::string("mayfly: ") + error.what() + ": " + usage_line(*deepest_command(grammar.app())) +
+                   "\nRun with --help for more information.\n";
+    result.exit_code = kExitUsage;
   } catch (const CLI::ParseError& error) {
     std::ostringstream out;
     std::ostringstream err;
     const int code = grammar.app().exit(error, out, err);
     result.output = out.str();
-    result.error = "mayfly: " + err.str();
+    result.error = err.str().empty() ? std::string() : "mayfly: " + err.str();  // --help writes to out only
     result.exit_code = code == 0 ? kExitOk : kExitUsage;
   } catch (const UsageError& error) {
     result.error = "mayfly: " + error.message + "\nRun with --help for more information.\n";

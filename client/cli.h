@@ -1,19 +1,23 @@
-// The `mayfly` command line: parsing arguments into a ClientOptions + Request, and printing a Response as one JSON
-// object. Kept apart from main() (mayfly_cli.cc) so tests can drive it without a process or a server.
+// The `mayfly` command line: parsing arguments into a ClientOptions + Request (or an import/export), and printing a
+// Response as one JSON object (cli_output.h prints tables). Kept apart from main() (mayfly_cli.cc) so tests can drive
+// it without a process or a server.
 //
 // Grammar (global options first; they are also accepted after the command):
 //   mayfly [--endpoints H:P,H:P] [--key-file F] [--tls-ca CA.pem] [--consistency strong|bounded|session|eventual] [--session-token T]
-//          [--timeout-ms N] <command>
+//          [--timeout-ms N] [-o json|table] <command>
 //   cluster status | cluster add-member ID H:P | cluster remove-member ID | cluster transfer-leader ID
+//   (-o: table on a terminal, JSON otherwise; see cli_output.h)
 //   db create DB | db delete DB | db list
-//   container create DB C --pk /path [--default-ttl N|-1] [--indexing consistent|none] [--throughput RU | --serverless]
-//   container get DB C | container set DB C [--default-ttl N|-1|off] [--indexing ...] [--throughput RU]
-//   container delete DB C | container list DB
-//   item create|upsert|replace DB C JSON [--if-match ETAG]        JSON: inline, @file, or - for stdin
-//   item read|delete DB C --pk VALUE --id ID [--if-match ETAG (delete)]
-//   item patch DB C --pk VALUE --id ID OPS_JSON [--if-match ETAG]
-//   item list DB C [--pk VALUE] [--max-items N] [--continuation TOKEN]
-//   query DB C "SQL" [--param @name=JSON]... [--pk VALUE] [--max-items N] [--continuation TOKEN] [--enable-scan]
+//   container create DB CONTAINER --pk /path [--default-ttl N|-1] [--indexing consistent|none] [--throughput RU | --serverless]
+//   container get DB CONTAINER | container set DB CONTAINER [--default-ttl N|-1|off] [--indexing ...] [--throughput RU]
+//   container delete DB CONTAINER | container list DB
+//   item create|upsert|replace DB CONTAINER JSON [--if-match ETAG]        JSON: inline, @file, or - for stdin
+//   item read|delete DB CONTAINER --pk VALUE --id ID [--if-match ETAG (delete)]
+//   item patch DB CONTAINER --pk VALUE --id ID OPS_JSON [--if-match ETAG]
+//   item list DB CONTAINER [--pk VALUE] [--max-items N] [--continuation TOKEN]
+//   item import DB CONTAINER FILE.jsonl|- [--concurrency N] [--create] [--quiet]      (cli_import.h)
+//   item export DB CONTAINER [--out FILE] [--strip-system] [--page-size N] [--quiet]  (cli_export.h)
+//   query DB CONTAINER SQL|@file|- [--param @name=JSON|@file|-]... [--pk VALUE] [--max-items N] [--continuation TOKEN] [--enable-scan]
 #pragma once
 
 #include <istream>
@@ -22,6 +26,9 @@
 #include <string_view>
 #include <vector>
 
+#include "client/cli_export.h"
+#include "client/cli_import.h"
+#include "client/cli_output.h"
 #include "client/client.h"
 
 namespace mayfly::client {
@@ -40,10 +47,17 @@ struct CliEnvironment {
   std::istream* standard_input = nullptr;  // read for a "-" JSON argument; null: "-" is a usage error
 };
 
+// What a command line does: send one request, or import or export a container's items.
+enum class CliAction { kRequest, kImport, kExport };
+
 // A parsed command line ready to run. Thread-safety: a value.
 struct CliCommand {
   ClientOptions options;
-  Request request;
+  Request request;  // kImport/kExport: the database and container (and consistency, session token)
+  CliAction action = CliAction::kRequest;
+  std::optional<OutputFormat> output;  // -o; unset: table on a terminal, JSON otherwise (choose_output)
+  ImportSettings import_settings;      // kImport
+  ExportSettings export_settings;      // kExport
 };
 
 // The outcome of parsing: a command to run, or text to print and an exit code (help: 0, usage error: 2).

@@ -1,6 +1,11 @@
 // mayfly: the command line client. Parses its arguments (client/cli.h), sends one request through the client library
-// and prints the response as one JSON object. Exit status: 0 for status < 400, 1 otherwise, 2 for usage errors.
+// (or imports/exports a container's items) and prints the response: tables on a terminal, one JSON object otherwise
+// (-o json|table chooses). Exit status: 0 for status < 400, 1 otherwise, 2 for usage errors.
+#include <unistd.h>
+
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -8,10 +13,65 @@
 #include <kj/exception.h>
 
 #include "client/cli.h"
+#include "client/cli_output.h"
 #include "client/client.h"
 
+namespace {
+
+using namespace mayfly::client;
+
+// The container's partition key path, for the PARTITION KEY column of item tables; empty when it cannot be read.
+std::string partition_key_path(Client& client, const Request& request) {
+  Request get;
+  get.op = Op::kGetContainer;
+  get.database = request.database;
+  get.container = request.container;
+  get.options.consistency = request.options.consistency;
+  const Response response = client.execute(get);
+  if (!response.ok()) return {};
+  const Table table = containers_table("[" + response.body + "]");
+  return table.rows.empty() || table.rows[0][1] == "-" ? std::string() : table.rows[0][1];
+}
+
+int run_request(Client& client, const CliCommand& command, OutputFormat format) {
+  const Response response = client.execute(command.request);
+  if (format == OutputFormat::kJson) {
+    std::cout << format_response(response) << std::endl;
+    return exit_code_for(response);
+  }
+  std::string path;
+  if (response.ok() && (command.request.op == Op::kListItems || command.request.op == Op::kQuery)) {
+    path = partition_key_path(client, command.request);
+  }
+  const FormattedOutput output = format_response_table(command.request, response, path);
+  std::cout << output.out << std::flush;
+  std::cerr << output.err;
+  return exit_code_for(response);
+}
+
+int run_import_command(Client& client, const CliCommand& command, OutputFormat format) {
+  const ImportSettings& settings = command.import_settings;
+  uint64_t total_bytes = 0;
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (settings.path != "-") {
+    file.open(settings.path, std::ios::binary);
+    if (!file) {
+      std::cerr << "mayfly: import: cannot read '" << settings.path << "'\n";
+      return kExitUsage;
+    }
+    std::error_code error;
+    if (std::filesystem::is_regular_file(settings.path, error)) total_bytes = std::filesystem::file_size(settings.path, error);
+    if (error) total_bytes = 0;
+    in = &file;
+  }
+  return run_import(client, command.request, settings, *in, total_bytes, format, std::cout, std::cerr,
+                    ::isatty(STDERR_FILENO) == 1);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace mayfly::client;
   const std::vector<std::string> args(argv + 1, argv + argc);
   CliEnvironment environment;
   if (const char* endpoints = std::getenv("MAYFLY_ENDPOINTS"); endpoints != nullptr) {
@@ -28,15 +88,26 @@ int main(int argc, char** argv) {
     std::cerr << parsed.error;
     return parsed.exit_code;
   }
-  Response response;
+  const CliCommand& command = *parsed.command;
+  const OutputFormat format = choose_output(command.output, ::isatty(STDOUT_FILENO) == 1);
   try {
-    Client client(parsed.command->options);
-    response = client.execute(parsed.command->request);
+    Client client(command.options);
+    switch (command.action) {
+      case CliAction::kImport: return run_import_command(client, command, format);
+      case CliAction::kExport: return run_export(client, command.request, command.export_settings, std::cout, std::cerr);
+      case CliAction::kRequest: return run_request(client, command, format);
+    }
   } catch (const kj::Exception& exception) {
     // The library reports network trouble as responses; this is for what it could not (event loop set-up, a bug).
+    Response response;
     response.status = 503;
     response.message = std::string("client failure: ") + exception.getDescription().cStr();
+    if (format == OutputFormat::kJson) {
+      std::cout << format_response(response) << std::endl;
+    } else {
+      std::cerr << "mayfly: " << response.message << "\n";
+    }
+    return exit_code_for(response);
   }
-  std::cout << format_response(response) << std::endl;
-  return exit_code_for(response);
+  return kExitRequestFailed;
 }

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <link.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -20,6 +21,7 @@
 #include <iostream>
 #include <random>
 #include <sstream>
+#include <string_view>
 
 #ifndef MAYFLY_IT_MAYFLYD
 #error "MAYFLY_IT_MAYFLYD (path of mayflyd) must be defined"
@@ -135,6 +137,29 @@ std::string faketime_library() {
     if (fs::exists(candidate)) return candidate;
   }
   return {};
+}
+
+// In a sanitizer build (make sanitize) mayflyd links the ASan runtime dynamically, and ASan refuses to start unless
+// its runtime comes first in the initial library list ("ASan runtime does not come first"): a node started with
+// LD_PRELOAD=libfaketime (or a test's fault library) would die at once. The harness is built with the same flags as
+// mayflyd, so it finds the runtime in its own process and the node's LD_PRELOAD names it first: ASan's interceptors
+// (clock_gettime among them) then call on into libfaketime's through RTLD_NEXT, so the clock is still faked.
+// Empty in a build without ASan.
+std::string sanitizer_runtime_library() {
+#if defined(__SANITIZE_ADDRESS__)
+  std::string found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const std::string_view name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        if (name.find("/libasan.so") == std::string_view::npos) return 0;
+        *static_cast<std::string*>(data) = std::string(name);
+        return 1;
+      },
+      &found);
+  return found;
+#else
+  return {};
+#endif
 }
 
 std::vector<char*> c_strings(std::vector<std::string>& strings) {
@@ -324,6 +349,13 @@ bool Cluster::spawn(size_t n) {
       *preload += ":" + extra.substr(std::strlen("LD_PRELOAD="));
     } else {
       env.push_back(extra);
+    }
+  }
+  // Under ASan its runtime must be preloaded first of all (see sanitizer_runtime_library).
+  if (auto preload = std::find_if(env.begin(), env.end(), [](const std::string& e) { return e.rfind("LD_PRELOAD=", 0) == 0; });
+      preload != env.end()) {
+    if (const std::string runtime = sanitizer_runtime_library(); !runtime.empty()) {
+      *preload = "LD_PRELOAD=" + runtime + ":" + preload->substr(std::strlen("LD_PRELOAD="));
     }
   }
   {

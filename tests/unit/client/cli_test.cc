@@ -163,7 +163,7 @@ TEST(CliParse, ContainerUsageErrors) {
   expect_usage_error({"container", "create", "s", "c", "--pk", "/k", "--indexing", "lazy"}, "lazy");
   expect_usage_error({"container", "create", "s", "c", "--pk", "/k", "--throughput", "lots"}, "lots");
   expect_usage_error({"container", "set", "s", "c", "--serverless"}, "--serverless");
-  expect_usage_error({"container", "get", "shop"}, "C");
+  expect_usage_error({"container", "get", "shop"}, "CONTAINER is required: mayfly container get DB CONTAINER");
   expect_usage_error({"container", "list"}, "DB");
 }
 
@@ -204,6 +204,27 @@ TEST(CliParse, ItemJsonFromFileAndStdin) {
   environment.standard_input = &operations;
   EXPECT_EQ(request_of({"item", "patch", "s", "c", "--pk", "u", "--id", "a", "-"}, environment).body,
             R"([{"op":"set","path":"/ttl","value":10}])");
+}
+
+// Every JSON the command line takes may come from a file or stdin: query parameters and the SQL text too.
+TEST(CliParse, QuerySqlAndParametersFromFileAndStdin) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("mayfly_cli_param_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream file(path);
+    file << "[\"tea\", \"jam\"]\n";
+  }
+  std::istringstream sql("SELECT * FROM c WHERE ARRAY_CONTAINS(@items, c.item)");
+  CliEnvironment environment;
+  environment.standard_input = &sql;
+  const Request request = request_of(
+      {"query", "d", "c", "-", "--param", "@items=@" + path.string(), "--param", "@n=2"}, environment);
+  EXPECT_EQ(request.sql, "SELECT * FROM c WHERE ARRAY_CONTAINS(@items, c.item)");
+  EXPECT_EQ(request.parameters_json, "{\"@items\":[\"tea\", \"jam\"]\n,\"@n\":2}");
+  std::filesystem::remove(path);
+  expect_usage_error({"query", "d", "c", "SELECT 1 FROM c", "--param", "@items=@" + path.string()},
+                     "cannot read JSON file");
+  expect_usage_error({"query", "d", "c", "@" + path.string()}, "cannot read");
 }
 
 TEST(CliParse, ItemReadDeletePatch) {
@@ -319,12 +340,66 @@ TEST(CliParse, HelpAndMissingCommand) {
   const CliParse help = parse({"--help"});
   EXPECT_FALSE(help.command.has_value());
   EXPECT_EQ(help.exit_code, kExitOk);
+  EXPECT_EQ(help.error, "");  // nothing on stderr (it used to end with a stray "mayfly: ")
+  EXPECT_NE(help.output.find("-o,--output"), std::string::npos);
   EXPECT_NE(help.output.find("container"), std::string::npos);
   const CliParse item_help = parse({"item", "--help"});
   EXPECT_EQ(item_help.exit_code, kExitOk);
   EXPECT_NE(item_help.output.find("patch"), std::string::npos);
   expect_usage_error({}, "subcommand");
   expect_usage_error({"--bogus", "db", "list"}, "--bogus");
+}
+
+// A missing positional names itself and shows where it goes in the command.
+TEST(CliParse, MissingPositionalNamesItAndTheCommandUsage) {
+  const CliParse parsed = parse({"item", "read", "shop"});
+  EXPECT_EQ(parsed.exit_code, kExitUsage);
+  EXPECT_EQ(parsed.error,
+            "mayfly: CONTAINER is required: mayfly item read DB CONTAINER --pk PK --id ID\n"
+            "Run with --help for more information.\n");
+  expect_usage_error({"item", "read"}, "DB is required: mayfly item read DB CONTAINER --pk PK --id ID");
+  expect_usage_error({"item", "read", "s", "c", "--id", "a"}, "--pk is required: mayfly item read");
+  expect_usage_error({"item", "create", "s", "c"}, "JSON is required: mayfly item create DB CONTAINER JSON [options]");
+  expect_usage_error({"item", "import", "s", "c"}, "FILE is required: mayfly item import DB CONTAINER FILE [options]");
+  expect_usage_error({"cluster", "add-member", "4"}, "ADDRESS is required: mayfly cluster add-member ID ADDRESS");
+  expect_usage_error({"db"}, "A subcommand is required: mayfly db create|delete|list ...");
+}
+
+TEST(CliParse, OutputFormatFlag) {
+  EXPECT_FALSE(parse({"db", "list"}).command->output.has_value());  // chosen by the terminal at run time
+  EXPECT_EQ(parse({"-o", "table", "db", "list"}).command->output, OutputFormat::kTable);
+  EXPECT_EQ(parse({"db", "list", "-o", "json"}).command->output, OutputFormat::kJson);
+  EXPECT_EQ(parse({"cluster", "status", "--output", "table"}).command->output, OutputFormat::kTable);
+  EXPECT_EQ(parse({"query", "s", "c", "SELECT * FROM c", "-o", "table"}).command->output, OutputFormat::kTable);
+  expect_usage_error({"db", "list", "-o", "yaml"}, "yaml");
+}
+
+TEST(CliParse, ImportAndExport) {
+  const CliParse imported = parse({"item", "import", "shop", "carts", "carts.jsonl", "--concurrency", "4", "--create",
+                                   "--quiet"});
+  ASSERT_TRUE(imported.command.has_value()) << imported.error;
+  EXPECT_EQ(imported.command->action, CliAction::kImport);
+  EXPECT_EQ(imported.command->request.database, "shop");
+  EXPECT_EQ(imported.command->request.container, "carts");
+  EXPECT_EQ(imported.command->import_settings.path, "carts.jsonl");
+  EXPECT_EQ(imported.command->import_settings.concurrency, 4u);
+  EXPECT_TRUE(imported.command->import_settings.create_only);
+  EXPECT_TRUE(imported.command->import_settings.quiet);
+  const CliParse defaults = parse({"item", "import", "shop", "carts", "-"});
+  ASSERT_TRUE(defaults.command.has_value()) << defaults.error;
+  EXPECT_EQ(defaults.command->import_settings.concurrency, 16u);
+  EXPECT_FALSE(defaults.command->import_settings.create_only);
+  expect_usage_error({"item", "import", "s", "c", "f", "--concurrency", "0"}, "--concurrency");
+
+  const CliParse exported = parse({"item", "export", "shop", "carts", "--out", "x.jsonl", "--strip-system",
+                                   "--page-size", "50"});
+  ASSERT_TRUE(exported.command.has_value()) << exported.error;
+  EXPECT_EQ(exported.command->action, CliAction::kExport);
+  EXPECT_EQ(exported.command->export_settings.out_path, "x.jsonl");
+  EXPECT_TRUE(exported.command->export_settings.strip_system);
+  EXPECT_EQ(exported.command->export_settings.page_items, 50u);
+  EXPECT_EQ(parse({"item", "list", "s", "c"}).command->action, CliAction::kRequest);
+  expect_usage_error({"item", "export", "s", "c", "--page-size", "5000"}, "--page-size");
 }
 
 TEST(CliFormat, EveryFieldOnOneLine) {
