@@ -367,7 +367,7 @@ class Grammar {
     export_ = leaf(item, "export", "write every item as one JSON object per line (JSONL)", Op::kListItems);
     database_and_container(export_);
     export_->add_option("--out", arguments_.out_path, "the file to write (default: stdout)");
-    export_->add_flag("--strip-system", arguments_.strip_system, "leave out _rid, _etag and _ts");
+    export_->add_flag("--strip-system", arguments_.strip_system, "leave out _rid, _etag, _ts and _expiresAt");
     export_->add_option("--page-size", arguments_.page_items, "items per request (default 1000)")
         ->check(CLI::Range(1u, 1000u));
     export_->add_flag("-q,--quiet", arguments_.quiet, "no closing 'exported N items' line");

@@ -10,10 +10,6 @@ namespace mayfly::client {
 
 namespace {
 
-bool is_system_property(std::string_view name) {
-  return name == "_rid" || name == "_self" || name == "_etag" || name == "_attachments" || name == "_ts";
-}
-
 }  // namespace
 
 std::string export_line(std::string_view item, bool strip_system) {

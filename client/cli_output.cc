@@ -12,11 +12,6 @@ namespace mayfly::client {
 
 namespace {
 
-// Server-assigned properties: shown as _TS only, or not at all.
-bool is_system_property(std::string_view name) {
-  return name == "_rid" || name == "_self" || name == "_etag" || name == "_attachments" || name == "_ts";
-}
-
 std::string charge_text(double request_charge) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.2f RU", request_charge);

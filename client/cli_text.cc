@@ -203,4 +203,9 @@ std::string render_table(const Table& table) {
   return out + rule;
 }
 
+bool is_system_property(std::string_view name) {
+  return name == "_rid" || name == "_self" || name == "_etag" || name == "_attachments" || name == "_ts" ||
+         name == "_expiresAt";
+}
+
 }  // namespace mayfly::client

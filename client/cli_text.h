@@ -29,6 +29,10 @@ std::vector<std::pair<std::string, std::string_view>> json_object_members(std::s
 // True when `text` parses as JSON (any value).
 bool is_valid_json(std::string_view text);
 
+// Server-assigned item properties (_rid, _self, _etag, _attachments, _ts, _expiresAt): a write ignores them; tables
+// show only _TS; `item export --strip-system` leaves them out.
+bool is_system_property(std::string_view name);
+
 // A cell's text: a JSON string's contents unquoted, any other value as compact JSON, on one line (control characters
 // become spaces).
 std::string cell_text(std::string_view json_value);

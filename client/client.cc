@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <deque>
 #include <set>
 #include <utility>
 
@@ -243,13 +244,27 @@ class Client::Impl {
       return run(call).exclusiveJoin(kj::mv(timeout));
     }
     // Numbered before the first attempt; the number stays unacknowledged (so the cluster keeps its outcome) until
-    // the caller has the answer, whatever it is, or drops the promise.
-    const uint64_t sequence = next_sequence_++;
-    call->sequence = sequence;
-    unacknowledged_.insert(sequence);
-    return run(call).exclusiveJoin(kj::mv(timeout)).attach(kj::defer([this, sequence] {
-      unacknowledged_.erase(sequence);
-    }));
+    // the caller has the answer, whatever it is, or drops the promise (the ticket's end). The cluster keeps at most
+    // kWriteWindow outcomes per client, from the oldest unacknowledged number on: a write is numbered only while it
+    // fits in that window, else it waits (inside its own timeout) for the oldest to be answered. Otherwise one write
+    // retried for long (its node died) while the others go on would fill the cluster's table, and every later write,
+    // that retry included, would be refused 429 until the timeout.
+    auto ticket = std::make_shared<WriteTicket>(*this);
+    kj::Promise<void> numbered = enter_window(ticket);
+    return numbered
+        .then([this, call, ticket]() {
+          call->sequence = ticket->sequence;
+          return run(call);
+        })
+        .exclusiveJoin(kj::mv(timeout))
+        .then([ticket](Response response) {
+          ticket->release();  // answered: its outcome need not be kept, even while the caller holds the promise
+          return response;
+        })
+        .attach(kj::mv(ticket))
+        // Run as events arrive, not only when the caller waits: a write let into the window must go out then, and an
+        // answered one must leave it, whichever promises the caller happens to be waiting on.
+        .eagerlyEvaluate(nullptr);
   }
 
   kj::WaitScope& wait_scope() { return any_connection().rpc->getWaitScope(); }
@@ -262,6 +277,47 @@ class Client::Impl {
   const SessionTokens& tokens() const { return tokens_; }
 
  private:
+  // A numbered write's place in the window: its number, once it has one; acknowledged when the call ends.
+  struct WriteTicket {
+    explicit WriteTicket(Impl& owner) : impl(owner) {}
+    ~WriteTicket() { release(); }  // also when the call is dropped unanswered
+    void release() {
+      if (sequence.has_value()) impl.acknowledge(*sequence);
+      sequence.reset();
+    }
+    Impl& impl;
+    std::optional<uint64_t> sequence;
+  };
+
+  bool window_has_room() const {
+    return unacknowledged_.empty() || next_sequence_ - *unacknowledged_.begin() < kWriteWindow;
+  }
+  void number(WriteTicket& ticket) {
+    ticket.sequence = next_sequence_++;
+    unacknowledged_.insert(*ticket.sequence);
+  }
+  // Numbers the write now if it fits (and nobody waits before it), else when earlier writes are answered.
+  kj::Promise<void> enter_window(const std::shared_ptr<WriteTicket>& ticket) {
+    if (window_waiters_.empty() && window_has_room()) {
+      number(*ticket);
+      return kj::READY_NOW;
+    }
+    auto waiting = kj::newPromiseAndFulfiller<void>();
+    window_waiters_.emplace_back(kj::mv(waiting.fulfiller), ticket);
+    return kj::mv(waiting.promise);
+  }
+  void acknowledge(uint64_t sequence) {
+    unacknowledged_.erase(sequence);
+    while (!window_waiters_.empty() && window_has_room()) {
+      auto [fulfiller, weak] = kj::mv(window_waiters_.front());
+      window_waiters_.pop_front();
+      std::shared_ptr<WriteTicket> ticket = weak.lock();
+      if (ticket == nullptr || !fulfiller->isWaiting()) continue;  // gave up (timed out) while it waited
+      number(*ticket);  // numbered here, so the next waiter sees the window as it now is
+      fulfiller->fulfill();
+    }
+  }
+
   // One execute call across its attempts. Shared between the retry chain and the timeout branch.
   struct Call {
     Request request;
@@ -457,6 +513,8 @@ class Client::Impl {
   const uint64_t client_id_;    // with exactly_once: the id every numbered write carries
   uint64_t next_sequence_ = 1;
   std::set<uint64_t> unacknowledged_;  // numbered writes whose caller has no answer yet
+  // Writes waiting for room in the window, in order, each with the ticket it is numbered into.
+  std::deque<std::pair<kj::Own<kj::PromiseFulfiller<void>>, std::weak_ptr<WriteTicket>>> window_waiters_;
 };
 
 Client::Client(ClientOptions options) {

@@ -129,6 +129,10 @@ inline constexpr uint32_t kSubstatusServerWriteRecordLost = 5;
 // Exactly-once retries of a write stop this long after it was first sent, well inside the cluster's 10-minute
 // window for idle clients (README "Exactly-once writes").
 inline constexpr uint32_t kExactlyOnceRetryHorizonMs = 5 * 60 * 1000;
+// At most this many numbered writes between a client's oldest unanswered one and its newest: the cluster keeps that
+// many outcomes per client (storage/write_dedup.h kDedupMaxUnacknowledged) and refuses more with 429; a write that
+// would go past it waits for the oldest to be answered.
+inline constexpr uint64_t kWriteWindow = 1024;
 
 // Client-made substatuses (the server's own are < 20000), for statuses the client produces without a server answer.
 inline constexpr uint32_t kSubstatusNoEndpointReachable = 20001;  // 503: every attempt failed to connect

@@ -35,7 +35,7 @@ std::map<std::string, boost::json::object> items_of(client::Client& client, cons
     if (!body.is_array()) break;
     for (const boost::json::value& item : body.as_array()) {
       boost::json::object fields = item.as_object();
-      for (const char* system : {"_rid", "_etag", "_ts"}) fields.erase(system);
+      for (const char* system : {"_rid", "_etag", "_ts", "_expiresAt"}) fields.erase(system);
       out[std::string(fields.at("id").as_string())] = std::move(fields);
     }
   }
@@ -97,6 +97,7 @@ TEST(IntegrationCli, ExportImportRoundTripAndFailureSummary) {
     boost::json::value parsed = parse_json(line);
     ASSERT_TRUE(parsed.is_object()) << line;
     for (const char* system : {"_rid", "_etag", "_ts"}) EXPECT_TRUE(parsed.as_object().erase(system)) << line;
+    parsed.as_object().erase("_expiresAt");  // on items with a ttl: _ts + ttl, so it differs after the import
     const auto found = source.find(std::string(parsed.as_object().at("id").as_string()));
     ASSERT_NE(found, source.end()) << line;
     EXPECT_EQ(parsed.as_object(), found->second) << line;

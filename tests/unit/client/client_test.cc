@@ -2,6 +2,10 @@
 // op, and the Client over real sockets against a test double of the network peer.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <functional>
+#include <thread>
+
 #include <capnp/ez-rpc.h>
 #include <capnp/message.h>
 #include <kj/async-io.h>
@@ -572,6 +576,52 @@ TEST(ClientNetwork, ExecutesOverARealSocketAndCarriesEveryField) {
   EXPECT_EQ(client.session_token(), "8");
   client.execute(read_request());
   EXPECT_EQ(node.state().sessions_opened, 1);  // one connection and session, reused
+}
+
+// The cluster keeps at most kWriteWindow outcomes per client from its oldest unanswered write on. One write held up
+// (its node died and it is being retried) while the others go on must not push later writes past that window — the
+// cluster would refuse them all with 429, the held one's retries too, until they timed out (found by it_cli_test's
+// import while the leader was killed). They wait instead, and go out as soon as the held one is answered.
+TEST(ClientNetwork, NumberedWritesStayWithinTheClustersWindowBehindAHeldUpWrite) {
+  kj::Own<kj::PromiseFulfiller<Response>> held;
+  FakeNode node(1, [&held](const Request& request) -> kj::Promise<Response> {
+    if (request.body.find("\"w0\"") != std::string::npos) {
+      auto waiting = kj::newPromiseAndFulfiller<Response>();
+      held = kj::mv(waiting.fulfiller);
+      return kj::mv(waiting.promise);
+    }
+    return kj::Promise<Response>(Response{.status = 200, .served_by = 1, .leader_hint = 1});
+  });
+  Client client(options_for({&node}));
+  constexpr size_t kExtra = 6;
+  std::vector<kj::Promise<Response>> answers;
+  for (size_t i = 0; i < kWriteWindow + kExtra; ++i) {
+    Request write = write_request();
+    write.body = R"({"id":"w)" + std::to_string(i) + R"(","k":"p"})";
+    answers.push_back(client.execute_async(write));
+  }
+  auto run_until = [&](const std::function<bool()>& done) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done() && std::chrono::steady_clock::now() < give_up) {
+      client.wait_scope().poll();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return done();
+  };
+  // w0 is held; w1..w1023 are answered; w1024.. wait, since w0 (number 1) is still unanswered.
+  ASSERT_TRUE(run_until([&] { return node.requests().size() >= kWriteWindow; })) << node.requests().size();
+  // Let anything that would go out past the window do so (300 ms of the loop); none may.
+  const auto settle_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  run_until([&] { return std::chrono::steady_clock::now() >= settle_until; });
+  EXPECT_EQ(node.requests().size(), kWriteWindow) << "writes went out past the cluster's window";
+  ASSERT_TRUE(held.get() != nullptr);
+  held->fulfill(Response{.status = 200, .served_by = 1, .leader_hint = 1});
+  ASSERT_TRUE(run_until([&] { return node.requests().size() == kWriteWindow + kExtra; })) << node.requests().size();
+  for (kj::Promise<Response>& answer : answers) EXPECT_EQ(answer.wait(client.wait_scope()).status, 200);
+  for (const std::optional<WriteStamp>& stamp : node.state().stamps) {
+    ASSERT_TRUE(stamp.has_value());
+    EXPECT_LT(stamp->sequence - stamp->first_unacknowledged, kWriteWindow) << stamp->sequence;
+  }
 }
 
 // A client with a key sends nothing to a node that cannot prove it holds the same key, and says so with a 401.
