@@ -45,6 +45,8 @@ struct Arguments {
   std::string sql;                  // query
   std::vector<std::string> params;  // query: @name=JSON, repeatable
   bool enable_scan = false;         // query
+  std::string backup_out;           // backup create --out FILE
+  uint64_t backup_node = 0;         // backup create --node ID (0: a follower)
 };
 
 // A usage error found after CLI11 was done (file not readable, bad endpoint list, ...).
@@ -229,6 +231,7 @@ class Grammar {
     app_.add_option("--timeout-ms", arguments_.timeout_ms, "whole request timeout, retries included (default 10000)")
         ->check(CLI::Range(1u, 3600u * 1000u));
     add_cluster();
+    add_backup();
     add_db();
     add_container();
     add_item();
@@ -280,6 +283,15 @@ class Grammar {
     remove->add_option("ID", arguments_.member_id, "node id")->required()->check(CLI::PositiveNumber);
     CLI::App* transfer = leaf(cluster, "transfer-leader", "hand leadership to node ID", Op::kTransferLeader);
     transfer->add_option("ID", arguments_.member_id, "node id")->required()->check(CLI::PositiveNumber);
+  }
+
+  void add_backup() {
+    CLI::App* backup = group("backup", "online backups (restore: mayflyd --restore FILE --ttl MODE)");
+    CLI::App* create = leaf(backup, "create", "download a consistent backup of the running cluster to FILE",
+                            Op::kBackupOpen);
+    create->add_option("--out", arguments_.backup_out, "the backup file to write (must not exist)")->required();
+    create->add_option("--node", arguments_.backup_node, "the node that serves it (default: a follower)")
+        ->check(CLI::PositiveNumber);
   }
 
   void add_db() {
@@ -457,6 +469,8 @@ CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& e
     command.options.tls_ca = !arguments.tls_ca.empty() ? arguments.tls_ca : environment.tls_ca.value_or("");
     command.options.request_timeout_ms = arguments.timeout_ms;
     command.request = build_request(grammar.parsed_op(), arguments, environment);
+    command.backup_out = arguments.backup_out;
+    command.backup_node = arguments.backup_node;
     result.command = std::move(command);
   } catch (const CLI::ParseError& error) {
     std::ostringstream out;

@@ -5,6 +5,7 @@
 //   mayfly [--endpoints H:P,H:P] [--key-file F] [--tls-ca CA.pem] [--consistency strong|bounded|session|eventual] [--session-token T]
 //          [--timeout-ms N] <command>
 //   cluster status | cluster add-member ID H:P | cluster remove-member ID | cluster transfer-leader ID
+//   backup create --out FILE [--node ID]                         (client/backup_cli.h)
 //   db create DB | db delete DB | db list
 //   container create DB C --pk /path [--default-ttl N|-1] [--indexing consistent|none] [--throughput RU | --serverless]
 //   container get DB C | container set DB C [--default-ttl N|-1|off] [--indexing ...] [--throughput RU]
@@ -44,6 +45,8 @@ struct CliEnvironment {
 struct CliCommand {
   ClientOptions options;
   Request request;
+  std::string backup_out;    // backup create (request.op == kBackupOpen): client/backup_cli.h
+  uint64_t backup_node = 0;
 };
 
 // The outcome of parsing: a command to run, or text to print and an exit code (help: 0, usage error: 2).

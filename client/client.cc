@@ -33,6 +33,8 @@ bool is_write(Op op) {
     case Op::kListItems:
     case Op::kQuery:
     case Op::kClusterStatus:
+    case Op::kBackupOpen:
+    case Op::kBackupRead:
       return false;
     default:
       return true;
@@ -61,6 +63,8 @@ std::string_view op_name(Op op) {
     case Op::kRemoveMember: return "removeMember";
     case Op::kTransferLeader: return "transferLeader";
     case Op::kQuery: return "query";
+    case Op::kBackupOpen: return "backupOpen";
+    case Op::kBackupRead: return "backupRead";
   }
   return "unknown";
 }

@@ -1,5 +1,7 @@
 // mayfly: the command line client. Parses its arguments (client/cli.h), sends one request through the client library
 // and prints the response as one JSON object. Exit status: 0 for status < 400, 1 otherwise, 2 for usage errors.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -7,6 +9,7 @@
 
 #include <kj/exception.h>
 
+#include "client/backup_cli.h"
 #include "client/cli.h"
 #include "client/client.h"
 
@@ -27,6 +30,15 @@ int main(int argc, char** argv) {
     std::cout << parsed.output;
     std::cerr << parsed.error;
     return parsed.exit_code;
+  }
+  if (parsed.command->request.op == Op::kBackupOpen) {
+    try {
+      return run_backup(BackupCommand{parsed.command->options, parsed.command->backup_out,
+                                      parsed.command->backup_node, ::isatty(2) == 1});
+    } catch (const kj::Exception& exception) {
+      std::cerr << "mayfly backup: client failure: " << exception.getDescription().cStr() << std::endl;
+      return 1;
+    }
   }
   Response response;
   try {

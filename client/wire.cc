@@ -229,6 +229,16 @@ void encode_request(const Request& request, Consistency consistency, const std::
     case Op::kTransferLeader:
       out.setTransferLeader(request.member_id);
       return;
+    case Op::kBackupOpen:
+      out.setBackupOpen();
+      return;
+    case Op::kBackupRead: {
+      auto read = out.initBackupRead();
+      read.setBackup(request.backup_id);
+      read.setOffset(request.backup_offset);
+      read.setMaxBytes(request.backup_max_bytes);
+      return;
+    }
   }
   MAYFLY_UNREACHABLE("op %d", static_cast<int>(request.op));
 }
@@ -247,6 +257,10 @@ Response decode_response(proto::Response::Reader in) {
   response.served_by = in.getServedBy();
   response.leader_hint = in.getLeaderHint();
   response.continuation = text(in.getContinuation());
+  if (in.hasData()) {
+    auto data = in.getData();
+    response.data.assign(reinterpret_cast<const char*>(data.begin()), data.size());
+  }
   return response;
 }
 
@@ -343,6 +357,17 @@ Request decode_request(proto::Request::Reader in) {
       request.op = Op::kTransferLeader;
       request.member_id = in.getTransferLeader();
       break;
+    case proto::Request::ADVANCE_CLOCK:  // the virtual clock's ordinal (branch h-vclock decodes it)
+      break;
+    case proto::Request::BACKUP_OPEN:
+      request.op = Op::kBackupOpen;
+      break;
+    case proto::Request::BACKUP_READ:
+      request.op = Op::kBackupRead;
+      request.backup_id = in.getBackupRead().getBackup();
+      request.backup_offset = in.getBackupRead().getOffset();
+      request.backup_max_bytes = in.getBackupRead().getMaxBytes();
+      break;
   }
   return request;
 }
@@ -360,6 +385,9 @@ void encode_response(const Response& response, proto::Response::Builder out) {
   out.setServedBy(response.served_by);
   out.setLeaderHint(response.leader_hint);
   out.setContinuation(wire_text(response.continuation));
+  if (!response.data.empty()) {
+    out.setData(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(response.data.data()), response.data.size()));
+  }
 }
 
 }  // namespace mayfly::client

@@ -24,6 +24,12 @@ struct NodeConfig {
   std::string log_level = "info";           // trace, debug, info, warn, error
   std::string cluster = "mayfly";           // peers refuse nodes of another cluster
   bool join = false;                        // start empty and wait to be added (cluster add-member)
+  // Restore (README "Backup and restore"): start a new cluster from a backup file, this node its only voter (the
+  // others join with --join and `cluster add-member`). The data directory must be empty. With restore_dry_run the
+  // node prints what each --ttl mode would expire at once and exits, changing nothing.
+  std::string restore_file;
+  std::string restore_ttl;                  // preserve | pause | rebase (required with restore_file)
+  bool restore_dry_run = false;
 
   // Trust (README "Security"). Without --keys-file every client may do everything; without --cluster-secret-file any
   // process that knows the cluster name may act as a peer. Such a node runs open: it says so at start and in

@@ -30,7 +30,7 @@ struct ReadQuery {
 };
 
 struct Operation {
-  enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader };
+  enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader, kBackupOpen, kBackupRead };
   Kind kind = Kind::kWrite;
   storage::Command command;  // kWrite
   ReadQuery read;            // kRead
@@ -38,6 +38,9 @@ struct Operation {
   uint64_t session_token = 0;  // the log index the client has seen; 0: none
   NodeId member;               // admin
   std::string member_address;  // kAddMember
+  uint64_t backup_id = 0;      // kBackupRead
+  uint64_t backup_offset = 0;
+  uint32_t backup_max_bytes = 0;
 };
 
 // What goes back to the client.
@@ -52,6 +55,7 @@ struct Reply {
   // applied state is now recent enough; the RPC thread executes the read itself, so scans and queries never hold up
   // the driver thread (and with it heartbeats and the log).
   bool serve_here = false;
+  std::string data;  // backupRead: bytes of the backup file (Response.data)
 
   static Reply error(StatusCode code, std::string message) {
     Reply reply;
