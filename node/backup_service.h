@@ -64,7 +64,7 @@ class BackupService {
   bool stopping_ = false;
   uint64_t next_id_ = 1;
   std::map<uint64_t, std::shared_ptr<Backup>> backups_;
-  std::vector<std::thread> finished_;  // threads of backups removed from the table, joined at stop()
+  std::vector<std::thread> finished_;  // threads of backups removed from the table, joined by the next open() or stop()
 };
 
 }  // namespace mayfly::node
