@@ -75,12 +75,12 @@ void BackupService::drop_idle_locked(int64_t now_ms) {
 Reply BackupService::open() {
   const int64_t now_ms = steady_now_ms();
   std::shared_ptr<Backup> backup = std::make_shared<Backup>();
-  std::vector<std::thread> done;
+  std::vector<std::thread> finished;
   {
     std::lock_guard lock(mutex_);
-    done.swap(finished_);  // threads of finished backups (they end right after publishing their outcome)
+    finished.swap(finished_);  // threads of finished backups (they end right after publishing their outcome)
   }
-  for (std::thread& thread : done) thread.join();
+  for (std::thread& thread : finished) thread.join();
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return reply(Reply::error(StatusCode::kUnavailable, "the node is shutting down"));
