@@ -179,6 +179,9 @@ int run_backup(const BackupCommand& command) {
   const std::string partial = command.out + ".partial";
   std::ofstream file(partial, std::ios::binary | std::ios::trunc);
   if (!file) return fail("cannot create " + partial);
+  std::error_code mode_error;  // the whole database is in it: owner only, like the node's own files
+  std::filesystem::permissions(partial, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                               mode_error);
   auto abandon = [&](const std::string& message) {
     file.close();
     std::error_code ignored;
