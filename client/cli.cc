@@ -59,6 +59,8 @@ struct Arguments {
   std::string out_path;             // item export
   bool strip_system = false;        // item export
   uint32_t page_items = 1000;       // item export
+  std::string backup_out;           // backup create --out FILE
+  uint64_t backup_node = 0;         // backup create --node ID (0: a follower)
 };
 
 // A usage error found after CLI11 was done (file not readable, bad endpoint list, ...).
@@ -210,6 +212,7 @@ class Grammar {
                     "json (one object per request) or table; default: table when stdout is a terminal, else json")
         ->check(CLI::IsMember({"json", "table"}));
     add_cluster();
+    add_backup();
     add_db();
     add_container();
     add_item();
@@ -272,6 +275,15 @@ class Grammar {
                              Op::kAdvanceClock);
     advance->add_option("DURATION", arguments_.duration, "how far: a positive number with ms, s, m, h or d")
         ->required();
+  }
+
+  void add_backup() {
+    CLI::App* backup = group("backup", "online backups (restore: mayflyd --restore FILE --ttl MODE)");
+    CLI::App* create = leaf(backup, "create", "download a consistent backup of the running cluster to FILE",
+                            Op::kBackupOpen);
+    create->add_option("--out", arguments_.backup_out, "the backup file to write (must not exist)")->required();
+    create->add_option("--node", arguments_.backup_node, "the node that serves it (default: a follower)")
+        ->check(CLI::PositiveNumber);
   }
 
   void add_db() {
@@ -529,6 +541,8 @@ CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& e
                                .strip_system = arguments.strip_system,
                                .page_items = arguments.page_items,
                                .quiet = arguments.quiet};
+    command.backup_out = arguments.backup_out;
+    command.backup_node = arguments.backup_node;
     result.command = std::move(command);
   } catch (const CLI::RequiredError& error) {
     // CLI11 says "CONTAINER is required"; add the usage of the command it is missing from.

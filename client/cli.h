@@ -7,6 +7,7 @@
 //          [--timeout-ms N] [-o json|table] <command>
 //   cluster status | cluster add-member ID H:P | cluster remove-member ID | cluster transfer-leader ID
 //   (-o: table on a terminal, JSON otherwise; see cli_output.h)
+//   backup create --out FILE [--node ID]                         (client/backup_cli.h)
 //   db create DB | db delete DB | db list
 //   container create DB CONTAINER --pk /path [--default-ttl N|-1] [--indexing consistent|none] [--throughput RU | --serverless]
 //   container get DB CONTAINER | container set DB CONTAINER [--default-ttl N|-1|off] [--indexing ...] [--throughput RU]
@@ -58,6 +59,8 @@ struct CliCommand {
   std::optional<OutputFormat> output;  // -o; unset: table on a terminal, JSON otherwise (choose_output)
   ImportSettings import_settings;      // kImport
   ExportSettings export_settings;      // kExport
+  std::string backup_out;    // backup create (request.op == kBackupOpen): client/backup_cli.h
+  uint64_t backup_node = 0;
 };
 
 // The outcome of parsing: a command to run, or text to print and an exit code (help: 0, usage error: 2).

@@ -34,6 +34,8 @@ bool is_write(Op op) {
     case Op::kListItems:
     case Op::kQuery:
     case Op::kClusterStatus:
+    case Op::kBackupOpen:
+    case Op::kBackupRead:
       return false;
     default:
       return true;
@@ -63,6 +65,8 @@ std::string_view op_name(Op op) {
     case Op::kTransferLeader: return "transferLeader";
     case Op::kQuery: return "query";
     case Op::kAdvanceClock: return "advanceClock";
+    case Op::kBackupOpen: return "backupOpen";
+    case Op::kBackupRead: return "backupRead";
   }
   return "unknown";
 }

@@ -49,6 +49,8 @@ enum class Op {
   kTransferLeader,
   kQuery,
   kAdvanceClock,
+  kBackupOpen,  // admin: served by the endpoint called (Request::endpoint), never forwarded
+  kBackupRead,
 };
 
 // True for operations that change state: they go to the leader and are never blindly re-sent after a lost connection.
@@ -113,6 +115,10 @@ struct Request {
   // routing for writes and preferred_endpoint/round-robin for reads. Retries follow the normal rules. Tests use it to
   // read from one particular replica.
   std::optional<size_t> endpoint;
+  // backupRead: the backup (from backupOpen's body), the offset and at most this many bytes (0: the server's 1 MiB).
+  uint64_t backup_id = 0;
+  uint64_t backup_offset = 0;
+  uint32_t backup_max_bytes = 0;
 
   bool operator==(const Request&) const = default;
 };
@@ -155,6 +161,7 @@ struct Response {
   uint64_t served_by = 0;    // node id that executed the request; 0 when the client made the response itself
   uint64_t leader_hint = 0;  // the leader as the serving node knew it; 0: unknown
   std::string continuation;  // listItems / query: non-empty when there are more pages
+  std::string data;          // backupRead: bytes of the backup file
 
   bool ok() const { return status < 400; }
   bool operator==(const Response&) const = default;

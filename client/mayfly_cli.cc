@@ -1,5 +1,5 @@
 // mayfly: the command line client. Parses its arguments (client/cli.h), sends one request through the client library
-// (or imports/exports a container's items) and prints the response: tables on a terminal, one JSON object otherwise
+// (or imports/exports a container's items, or takes a backup) and prints the response: tables on a terminal, one JSON object otherwise
 // (-o json|table chooses). Exit status: 0 for status < 400, 1 otherwise, 2 for usage errors.
 #include <unistd.h>
 
@@ -12,6 +12,7 @@
 
 #include <kj/exception.h>
 
+#include "client/backup_cli.h"
 #include "client/cli.h"
 #include "client/cli_output.h"
 #include "client/client.h"
@@ -87,6 +88,15 @@ int main(int argc, char** argv) {
     std::cout << parsed.output;
     std::cerr << parsed.error;
     return parsed.exit_code;
+  }
+  if (parsed.command->request.op == Op::kBackupOpen) {
+    try {
+      return run_backup(BackupCommand{parsed.command->options, parsed.command->backup_out,
+                                      parsed.command->backup_node, ::isatty(2) == 1});
+    } catch (const kj::Exception& exception) {
+      std::cerr << "mayfly backup: client failure: " << exception.getDescription().cStr() << std::endl;
+      return 1;
+    }
   }
   const CliCommand& command = *parsed.command;
   const OutputFormat format = choose_output(command.output, ::isatty(STDOUT_FILENO) == 1);

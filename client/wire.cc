@@ -236,6 +236,16 @@ void encode_request(const Request& request, Consistency consistency, const std::
     case Op::kAdvanceClock:
       out.setAdvanceClock(wire_text(request.duration));
       return;
+    case Op::kBackupOpen:
+      out.setBackupOpen();
+      return;
+    case Op::kBackupRead: {
+      auto read = out.initBackupRead();
+      read.setBackup(request.backup_id);
+      read.setOffset(request.backup_offset);
+      read.setMaxBytes(request.backup_max_bytes);
+      return;
+    }
   }
   MAYFLY_UNREACHABLE("op %d", static_cast<int>(request.op));
 }
@@ -254,6 +264,10 @@ Response decode_response(proto::Response::Reader in) {
   response.served_by = in.getServedBy();
   response.leader_hint = in.getLeaderHint();
   response.continuation = text(in.getContinuation());
+  if (in.hasData()) {
+    auto data = in.getData();
+    response.data.assign(reinterpret_cast<const char*>(data.begin()), data.size());
+  }
   return response;
 }
 
@@ -354,6 +368,15 @@ Request decode_request(proto::Request::Reader in) {
       request.op = Op::kAdvanceClock;
       request.duration = text(in.getAdvanceClock());
       break;
+    case proto::Request::BACKUP_OPEN:
+      request.op = Op::kBackupOpen;
+      break;
+    case proto::Request::BACKUP_READ:
+      request.op = Op::kBackupRead;
+      request.backup_id = in.getBackupRead().getBackup();
+      request.backup_offset = in.getBackupRead().getOffset();
+      request.backup_max_bytes = in.getBackupRead().getMaxBytes();
+      break;
   }
   return request;
 }
@@ -371,6 +394,9 @@ void encode_response(const Response& response, proto::Response::Builder out) {
   out.setServedBy(response.served_by);
   out.setLeaderHint(response.leader_hint);
   out.setContinuation(wire_text(response.continuation));
+  if (!response.data.empty()) {
+    out.setData(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(response.data.data()), response.data.size()));
+  }
 }
 
 }  // namespace mayfly::client

@@ -50,6 +50,16 @@ Status NodeConfig::validate() const {
   if (id == NodeId(0)) return invalid("--id must be a positive number");
   if (listen.find(':') == std::string::npos) return invalid("--listen must be HOST:PORT");
   if (data_dir.empty()) return invalid("--data must name a directory");
+  if (restore_file.empty() && (!restore_ttl.empty() || restore_dry_run)) {
+    return invalid("--ttl and --dry-run go with --restore FILE");
+  }
+  if (!restore_file.empty()) {
+    if (join) return invalid("--restore starts a new cluster from a backup: it cannot be combined with --join");
+    if (restore_ttl != "preserve" && restore_ttl != "pause" && restore_ttl != "rebase" && !restore_dry_run) {
+      return invalid("--restore needs --ttl preserve, pause or rebase (see README \"Backup and restore\"), or "
+                     "--dry-run to see what each would expire");
+    }
+  }
   if (!join && !peers.contains(id)) {
     return invalid("--peers must list this node (" + std::to_string(id.value()) + ") with the other voters");
   }
@@ -187,6 +197,14 @@ ParsedFlags parse_flags(int argc, char** argv) {
          "node of the cluster must say the same)")
       ->check(CLI::IsMember({"real", "virtual"}));
   app.add_flag("--join", config.join, "start empty and wait to be added with `mayfly cluster add-member`");
+  app.add_option("--restore", config.restore_file,
+                 "start a new cluster from this backup file (`mayfly backup create`), this node its first voter; "
+                 "the data directory must be empty");
+  app.add_option("--ttl", config.restore_ttl,
+                 "with --restore: preserve (expiry continues from the backup's time), pause (TTL off on every "
+                 "container) or rebase (items keep the lifetime they had left)");
+  app.add_flag("--dry-run", config.restore_dry_run,
+               "with --restore: print what each --ttl mode would expire at once, change nothing, exit");
   app.add_option("--tick-ms", config.tick_interval_ms, "Raft tick")->capture_default_str();
   app.add_option("--election-timeout-ticks", config.election_timeout_ticks)->capture_default_str();
   app.add_option("--heartbeat-ticks", config.heartbeat_interval_ticks)->capture_default_str();

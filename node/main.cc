@@ -15,6 +15,7 @@
 #include "metrics/metrics.h"
 #include "node/config.h"
 #include "node/driver.h"
+#include "node/restore.h"
 #include "node/rpc.h"
 #include "gateway/server.h"
 #include "storage/replica.h"
@@ -33,6 +34,9 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %^%l%$ node" + std::to_string(config.id.value()) + " %v",
                       spdlog::pattern_time_type::utc);
 
+  if (!config.restore_file.empty()) {
+    if (int code = node::restore_from_backup(config); code >= 0) return code;
+  }
   storage::ReplicaOptions options;
   options.data_dir = config.data_dir;
   options.raft.self = config.id;

@@ -198,6 +198,13 @@ Result<Operation> decode_request(proto::Request::Reader request) {
       MAYFLY_ASSIGN_OR_RETURN(op.advance_micros, parse_clock_advance(request.getAdvanceClock().cStr()));
       break;
     }
+    case proto::Request::BACKUP_OPEN: op.kind = Operation::Kind::kBackupOpen; break;
+    case proto::Request::BACKUP_READ:
+      op.kind = Operation::Kind::kBackupRead;
+      op.backup_id = request.getBackupRead().getBackup();
+      op.backup_offset = request.getBackupRead().getOffset();
+      op.backup_max_bytes = request.getBackupRead().getMaxBytes();
+      break;
     default:
       return Status::invalid_argument("unknown request type (is the client newer than this server?)");
   }
@@ -218,6 +225,9 @@ void encode_reply(const Reply& reply, proto::Response::Builder response) {
   response.setServedBy(reply.served_by.value());
   response.setLeaderHint(reply.leader_hint.value());
   response.setContinuation(result.continuation);
+  if (!reply.data.empty()) {
+    response.setData(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(reply.data.data()), reply.data.size()));
+  }
 }
 
 Reply decode_reply(proto::Response::Reader response) {
@@ -253,6 +263,8 @@ std::string op_name(const Operation& operation) {
     case Operation::Kind::kRemoveMember: return "remove_member";
     case Operation::Kind::kTransferLeader: return "transfer_leader";
     case Operation::Kind::kAdvanceClock: return "advance_clock";
+    case Operation::Kind::kBackupOpen: return "backup_open";
+    case Operation::Kind::kBackupRead: return "backup_read";
     case Operation::Kind::kRead: break;
   }
   switch (operation.read.kind) {

@@ -30,7 +30,8 @@ struct ReadQuery {
 };
 
 struct Operation {
-  enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader, kAdvanceClock };
+  enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader, kAdvanceClock,
+                    kBackupOpen, kBackupRead };
   Kind kind = Kind::kWrite;
   storage::Command command;  // kWrite
   ReadQuery read;            // kRead
@@ -41,6 +42,9 @@ struct Operation {
   int64_t advance_micros = 0;  // kAdvanceClock: > 0
   bool ttl_dry_run = false;    // updateContainer: preview the defaultTtl change, change nothing
   bool ttl_force = false;      // updateContainer: skip the guard (more than kTtlGuardPercent expired at once)
+  uint64_t backup_id = 0;      // kBackupRead
+  uint64_t backup_offset = 0;
+  uint32_t backup_max_bytes = 0;
 };
 
 // What goes back to the client.
@@ -55,6 +59,7 @@ struct Reply {
   // applied state is now recent enough; the RPC thread executes the read itself, so scans and queries never hold up
   // the driver thread (and with it heartbeats and the log).
   bool serve_here = false;
+  std::string data;  // backupRead: bytes of the backup file (Response.data)
 
   static Reply error(StatusCode code, std::string message) {
     Reply reply;

@@ -251,6 +251,10 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
     }
     case Operation::Kind::kClusterStatus:
       return cluster_status();
+    case Operation::Kind::kBackupOpen:  // served here, by the node the client chose (a follower, preferably)
+      return backups_->open();
+    case Operation::Kind::kBackupRead:
+      return backups_->read(operation.backup_id, operation.backup_offset, operation.backup_max_bytes);
     default:
       break;
   }

@@ -47,6 +47,7 @@
 
 #include "common/tls.h"
 #include "metrics/security.h"
+#include "node/backup_service.h"
 #include "node/config.h"
 #include "node/driver.h"
 #include "node/keyring.h"
@@ -162,6 +163,7 @@ class RpcHost final : public DriverOutput {
 
   NodeConfig config_;
   Driver& driver_;
+  std::unique_ptr<BackupService> backups_;  // online backups served by this node (node/backup_service.h)
   metrics::Metrics& metrics_;
   RequestUnitAccount& request_units_;
   const storage::StoreReader& state_;

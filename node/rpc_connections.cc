@@ -21,6 +21,7 @@ RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& met
                  RequestUnitAccount& request_units, Keyring keyring, ClusterSecrets cluster_secrets)
     : config_(config),
       driver_(driver),
+      backups_(std::make_unique<BackupService>(config, driver)),
       metrics_(metrics),
       request_units_(request_units),
       state_(driver.state().reader()),
@@ -330,6 +331,7 @@ void RpcHost::stop() {
   mailbox_.close();
   reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones finish
   reads_.join();
+  backups_->stop();  // exports hold views of the store: joined before it closes
 }
 
 void RpcHost::TaskErrors::taskFailed(kj::Exception&& exception) {

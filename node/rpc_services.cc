@@ -30,6 +30,8 @@ Role required_role(proto::Request::Which which) {
     case proto::Request::REMOVE_MEMBER:
     case proto::Request::TRANSFER_LEADER:
     case proto::Request::ADVANCE_CLOCK:
+    case proto::Request::BACKUP_OPEN:
+    case proto::Request::BACKUP_READ:
       return Role::kAdmin;
     default:
       return Role::kReadWrite;

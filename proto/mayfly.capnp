@@ -104,10 +104,22 @@ struct Request {
     # Admin, --clock virtual clusters only (README "Virtual clock"): move replicated time forward by this duration
     # ("90s", "1500ms", "30m", "2h", "1d"; a bare number is seconds). 412 on a real-clock cluster, 400 if not > 0.
     advanceClock @26 :Text;
+    # Online backup (admin; README "Backup and restore"), served by the node called, never forwarded: backupOpen
+    # starts exporting this node's state at its applied index to a file of its own and answers {"backup": ID};
+    # backupRead returns that file's bytes from `offset` in Response.data (at most `maxBytes`, capped at 1 MiB) with
+    # {"state":"exporting"|"ready", "bytes", "appliedIndex", ...} in the body. A read at the end releases the file.
+    backupOpen @27 :Void;
+    backupRead @28 :BackupRead;
   }
   # Database, container and item writes from a client that asks for exactly-once execution (README "Exactly-once
   # writes"): the node answers a re-sent write with the outcome of its first execution. Absent: no deduplication.
   writeId @25 :WriteId;
+}
+
+struct BackupRead {
+  backup @0 :UInt64;    # from backupOpen's answer
+  offset @1 :UInt64;
+  maxBytes @2 :UInt32;  # 0: 1 MiB
 }
 
 struct WriteId {
@@ -130,6 +142,7 @@ struct Response {
   servedBy @9 :UInt64;      # the node that executed the request
   leaderHint @10 :UInt64;   # the leader as this node knows it (0: unknown), for client-side leader discovery
   continuation @11 :Text;   # listItems / query: non-empty when there are more pages
+  data @12 :Data;           # backupRead: the bytes of the backup file from the requested offset
 }
 
 # The bootstrap capability every mayflyd offers, one per connection. Authentication (README "Security") is a

@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -107,6 +108,14 @@ class StateMachine {
     AppliedState applied() const { return applied_; }
     // The snapshot blob (the same format as export_snapshot). Thread-safe.
     Result<std::string> export_snapshot() const;
+    // The same bytes, handed to `write` in pieces of about `piece_bytes` (memory stays at one piece: online backups,
+    // storage/backup_file.h); counts the items exported into `figures` when given. Stops at write's first error.
+    using SnapshotWriter = std::function<Status(std::string_view piece)>;
+    struct SnapshotFigures {
+      uint64_t items = 0;
+      uint64_t item_bytes = 0;  // keys and values of the items
+    };
+    Status export_snapshot_to(const SnapshotWriter& write, size_t piece_bytes, SnapshotFigures* figures) const;
 
    private:
     friend class StateMachine;

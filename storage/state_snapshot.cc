@@ -42,7 +42,8 @@ std::unique_ptr<StateMachine::View> StateMachine::open_view() const {
   return std::unique_ptr<View>(new View(db_.get(), applied(), &open_views_));
 }
 
-Result<std::string> StateMachine::View::export_snapshot() const {
+Status StateMachine::View::export_snapshot_to(const SnapshotWriter& write, size_t piece_bytes,
+                                              SnapshotFigures* figures) const {
   std::string out;
   codec::put_u8(out, kSnapshotVersion);
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot_)));
@@ -50,8 +51,28 @@ Result<std::string> StateMachine::View::export_snapshot() const {
     if (!is_replicated_key(it->key())) continue;
     codec::put_bytes(out, std::string_view(it->key().data(), it->key().size()));
     codec::put_bytes(out, std::string_view(it->value().data(), it->value().size()));
+    if (figures != nullptr && static_cast<uint8_t>(it->key()[0]) == static_cast<uint8_t>(KeyTag::kItem)) {
+      figures->items += 1;
+      figures->item_bytes += it->key().size() + it->value().size();
+    }
+    if (out.size() >= piece_bytes) {
+      MAYFLY_RETURN_IF_ERROR(write(out));
+      out.clear();
+    }
   }
   MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "export snapshot"));
+  if (!out.empty()) MAYFLY_RETURN_IF_ERROR(write(out));
+  return Status::ok();
+}
+
+Result<std::string> StateMachine::View::export_snapshot() const {
+  std::string out;
+  MAYFLY_RETURN_IF_ERROR(export_snapshot_to(
+      [&out](std::string_view piece) {
+        out.append(piece);
+        return Status::ok();
+      },
+      size_t(1) << 20, nullptr));
   return out;
 }
 

@@ -66,6 +66,17 @@ TEST(CliParse, AdvanceClockAndTtlChangeOptions) {
   EXPECT_FALSE(plain.settings.force || plain.settings.dry_run);
 }
 
+TEST(CliParse, BackupCreate) {
+  const CliParse parsed = parse({"backup", "create", "--out", "x.mfb", "--node", "2"});
+  ASSERT_TRUE(parsed.command.has_value()) << parsed.error;
+  EXPECT_EQ(parsed.command->request.op, Op::kBackupOpen);
+  EXPECT_EQ(parsed.command->backup_out, "x.mfb");
+  EXPECT_EQ(parsed.command->backup_node, 2u);
+  EXPECT_EQ(parse({"backup", "create", "--out", "y.mfb"}).command->backup_node, 0u);
+  expect_usage_error({"backup", "create"}, "--out");
+  expect_usage_error({"backup", "create", "--out", "f", "--node", "0"}, "--node");
+}
+
 TEST(CliParse, ClusterUsageErrors) {
   expect_usage_error({"cluster"}, "subcommand");
   expect_usage_error({"cluster", "add-member", "4"}, "ADDRESS");
