@@ -64,36 +64,29 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   return await_reply(id, kj::mv(reply.promise));
 }
 
-kj::Promise<Reply> RpcHost::read_async(Operation operation) {
+kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work) {
   if (stopping_) return shutting_down();
   if (std::optional<Reply> shed = shed_if_full("read")) return kj::mv(*shed);
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
   ++reads_queued_;
-  boost::asio::post(reads_, [this, id, leader = view_.leader, operation = std::move(operation)] {
+  boost::asio::post(reads_, [this, id, work = std::move(work)] {
     DriverBatch answer;
-    answer.replies.emplace_back(id, serve_read(operation, leader));
+    answer.replies.emplace_back(id, work());
     --reads_queued_;
     mailbox_.post(std::move(answer));
   });
   return await_reply(id, kj::mv(reply.promise));
 }
 
+kj::Promise<Reply> RpcHost::read_async(Operation operation) {
+  return on_read_thread(
+      [this, leader = view_.leader, operation = std::move(operation)] { return serve_read(operation, leader); });
+}
+
 kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
-  if (stopping_) return shutting_down();
-  if (std::optional<Reply> shed = shed_if_full("read")) return kj::mv(*shed);
-  const uint64_t id = next_request_id_++;
-  auto verdict = kj::newPromiseAndFulfiller<Reply>();
-  pending_.emplace(id, kj::mv(verdict.fulfiller));
-  ++reads_queued_;
-  boost::asio::post(reads_, [this, id, operation] {
-    DriverBatch answer;
-    answer.replies.emplace_back(id, ttl_change_verdict(state_, operation));
-    --reads_queued_;
-    mailbox_.post(std::move(answer));
-  });
-  return await_reply(id, kj::mv(verdict.promise))
+  return on_read_thread([this, operation] { return ttl_change_verdict(state_, operation); })
       .then([this, operation = std::move(operation)](Reply reply) mutable -> kj::Promise<Reply> {
         if (!reply.serve_here) {
           reply.served_by = config_.id;

@@ -153,6 +153,8 @@ class RpcHost final : public DriverOutput {
   // Any thread (a read thread, normally): the read at this node's applied state.
   Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
+  // Runs `work` on a read thread (--read-threads) and answers with its Reply, within the request timeout.
+  kj::Promise<Reply> on_read_thread(std::function<Reply()> work);
   // A defaultTtl change's dry run or guard (node/ttl_guard.h) on a read thread; then, if it may go ahead, the driver.
   kj::Promise<Reply> guard_ttl_change(Operation operation);
   kj::Promise<Reply> cluster_status();
