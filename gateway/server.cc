@@ -5,11 +5,13 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "gateway/translate.h"
@@ -19,6 +21,7 @@ namespace mayfly::gateway {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -39,6 +42,25 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
  public:
   Impl(const node::NodeConfig& config, node::RpcHost& host)
       : config_(config), host_(host), context_(std::make_shared<asio::io_context>()), acceptor_(*context_) {}
+
+  // A node with --tls-cert/--tls-key serves the gateway over HTTPS only, with the same certificate and key as its RPC
+  // port (TLS 1.2 or later); clients check it against --tls-ca's CA as they do for the RPC port.
+  Status load_tls() {
+    if (!config_.tls()) return Status::ok();
+    auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
+    boost::system::error_code error;
+    context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
+                             ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use,
+                         error);
+    if (!error) context->use_certificate_chain_file(config_.tls_cert_file, error);
+    if (error) return Status::invalid_argument("--http over TLS: cannot use --tls-cert " + config_.tls_cert_file + ": " +
+                                               error.message());
+    context->use_private_key_file(config_.tls_key_file, ssl::context::pem, error);
+    if (error) return Status::invalid_argument("--http over TLS: cannot use --tls-key " + config_.tls_key_file + ": " +
+                                               error.message());
+    tls_ = std::move(context);
+    return Status::ok();
+  }
 
   Status listen() {
     const size_t colon = config_.http.rfind(':');
@@ -98,6 +120,7 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   node::RpcHost& host() { return host_; }
   std::atomic<int64_t>& open_connections() { return open_connections_; }
   const std::shared_ptr<asio::io_context>& context() const { return context_; }
+  ssl::context* tls() { return tls_.get(); }
 
  private:
   void accept();
@@ -106,6 +129,7 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   node::RpcHost& host_;
   std::shared_ptr<asio::io_context> context_;
   tcp::acceptor acceptor_;
+  std::unique_ptr<ssl::context> tls_;  // set: HTTPS only
   std::vector<std::thread> threads_;
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> open_connections_{0};
@@ -114,30 +138,56 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
 
 namespace {
 
-// One HTTP connection: read a request (bounded), translate, hand it to the node, write the answer, repeat.
-class Connection : public std::enable_shared_from_this<Connection> {
+// The plain and the TLS stream a connection runs on: deadlines and closing act on the TCP layer beneath.
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+beast::tcp_stream& tcp_of(PlainStream& stream) { return stream; }
+beast::tcp_stream& tcp_of(TlsStream& stream) { return beast::get_lowest_layer(stream); }
+
+// One HTTP connection: (for HTTPS, a TLS handshake within the idle timeout, then) read a request (bounded),
+// translate, hand it to the node, write the answer, repeat.
+template <typename Stream>
+class Connection : public std::enable_shared_from_this<Connection<Stream>> {
  public:
-  Connection(std::shared_ptr<Server::Impl> server, tcp::socket socket)
-      : server_(std::move(server)), context_(server_->context()), stream_(std::move(socket)) {
+  template <typename... TlsContext>
+  Connection(std::shared_ptr<Server::Impl> server, tcp::socket socket, TlsContext&... tls)
+      : server_(std::move(server)), context_(server_->context()), stream_(std::move(socket), tls...) {
     ++server_->open_connections();
   }
   ~Connection() { --server_->open_connections(); }
 
-  void start() { read(); }
+  void start() {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      tcp_of(stream_).expires_after(std::chrono::milliseconds(server_->config().http_idle_timeout_ms));
+      stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code error) {
+        // Not TLS (plain HTTP to an HTTPS port), a failed handshake or a silent client: closed, nothing answered
+        // (there is no TLS session to answer in).
+        if (error) {
+          self->close();
+          return;
+        }
+        self->read();
+      });
+    } else {
+      read();
+    }
+  }
 
  private:
   void read() {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(server_->config().http_max_header_bytes));
     parser_->body_limit(static_cast<uint64_t>(server_->config().http_max_body_bytes));
-    stream_.expires_after(std::chrono::milliseconds(server_->config().http_idle_timeout_ms));
+    tcp_of(stream_).expires_after(std::chrono::milliseconds(server_->config().http_idle_timeout_ms));
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code error, size_t) { self->on_read(error); });
+                     [self = this->shared_from_this()](beast::error_code error, size_t) { self->on_read(error); });
   }
 
   void on_read(beast::error_code error) {
     if (error == http::error::end_of_stream || error == beast::error::timeout || error == asio::error::eof ||
-        error == asio::error::connection_reset || error == asio::error::operation_aborted) {
+        error == asio::error::connection_reset || error == asio::error::operation_aborted ||
+        error == ssl::error::stream_truncated) {
       close();
       return;
     }
@@ -186,7 +236,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       plan.call.authorization = parsed.status();
     }
     server_->host().execute_gateway(
-        std::move(plan.call), [self = shared_from_this(), spec = std::move(plan.spec)](node::Reply reply) {
+        std::move(plan.call), [self = this->shared_from_this(), spec = std::move(plan.spec)](node::Reply reply) {
           // On the kj thread: render here would hold it up, so hand the reply to this connection's executor.
           asio::post(self->stream_.get_executor(), [self, spec, reply = std::move(reply)] {
             self->respond(render_reply(spec, reply));
@@ -206,35 +256,40 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     response->keep_alive(keep_alive_);
     response->prepare_payload();
-    stream_.expires_after(kWriteTimeout);
+    tcp_of(stream_).expires_after(kWriteTimeout);
     http::async_write(stream_, *response,
-                      [self = shared_from_this(), response](beast::error_code error, size_t) {
+                      [self = this->shared_from_this(), response](beast::error_code error, size_t) {
                         if (error) {
                           self->close();
                           return;
                         }
                         if (!self->keep_alive_) {
-                          self->drain_and_close();
+                          self->finish();
                           return;
                         }
                         self->read();
                       });
   }
 
-  // After an answer that ends the connection (often to a request not read to its end): stop sending, then read and
-  // drop what the client still sends (bounded in bytes and time) before closing, so the close is not a reset that
-  // would destroy the answer in flight.
-  void drain_and_close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(kDrainTimeout);
-    drain_buffer_.resize(64 * 1024);
-    drain_next();
+  // After an answer that ends the connection (often to a request not read to its end). Plain HTTP: stop sending,
+  // then read and drop what the client still sends (bounded in bytes and time) before closing, so the close is not a
+  // reset that would destroy the answer in flight. HTTPS: a TLS close_notify (bounded in time), then close.
+  void finish() {
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      tcp_of(stream_).expires_after(kDrainTimeout);
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->close(); });
+    } else {
+      beast::error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      stream_.expires_after(kDrainTimeout);
+      drain_buffer_.resize(64 * 1024);
+      drain_next();
+    }
   }
 
   void drain_next() {
-    stream_.async_read_some(asio::buffer(drain_buffer_), [self = shared_from_this()](beast::error_code error,
-                                                                                     size_t bytes) {
+    tcp_of(stream_).async_read_some(asio::buffer(drain_buffer_), [self = this->shared_from_this()](
+                                                                    beast::error_code error, size_t bytes) {
       self->drained_bytes_ += bytes;
       if (error || self->drained_bytes_ > kDrainBytesMax) {
         self->close();
@@ -246,13 +301,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    tcp_of(stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    tcp_of(stream_).close();
   }
 
   std::shared_ptr<Server::Impl> server_;
   std::shared_ptr<asio::io_context> context_;  // outlives the stream (a late answer may hold the last reference)
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
@@ -279,7 +334,11 @@ void Server::Impl::accept() {
         beast::error_code ignored;
         socket.close(ignored);
       } else {
-        std::make_shared<Connection>(self, std::move(socket))->start();
+        if (ssl::context* tls = self->tls()) {
+          std::make_shared<Connection<TlsStream>>(self, std::move(socket), *tls)->start();
+        } else {
+          std::make_shared<Connection<PlainStream>>(self, std::move(socket))->start();
+        }
       }
     }
     self->accept();
@@ -288,6 +347,7 @@ void Server::Impl::accept() {
 
 Result<std::unique_ptr<Server>> Server::start(const node::NodeConfig& config, node::RpcHost& host) {
   auto impl = std::make_shared<Impl>(config, host);
+  if (Status status = impl->load_tls(); !status.is_ok()) return status;
   if (Status status = impl->listen(); !status.is_ok()) return status;
   impl->run();
   return std::unique_ptr<Server>(new Server(std::move(impl)));

@@ -1,4 +1,5 @@
-// The Cosmos DB REST gateway: `mayflyd --http HOST:PORT` serves the Cosmos DB REST API over plain HTTP/1.1 with
+// The Cosmos DB REST gateway: `mayflyd --http HOST:PORT` serves the Cosmos DB REST API over HTTP/1.1 (HTTPS on a node
+// with --tls-cert/--tls-key: the same certificate, Boost.Asio SSL over OpenSSL, plain HTTP refused) with
 // Boost.Beast (Boost 1.81, Debian's libboost1.81-dev: already in the stack for the driver's Boost.Asio, so no new
 // dependency; a complete, well-kept HTTP/1.1 parser with header and body limits).
 //

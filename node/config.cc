@@ -177,7 +177,8 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--tls-key", config.tls_key_file, "PEM private key of --tls-cert");
   app.add_option("--tls-ca", config.tls_ca_file,
                  "PEM CA certificate: peers' certificates must be signed by it (the system store is not used)");
-  app.add_option("--http", config.http, "HOST:PORT for the Cosmos DB REST API (plain http; off when not set)");
+  app.add_option("--http", config.http,
+                 "HOST:PORT for the Cosmos DB REST API (https with --tls-cert/--tls-key, else http; off when not set)");
   app.add_flag("--emulator-key", config.http_emulator_key,
                "also accept the Cosmos emulator's well-known key (only with --http on a loopback address)");
   app.add_option("--http-max-connections", config.http_max_connections, "open HTTP connections at most")

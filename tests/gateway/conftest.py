@@ -13,8 +13,10 @@ import time
 
 import pytest
 from azure.cosmos import CosmosClient, exceptions
+from azure.cosmos.documents import SSLConfiguration
 
 MAYFLYD = os.environ.get("MAYFLY_MAYFLYD", "")
+MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "make-certs.sh")
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
 
@@ -46,11 +48,24 @@ def free_ports(count):
 
 
 class Cluster:
-    def __init__(self, nodes=3, extra_flags=(), auth=True):
+    def __init__(self, nodes=3, extra_flags=(), auth=True, tls=False):
+        """tls: certificates from deploy/make-certs.sh (CA in self.ca_file); the nodes serve RPC and the gateway over
+        TLS only (https), the gateway on 127.0.0.2 — the Python SDK never checks certificates of localhost or
+        127.0.0.1 (its emulator shortcut), so the check is only real on another address — without --emulator-key."""
         if not MAYFLYD or not os.access(MAYFLYD, os.X_OK):
             raise RuntimeError("set MAYFLY_MAYFLYD to the mayflyd binary (run_pytest.sh does)")
         self.dir = tempfile.mkdtemp(prefix="mayfly-gateway-")
         self.nodes = nodes
+        self.scheme = "https" if tls else "http"
+        self.http_host = "127.0.0.2" if tls else "127.0.0.1"
+        self.ca_file = None
+        extra_flags = list(extra_flags)
+        if tls:
+            certs = os.path.join(self.dir, "certs")
+            subprocess.run(["bash", MAKE_CERTS, certs, "node,localhost,127.0.0.1,127.0.0.2"], check=True, timeout=60)
+            self.ca_file = os.path.join(certs, "ca.crt")
+            extra_flags += ["--tls-cert", os.path.join(certs, "node.crt"), "--tls-key", os.path.join(certs, "node.key"),
+                            "--tls-ca", self.ca_file]
         ports = free_ports(2 * nodes)
         self.rpc_ports, self.http_ports = ports[:nodes], ports[nodes:]
         # Mayfly keys; the Cosmos key of a Mayfly key K is base64(K).
@@ -69,7 +84,9 @@ class Cluster:
             argv = [MAYFLYD, "--id", str(i + 1), "--listen", f"127.0.0.1:{self.rpc_ports[i]}", "--peers", peers,
                     "--data", os.path.join(self.dir, f"node{i + 1}"), "--tick-ms", "10",
                     "--election-timeout-ticks", "30", "--heartbeat-ticks", "5",
-                    "--http", f"127.0.0.1:{self.http_ports[i]}", "--emulator-key", *extra_flags]
+                    "--http", f"{self.http_host}:{self.http_ports[i]}", *extra_flags]
+            if not tls:
+                argv.append("--emulator-key")
             if auth:  # else the node runs open (no keys, no cluster secret), as on a loopback dev machine
                 argv += ["--keys-file", keys_file, "--cluster-secret-file", secret_file]
             self.procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
@@ -78,18 +95,21 @@ class Cluster:
 
     def url(self, node):
         """The gateway URL of node 1..N."""
-        return f"http://127.0.0.1:{self.http_ports[node - 1]}/"
+        return f"{self.scheme}://{self.http_host}:{self.http_ports[node - 1]}/"
 
     def cosmos_key(self, role="readwrite"):
         return base64.b64encode(self.keys[role].encode()).decode()
 
     def client(self, node=1, role="readwrite", key=None, **kwargs):
+        if self.ca_file and "ssl_config" not in kwargs:
+            kwargs["ssl_config"] = SSLConfiguration()
+            kwargs["ssl_config"].SSLCaCerts = self.ca_file
         return CosmosClient(self.url(node), credential=key or self.cosmos_key(role), **kwargs)
 
     def wait_ready(self, timeout_s=30):
         for node in range(1, self.nodes + 1):
             port = self.http_ports[node - 1]
-            wait_until(lambda: socket.create_connection(("127.0.0.1", port), timeout=1).close() or True,
+            wait_until(lambda: socket.create_connection((self.http_host, port), timeout=1).close() or True,
                        timeout_s, what=f"node {node}'s gateway to listen")
         # A write needs a leader: retried until one is elected.
         client = self.client(1, role="admin")
