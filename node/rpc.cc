@@ -33,14 +33,16 @@ Reply RpcHost::shutting_down() const {
 
 std::optional<Reply> RpcHost::shed_if_full(const char* kind) {
   const auto limit = static_cast<size_t>(config_.max_pending_requests);
-  if (pending_.size() + waiting_reads_.size() < limit && static_cast<size_t>(reads_queued_.load()) < limit) {
+  // Writes forwarded to the leader count too: a leader that is paused or slow must not let them pile up unbounded.
+  if (pending_.size() + waiting_reads_.size() + forwards_in_flight_ < limit &&
+      static_cast<size_t>(reads_queued_.load()) < limit) {
     return std::nullopt;
   }
   static int64_t last_log_ms = 0;
   security_metrics_.add_shed(kind);
   if (log_now(last_log_ms)) {
-    spdlog::warn("shedding load: {} requests are waiting on this node (--max-pending-requests {})", pending_.size(),
-                 config_.max_pending_requests);
+    spdlog::warn("shedding load: {} requests are waiting on this node (--max-pending-requests {})",
+                 pending_.size() + waiting_reads_.size() + forwards_in_flight_, config_.max_pending_requests);
   }
   Reply reply = Reply::error(StatusCode::kUnavailable, "node " + std::to_string(config_.id.value()) +
                                                            " is overloaded (too many requests waiting); nothing was "
@@ -258,6 +260,7 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
   if (!forwarded && leader != NodeId(0) && leader != config_.id) {
     if (stopping_) return shutting_down();
     if (PeerLink* leader_link = link(leader)) {
+      if (std::optional<Reply> shed = shed_if_full("forward")) return kj::mv(*shed);
       ++forwards_in_flight_;
       auto answered = leader_link->forward(request).attach(kj::defer([this] { --forwards_in_flight_; }));
       auto reached = answered.catch_([this, leader](kj::Exception&& exception) {

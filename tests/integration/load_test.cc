@@ -3,6 +3,8 @@
 // peers' links stay up and clients reconnect transparently.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <cstdio>
 #include <set>
 
@@ -178,6 +180,70 @@ TEST(Load, LongQueriesOnTheLeaderDoNotDelayItsHeartbeats) {
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(after->term, before->term) << "an election happened while the leader answered queries";
   EXPECT_EQ(after->leader, leader);
+}
+
+}  // namespace
+}  // namespace mayfly::it
+
+namespace mayfly::it {
+namespace {
+
+// Writes a follower forwards to the leader count against --max-pending-requests too: with the leader paused
+// (SIGSTOP: it keeps its connections and answers nothing), a burst to a follower is shed at once past the limit
+// instead of piling up until each one times out — and a shed write changes nothing.
+TEST(Load, WritesForwardedToAPausedLeaderCountAgainstThePendingLimit) {
+  ClusterOptions options{.name = "shedfwd", .metrics = true};
+  // A longer election timeout (2-4 s) keeps the paused node leader while the burst is answered.
+  options.election_timeout_ticks = 200;
+  options.extra_flags = {"--max-pending-requests", "16"};
+  Cluster cluster(options);
+  ASSERT_TRUE(cluster.start());
+  const uint64_t leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0u);
+  const uint64_t follower = leader == 1 ? 2 : 1;
+  client::ClientOptions client_options = cluster.client_options();
+  client_options.max_retries_unavailable = 0;  // see the 503s themselves
+  client_options.request_timeout_ms = 30000;
+  client::Client client(client_options);
+  ASSERT_EQ(client.execute(db_req(Op::kCreateDatabase, "shed")).status, 201);
+  ASSERT_EQ(client.execute(create_container("shed", "c", "/pk")).status, 201);
+  // Every node has applied the container (the follower forwards, but the test reads from it afterwards).
+  ASSERT_TRUE(wait_until([&] {
+    const std::optional<NodeStatus> lead = cluster.status(leader);
+    const std::optional<NodeStatus> other = cluster.status(follower);
+    return lead && other && other->applied >= lead->commit;
+  }, milliseconds(10000)));
+
+  ASSERT_EQ(::kill(cluster.pid(leader), SIGSTOP), 0);
+  std::vector<Request> writes;
+  for (int i = 0; i < 100; ++i) {
+    Request write = item_write(Op::kCreateItem, "shed", "c", R"({"id":"f)" + std::to_string(i) + R"(","pk":"p"})");
+    write.endpoint = follower;
+    writes.push_back(std::move(write));
+  }
+  // Answered when each write is either shed (at once) or times out on the follower (--request-timeout-ms, 10 s).
+  const std::vector<client::Response> answers = client.execute_all(writes);
+  ASSERT_EQ(::kill(cluster.pid(leader), SIGCONT), 0);
+  std::vector<std::string> shed_ids;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    if (answers[i].status == 503 && answers[i].substatus == kSubstatusOverloaded) {
+      EXPECT_NE(answers[i].message.find("overloaded"), std::string::npos) << answers[i].message;
+      shed_ids.push_back("f" + std::to_string(i));
+    }
+  }
+  std::printf("%zu of %zu forwarded writes shed\n", shed_ids.size(), answers.size());
+  EXPECT_GE(shed_ids.size(), answers.size() - 16) << "forwards waiting on a paused leader were not bounded";
+  std::optional<Scrape> scrape = cluster.scrape(follower);
+  ASSERT_TRUE(scrape.has_value());
+  EXPECT_EQ(scrape->sum("mayfly_requests_shed_total", {{"kind", "forward"}}), static_cast<double>(shed_ids.size()))
+      << scrape->text();
+  // Once the leader runs again, none of the shed writes exists.
+  client::Client reader(cluster.client_options());
+  for (const std::string& id : shed_ids) {
+    Request read = item_key(Op::kReadItem, "shed", "c", "p", id);
+    read.options.consistency = client::Consistency::kStrong;
+    EXPECT_EQ(reader.execute(read).status, 404) << id;
+  }
 }
 
 }  // namespace
