@@ -167,11 +167,27 @@ TEST(Forecast, EveryNodeForecastsWhatThenExpiresMinuteByMinute) {
 }
 
 TEST(Forecast, CommandLine) {
-  Cluster cluster({.name = "forecast-cli"});
+  // No forecast refreshes here: the forecast series must still exist (at 0) once a container does (the dashboard
+  // queries them).
+  Cluster cluster({.name = "forecast-cli", .extra_flags = {"--forecast-interval-ms", "0"}, .metrics = true});
   ASSERT_TRUE(cluster.start());
   ASSERT_NE(cluster.wait_for_leader(), 0u);
   ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
   ASSERT_EQ(cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--default-ttl", "3600"}).status(), 201);
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    EXPECT_TRUE(wait_until(
+        [&] {
+          std::optional<Scrape> scrape = cluster.scrape(n);
+          const std::map<std::string, std::string> container = {{"container", "fdb/c"}};
+          return scrape && scrape->has("mayfly_ttl_forecast_expiring_items", {{"container", "fdb/c"}, {"window", "1h"}}) &&
+                 scrape->has("mayfly_ttl_forecast_expiring_items", {{"container", "fdb/c"}, {"window", "24h"}}) &&
+                 scrape->has("mayfly_ttl_forecast_backlog_peak_items", container) &&
+                 scrape->has("mayfly_ttl_forecast_drain_seconds", container) &&
+                 scrape->has("mayfly_ttl_gc_reclaim_capacity_items_per_second", container);
+        },
+        std::chrono::seconds(10)))
+        << "node " << n << " has no forecast series for fdb/c";
+  }
   const CliResult created = cluster.cli({"item", "create", "fdb", "c", R"({"id":"a","pk":"p","ttl":600})"});
   ASSERT_EQ(created.status(), 201) << created.describe();
   // JSON: one object with every node's answer; the read-only key may ask.
