@@ -3,8 +3,11 @@
 // batch ceiling and, provisioned, its RU/s.
 #include <gtest/gtest.h>
 
+#include "common/clock.h"
 #include "node/collector.h"
 #include "node/forecast.h"
+#include "node/ru_account.h"
+#include "tests/unit/store_fixture.h"
 #include "ttl/request_units.h"
 
 namespace mayfly::node {
@@ -55,6 +58,47 @@ TEST(ReclaimRate, ContainerCapacityIsCappedByItsBatchAndRequestUnits) {
   EXPECT_DOUBLE_EQ(rate.container_capacity(provisioned, 500).items_per_second,
                    400 * 0.5 / ttl::ttl_delete_charge(500));
   EXPECT_DOUBLE_EQ(rate.container_capacity(provisioned, 500).items_per_second, 40);
+}
+
+// A pass is saturated exactly when it leaves expired items behind; its deletes then measure the capacity.
+class CollectorSaturation : public storage::testing::StoreFixture {
+ protected:
+  CollectorSaturation() : clock_(storage::testing::kT0), metrics_(1), account_(clock_, metrics_) {}
+  ManualClock clock_;
+  metrics::Metrics metrics_;
+  RequestUnitAccount account_;
+};
+
+TEST_F(CollectorSaturation, OnlyPassesThatLeaveExpiredItemsBehindAreSaturated) {
+  using namespace storage;
+  using namespace storage::testing;
+  make_container("10");
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c",
+                                 "{\"id\":\"i" + std::to_string(i) + "\",\"pk\":\"p\"}"),
+                    kT0 + 1 + i)
+                  .http_status(),
+              201);
+  }
+  ASSERT_EQ(apply(Command{}, kT0 + 20 * kSecond).http_status(), 200);  // all 50 expired
+  clock_.set_micros(kT0 + 20 * kSecond);
+  CollectorOptions options;
+  options.batch_items_max = 20;
+  Collector collector(store_->expiry(), account_, metrics_, clock_, options);
+  ReclaimSettings settings{200, options.batch_items_max, options.ru_share, collector.pass_work()};
+  ReclaimRate rate(settings);
+  const std::vector<std::pair<int64_t, bool>> expected = {{20, true}, {20, true}, {10, false}, {0, false}};
+  for (size_t pass = 0; pass < expected.size(); ++pass) {
+    Result<int64_t> deleted = collector.run_once();
+    ASSERT_TRUE(deleted.is_ok()) << deleted.status().to_string();
+    EXPECT_EQ(*deleted, expected[pass].first) << "pass " << pass;
+    EXPECT_EQ(collector.last_pass_saturated(), expected[pass].second) << "pass " << pass;
+    rate.record_pass(static_cast<int64_t>(pass + 1) * 200 * kMs, *deleted, collector.last_pass_saturated());
+  }
+  // Two saturated passes of 20 deletes, 200 ms each: 100 a second, measured.
+  const ReclaimCapacity capacity = rate.node_capacity();
+  EXPECT_TRUE(capacity.measured);
+  EXPECT_DOUBLE_EQ(capacity.items_per_second, 100);
 }
 
 }  // namespace
