@@ -79,9 +79,9 @@ std::string forecast_text(const NodeForecast& answer) {
   const bj::value* source = capacity.if_contains("source");
   out += "  capacity      " + number_text(number_at(capacity, "itemsPerSecond")) + " items/s (" +
          (source != nullptr && source->is_string() ? std::string(source->as_string()) : "?") + ")\n";
-  out += "  expiring      " + number_text(number_at(hour, "items")) + " items (" + bytes_text(number_at(hour, "bytes")) +
-         ") within the hour, " + number_text(number_at(day, "items")) + " (" + bytes_text(number_at(day, "bytes")) +
-         ") within the day\n";
+  out += "  expiring      " + number_text(number_at(hour, "items")) + " items (" +
+         bytes_text(number_at(hour, "bytes")) + ") within the hour, " + number_text(number_at(day, "items")) +
+         " (" + bytes_text(number_at(day, "bytes")) + ") within the day\n";
   const bj::value* drain = projection.if_contains("drainSeconds");
   out += "  peak backlog  " + number_text(number_at(projection, "peakItems")) + " items at +" +
          duration_text(number_at(projection, "peakAtSeconds")) + ", drained " +

@@ -96,7 +96,9 @@ void RpcHost::run(std::promise<Status>& started) {
   tasks_->add(drain_mailbox());
   if (config_.idle_timeout_ms > 0) tasks_->add(sweep_idle_connections());
   // The first forecast soon after start (its series are 0 until then), then every --forecast-interval-ms.
-  if (config_.forecast_interval_ms > 0) tasks_->add(forecast_loop(std::min<int64_t>(1000, config_.forecast_interval_ms)));
+  if (config_.forecast_interval_ms > 0) {
+    tasks_->add(forecast_loop(std::min<int64_t>(1000, config_.forecast_interval_ms)));
+  }
   tasks_->add([this]() -> kj::Promise<void> {
     // The keys file and the cluster secret file are looked at every kKeysRefreshMs, so a rotation reaches open
     // sessions (and the next peer handshakes) without a restart.

@@ -4,8 +4,8 @@
 // storage::StoreReader::forecast_expiry, the capacity node/forecast.h.
 //
 // Buckets are half-open on the left: an item is in minute bucket i when its expiry instant E lies in
-// (now + i min, now + (i+1) min] — exactly the items an advance of replicated time from now + i min to now + (i+1) min
-// expires (alive iff T < E). An item with E <= now is dead already: backlog, never forecast.
+// (now + i min, now + (i+1) min] — exactly the items an advance of replicated time from now + i min to
+// now + (i+1) min expires (alive iff T < E). An item with E <= now is dead already: backlog, never forecast.
 // Thread-safety: pure functions over values.
 #pragma once
 

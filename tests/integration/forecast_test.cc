@@ -46,7 +46,9 @@ int64_t live_items(client::Client& reader, size_t node, const std::string& token
 // The per-minute item counts of a forecast answer.
 std::vector<int64_t> minute_items(const bj::object& forecast) {
   std::vector<int64_t> out;
-  for (const bj::value& bucket : forecast.at("minutes").as_array()) out.push_back(bucket.at("items").to_number<int64_t>());
+  for (const bj::value& bucket : forecast.at("minutes").as_array()) {
+    out.push_back(bucket.at("items").to_number<int64_t>());
+  }
   return out;
 }
 
@@ -122,9 +124,11 @@ TEST(Forecast, EveryNodeForecastsWhatThenExpiresMinuteByMinute) {
     EXPECT_TRUE(wait_until(
         [&] {
           std::optional<Scrape> scrape = cluster.scrape(n);
-          return scrape && scrape->sum("mayfly_ttl_forecast_expiring_items", {{"container", "fdb/c"}, {"window", "24h"}}) ==
-                               static_cast<double>(expiring_day) &&
-                 scrape->sum("mayfly_ttl_forecast_expiring_items", {{"container", "fdb/c"}, {"window", "1h"}}) ==
+          const char* expiring = "mayfly_ttl_forecast_expiring_items";
+          return scrape &&
+                 scrape->sum(expiring, {{"container", "fdb/c"}, {"window", "24h"}}) ==
+                     static_cast<double>(expiring_day) &&
+                 scrape->sum(expiring, {{"container", "fdb/c"}, {"window", "1h"}}) ==
                      static_cast<double>(expiring_day - 1) &&
                  scrape->sum("mayfly_ttl_gc_reclaim_capacity_items_per_second", {{"container", "fdb/c"}}) > 0 &&
                  scrape->has("mayfly_ttl_forecast_drain_seconds", {{"container", "fdb/c"}}) &&
@@ -179,8 +183,9 @@ TEST(Forecast, CommandLine) {
         [&] {
           std::optional<Scrape> scrape = cluster.scrape(n);
           const std::map<std::string, std::string> container = {{"container", "fdb/c"}};
-          return scrape && scrape->has("mayfly_ttl_forecast_expiring_items", {{"container", "fdb/c"}, {"window", "1h"}}) &&
-                 scrape->has("mayfly_ttl_forecast_expiring_items", {{"container", "fdb/c"}, {"window", "24h"}}) &&
+          const char* expiring = "mayfly_ttl_forecast_expiring_items";
+          return scrape && scrape->has(expiring, {{"container", "fdb/c"}, {"window", "1h"}}) &&
+                 scrape->has(expiring, {{"container", "fdb/c"}, {"window", "24h"}}) &&
                  scrape->has("mayfly_ttl_forecast_backlog_peak_items", container) &&
                  scrape->has("mayfly_ttl_forecast_drain_seconds", container) &&
                  scrape->has("mayfly_ttl_gc_reclaim_capacity_items_per_second", container);

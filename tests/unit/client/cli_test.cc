@@ -130,8 +130,9 @@ TEST(CliForecast, TextShowsTheSummaryAndOnlyTheBucketsWithItems) {
   EXPECT_NE(json.find(R"({"nodes":[{"node":2,"address":"127.0.0.1:7102","status":200,"message":"","body":{"node":2,)"),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find(R"({"node":3,"address":"127.0.0.1:7103","status":404,"message":"container not found","body":null})"),
-            std::string::npos)
+  EXPECT_NE(
+      json.find(R"({"node":3,"address":"127.0.0.1:7103","status":404,"message":"container not found","body":null})"),
+      std::string::npos)
       << json;
 }
 
