@@ -61,6 +61,7 @@ struct Arguments {
   uint32_t page_items = 1000;       // item export
   std::string backup_out;           // backup create --out FILE
   uint64_t backup_node = 0;         // backup create --node ID (0: a follower)
+  uint64_t forecast_node = 0;       // container forecast --node ID (0: every reachable node)
 };
 
 // A usage error found after CLI11 was done (file not readable, bad endpoint list, ...).
@@ -325,6 +326,13 @@ class Grammar {
     set->add_flag("--force", arguments_.force,
                   "with --default-ttl: apply even if more than 10% of the live items would expire at once");
     database_and_container(leaf(container, "delete", "delete container C", Op::kDeleteContainer));
+    CLI::App* forecast = leaf(container, "forecast",
+                              "what expires per minute (next hour) and per hour (next day) on each node, its backlog, "
+                              "reclaim capacity and projected backlog peak",
+                              Op::kContainerForecast);
+    database_and_container(forecast);
+    forecast->add_option("--node", arguments_.forecast_node, "only this node (default: every reachable node)")
+        ->check(CLI::PositiveNumber);
     leaf(container, "list", "list the containers of DB", Op::kListContainers)
         ->add_option("DB", arguments_.database, "database")
         ->required();
@@ -543,6 +551,7 @@ CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& e
                                .quiet = arguments.quiet};
     command.backup_out = arguments.backup_out;
     command.backup_node = arguments.backup_node;
+    command.forecast_node = arguments.forecast_node;
     result.command = std::move(command);
   } catch (const CLI::RequiredError& error) {
     // CLI11 says "CONTAINER is required"; add the usage of the command it is missing from.

@@ -12,6 +12,7 @@
 //   container create DB CONTAINER --pk /path [--default-ttl N|-1] [--indexing consistent|none] [--throughput RU | --serverless]
 //   container get DB CONTAINER | container set DB CONTAINER [--default-ttl N|-1|off] [--indexing ...] [--throughput RU]
 //   container delete DB CONTAINER | container list DB
+//   container forecast DB CONTAINER [--node ID]                   (client/forecast_cli.h)
 //   item create|upsert|replace DB CONTAINER JSON [--if-match ETAG]        JSON: inline, @file, or - for stdin
 //   item read|delete DB CONTAINER --pk VALUE --id ID [--if-match ETAG (delete)]
 //   item patch DB CONTAINER --pk VALUE --id ID OPS_JSON [--if-match ETAG]
@@ -61,6 +62,7 @@ struct CliCommand {
   ExportSettings export_settings;      // kExport
   std::string backup_out;    // backup create (request.op == kBackupOpen): client/backup_cli.h
   uint64_t backup_node = 0;
+  uint64_t forecast_node = 0;  // container forecast (request.op == kContainerForecast): client/forecast_cli.h
 };
 
 // The outcome of parsing: a command to run, or text to print and an exit code (help: 0, usage error: 2).

@@ -36,6 +36,7 @@ bool is_write(Op op) {
     case Op::kClusterStatus:
     case Op::kBackupOpen:
     case Op::kBackupRead:
+    case Op::kContainerForecast:
       return false;
     default:
       return true;
@@ -67,6 +68,7 @@ std::string_view op_name(Op op) {
     case Op::kAdvanceClock: return "advanceClock";
     case Op::kBackupOpen: return "backupOpen";
     case Op::kBackupRead: return "backupRead";
+    case Op::kContainerForecast: return "containerForecast";
   }
   return "unknown";
 }

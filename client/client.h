@@ -51,6 +51,7 @@ enum class Op {
   kAdvanceClock,
   kBackupOpen,  // admin: served by the endpoint called (Request::endpoint), never forwarded
   kBackupRead,
+  kContainerForecast,  // read: the TTL forecast of the node called (client/forecast.h asks every node)
 };
 
 // True for operations that change state: they go to the leader and are never blindly re-sent after a lost connection.

@@ -16,6 +16,7 @@
 #include "client/cli.h"
 #include "client/cli_output.h"
 #include "client/client.h"
+#include "client/forecast_cli.h"
 
 namespace {
 
@@ -100,6 +101,15 @@ int main(int argc, char** argv) {
   }
   const CliCommand& command = *parsed.command;
   const OutputFormat format = choose_output(command.output, ::isatty(STDOUT_FILENO) == 1);
+  if (command.request.op == Op::kContainerForecast) {
+    try {
+      return run_forecast(command.options, command.request.database, command.request.container,
+                          command.forecast_node, format, std::cout, std::cerr);
+    } catch (const kj::Exception& exception) {
+      std::cerr << "mayfly forecast: client failure: " << exception.getDescription().cStr() << std::endl;
+      return 1;
+    }
+  }
   try {
     Client client(command.options);
     switch (command.action) {

@@ -246,6 +246,9 @@ void encode_request(const Request& request, Consistency consistency, const std::
       read.setMaxBytes(request.backup_max_bytes);
       return;
     }
+    case Op::kContainerForecast:
+      out.setContainerForecast();
+      return;
   }
   MAYFLY_UNREACHABLE("op %d", static_cast<int>(request.op));
 }
@@ -376,6 +379,9 @@ Request decode_request(proto::Request::Reader in) {
       request.backup_id = in.getBackupRead().getBackup();
       request.backup_offset = in.getBackupRead().getOffset();
       request.backup_max_bytes = in.getBackupRead().getMaxBytes();
+      break;
+    case proto::Request::CONTAINER_FORECAST:
+      request.op = Op::kContainerForecast;
       break;
   }
   return request;

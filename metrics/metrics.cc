@@ -212,7 +212,26 @@ Metrics::Metrics(uint64_t node_id)
                                .Name("mayfly_ttl_gc_spare_ru")
                                .Help("Request units left for the collector in the current second (provisioned "
                                      "minus consumed minus already spent)")
-                               .Register(*registry_)) {
+                               .Register(*registry_)),
+      forecast_expiring_items_(BuildGauge()
+                                   .Name("mayfly_ttl_forecast_expiring_items")
+                                   .Help("Live items that expire within the window (1h, 24h) after this node's "
+                                         "applied time (the TTL forecast, refreshed every --forecast-interval-ms)")
+                                   .Register(*registry_)),
+      forecast_backlog_peak_(BuildGauge()
+                                 .Name("mayfly_ttl_forecast_backlog_peak_items")
+                                 .Help("Peak of the expired-not-collected backlog projected over the next 24 h")
+                                 .Register(*registry_)),
+      forecast_drain_seconds_(BuildGauge()
+                                  .Name("mayfly_ttl_forecast_drain_seconds")
+                                  .Help("Projected time from the backlog's peak until the collector has emptied it "
+                                        "(86400: not within the 24 h)")
+                                  .Register(*registry_)),
+      reclaim_capacity_(BuildGauge()
+                            .Name("mayfly_ttl_gc_reclaim_capacity_items_per_second")
+                            .Help("Items per second the collector can delete on this node for the container: "
+                                  "measured over the last minute's busy passes, else from its configuration")
+                            .Register(*registry_)) {
   raft_term_.Add({{"node", node_}}).Set(0);
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
@@ -318,6 +337,26 @@ void Metrics::set_container_figures(const std::vector<ContainerFigures>& contain
     backlog_bytes_.Add(labels).Set(static_cast<double>(figures.backlog_bytes));
     backlog_counting_.Add(labels).Set(figures.backlog_counting ? 1 : 0);
     oldest_expired_age_.Add(labels).Set(figures.oldest_expired_age_seconds);
+    // The forecast series exist as soon as the container does (0 until its first forecast): Add keeps a value.
+    for (const char* window : {"1h", "24h"}) {
+      forecast_expiring_items_.Add({{"node", node_}, {"container", figures.container}, {"window", window}});
+    }
+    for (auto* family : {&forecast_backlog_peak_, &forecast_drain_seconds_, &reclaim_capacity_}) family->Add(labels);
+    known_containers_.insert(figures.container);
+  }
+}
+
+void Metrics::set_forecast_figures(const std::vector<ForecastFigures>& containers) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const ForecastFigures& figures : containers) {
+    const prometheus::Labels labels{{"node", node_}, {"container", figures.container}};
+    forecast_expiring_items_.Add({{"node", node_}, {"container", figures.container}, {"window", "1h"}})
+        .Set(static_cast<double>(figures.expiring_hour_items));
+    forecast_expiring_items_.Add({{"node", node_}, {"container", figures.container}, {"window", "24h"}})
+        .Set(static_cast<double>(figures.expiring_day_items));
+    forecast_backlog_peak_.Add(labels).Set(figures.backlog_peak_items);
+    forecast_drain_seconds_.Add(labels).Set(figures.drain_seconds);
+    reclaim_capacity_.Add(labels).Set(figures.capacity_items_per_second);
     known_containers_.insert(figures.container);
   }
 }
@@ -339,6 +378,13 @@ void Metrics::retain_containers(const std::vector<std::string>& existing) {
       family->Remove(&family->Add(labels));
     }
     deletion_lag_.Remove(&deletion_lag_.Add(labels, lag_buckets()));
+    for (auto* family : {&forecast_backlog_peak_, &forecast_drain_seconds_, &reclaim_capacity_}) {
+      family->Remove(&family->Add(labels));
+    }
+    for (const char* window : {"1h", "24h"}) {
+      forecast_expiring_items_.Remove(
+          &forecast_expiring_items_.Add({{"node", node_}, {"container", *gone}, {"window", window}}));
+    }
     gone = known_containers_.erase(gone);
   }
   // Request-unit series of containers that no longer exist (their op label is whatever was charged).

@@ -78,6 +78,10 @@ class Metrics {
   void observe_collected(const std::string& container, int64_t items, int64_t bytes,
                          const std::vector<double>& lag_seconds);
 
+  // The TTL forecast (node/forecast.h) of the containers given. Every container that set_container_figures has seen
+  // has these series from then on, at 0 until its first forecast.
+  void set_forecast_figures(const std::vector<ForecastFigures>& containers);
+
   // Request units.
   void add_request_units(const std::string& container, const std::string& op, double request_units);
   void add_throttled(const std::string& container);
@@ -136,6 +140,10 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& throttled_;
   prometheus::Family<prometheus::Counter>& collector_request_units_;
   prometheus::Family<prometheus::Gauge>& spare_request_units_;
+  prometheus::Family<prometheus::Gauge>& forecast_expiring_items_;
+  prometheus::Family<prometheus::Gauge>& forecast_backlog_peak_;
+  prometheus::Family<prometheus::Gauge>& forecast_drain_seconds_;
+  prometheus::Family<prometheus::Gauge>& reclaim_capacity_;
 
   std::mutex mutex_;
   std::string last_role_;

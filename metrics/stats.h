@@ -28,4 +28,15 @@ struct ContainerFigures {
   bool backlog_counting = false;          // still counting: backlog figures are lower bounds, live ones upper bounds
 };
 
+// One container's TTL forecast on this node (node/forecast.h), refreshed every --forecast-interval-ms.
+struct ForecastFigures {
+  std::string container;  // "database/container"
+  int64_t expiring_hour_items = 0;  // live items expiring within the next hour
+  int64_t expiring_day_items = 0;   // and within the next 24 h (the hour's included)
+  double backlog_peak_items = 0;    // the projected backlog's peak over the next 24 h
+  double drain_seconds = 0;         // from that peak until the backlog is empty; 86400: not within the 24 h
+  double capacity_items_per_second = 0;  // the reclaim capacity the projection assumed
+  bool truncated = false;           // --forecast-max-entries stopped the count: lower bounds
+};
+
 }  // namespace mayfly::metrics

@@ -28,6 +28,7 @@ Result<int64_t> Collector::run_once() {
   uint64_t work = 0;
   int64_t deleted = 0;
   size_t visits = 0;
+  last_pass_saturated_ = false;
   std::optional<size_t> resume;  // the first container after the pass's first that the budget cut short
   // The first container of a pass always gets the whole budget, so a long count or backlog keeps advancing.
   while (visits < containers.size() && work + kVisitWork <= budget) {
@@ -79,12 +80,16 @@ Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, ui
   const uint64_t paid_for = ttl::affordable_deletes(budget, average_bytes, options_.batch_items_max);
   const uint64_t affordable = std::min(paid_for, work_left);
   if (affordable < paid_for && static_cast<uint64_t>(backlog.items) > affordable) *cut_short = true;
-  if (affordable == 0) return 0;  // user work wins (or this pass's work is spent); the backlog waits
+  if (affordable == 0) {  // user work wins (or this pass's work is spent); the backlog waits
+    last_pass_saturated_ = true;
+    return 0;
+  }
   const int64_t now = clock_.now_micros();
   const int64_t applied_ts = expiry_.reader().applied().ts_micros;
   MAYFLY_ASSIGN_OR_RETURN(storage::CollectResult collected,
                           expiry_.collect_expired(info.database, info.container, applied_ts, affordable));
   spent += static_cast<uint64_t>(collected.items) * kDeleteWork;
+  if (collected.items < backlog.items) last_pass_saturated_ = true;
   if (collected.items == 0) return 0;
   request_units_.collector_spent(
       key, info.record.throughput,

@@ -66,6 +66,9 @@ class Collector {
   // Containers the last run_once() looked at, and the work it did (for tests and the driver's slow-pass warning).
   size_t last_pass_visits() const { return last_pass_visits_; }
   uint64_t last_pass_work() const { return last_pass_work_; }
+  // Whether the last run_once() left expired items behind because a container's budget (spare RU, batch ceiling,
+  // the pass's work) ran out: its deletes then measure what the collector can do (node/forecast.h ReclaimRate).
+  bool last_pass_saturated() const { return last_pass_saturated_; }
 
  private:
   // collect() with the work done in `spent`, and *cut_short set when max_work stopped the count or the deletes.
@@ -82,6 +85,7 @@ class Collector {
   std::pair<std::string, std::string> cursor_;
   size_t last_pass_visits_ = 0;
   uint64_t last_pass_work_ = 0;
+  bool last_pass_saturated_ = false;
 };
 
 }  // namespace mayfly::node

@@ -229,6 +229,14 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "part (0..1) of a provisioned container's spare RU the collector may spend (0: none)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  app.add_option("--forecast-max-entries", config.forecast_max_entries,
+                 "expiry index entries one container's TTL forecast reads at most (beyond: answered as truncated)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}))
+      ->capture_default_str();
+  app.add_option("--forecast-interval-ms", config.forecast_interval_ms,
+                 "how often the TTL forecast metrics are recomputed, on a read thread (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

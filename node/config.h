@@ -76,6 +76,8 @@ struct NodeConfig {
   int64_t gc_interval_ms = 200;             // the local garbage collector's pace
   uint64_t gc_batch_items_max = 1000;
   double gc_ru_share = 1.0;                 // part of a provisioned container's spare RU the collector may spend
+  uint64_t forecast_max_entries = 1'000'000;  // expiry index entries one container's TTL forecast reads at most
+  int64_t forecast_interval_ms = 60'000;    // the forecast metrics' refresh (0: never)
 
   Status validate() const;
 };

@@ -47,6 +47,8 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
       request_units_(request_units),
       collector_(replica_->state().expiry(), request_units, metrics, clock_,
                  CollectorOptions{config.gc_batch_items_max, config.gc_ru_share}),
+      reclaim_rate_(ReclaimSettings{config.gc_interval_ms, config.gc_batch_items_max, config.gc_ru_share,
+                                    collector_.pass_work()}),
       tick_timer_(loop_.make_timer()),
       deadline_timer_(loop_.make_timer()) {}
 

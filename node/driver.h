@@ -37,6 +37,7 @@
 #include "node/collector.h"
 #include "node/config.h"
 #include "node/event_loop.h"
+#include "node/forecast.h"
 #include "node/expiry_watch.h"
 #include "node/request.h"
 #include "node/ru_account.h"
@@ -131,6 +132,8 @@ class Driver {
   // True after a storage failure stopped the node (the process should exit non-zero).
   bool failed() const { return failed_; }
   NodeView view() const;
+  // The collector's reclaim capacity (node/forecast.h): thread-safe, for the TTL forecast on read threads.
+  const ReclaimRate& reclaim_rate() const { return reclaim_rate_; }
 
  private:
   struct PendingWrite {
@@ -200,6 +203,7 @@ class Driver {
   metrics::Metrics& metrics_;
   RequestUnitAccount& request_units_;
   Collector collector_;
+  ReclaimRate reclaim_rate_;  // after collector_ (its pass budget): the forecast's capacity, read by read threads
   DriverOutput* output_ = nullptr;
   std::unique_ptr<EventLoop::Timer> tick_timer_;
   std::unique_ptr<EventLoop::Timer> deadline_timer_;

@@ -208,6 +208,7 @@ void Driver::collect_garbage() {
   Result<int64_t> deleted = collector_.run_once();
   if (!deleted.is_ok()) return fatal(deleted.status());
   gc_items_collected_ += *deleted;
+  reclaim_rate_.record_pass(loop_.now_micros(), *deleted, collector_.last_pass_saturated());
   note_driver_hold("a garbage collector pass", started);
 }
 

@@ -205,6 +205,14 @@ Result<Operation> decode_request(proto::Request::Reader request) {
       op.backup_offset = request.getBackupRead().getOffset();
       op.backup_max_bytes = request.getBackupRead().getMaxBytes();
       break;
+    case proto::Request::CONTAINER_FORECAST:
+      op.kind = Operation::Kind::kContainerForecast;
+      op.read.database = command.database;
+      op.read.container = command.container;
+      if (op.read.database.empty() || op.read.container.empty()) {
+        return Status::invalid_argument("a forecast needs a database and a container");
+      }
+      break;
     default:
       return Status::invalid_argument("unknown request type (is the client newer than this server?)");
   }
@@ -265,6 +273,7 @@ std::string op_name(const Operation& operation) {
     case Operation::Kind::kAdvanceClock: return "advance_clock";
     case Operation::Kind::kBackupOpen: return "backup_open";
     case Operation::Kind::kBackupRead: return "backup_read";
+    case Operation::Kind::kContainerForecast: return "container_forecast";
     case Operation::Kind::kRead: break;
   }
   switch (operation.read.kind) {

@@ -31,10 +31,10 @@ struct ReadQuery {
 
 struct Operation {
   enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader, kAdvanceClock,
-                    kBackupOpen, kBackupRead };
+                    kBackupOpen, kBackupRead, kContainerForecast };
   Kind kind = Kind::kWrite;
   storage::Command command;  // kWrite
-  ReadQuery read;            // kRead
+  ReadQuery read;            // kRead; kContainerForecast: database and container
   Consistency consistency = Consistency::kSession;
   uint64_t session_token = 0;  // the log index the client has seen; 0: none
   NodeId member;               // admin

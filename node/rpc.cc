@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "node/rpc_internal.h"
+#include "node/forecast.h"
 #include "node/ttl_guard.h"
 #include "storage/json.h"
 #include "ttl/request_units.h"
@@ -98,6 +99,46 @@ kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
         operation.ttl_force = true;  // checked: the driver proposes it as it is
         return to_driver(std::move(operation));
       });
+}
+
+kj::Promise<Reply> RpcHost::container_forecast(Operation operation) {
+  const std::string container = operation.read.database + "/" + operation.read.container;
+  std::optional<storage::ContainerRecord> record =
+      state_.container_record(operation.read.database, operation.read.container);
+  if (record) {
+    // Priced like a scan of the entries it may read, checked against what is left of this second's RU/s.
+    const int64_t wait_ms = request_units_.throttle_ms(container, record->throughput, 1.0);
+    if (wait_ms > 0) {
+      Reply throttled = throttled_reply(wait_ms);
+      throttled.served_by = config_.id;
+      throttled.leader_hint = view_.leader;
+      return throttled;
+    }
+  }
+  return on_read_thread([this, leader = view_.leader, operation = std::move(operation), container,
+                         exists = record.has_value()] {
+    Reply reply = forecast_reply(state_, driver_.reclaim_rate(), operation,
+                                 static_cast<size_t>(config_.forecast_max_entries), config_.id);
+    reply.served_by = config_.id;
+    reply.leader_hint = leader;
+    if (exists && reply.result.ok()) request_units_.charge(container, op_name(operation), reply.request_charge);
+    return reply;
+  });
+}
+
+kj::Promise<void> RpcHost::forecast_loop(int64_t delay_ms) {
+  return timer_->afterDelay(delay_ms * kj::MILLISECONDS).then([this] {
+    // One refresh at a time: a slow one (many containers, long indexes) is not stacked up behind.
+    if (!stopping_ && !forecast_running_.exchange(true)) {
+      boost::asio::post(reads_, [this] {
+        metrics_.set_forecast_figures(forecast_figures(state_, driver_.reclaim_rate(),
+                                                       static_cast<size_t>(config_.forecast_max_entries),
+                                                       &forecast_cancel_));
+        forecast_running_ = false;
+      });
+    }
+    return forecast_loop(config_.forecast_interval_ms);
+  });
 }
 
 kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation) {
@@ -250,6 +291,8 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
       return backups_->open();
     case Operation::Kind::kBackupRead:
       return backups_->read(operation.backup_id, operation.backup_offset, operation.backup_max_bytes);
+    case Operation::Kind::kContainerForecast:  // this node's own figures (its backlog, its collector): never forwarded
+      return container_forecast(std::move(operation));
     default:
       break;
   }

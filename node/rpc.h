@@ -158,6 +158,10 @@ class RpcHost final : public DriverOutput {
   // A defaultTtl change's dry run or guard (node/ttl_guard.h) on a read thread; then, if it may go ahead, the driver.
   kj::Promise<Reply> guard_ttl_change(Operation operation);
   kj::Promise<Reply> cluster_status();
+  // containerForecast (node/forecast.h) on a read thread, from this node's applied state; charged like a scan.
+  kj::Promise<Reply> container_forecast(Operation operation);
+  // Every --forecast-interval-ms: the forecast metrics of every container, recomputed on a read thread.
+  kj::Promise<void> forecast_loop(int64_t delay_ms);
   // kj thread: the signature and role check of a gateway call (401/403, like a session's), then handle().
   kj::Promise<Reply> run_gateway(GatewayCall& call);
   PeerLink* link(NodeId peer);
@@ -177,6 +181,8 @@ class RpcHost final : public DriverOutput {
   Mailbox mailbox_;                       // driver and read threads -> kj thread
   boost::asio::thread_pool reads_;        // --read-threads
   std::atomic<int64_t> reads_queued_{0};  // handed to reads_ and not finished (timed-out ones included)
+  std::atomic<bool> forecast_running_{false};  // a forecast metrics refresh is on a read thread
+  std::atomic<bool> forecast_cancel_{false};   // stop(): a refresh in progress ends early
   kj::Own<kj::PromiseFulfiller<void>> shutdown_;
   bool running_ = false;
 

@@ -95,6 +95,10 @@ void RpcHost::run(std::promise<Status>& started) {
   tasks_->add(accept_loop());
   tasks_->add(drain_mailbox());
   if (config_.idle_timeout_ms > 0) tasks_->add(sweep_idle_connections());
+  // The first forecast soon after start (its series are 0 until then), then every --forecast-interval-ms.
+  if (config_.forecast_interval_ms > 0) {
+    tasks_->add(forecast_loop(std::min<int64_t>(1000, config_.forecast_interval_ms)));
+  }
   tasks_->add([this]() -> kj::Promise<void> {
     // The keys file and the cluster secret file are looked at every kKeysRefreshMs, so a rotation reaches open
     // sessions (and the next peer handshakes) without a restart.
@@ -329,6 +333,7 @@ void RpcHost::stop() {
   }
   thread_.join();
   mailbox_.close();
+  forecast_cancel_ = true;
   reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones finish
   reads_.join();
   backups_->stop();  // exports hold views of the store: joined before it closes

@@ -25,6 +25,7 @@ Role required_role(proto::Request::Which which) {
     case proto::Request::LIST_ITEMS:
     case proto::Request::QUERY:
     case proto::Request::CLUSTER_STATUS:
+    case proto::Request::CONTAINER_FORECAST:  // counts and sizes only, like getContainer and cluster status
       return Role::kReadOnly;
     case proto::Request::ADD_MEMBER:
     case proto::Request::REMOVE_MEMBER:

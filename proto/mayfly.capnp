@@ -110,6 +110,11 @@ struct Request {
     # {"state":"exporting"|"ready", "bytes", "appliedIndex", ...} in the body. A read at the end releases the file.
     backupOpen @27 :Void;
     backupRead @28 :BackupRead;
+    # The TTL forecast of container `database`/`container` (README "Time to live", "Forecast"), served by the node
+    # called from its own applied state, never forwarded: live items and bytes expiring per minute for the next hour
+    # and per hour for the next day, this node's backlog and reclaim capacity, and the projected backlog peak and
+    # drain time, as JSON in the body. Read role.
+    containerForecast @29 :Void;
   }
   # Database, container and item writes from a client that asks for exactly-once execution (README "Exactly-once
   # writes"): the node answers a re-sent write with the outcome of its first execution. Absent: no deduplication.

@@ -26,6 +26,7 @@
 #include "storage/layout.h"
 #include "storage/records.h"
 #include "storage/write_dedup.h"
+#include "ttl/forecast.h"
 
 namespace leveldb {
 class DB;
@@ -104,6 +105,20 @@ struct TtlChangePreview {
   int64_t within_hour_items = 0, within_hour_bytes = 0;
   int64_t within_day_items = 0, within_day_bytes = 0;
   std::string to_json() const;
+};
+
+// The TTL forecast of one container on this node (README "Time to live", "Forecast"), read from one snapshot at its
+// applied replicated time: live items and bytes by the minute / hour they expire (ttl/forecast.h) from the two
+// expiry indexes — own-ttl entries by their instant, inheriting ones by write ts + the defaultTtl when the policy has
+// a number of seconds — and the backlog: index entries already expired (watermarks included) but still stored here.
+struct ExpiryForecast {
+  uint64_t applied_index = 0;
+  int64_t at_micros = 0;
+  ContainerRecord container;
+  ttl::ExpiryHistogram histogram;
+  int64_t backlog_items = 0, backlog_bytes = 0;
+  int64_t entries_read = 0;  // index entries read (the work, charged like a scan of that many entries)
+  bool truncated = false;    // stopped at max_entries: the figures are lower bounds
 };
 
 struct ContainerInfo {
@@ -205,6 +220,11 @@ class StoreReader {
   // kNotFound when the container does not exist.
   Result<TtlChangePreview> preview_default_ttl(std::string_view database, std::string_view container,
                                                ttl::DefaultTtl policy) const;
+
+  // The container's ExpiryForecast, reading at most `max_entries` expiry index entries: the own-ttl index's next day,
+  // then the inheriting index's, then the backlog of both. kNotFound when the container does not exist.
+  Result<ExpiryForecast> forecast_expiry(std::string_view database, std::string_view container,
+                                         size_t max_entries) const;
 
   // kNotFound when the database or container does not exist; a storage failure when it cannot be read.
   Result<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;

@@ -95,6 +95,22 @@ ROWS = [
         ("Reads that skipped expired items", "timeseries", "none",
          "Items reads passed over because they had expired (per second).",
          [q(f"sum by (node) (rate(mayfly_ttl_reads_skipped_expired_total{{{N}}}[{RI}]))", "node {{node}}")], 12),
+        ("Forecast: items expiring and backlog peak", "timeseries", "none",
+         "The TTL forecast (mayfly container forecast): live items expiring within the next hour and day, and the "
+         "peak the backlog would reach over the day at the collector's capacity.",
+         [q(f"max by (container, window) (mayfly_ttl_forecast_expiring_items{{{NC}}})",
+            "{{container}} within {{window}}"),
+          q(f"max by (node, container) (mayfly_ttl_forecast_backlog_peak_items{{{NC}}})",
+            "peak {{container}} @ {{node}}")], 8),
+        ("Forecast: time to drain the peak", "timeseries", "s",
+         "How long the collector would need to delete the projected backlog peak (86400: not within the day). "
+         "MayflyExpiryStormAhead fires above 10 minutes.",
+         [q(f"max by (node, container) (mayfly_ttl_forecast_drain_seconds{{{NC}}})", "{{container}} @ {{node}}")], 8),
+        ("GC reclaim capacity", "timeseries", "none",
+         "Items per second the collector can delete: measured over the last minute's busy passes, else estimated "
+         "from its settings (and the container's RU/s).",
+         [q(f"max by (node, container) (mayfly_ttl_gc_reclaim_capacity_items_per_second{{{NC}}})",
+            "{{container}} @ {{node}}")], 8),
     ]),
     ("Storage", [
         ("Live items", "timeseries", "none", "Items users can see (expired excluded), per container and node.",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "client/cli.h"
+#include "client/forecast_cli.h"
 
 namespace mayfly::client {
 namespace {
@@ -75,6 +76,64 @@ TEST(CliParse, BackupCreate) {
   EXPECT_EQ(parse({"backup", "create", "--out", "y.mfb"}).command->backup_node, 0u);
   expect_usage_error({"backup", "create"}, "--out");
   expect_usage_error({"backup", "create", "--out", "f", "--node", "0"}, "--node");
+}
+
+TEST(CliParse, ContainerForecast) {
+  const CliParse parsed = parse({"container", "forecast", "shop", "carts", "--node", "2"});
+  ASSERT_TRUE(parsed.command.has_value()) << parsed.error;
+  EXPECT_EQ(parsed.command->request.op, Op::kContainerForecast);
+  EXPECT_EQ(parsed.command->request.database, "shop");
+  EXPECT_EQ(parsed.command->request.container, "carts");
+  EXPECT_EQ(parsed.command->forecast_node, 2u);
+  EXPECT_EQ(parse({"container", "forecast", "shop", "carts"}).command->forecast_node, 0u);  // every node
+  EXPECT_FALSE(is_write(Op::kContainerForecast));
+  expect_usage_error({"container", "forecast", "shop"}, "CONTAINER");
+  expect_usage_error({"container", "forecast", "shop", "carts", "--node", "0"}, "--node");
+}
+
+TEST(CliForecast, TextShowsTheSummaryAndOnlyTheBucketsWithItems) {
+  std::string minutes;
+  for (int i = 0; i < 60; ++i) {
+    minutes += std::string(i ? "," : "") + (i == 3 ? R"({"items":12,"bytes":1200})" : R"({"items":0,"bytes":0})");
+  }
+  std::string hours = R"({"items":12,"bytes":1200})";
+  for (int j = 1; j < 24; ++j) hours += j == 5 ? R"(,{"items":6,"bytes":3072})" : R"(,{"items":0,"bytes":0})";
+  NodeForecast answer;
+  answer.node = 2;
+  answer.address = "127.0.0.1:7102";
+  answer.response.status = 200;
+  answer.response.body =
+      R"({"node":2,"appliedIndex":57,"at":1764000000,"atMicros":1764000000000000,"defaultTtl":600,)"
+      R"("expiring":{"hour":{"items":12,"bytes":1200},"day":{"items":18,"bytes":4272}},)"
+      R"("backlog":{"items":3,"bytes":300},"capacity":{"itemsPerSecond":0.5,"source":"measured"},)"
+      R"("projection":{"peakItems":12,"peakAtSeconds":180,"drainSeconds":null},"entriesRead":21,"truncated":true,)"
+      R"("minutes":[)" + minutes + R"(],"hours":[)" + hours + "]}";
+  const std::string text = forecast_text(answer);
+  EXPECT_NE(text.find("node 2 (127.0.0.1:7102): applied index 57"), std::string::npos) << text;
+  EXPECT_NE(text.find("backlog now   3 items (300 B)"), std::string::npos) << text;
+  EXPECT_NE(text.find("capacity      0.5 items/s (measured)"), std::string::npos) << text;
+  EXPECT_NE(text.find("12 items (1.2 KB) within the hour, 18 (4.2 KB) within the day"), std::string::npos) << text;
+  EXPECT_NE(text.find("peak backlog  12 items at +3.0 min, drained not within 24 h"), std::string::npos) << text;
+  EXPECT_NE(text.find("truncated"), std::string::npos) << text;
+  EXPECT_NE(text.find("+3m .. +4m"), std::string::npos) << text;
+  EXPECT_NE(text.find("+5h .. +6h"), std::string::npos) << text;
+  EXPECT_EQ(text.find("+4m .. +5m"), std::string::npos) << "empty minutes are left out:\n" << text;
+  EXPECT_EQ(text.find("+0h .. +1h"), std::string::npos) << "hour 0 is the minutes:\n" << text;
+  // An error answer is one line; JSON keeps every node's body.
+  NodeForecast missing{3, "127.0.0.1:7103", Response{}};
+  missing.response.status = 404;
+  missing.response.message = "container not found";
+  EXPECT_EQ(forecast_text(missing), "node 3 (127.0.0.1:7103): 404 container not found\n");
+  ForecastAnswers answers;
+  answers.nodes = {answer, missing};
+  const std::string json = forecast_json(answers);
+  EXPECT_NE(json.find(R"({"nodes":[{"node":2,"address":"127.0.0.1:7102","status":200,"message":"","body":{"node":2,)"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(
+      json.find(R"({"node":3,"address":"127.0.0.1:7103","status":404,"message":"container not found","body":null})"),
+      std::string::npos)
+      << json;
 }
 
 TEST(CliParse, ClusterUsageErrors) {
