@@ -141,7 +141,10 @@ int main(int argc, char** argv) {
     std::vector<int64_t> windows;
     for (int64_t seconds : metrics::kExpiringWindowsSeconds) windows.push_back(seconds * 1'000'000);
     std::vector<metrics::ExpiringFigures> figures;
-    Result<std::vector<storage::ExpiringSoon>> counted = state.expiring_soon(windows);
+    // Counted on the scrape itself: bounded per container, so a huge index never holds a scrape up (past the cap the
+    // figures are lower bounds; the forecast metrics, refreshed on a read thread, cover the whole day).
+    constexpr size_t kScrapeEntriesPerContainer = 100'000;
+    Result<std::vector<storage::ExpiringSoon>> counted = state.expiring_soon(windows, kScrapeEntriesPerContainer);
     if (!counted.is_ok()) {
       spdlog::warn("cannot count the items expiring soon: {}", counted.status().to_string());
       return figures;

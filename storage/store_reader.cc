@@ -403,7 +403,8 @@ Result<std::shared_ptr<const std::vector<ContainerInfo>>> StoreReader::container
   return containers_cache_;
 }
 
-Result<std::vector<ExpiringSoon>> StoreReader::expiring_soon(const std::vector<int64_t>& windows_micros) const {
+Result<std::vector<ExpiringSoon>> StoreReader::expiring_soon(const std::vector<int64_t>& windows_micros,
+                                                             size_t max_entries_per_container) const {
   if (windows_micros.empty()) return std::vector<ExpiringSoon>{};
   const int64_t widest = *std::max_element(windows_micros.begin(), windows_micros.end());
   MAYFLY_ASSERT(widest >= 0);
@@ -437,7 +438,9 @@ Result<std::vector<ExpiringSoon>> StoreReader::expiring_soon(const std::vector<i
     entry.counts.assign(windows_micros.size(), 0);
     const ttl::ExpiredBounds at_now = ttl::expired_bounds(record.ttl, now);
     const ttl::ExpiredBounds at_end = ttl::expired_bounds(record.ttl, now + widest);
+    size_t read = 0;
     for (const bool own : {true, false}) {
+      if (entry.truncated) break;
       const std::string prefix = own ? own_expiry_prefix(record.crid) : inherit_expiry_prefix(record.crid);
       const int64_t from = own ? at_now.own_expiry_below_micros : at_now.default_ts_below_micros;
       const int64_t to = own ? at_end.own_expiry_below_micros : at_end.default_ts_below_micros;
@@ -447,6 +450,10 @@ Result<std::vector<ExpiringSoon>> StoreReader::expiring_soon(const std::vector<i
       for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
         MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
         if (key.sort_micros >= to) break;
+        if (read++ >= max_entries_per_container) {
+          entry.truncated = true;
+          break;
+        }
         // The item expires at the first instant its index entry falls below the bound: its own expiry instant, or
         // its write time plus the default ttl (whole seconds, as ttl::expiry_instant_micros).
         const int64_t expiry =

@@ -91,6 +91,7 @@ struct ExpiringSoon {
   std::string database;
   std::string container;
   std::vector<int64_t> counts;
+  bool truncated = false;  // the container's entry cap was reached: the counts are lower bounds
 };
 
 // What a defaultTtl change would expire (README "Containers": dry-run and the guard), at one snapshot and its
@@ -212,8 +213,10 @@ class StoreReader {
 
   // For every container with TTL on: how many live items expire within each window after the applied time, from one
   // consistent LevelDB snapshot (the applied time is read from it too). The work is one index scan per container
-  // over the items expiring within the largest window.
-  Result<std::vector<ExpiringSoon>> expiring_soon(const std::vector<int64_t>& windows_micros) const;
+  // over the items expiring within the largest window, at most `max_entries_per_container` index entries each (past
+  // that the counts are lower bounds and `truncated` says so: a metrics scrape never walks a huge index).
+  Result<std::vector<ExpiringSoon>> expiring_soon(const std::vector<int64_t>& windows_micros,
+                                                  size_t max_entries_per_container = SIZE_MAX) const;
 
   // What changing the container's defaultTtl to `policy` would expire (TtlChangePreview), read from one snapshot:
   // one pass over the container's items (ttl::alive under the current state and under ttl::change_policy's result).

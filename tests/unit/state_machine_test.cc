@@ -111,6 +111,18 @@ TEST_F(StateMachineTest, ExpiringSoonCountsLiveItemsByWindowFromBothIndexes) {
     return (*soon)[0].counts;
   };
   EXPECT_EQ(counts(), (std::vector<int64_t>{1, 2, 4})) << "at kT0 + 950 µs: b | a b | a b d f (e beyond, c never)";
+  {
+    // A cap of 2 index entries per container: counts are lower bounds, and the answer says it was cut.
+    Result<std::vector<ExpiringSoon>> capped = store_->reader().expiring_soon(windows, 2);
+    ASSERT_TRUE(capped.is_ok());
+    ASSERT_EQ(capped->size(), 1u);
+    EXPECT_TRUE((*capped)[0].truncated);
+    EXPECT_EQ((*capped)[0].counts[2], 2) << "two entries read of four";
+    Result<std::vector<ExpiringSoon>> exact = store_->reader().expiring_soon(windows, 4);
+    ASSERT_TRUE(exact.is_ok());
+    EXPECT_FALSE((*exact)[0].truncated);
+    EXPECT_EQ((*exact)[0].counts, (std::vector<int64_t>{1, 2, 4}));
+  }
   ASSERT_EQ(apply(Command{}, kT0 + 3 * kSecond).http_status(), 200);  // a time entry: b has expired
   EXPECT_EQ(counts(), (std::vector<int64_t>{0, 2, 3})) << "b is expired, not expiring; f's deadline is exactly now + 60 s";
   // Lowering the default kills `a` at once (written more than 1 s ago): it leaves every window.
