@@ -1072,13 +1072,34 @@ class Deployment:
         }
         return {k: v for k, v in found.items() if v}
 
+    def mounted_volumes(self):
+        """Every volume the project's containers mount, the anonymous ones (an image's VOLUME) included: those carry
+        no project label, so leftovers() cannot see them."""
+        label = f"label=com.docker.compose.project={self.project}"
+        ids = run(["docker", "ps", "-aq", "--filter", label]).stdout.split()
+        if not ids:
+            return set()
+        template = '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}'
+        return set(run(["docker", "inspect", "-f", template, *ids], timeout=60).stdout.split())
+
+    def remove_volumes_left(self, volumes):
+        """Which of `volumes` still exist; they are removed (the caller decides whether that is a failure)."""
+        left = [v for v in sorted(volumes) if run(["docker", "volume", "inspect", v], check_rc=False).returncode == 0]
+        if left:
+            run(["docker", "volume", "rm", "-f", *left], timeout=120, check_rc=False)
+        return left
+
     def teardown(self):
         self.remove_extras()
+        volumes = self.mounted_volumes()
         self.compose("down", "-v", "--remove-orphans", "--timeout", "30", timeout=180)
         self.compose_up = False
         left = self.leftovers()
         check(not left, f"docker-compose down -v left behind: {left}")
-        log("docker-compose down -v: no container, network or volume of the test is left")
+        anonymous = self.remove_volumes_left(volumes)
+        check(not anonymous, f"docker-compose down -v left the containers' volumes {anonymous}")
+        log(f"docker-compose down -v: no container, network or volume of the test is left (of the {len(volumes)} "
+            "volumes its containers mounted, anonymous ones included, none is left)")
 
     def emergency_cleanup(self):
         try:
@@ -1092,7 +1113,9 @@ class Deployment:
                     logs = run(["docker", "logs", "--tail", "40", self.container(service)], timeout=30,
                                check_rc=False)
                     print(f"----- {service} (last 40 lines)\n{logs.stdout}{logs.stderr}", flush=True)
+                volumes = self.mounted_volumes()
                 self.compose("down", "-v", "--remove-orphans", "--timeout", "10", timeout=180)
+                self.remove_volumes_left(volumes)
                 left = self.leftovers()
                 if left:
                     log(f"left behind after cleanup: {left}")
