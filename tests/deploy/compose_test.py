@@ -198,6 +198,7 @@ class Deployment:
         self.label = f"{EXTRA_LABEL}={self.project}"
         self.extra_containers = []
         self.extra_volumes = []
+        self.seen_volumes = set()  # every volume the project's containers mounted before a `down` (see teardown)
         self.started_wall = time.time()
         self.timings = []
 
@@ -1045,6 +1046,7 @@ class Deployment:
 
     # 5. persistence and teardown ---------------------------------------------------------------------------------
     def recreate(self):
+        self.mounted_volumes()
         self.compose("down", "--timeout", "30", timeout=180)
         left = run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}"]).stdout
         check(not left.strip(), "containers left after docker-compose down")
@@ -1074,13 +1076,15 @@ class Deployment:
 
     def mounted_volumes(self):
         """Every volume the project's containers mount, the anonymous ones (an image's VOLUME) included: those carry
-        no project label, so leftovers() cannot see them."""
+        no project label, so leftovers() cannot see them. Remembered in seen_volumes: called before every `down`,
+        whose removed containers' anonymous volumes are no one's afterwards."""
         label = f"label=com.docker.compose.project={self.project}"
         ids = run(["docker", "ps", "-aq", "--filter", label]).stdout.split()
         if not ids:
-            return set()
+            return self.seen_volumes
         template = '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}'
-        return set(run(["docker", "inspect", "-f", template, *ids], timeout=60).stdout.split())
+        self.seen_volumes |= set(run(["docker", "inspect", "-f", template, *ids], timeout=60).stdout.split())
+        return self.seen_volumes
 
     def remove_volumes_left(self, volumes):
         """Which of `volumes` still exist; they are removed (the caller decides whether that is a failure)."""
@@ -1097,9 +1101,9 @@ class Deployment:
         left = self.leftovers()
         check(not left, f"docker-compose down -v left behind: {left}")
         anonymous = self.remove_volumes_left(volumes)
-        check(not anonymous, f"docker-compose down -v left the containers' volumes {anonymous}")
+        check(not anonymous, f"docker-compose down -v left volumes the containers had mounted: {anonymous}")
         log(f"docker-compose down -v: no container, network or volume of the test is left (of the {len(volumes)} "
-            "volumes its containers mounted, anonymous ones included, none is left)")
+            "volumes its containers mounted before each down, anonymous ones included, none is left)")
 
     def emergency_cleanup(self):
         try:
