@@ -15,8 +15,14 @@ must get 401 while Prometheus, with basic_auth, has every target up):
   2. failover under a steady writer: `docker stop` of the leader, `docker kill` of the next leader, `docker network
      disconnect` of the next one — each time writes resume on a new leader, the node is brought back and catches up,
      and nothing acknowledged is lost (checked on every node); then the README's procedures as written: a rolling
-     restart with leadership transfer under the writer, a follower's volume backed up with tar, and a fourth node
-     added from deploy/docker-compose.node4.yml with `cluster add-member` (then removed);
+     restart with leadership transfer under the writer; an online backup under the writer (`mayfly backup create`
+     inside a node container, `docker cp` out: a follower serves it, no node stops, the file's header, trailer and
+     SHA-256 match the JSON summary) restored into new one-node clusters (one-off containers of the image on empty
+     volumes, removed afterwards): `mayflyd --restore --dry-run` figures for every TTL mode, then `--ttl preserve`
+     and `--ttl rebase`, each holding exactly the acknowledged writes at or below the backup's index (a create's
+     answer names the log index it was applied at) — an item whose TTL ran out between backup and restore is gone
+     with preserve and back with rebase, `_ts` and `_expiresAt` moved by shiftSeconds; and a fourth node added from
+     deploy/docker-compose.node4.yml with `cluster add-member` (then removed);
   3. the GC-backlog alert: a provisioned container's RU/s used up by a load loop while its items expire, so the
      collector is starved; the alert must fire in the Prometheus inside compose, then resolve once RU are given back;
   4. every query of every dashboard panel (and its variables) through Prometheus' HTTP API: each must return data;
@@ -34,21 +40,23 @@ mounted through $MAYFLY_PROMETHEUS_CONFIG / $MAYFLY_PROMETHEUS_ALERTS).
 
 Exit status: 0 passed, 1 failed, 77 skipped (no Docker engine answers: `docker info` failed). Cleanup: SIGTERM/SIGINT
 and failures end with `docker-compose down -v` (after printing the containers' logs); a run killed outright is cleaned
-up by the next one (projects named mayflytest<PID> whose process is gone).
+up by the next one (projects named mayflytest<PID> whose process is gone; the restores' containers and volumes,
+made with `docker run` / `docker volume create`, are named mayflytest<PID>_* and labelled
+org.mayfly.deploy-test=mayflytest<PID>, removed by the phase itself, by the cleanup and by the next run alike).
 Python 3 standard library only. Every wait is bounded and polls for a condition.
 """
 import argparse
 import base64
+import hashlib
 import json
 import math
 import os
 import re
 import shutil
 import signal
-import socket
+import struct
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -56,7 +64,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from free_ports import free_ports  # noqa: E402 - tests/free_ports.py, shared with the gateway tests
+
 SKIP = 77
+EXTRA_LABEL = "org.mayfly.deploy-test"  # on what the test makes outside compose
+BRIEF_TTL = 30  # s: the backup phase's `brief` items outlive the backup and expire before the restores
 T0 = time.monotonic()
 
 
@@ -104,32 +117,26 @@ def wait_until(what, condition, timeout, poll=0.25):
         time.sleep(poll)
 
 
-def free_ports(count):
-    sockets, ports = [], []
-    for _ in range(count):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        sockets.append(s)
-        ports.append(s.getsockname()[1])
-    for s in sockets:
-        s.close()
-    return ports
-
-
 class Cli:
     """The host-built `mayfly` CLI against the published ports (endpoint i = node i), with the admin key
     (--key-file, as README "Deploy" says) unless key_file=None is passed, and the cluster CA (--tls-ca: the nodes
-    serve TLS only) unless tls_ca=None is passed."""
+    serve TLS only) unless tls_ca=None is passed. With container=NAME it is the image's `mayfly` run by `docker exec`
+    in that container instead: its own node (MAYFLY_ENDPOINTS), key (MAYFLY_KEY_FILE) and CA (MAYFLY_TLS_CA)."""
 
-    def __init__(self, binary, endpoints, key_file=None, tls_ca=None):
+    def __init__(self, binary, endpoints, key_file=None, tls_ca=None, container=None):
         self.binary = binary
         self.endpoints = endpoints  # node id -> "127.0.0.1:port"
         self.key_file = key_file
         self.tls_ca = tls_ca
+        self.container = container
 
     def __call__(self, *args, node=None, consistency=None, timeout_ms=10000, key_file="", tls_ca=""):
-        endpoints = self.endpoints[node] if node else ",".join(self.endpoints[n] for n in sorted(self.endpoints))
-        argv = [self.binary, "--endpoints", endpoints, "--timeout-ms", str(timeout_ms)]
+        if self.container:
+            argv = ["docker", "exec", self.container, "mayfly", "--timeout-ms", str(timeout_ms)]
+            key_file = tls_ca = None
+        else:
+            endpoints = self.endpoints[node] if node else ",".join(self.endpoints[n] for n in sorted(self.endpoints))
+            argv = [self.binary, "--endpoints", endpoints, "--timeout-ms", str(timeout_ms)]
         key_file = self.key_file if key_file == "" else key_file
         if key_file:
             argv += ["--key-file", key_file]
@@ -185,6 +192,13 @@ class Deployment:
         self.pick_ports()
         self.compose_up = False
         self.acked_ledger = []  # ids of shop/ledger writes acknowledged by earlier writers
+        self.unknown_ledger = []  # ids of earlier writers' writes with an unknown outcome (in the store or not)
+        # Containers and volumes made outside compose (the restores), named PROJECT_..., labelled with this label:
+        # removed by the phase, by the cleanup on failure, and by remove_stale_projects after a killed run.
+        self.label = f"{EXTRA_LABEL}={self.project}"
+        self.extra_containers = []
+        self.extra_volumes = []
+        self.seen_volumes = set()  # every volume the project's containers mounted before a `down` (see teardown)
         self.started_wall = time.time()
         self.timings = []
 
@@ -212,6 +226,31 @@ class Deployment:
 
     def network(self):
         return f"{self.project}_mayfly"
+
+    def extra_container(self, name):
+        """The name PROJECT_name for a container made with `docker run`, remembered for the cleanup."""
+        full = f"{self.project}_{name}"
+        self.extra_containers.append(full)
+        return full
+
+    def docker_volume(self, name):
+        """A new, empty, labelled volume PROJECT_name, remembered for the cleanup."""
+        full = f"{self.project}_{name}"
+        self.extra_volumes.append(full)
+        run(["docker", "volume", "create", "--label", self.label, full], timeout=60)
+        return full
+
+    def remove_extras(self, prefix=""):
+        """Removes the containers (then the volumes) made outside compose whose name starts with PROJECT_prefix."""
+        start = f"{self.project}_{prefix}"
+        for kind, names, remove in (("containers", self.extra_containers, ["docker", "rm", "-f", "-v"]),
+                                    ("volumes", self.extra_volumes, ["docker", "volume", "rm", "-f"])):
+            chosen = [name for name in names if name.startswith(start)]
+            if chosen:
+                result = run(remove + chosen, timeout=120, check_rc=False)
+                if result.returncode != 0 and "No such" not in result.stderr:
+                    raise Failure(f"removing {kind} {chosen}: {result.stderr.strip()}")
+            names[:] = [name for name in names if name not in chosen]
 
     # ---- cluster views ----------------------------------------------------------------------------------------
     def node_status(self, n, timeout_ms=3000):
@@ -540,6 +579,7 @@ class Deployment:
             self.stop_event = threading.Event()
             self.lock = threading.Lock()
             self.acked = []
+            self.tokens = {}  # acknowledged id -> the log index its create was applied at (the answer's sessionToken)
             self.unknown = []
             self.errors = []
 
@@ -553,6 +593,7 @@ class Deployment:
                 with self.lock:
                     if response.get("status") == 201:
                         self.acked.append(item_id)
+                        self.tokens[item_id] = int(response.get("sessionToken") or 0)
                     elif response.get("status") in (408, 409, 503) or response.get("status", -1) < 0:
                         self.unknown.append((item_id, response.get("status"), response.get("message", "")[:120]))
                     else:
@@ -564,17 +605,7 @@ class Deployment:
                 return len(self.acked)
 
     def listed_ids(self, n):
-        ids, continuation = set(), None
-        for _ in range(100):
-            args = ["item", "list", "shop", "ledger", "--pk", "w", "--max-items", "1000"]
-            if continuation:
-                args += ["--continuation", continuation]
-            response = self.cli.ok(*args, node=n, consistency="eventual")
-            ids.update(d["id"] for d in response["body"])
-            continuation = response.get("continuation")
-            if not continuation:
-                return ids
-        raise Failure("listing did not end after 100 pages")
+        return {d["id"] for d in self.list_items(self.cli, "ledger", pk="w", node=n)}
 
     def check_nothing_lost(self, writer, nodes, what):
         with writer.lock:
@@ -658,6 +689,7 @@ class Deployment:
         log(f"writer: {len(writer.acked)} acknowledged, {len(writer.unknown)} with unknown outcome "
             f"{[u[1] for u in writer.unknown][:20]}")
         self.acked_ledger.extend(writer.acked)
+        self.unknown_ledger.extend(u[0] for u in writer.unknown)
 
     # README procedures -------------------------------------------------------------------------------------------
     def rolling_restart(self):
@@ -691,22 +723,216 @@ class Deployment:
         self.finish_writer(writer)
 
     def backup(self):
-        """README: stop a follower, stream its volume out with the image's tar, start it again."""
+        """README "Backup and restore", as written for compose: under the steady writer `mayfly backup create` from
+        inside a node container (no node stops), `docker cp` to the host; then the file restored into new one-node
+        clusters, one-off containers of the image on fresh volumes: `--dry-run`, `--ttl preserve`, `--ttl rebase`."""
+        # Items with TTLs: `brief` ones are alive at the backup's replicated time B and expired before the restores,
+        # `long` outlives the test.
+        self.cli.ok("container", "create", "shop", "kept", "--pk", "/user", "--default-ttl", "-1")  # TTL on, per item
+        originals = {}
+        for item_id, ttl in (("brief1", BRIEF_TTL), ("brief2", BRIEF_TTL), ("long", 3600)):
+            document = {"id": item_id, "user": "t", "ttl": ttl}
+            response = self.cli.ok("item", "create", "shop", "kept", json.dumps(document))
+            originals[item_id] = response["body"]
+        earlier = set(self.acked_ledger)  # every earlier writer's acknowledged writes: applied long before the backup
+        writer = self.Writer(self.cli, "b")
+        writer.start()
+        try:
+            self.wait_writes(writer)
+            summary, host_file = self.backup_create(writer)
+            self.wait_writes(writer)  # acknowledged after the backup's index: these must not be in it
+        finally:
+            writer.stop_event.set()
+            writer.join(timeout=60)
+        self.finish_writer(writer)
+        index, b_micros = summary["appliedIndex"], summary["appliedTime"]
+        expiry = originals["brief1"]["_expiresAt"]
+        check(b_micros < expiry * 1_000_000, f"too slow: the brief items (expiry {expiry}) expired before the "
+              f"backup's time {b_micros} µs")
+        # Exactly which acknowledged writes the backup holds: a create's answer carries the log index it was applied
+        # at (sessionToken), and the backup is the state machine at appliedIndex, so the writes at or below it are
+        # in the backup and the later ones are not. (The writer is sequential and the cluster calm: no re-sent
+        # write whose answer names a later duplicate entry.) Writes with an unknown outcome may be either way.
+        check(all(writer.tokens[i] > 0 for i in writer.acked), "a create answered without its log index")
+        at_or_below = {i for i in writer.acked if writer.tokens[i] <= index}
+        above = {i for i in writer.acked if writer.tokens[i] > index}
+        check(at_or_below and above, f"the writer did not run across the backup's index {index}: "
+              f"{len(at_or_below)} writes at or below it, {len(above)} above")
+        expected_ledger = earlier | at_or_below
+        maybe = set(self.unknown_ledger)
+        log(f"backup at index {index}: {len(expected_ledger)} acknowledged ledger writes at or below it "
+            f"({len(at_or_below)} of this writer's), {len(above)} above; brief items expire "
+            f"{expiry - b_micros / 1e6:.1f} s after the backup's time")
+
+        # The file into a volume the image's `mayfly` user can read (the host file is 0600), as README shows.
+        backups = self.docker_volume("restore-in")
+        run(["docker", "run", "--rm", "--user", "root", "--network", "none", "--label", self.label,
+             "-v", f"{host_file}:/in/backup.mfb:ro", "-v", f"{backups}:/out", "--entrypoint", "install", self.image,
+             "-o", "mayfly", "-g", "mayfly", "-m", "0600", "/in/backup.mfb", "/out/backup.mfb"], timeout=120)
+        wait_until("the wall clock passing the brief items' expiry", lambda: time.time() >= expiry + 1,
+                   expiry + 1 - time.time() + 5)
+
+        dry_name = self.extra_container("restore-dry")
+        result = run(["docker", "run", "--rm", "--name", dry_name, "--label", self.label, "--network", "none",
+                      "-v", f"{backups}:/backup:ro", self.image, "--id", "1", "--listen", "127.0.0.1:7100",
+                      "--peers", "1=127.0.0.1:7100", "--data", "/var/lib/mayfly", "--restore",
+                      "/backup/backup.mfb", "--dry-run"], timeout=120)
+        dry = json.loads(result.stdout)
+        modes = {m["mode"]: m for m in dry.get("modes", [])}
+        check(dry.get("dryRun") is True and sorted(modes) == ["pause", "preserve", "rebase"], f"dry run: {dry}")
+        items = summary["items"]
+        for mode, at_once in (("preserve", 2), ("pause", 0), ("rebase", 0)):
+            m = modes[mode]
+            check(m["backupIndex"] == index and m["backupTime"] == b_micros, f"dry run {mode}: {m} vs {summary}")
+            check(m["droppedExpiredAtBackup"]["items"] == 0 and m["expireAtOnce"]["items"] == at_once
+                  and m["live"]["items"] == items - at_once,
+                  f"dry run {mode}: want 0 dropped, {at_once} expiring at once, {items - at_once} live of the "
+                  f"backup's {items} items: {m}")
+        log(f"dry run: preserve {modes['preserve']['live']['items']} live + 2 expiring at once, pause and rebase "
+            f"{items} live, none expired at B; " + ", ".join(f"{k} shift {v['shiftSeconds']} s" for k, v in
+                                                              modes.items()))
+
+        restored = {}
+        for mode in ("preserve", "rebase"):
+            cli, figures = self.restored_node(mode)
+            check(figures["mode"] == mode and figures["backupIndex"] == index and figures["backupTime"] == b_micros,
+                  f"restore {mode}: {figures}")
+            ledger = self.list_items(cli, "ledger", pk="w")
+            kept = {d["id"]: d for d in self.list_items(cli, "kept")}
+            ids = {d["id"] for d in ledger}
+            check(len(ids) == len(ledger), f"restore {mode}: an id listed twice")
+            missing = sorted(expected_ledger - ids)
+            extra = sorted(ids & above)
+            strange = sorted(ids - expected_ledger - maybe)
+            check(not missing and not extra and not strange,
+                  f"restore {mode}: {len(missing)} writes at or below index {index} missing {missing[:5]}, "
+                  f"{len(extra)} above it present {extra[:5]}, {len(strange)} never written {strange[:5]}")
+            check(figures["live"]["items"] == len(ids) + len(kept), f"restore {mode}: figures say "
+                  f"{figures['live']['items']} live items, the node lists {len(ids)} + {len(kept)}")
+            shift = figures["shiftSeconds"]
+            if mode == "preserve":
+                check(sorted(kept) == ["long"] and figures["expireAtOnce"]["items"] == 2 and shift == 0,
+                      f"restore preserve: want only `long` (the brief items expired while the backup sat on disk), "
+                      f"got {sorted(kept)}; {figures}")
+            else:
+                want_shift = math.ceil((figures["now"] - b_micros) / 1e6)
+                check(sorted(kept) == ["brief1", "brief2", "long"] and shift == want_shift
+                      and figures["expireAtOnce"]["items"] == 0,
+                      f"restore rebase: want brief1, brief2, long and a shift of {want_shift} s: got {sorted(kept)}; "
+                      f"{figures}")
+                for item_id, original in originals.items():
+                    doc = kept[item_id]
+                    check(doc["_ts"] == original["_ts"] + shift and doc["_expiresAt"] == original["_expiresAt"] + shift,
+                          f"rebase: {item_id} was {original}, restored {doc} (shift {shift} s)")
+                    left_at_backup = original["_expiresAt"] - b_micros / 1e6
+                    check(doc["_expiresAt"] - figures["now"] / 1e6 >= left_at_backup,
+                          f"rebase: {item_id} has less lifetime left than at the backup")
+                    read = cli("item", "read", "shop", "kept", "--pk", "t", "--id", item_id, consistency="strong")
+                    check(read.get("status") == 200, f"rebase: {item_id} does not read: {read}")
+            restored[mode] = len(ids)
+            log(f"--ttl {mode}: a new one-node cluster from the backup holds exactly the {len(ids)} ledger writes at "
+                f"or below index {index} and {sorted(kept)} of shop/kept (shift {shift} s, "
+                f"{figures['expireAtOnce']['items']} expired at once)")
+            self.remove_extras(f"restored-{mode}")
+        self.remove_extras()
+        left = [kind for kind in ("ps -a", "volume ls") if run(["docker", *kind.split(), "-q", "--filter",
+                                                                  f"label={self.label}"]).stdout.strip()]
+        check(not left, f"the restores left {left} behind")
+        log("backup restored with --ttl preserve and --ttl rebase; the containers and volumes made for it removed")
+
+    def backup_create(self, writer):
+        """`mayfly backup create` inside mayfly1 (its CLI reaches every node by its in-network name), `docker cp` out.
+        Returns the JSON summary and the host file, both checked."""
+        before = {n: (self.inspect(f"mayfly{n}", "{{.State.StartedAt}}"),
+                      self.inspect(f"mayfly{n}", "{{.RestartCount}}")) for n in (1, 2, 3)}
         leader = self.wait_leader({1, 2, 3})
-        n = max({1, 2, 3} - {leader})
-        self.compose("stop", f"mayfly{n}")
-        archive = os.path.join(self.tmp, f"mayfly{n}.tgz")
-        with open(archive, "wb") as out:
-            result = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "tar", "-v",
-                                     f"{self.project}_mayfly{n}-data:/data:ro", self.image, "-C", "/data", "-czf", "-",
-                                     "."], stdout=out, stderr=subprocess.PIPE, timeout=120)
-        check(result.returncode == 0, f"backup of mayfly{n}: {result.stderr.decode()[-2000:]}")
-        with tarfile.open(archive) as tar:
-            names = tar.getnames()
-        check(any(name.endswith("CURRENT") for name in names), f"backup of node {n} holds no LevelDB: {names[:20]}")
-        self.compose("start", f"mayfly{n}")
-        self.wait_caught_up(n, {1, 2, 3} - {n})
-        log(f"node {n} backed up ({os.path.getsize(archive)} bytes, {len(names)} entries) and caught up again")
+        acked_before = writer.acked_count()
+        container = self.container("mayfly1")
+        inside = "/tmp/mayfly-backup.mfb"
+        result = run(["docker", "exec", container, "mayfly", "--endpoints", "mayfly1:7100,mayfly2:7100,mayfly3:7100",
+                      "backup", "create", "--out", inside], timeout=600)
+        during = writer.acked_count() - acked_before
+        response = json.loads(result.stdout)
+        check(response.get("status") == 200, f"backup create: {response}")
+        summary = response["body"]
+        host_file = os.path.join(self.tmp, "mayfly.mfb")
+        run(["docker", "cp", f"{container}:{inside}", host_file], timeout=120)
+        run(["docker", "exec", container, "rm", "-f", inside], timeout=60)
+        for key in ("appliedIndex", "appliedTime", "appliedTimeUtc", "items", "itemBytes", "bytes", "sha256",
+                    "servedBy", "seconds"):
+            check(key in summary, f"backup summary without {key}: {summary}")
+        check(summary["servedBy"] in (1, 2, 3) and summary["servedBy"] != leader,
+              f"backup served by node {summary['servedBy']}, not a follower (leader {leader})")
+        with open(host_file, "rb") as f:
+            data = f.read()
+        check(len(data) == summary["bytes"], f"backup file has {len(data)} bytes, the summary says {summary['bytes']}")
+        magic, version, index, time_micros, node, _created, _zero = struct.unpack(">8sIQqQqI", data[:48])
+        tail, body_bytes, items, item_bytes, digest = struct.unpack(">8sQQQ32s", data[-64:])
+        check(magic == b"MAYFLYBK" and version == 1 and tail == b"MFBKTAIL", "backup file: bad header or trailer")
+        check((index, time_micros, node) == (summary["appliedIndex"], summary["appliedTime"], summary["servedBy"]),
+              f"backup header (index {index}, time {time_micros}, node {node}) is not the summary's")
+        check((body_bytes, items, item_bytes) == (len(data) - 112, summary["items"], summary["itemBytes"]),
+              f"backup trailer ({body_bytes}, {items}, {item_bytes}) is not the file's or the summary's")
+        sha = hashlib.sha256(data[:-64]).digest()
+        check(sha == digest and sha.hex() == summary["sha256"], "backup checksum: the file's SHA-256 is not the "
+              "trailer's or the summary's")
+        after = {n: (self.inspect(f"mayfly{n}", "{{.State.StartedAt}}"),
+                     self.inspect(f"mayfly{n}", "{{.RestartCount}}")) for n in (1, 2, 3)}
+        check(before == after and all(self.inspect(f"mayfly{n}", "{{.State.Running}}") == "true" for n in (1, 2, 3)),
+              f"a node stopped or restarted during the backup: {before} -> {after}")
+        check(all(self.node_status(n) for n in (1, 2, 3)), "a node does not answer after the backup")
+        log(f"backup create (inside mayfly1): node {summary['servedBy']} (a follower; leader {leader}) at index "
+            f"{summary['appliedIndex']} ({summary['appliedTimeUtc']}), {summary['items']} items, {len(data)} bytes "
+            f"in {summary['seconds']:.2f} s, sha256 checked; no node stopped; {during} writes acknowledged meanwhile")
+        return summary, host_file
+
+    def restored_node(self, mode):
+        """A new one-node cluster restored from the backup with `--ttl mode`: a one-off container of the image on an
+        empty volume, keyed and TLS with the deployment's secrets, no network (the CLI inside talks to it). Returns
+        a Cli for it (docker exec) and the restore's figures (its first line of stdout)."""
+        name = self.extra_container(f"restored-{mode}")
+        data = self.docker_volume(f"restored-{mode}-data")
+        secrets = "/run/secrets/mayfly"
+        run(["docker", "run", "-d", "--name", name, "--label", self.label, "--hostname", "mayfly1",
+             "--network", "none", "-e", f"MAYFLY_KEY_FILE={secrets}/admin.key", "-e", f"MAYFLY_TLS_CA={secrets}/ca.crt",
+             "-v", f"{self.project}_restore-in:/backup:ro", "-v", f"{data}:/var/lib/mayfly",
+             "-v", f"{self.project}_mayfly-secrets:{secrets}:ro", self.image,
+             "--id", "1", "--listen", "0.0.0.0:7100", "--peers", "1=mayfly1:7100", "--data", "/var/lib/mayfly",
+             "--cluster", f"{self.project}-restored", "--keys-file", f"{secrets}/keys",
+             "--cluster-secret-file", f"{secrets}/cluster-secret", "--tls-cert", f"{secrets}/mayfly1.crt",
+             "--tls-key", f"{secrets}/mayfly1.key", "--tls-ca", f"{secrets}/ca.crt",
+             "--restore", "/backup/backup.mfb", "--ttl", mode], timeout=120)
+
+        def figures():
+            logs = run(["docker", "logs", name], timeout=30)
+            check("critical" not in logs.stderr, f"restore {mode}: {logs.stderr[-2000:]}")
+            lines = logs.stdout.strip().splitlines()
+            return json.loads(lines[0]) if lines else None
+        restore = wait_until(f"restore --ttl {mode} printing its figures", figures, 120, poll=0.5)
+        cli = Cli(None, {}, container=name)
+
+        def leads():
+            response = cli("cluster", "status", timeout_ms=3000)
+            nodes = (response.get("body") or {}).get("nodes", []) if isinstance(response.get("body"), dict) else []
+            return [n for n in nodes if n.get("id") == 1 and n.get("role") == "leader"]
+        wait_until(f"the node restored with --ttl {mode} leading its new cluster", leads, 60, poll=0.5)
+        return cli, restore
+
+    def list_items(self, cli, container, pk=None, node=None):
+        """Every item of shop/<container> (in partition `pk` if given) as `cli` lists it, page by page."""
+        items, continuation = [], None
+        for _ in range(100):
+            args = ["item", "list", "shop", container, "--max-items", "1000"]
+            if pk:
+                args += ["--pk", pk]
+            if continuation:
+                args += ["--continuation", continuation]
+            response = cli.ok(*args, node=node, consistency="eventual")
+            items.extend(response["body"])
+            continuation = response.get("continuation")
+            if not continuation:
+                return items
+        raise Failure("listing did not end after 100 pages")
 
     def fourth_node(self):
         """README: docker-compose.node4.yml, add-member from inside the network, then remove it again."""
@@ -820,6 +1046,7 @@ class Deployment:
 
     # 5. persistence and teardown ---------------------------------------------------------------------------------
     def recreate(self):
+        self.mounted_volumes()
         self.compose("down", "--timeout", "30", timeout=180)
         left = run(["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}"]).stdout
         check(not left.strip(), "containers left after docker-compose down")
@@ -847,14 +1074,42 @@ class Deployment:
         }
         return {k: v for k, v in found.items() if v}
 
+    def mounted_volumes(self):
+        """Every volume the project's containers mount, the anonymous ones (an image's VOLUME) included: those carry
+        no project label, so leftovers() cannot see them. Remembered in seen_volumes: called before every `down`,
+        whose removed containers' anonymous volumes are no one's afterwards."""
+        label = f"label=com.docker.compose.project={self.project}"
+        ids = run(["docker", "ps", "-aq", "--filter", label]).stdout.split()
+        if not ids:
+            return self.seen_volumes
+        template = '{{range .Mounts}}{{if eq .Type "volume"}}{{.Name}} {{end}}{{end}}'
+        self.seen_volumes |= set(run(["docker", "inspect", "-f", template, *ids], timeout=60).stdout.split())
+        return self.seen_volumes
+
+    def remove_volumes_left(self, volumes):
+        """Which of `volumes` still exist; they are removed (the caller decides whether that is a failure)."""
+        left = [v for v in sorted(volumes) if run(["docker", "volume", "inspect", v], check_rc=False).returncode == 0]
+        if left:
+            run(["docker", "volume", "rm", "-f", *left], timeout=120, check_rc=False)
+        return left
+
     def teardown(self):
+        self.remove_extras()
+        volumes = self.mounted_volumes()
         self.compose("down", "-v", "--remove-orphans", "--timeout", "30", timeout=180)
         self.compose_up = False
         left = self.leftovers()
         check(not left, f"docker-compose down -v left behind: {left}")
-        log("docker-compose down -v: no container, network or volume of the test is left")
+        anonymous = self.remove_volumes_left(volumes)
+        check(not anonymous, f"docker-compose down -v left volumes the containers had mounted: {anonymous}")
+        log(f"docker-compose down -v: no container, network or volume of the test is left (of the {len(volumes)} "
+            "volumes its containers mounted before each down, anonymous ones included, none is left)")
 
     def emergency_cleanup(self):
+        try:
+            self.remove_extras()
+        except Failure as error:
+            log(f"cleanup failed: {error}")
         if self.compose_up:
             log("cleaning up: docker-compose down -v")
             try:
@@ -862,7 +1117,9 @@ class Deployment:
                     logs = run(["docker", "logs", "--tail", "40", self.container(service)], timeout=30,
                                check_rc=False)
                     print(f"----- {service} (last 40 lines)\n{logs.stdout}{logs.stderr}", flush=True)
+                volumes = self.mounted_volumes()
                 self.compose("down", "-v", "--remove-orphans", "--timeout", "10", timeout=180)
+                self.remove_volumes_left(volumes)
                 left = self.leftovers()
                 if left:
                     log(f"left behind after cleanup: {left}")
@@ -873,29 +1130,31 @@ class Deployment:
 
 def remove_stale_projects():
     """Removes what earlier runs of this test left behind when they were killed outright (SIGKILL skips cleanup):
-    compose projects named mayflytest<PID> whose process is gone. Only this test makes such projects."""
-    label = "com.docker.compose.project"
+    compose projects named mayflytest<PID> whose process is gone, and the containers and volumes such a run made
+    outside compose (labelled org.mayfly.deploy-test=mayflytest<PID>). Only this test makes such projects."""
     kinds = {"container": ["docker", "ps", "-a"], "network": ["docker", "network", "ls"],
              "volume": ["docker", "volume", "ls"]}
-    for kind, listing in kinds.items():
-        rows = run(listing + ["--filter", f"label={label}", "--format", f'{{{{.Label "{label}"}}}} {{{{.ID}}}}'
-                              if kind != "volume" else f'{{{{.Label "{label}"}}}} {{{{.Name}}}}']).stdout.split("\n")
-        for row in rows:
-            project, _, ident = row.partition(" ")
-            match = re.fullmatch(r"mayflytest(\d+)", project)
-            if not match or int(match.group(1)) == os.getpid():
-                continue
-            try:
-                os.kill(int(match.group(1)), 0)
-                continue  # that run is still going
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue
-            log(f"removing {kind} {ident} left by an earlier run ({project})")
-            remove = {"container": ["docker", "rm", "-f", "-v"], "network": ["docker", "network", "rm"],
-                      "volume": ["docker", "volume", "rm", "-f"]}[kind]
-            run(remove + [ident], timeout=60, check_rc=False)
+    for kind, listing in kinds.items():  # containers first: a volume in use cannot be removed
+        for label in ("com.docker.compose.project", EXTRA_LABEL):
+            name = "{{.ID}}" if kind != "volume" else "{{.Name}}"
+            rows = run(listing + ["--filter", f"label={label}", "--format",
+                                  f'{{{{.Label "{label}"}}}} {name}']).stdout.split("\n")
+            for row in rows:
+                project, _, ident = row.partition(" ")
+                match = re.fullmatch(r"mayflytest(\d+)", project)
+                if not match or int(match.group(1)) == os.getpid():
+                    continue
+                try:
+                    os.kill(int(match.group(1)), 0)
+                    continue  # that run is still going
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    continue
+                log(f"removing {kind} {ident} left by an earlier run ({project})")
+                remove = {"container": ["docker", "rm", "-f", "-v"], "network": ["docker", "network", "rm"],
+                          "volume": ["docker", "volume", "rm", "-f"]}[kind]
+                run(remove + [ident], timeout=60, check_rc=False)
 
 
 def main():
@@ -949,7 +1208,7 @@ def main():
         d.phase("TTL: items expire on all three containers", d.ttl_expiry)
         d.phase("failover: docker stop, docker kill, network disconnect", d.failover)
         d.phase("README: rolling restart with leadership transfer", d.rolling_restart)
-        d.phase("README: backing up a follower", d.backup)
+        d.phase("README: online backup under the writer, restored into new clusters", d.backup)
         d.phase("README: adding (and removing) a fourth node", d.fourth_node)
         d.phase("GC starved by throughput: the backlog alert fires", d.gc_starved)
         d.phase("every dashboard query returns data", d.dashboard)

@@ -8,12 +8,16 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 from azure.cosmos import CosmosClient, exceptions
 from azure.cosmos.documents import SSLConfiguration
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from free_ports import free_ports  # noqa: E402 - tests/free_ports.py, shared with the deploy test
 
 MAYFLYD = os.environ.get("MAYFLY_MAYFLYD", "")
 MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "make-certs.sh")
@@ -33,18 +37,6 @@ def wait_until(condition, timeout_s, poll_s=0.05, what="condition"):
             last_error = error
         time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last error: {last_error!r})")
-
-
-def free_ports(count):
-    sockets, ports = [], []
-    for _ in range(count):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        sockets.append(s)
-        ports.append(s.getsockname()[1])
-    for s in sockets:
-        s.close()
-    return ports
 
 
 class Cluster:
