@@ -11,6 +11,7 @@
 
 #include "storage/changefeed.h"
 #include "storage/json.h"
+#include "storage/restore.h"
 #include "store_fixture.h"
 
 namespace mayfly::storage::testing {
@@ -415,6 +416,67 @@ TEST_F(ChangeFeedTest, WritePathCostWithTheFeedOnAndOff) {
                   (static_cast<double>(after.bytes) - static_cast<double>(before.bytes)) / 100.0);
     }
   }
+}
+
+TEST_F(ChangeFeedTest, SettingsTravelInCommandsAndRecordsAndBadRetentionIsRefused) {
+  Command command = feed_container_command("10", 120);
+  Result<Command> decoded = decode_command(encode_command(command));
+  ASSERT_TRUE(decoded.is_ok());
+  ASSERT_TRUE(decoded->change_feed.has_value());
+  EXPECT_EQ(*decoded->change_feed, (ChangeFeedSettings{true, 120, 0}));
+  EXPECT_FALSE(decode_command(encode_command(time_command()))->change_feed.has_value());
+  ContainerRecord record;
+  record.change_feed = {true, 60, 42};
+  EXPECT_EQ(decode_container(encode_container(record))->change_feed, record.change_feed);
+  // A record without a feed has the bytes records had before feeds existed, and decodes as off; a torn tail is refused.
+  const std::string plain = encode_container(ContainerRecord{});
+  EXPECT_EQ(decode_container(plain)->change_feed, ChangeFeedSettings{});
+  EXPECT_EQ(decode_container(plain + "\x01").status().code(), StatusCode::kCorruption);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
+  const auto before = store_->dump(false);
+  OpResult refused = apply(feed_container_command("10", -5), kT0);
+  EXPECT_EQ(refused.http_status(), 400);
+  EXPECT_NE(refused.message.find("retention"), std::string::npos);
+  // Nothing but the applied position changed (no time index entry either).
+  EXPECT_EQ(before->size(), store_->dump(false)->size());
+  EXPECT_EQ(apply(feed_container_command("10", 0), kT0).http_status(), 201);  // 0: the default retention
+  EXPECT_EQ(store_->reader().find_container("db", "c", nullptr)->change_feed.retention_seconds,
+            kDefaultChangeFeedRetentionSeconds);
+}
+
+TEST_F(ChangeFeedTest, DroppedContainersLoseTheirFeedAndTheTimeIndexStops) {
+  make_feed_container("-1");
+  upsert("a", 1, 1, kT0 + 1);
+  apply(time_command(), kT0 + 5 * kSecond);
+  collect_all();  // a shadow too
+  EXPECT_GT(feed_keys(*store_), 3u);
+  ASSERT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), kT0 + 6 * kSecond).http_status(), 204);
+  const size_t after_drop = feed_keys(*store_);
+  apply(time_command(), kT0 + 7 * kSecond);
+  EXPECT_EQ(feed_keys(*store_), after_drop) << "no container has a feed: no more time index entries";
+  while (*store_->expiry().reclaim_dropped(3) > 0) {
+  }
+  while (*store_->expiry().trim_change_feed(3) > 0) {
+  }
+  EXPECT_EQ(feed_keys(*store_), 0u);
+}
+
+TEST_F(ChangeFeedTest, RestoreIntoANewClusterDropsTheFeedAndRestartsItAtTheRestoredPosition) {
+  make_feed_container("-1");
+  upsert("a", 1, 1, kT0 + 1);
+  upsert("b", 1000, 1, kT0 + 2);
+  apply(time_command(), kT0 + 5 * kSecond);
+  collect_all();
+  Result<RestoreFigures> restored = transform_for_restore(*store_, RestoreTtlMode::kPreserve, kT0 + 6 * kSecond, false);
+  ASSERT_TRUE(restored.is_ok()) << restored.status().to_string();
+  const uint64_t at = store_->applied().index.value();
+  EXPECT_EQ(store_->reader().find_container("db", "c", nullptr)->change_feed.since_index, at);
+  EXPECT_EQ(feed_keys(*store_), 2u);  // the policy and time index entries at the restored position
+  const FeedRead empty = read_feed(*store_, from_beginning());
+  ASSERT_TRUE(empty.status.is_ok()) << empty.status.to_string();
+  EXPECT_TRUE(empty.changes.empty());
+  upsert("c", std::nullopt, 1, kT0 + 7 * kSecond);
+  EXPECT_EQ(feed(), std::to_string(at + 1) + ".1 create c 1/\n");
 }
 
 // ---- the same log on stores that did and did not collect, and one that installed a snapshot ---------------------
