@@ -373,7 +373,8 @@ Result<int64_t> ExpiryKeeper::trim_change_feed(size_t max_keys) {
     const uint64_t crid = info.record.crid;
     const ChangeFeedSettings& feed = info.record.change_feed;
     if (!feed.enabled) {
-      budget_left = erase_range(feed_prefix(crid), "", feed_prefix(crid));
+      // since_index stays set once a feed was ever on: containers that never had one cost nothing here.
+      if (feed.since_index != 0) budget_left = erase_range(feed_prefix(crid), "", feed_prefix(crid));
       continue;
     }
     MAYFLY_ASSIGN_OR_RETURN(FeedPoint start, feed_retention_start(db_, nullptr, feed, applied.ts_micros));

@@ -9,6 +9,10 @@
 #include <random>
 #include <set>
 
+#include "common/clock.h"
+#include "metrics/metrics.h"
+#include "node/collector.h"
+#include "node/ru_account.h"
 #include "storage/changefeed.h"
 #include "storage/json.h"
 #include "storage/restore.h"
@@ -205,6 +209,8 @@ TEST_F(ChangeFeedTest, ItemTtlExpiresAtTheFirstPositionThatReachesItsInstant) {
   EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1000, ChangeFeedMode::kAll, true).changes),
             "7.0 expire a /1\n8.0 expire b /1\n");
   EXPECT_EQ(before.changes[3].ts_micros, kT0 + 5 * kSecond);
+  // latest: only versions still current and live (the expired ones drop out).
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1, ChangeFeedMode::kLatest).changes), "5.1 create n 1/\n");
 }
 
 TEST_F(ChangeFeedTest, InheritedDefaultAndItsCutExpireAtThePolicyPosition) {
@@ -366,6 +372,22 @@ TEST_F(ChangeFeedTest, RetentionRefusesOldPositionsWithGoneAndTheCollectorTrims)
   while (*store_->expiry().trim_change_feed(7) > 0) {
   }
   EXPECT_EQ(feed_keys(*store_), 0u);
+}
+
+TEST_F(ChangeFeedTest, TheNodeCollectorTrimsPastRetentionInItsPasses) {
+  make_feed_container("-1", 30);
+  for (int i = 0; i < 20; ++i) upsert("i" + std::to_string(i), 5, 1, kT0 + i * 10 * kSecond);
+  const FeedRead readable = read_feed(*store_, from_beginning());
+  const size_t keys_before = feed_keys(*store_);
+  ManualClock clock(kT0 + 190 * kSecond);
+  metrics::Metrics metrics(1);
+  node::RequestUnitAccount account(clock, metrics);
+  node::CollectorOptions options;
+  options.batch_items_max = 4;
+  node::Collector collector(store_->expiry(), account, metrics, clock, options);
+  for (int pass = 0; pass < 50; ++pass) ASSERT_TRUE(collector.run_once().is_ok());
+  EXPECT_LT(feed_keys(*store_), keys_before / 2);
+  EXPECT_EQ(read_feed(*store_, from_beginning()).changes, readable.changes);
 }
 
 TEST_F(ChangeFeedTest, ReadingBeforeTheFeedWasTurnedOnIsGone) {
