@@ -13,6 +13,7 @@ int http_status(StatusCode code) {
     case StatusCode::kPreconditionFailed: return 412;
     case StatusCode::kTooLarge: return 413;
     case StatusCode::kThrottled: return 429;
+    case StatusCode::kGone: return 410;
     case StatusCode::kUnavailable: return 503;
     case StatusCode::kCorruption:
     case StatusCode::kIoError:
@@ -42,6 +43,7 @@ std::optional<HttpAnswer> from_http_status(int status) {
     case 409: return HttpAnswer{StatusCode::kConflict};
     case 412: return HttpAnswer{StatusCode::kPreconditionFailed};
     case 413: return HttpAnswer{StatusCode::kTooLarge};
+    case 410: return HttpAnswer{StatusCode::kGone};
     case 429: return HttpAnswer{StatusCode::kThrottled};
     case 503: return HttpAnswer{StatusCode::kUnavailable};
     case 500: return HttpAnswer{StatusCode::kInternal};

@@ -17,7 +17,8 @@ namespace mayfly {
 enum class Done : uint8_t { kOk, kCreated, kNoContent };
 
 // kOk: 200; kInvalidArgument 400; kUnauthorized 401; kForbidden 403; kNotFound 404; kConflict 409;
-// kPreconditionFailed 412; kTooLarge 413; kThrottled 429; kUnavailable 503; kIoError, kCorruption, kInternal 500.
+// kPreconditionFailed 412; kTooLarge 413; kGone 410;
+// kThrottled 429; kUnavailable 503; kIoError, kCorruption, kInternal 500.
 int http_status(StatusCode code);
 int http_status(Done done);
 // The HTTP number of an answer: `done` when `code` is kOk, else the code's.

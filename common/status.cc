@@ -17,6 +17,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kPreconditionFailed: return "PreconditionFailed";
     case StatusCode::kTooLarge: return "TooLarge";
     case StatusCode::kThrottled: return "Throttled";
+    case StatusCode::kGone: return "Gone";
   }
   return "Unknown";
 }

@@ -34,6 +34,7 @@ enum class StatusCode {
   kPreconditionFailed,  // if-match does not match
   kTooLarge,            // an item over the size limit
   kThrottled,           // a budget is used up for now: retry later
+  kGone,                // what was asked for existed but is no longer kept (a change feed position past retention)
 };
 
 std::string_view status_code_name(StatusCode code);

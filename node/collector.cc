@@ -51,6 +51,8 @@ Result<int64_t> Collector::run_once() {
   last_pass_visits_ = visits;
   last_pass_work_ = work;
   MAYFLY_RETURN_IF_ERROR(expiry_.reclaim_dropped(options_.batch_items_max).status());
+  // Change feed retention (docs/changefeed.md): node-local like the deletes above, in batches of the same size.
+  MAYFLY_RETURN_IF_ERROR(expiry_.trim_change_feed(options_.batch_items_max).status());
   return deleted;
 }
 

@@ -64,6 +64,11 @@ std::string encode_command(const Command& command) {
     codec::put_varint(out, command.write_id->first_unacknowledged);
     codec::put_u8(out, command.write_id->retry ? 1 : 0);
   }
+  // Appended only when present, so every command without it keeps its bytes.
+  if (command.change_feed) {
+    codec::put_u8(out, command.change_feed->enabled ? 1 : 0);
+    codec::put_varint_signed(out, command.change_feed->retention_seconds);
+  }
   return out;
 }
 
@@ -113,6 +118,13 @@ Result<Command> decode_command(std::string_view bytes) {
          validate_write_id(write_id).is_ok();
     write_id.retry = retry == 1;
     command.write_id = write_id;
+  }
+  if (ok && !reader.done()) {
+    ChangeFeedSettings feed;
+    uint8_t enabled = 0;
+    ok = reader.get_u8(enabled) && enabled <= 1 && reader.get_varint_signed(feed.retention_seconds);
+    feed.enabled = enabled == 1;
+    command.change_feed = feed;
   }
   ok = ok && reader.done();
   if (!ok) return Status::corruption("undecodable command (" + std::to_string(bytes.size()) + " bytes)");

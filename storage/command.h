@@ -65,6 +65,9 @@ struct Command {
   std::string default_ttl_json;
   std::optional<ttl::IndexingMode> indexing;
   std::optional<Throughput> throughput;
+  // Turns the change feed on (retention_seconds 0: kDefaultChangeFeedRetentionSeconds) or off; absent: unchanged
+  // (create: off). since_index is ignored (the apply sets it).
+  std::optional<ChangeFeedSettings> change_feed;
 
   // Items. body: the item JSON (create/replace/upsert) or the patch operations array (patch).
   // partition_key_json / id: the target of delete and patch (the JSON text of the key value, e.g. "\"a\"" or "42").

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/codec.h"
+#include "storage/changefeed.h"
 #include "storage/store_internal.h"
 
 namespace mayfly::storage {
@@ -69,12 +70,17 @@ LocalStats& ExpiryKeeper::local_stats(uint64_t crid) {
 
 void ExpiryKeeper::remove_stored_item(uint64_t crid, const std::string& key, std::string_view partition_key,
                                       std::string_view id, const ItemRecord& record, size_t record_bytes,
-                                      internal::StoreBatch& context) {
+                                      internal::StoreBatch& context, bool shadow) {
   context.batch.Delete(key);
   context.batch.Delete(ts_index_key(crid, record.write_ts_micros, partition_key, id));
   const internal::IndexEntry entry = internal::index_entry_for(crid, partition_key, id, record);
   if (entry.kind != internal::IndexKind::kNone) {
     context.batch.Delete(entry.key);
+    if (shadow) {
+      context.batch.Put(feed_shadow_key(crid, entry.kind == internal::IndexKind::kOwn ? 0 : 1, entry.sort_micros,
+                                        partition_key, id),
+                        encode_item(record));
+    }
     context.removals.push_back({crid, entry.kind, entry.key, static_cast<int64_t>(record_bytes)});
   }
   auto [it, inserted] = context.stats.try_emplace(crid);
@@ -254,7 +260,8 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     MAYFLY_ASSIGN_OR_RETURN(ItemRecord item, decode_item(*raw));
     MAYFLY_ASSERT(!ttl::alive(item.ttl, item.write_ts_micros, record.ttl, up_to_micros));  // paired with the bound
     const size_t bytes = key.size() + raw->size();
-    remove_stored_item(record.crid, key, candidate.key.partition_key, candidate.key.id, item, bytes, context);
+    remove_stored_item(record.crid, key, candidate.key.partition_key, candidate.key.id, item, bytes, context,
+                       record.change_feed.enabled);
     result.items += 1;
     result.bytes += static_cast<int64_t>(bytes);
     result.expiry_instants_micros.push_back(candidate.expiry);
@@ -312,7 +319,8 @@ Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
     const auto cursor = reclaim_cursors_.find(crid);
     bool finished = true;
     for (const std::string& prefix :
-         {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid), ts_index_prefix(crid)}) {
+         {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid), ts_index_prefix(crid),
+          feed_prefix(crid)}) {
       const bool resume = cursor != reclaim_cursors_.end() && cursor->second > prefix;
       for (it->Seek(resume ? cursor->second : prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
         if (static_cast<size_t>(deleted) >= max_keys) {
@@ -338,6 +346,65 @@ Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
   for (auto& [crid, key] : last_deleted) reclaim_cursors_[crid] = std::move(key);
   for (uint64_t crid : finished_crids) reclaim_cursors_.erase(crid);
   return deleted;
+}
+
+Result<int64_t> ExpiryKeeper::trim_change_feed(size_t max_keys) {
+  if (!sticky_.is_ok()) return sticky_;
+  const AppliedState applied = reader_.applied();
+  MAYFLY_ASSIGN_OR_RETURN(std::vector<ContainerInfo> all, reader_.containers());
+  leveldb::WriteBatch batch;
+  size_t deleted = 0;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  // Deletes the keys of `within` from `from` up to `to` (exclusive; empty: to its end) while the budget lasts;
+  // false when it ran out.
+  auto erase_range = [&](const std::string& from, const std::string& to, const std::string& within) -> bool {
+    for (it->Seek(from); it->Valid() && has_prefix(it->key(), within); it->Next()) {
+      if (!to.empty() && it->key().compare(leveldb::Slice(to)) >= 0) break;
+      if (deleted >= max_keys) return false;
+      batch.Delete(it->key());
+      ++deleted;
+    }
+    return true;
+  };
+  uint64_t oldest_needed = applied.index.value() + 1;  // the time index below it goes
+  bool budget_left = true;
+  for (const ContainerInfo& info : all) {
+    if (!budget_left) break;
+    const uint64_t crid = info.record.crid;
+    const ChangeFeedSettings& feed = info.record.change_feed;
+    if (!feed.enabled) {
+      // since_index stays set once a feed was ever on: containers that never had one cost nothing here.
+      if (feed.since_index != 0) budget_left = erase_range(feed_prefix(crid), "", feed_prefix(crid));
+      continue;
+    }
+    MAYFLY_ASSIGN_OR_RETURN(FeedPoint start, feed_retention_start(db_, nullptr, feed, applied.ts_micros));
+    oldest_needed = std::min(oldest_needed, start.index);
+    // Explicit changes at or before the start are never served again.
+    const std::string records = feed_sub_prefix(crid, FeedSub::kRecord);
+    budget_left = erase_range(records, feed_record_key(crid, start.index + 1), records);
+    if (!budget_left) break;
+    // Policy history: everything before the last entry at or before the start.
+    MAYFLY_ASSIGN_OR_RETURN(FeedPolicy policy, feed_policy_at(db_, nullptr, crid, start.index));
+    const std::string policies = feed_sub_prefix(crid, FeedSub::kPolicy);
+    budget_left = erase_range(policies, feed_policy_key(crid, policy.index), policies);
+    if (!budget_left) break;
+    // Shadows below the expired bounds at the start expired at or before it.
+    const ttl::ExpiredBounds bounds = ttl::expired_bounds(policy.state, start.ts_micros);
+    for (uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
+      const std::string prefix = feed_shadow_kind_prefix(crid, kind);
+      std::string below = prefix;
+      codec::put_i64_be(below, kind == 0 ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros);
+      budget_left = erase_range(prefix, below, prefix);
+      if (!budget_left) break;
+    }
+  }
+  if (budget_left) erase_range(time_index_prefix(), time_index_key(oldest_needed), time_index_prefix());
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan change feed keys"));
+  if (deleted == 0) return int64_t{0};
+  Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &batch), "trim change feed");
+  if (!status.is_ok()) sticky_ = status;
+  MAYFLY_RETURN_IF_ERROR(status);
+  return static_cast<int64_t>(deleted);
 }
 
 }  // namespace mayfly::storage

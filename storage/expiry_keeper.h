@@ -98,12 +98,20 @@ class ExpiryKeeper {
   Result<std::optional<int64_t>> next_expiry_after(int64_t now_micros) const;
   // Deletes up to max_keys keys of dropped containers; returns how many it deleted.
   Result<int64_t> reclaim_dropped(size_t max_keys);
+  // Change feed retention (docs/changefeed.md): deletes up to max_keys feed keys no reader may still ask for — feed
+  // records, shadow images and superseded policy history at or before each container's retention start, the time
+  // index below the oldest start any feed needs, and every feed key of a container whose feed is off. Node-local
+  // like GC: it never changes what a read allowed at the applied time returns. Returns how many it deleted.
+  Result<int64_t> trim_change_feed(size_t max_keys);
 
   // For the apply path, in its batch: removes a stored item and its index entries; the local stats of a container
   // (cached); and, once the batch is written, its effects on the trackers, stats and cursors. forget_all() drops
   // everything after a snapshot install replaced the store (figures are recomputed lazily).
+  // With `shadow` (an expired item of a container whose change feed is on) its image moves to the feed's shadow
+  // keyspace under the key of its expiry index entry, so the feed still serves its expiration (docs/changefeed.md).
   void remove_stored_item(uint64_t crid, const std::string& key, std::string_view partition_key, std::string_view id,
-                          const ItemRecord& record, size_t record_bytes, internal::StoreBatch& batch);
+                          const ItemRecord& record, size_t record_bytes, internal::StoreBatch& batch,
+                          bool shadow = false);
   LocalStats& local_stats(uint64_t crid);
   void committed(const internal::StoreBatch& batch);
   void forget_all();

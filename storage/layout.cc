@@ -81,6 +81,52 @@ std::string inherit_expiry_key(uint64_t crid, int64_t write_ts_micros, std::stri
   return expiry_index_key(KeyTag::kInheritExpiryIndex, crid, write_ts_micros, partition_key, id);
 }
 
+std::string feed_prefix(uint64_t crid) { return with_u64(KeyTag::kChangeFeed, crid); }
+
+std::string feed_sub_prefix(uint64_t crid, FeedSub sub) {
+  std::string key = feed_prefix(crid);
+  codec::put_u8(key, static_cast<uint8_t>(sub));
+  return key;
+}
+
+std::string feed_record_key(uint64_t crid, uint64_t index) {
+  std::string key = feed_sub_prefix(crid, FeedSub::kRecord);
+  codec::put_u64_be(key, index);
+  return key;
+}
+
+std::string feed_policy_key(uint64_t crid, uint64_t index) {
+  std::string key = feed_sub_prefix(crid, FeedSub::kPolicy);
+  codec::put_u64_be(key, index);
+  return key;
+}
+
+std::string feed_shadow_kind_prefix(uint64_t crid, uint8_t kind) {
+  std::string key = feed_sub_prefix(crid, FeedSub::kShadow);
+  codec::put_u8(key, kind);
+  return key;
+}
+
+std::string feed_shadow_key(uint64_t crid, uint8_t kind, int64_t sort_micros, std::string_view partition_key,
+                            std::string_view id) {
+  std::string key = feed_shadow_kind_prefix(crid, kind);
+  codec::put_i64_be(key, sort_micros);
+  codec::put_ordered_string(key, partition_key);
+  codec::put_ordered_string(key, id);
+  return key;
+}
+
+std::string time_index_prefix() { return tagged(KeyTag::kTimeIndex); }
+std::string time_index_key(uint64_t index) { return with_u64(KeyTag::kTimeIndex, index); }
+
+Result<uint64_t> decode_trailing_index(std::string_view key) {
+  if (key.size() < 9) return corrupt("change feed key");
+  codec::Reader reader(key.substr(key.size() - 8));
+  uint64_t index;
+  if (!reader.get_u64_be(index)) return corrupt("change feed key");
+  return index;
+}
+
 std::string dropped_container_key(uint64_t crid) { return with_u64(KeyTag::kDroppedContainer, crid); }
 std::string local_stats_key(uint64_t crid) { return with_u64(KeyTag::kLocalStats, crid); }
 std::string member_address_key(uint64_t node) { return with_u64(KeyTag::kMemberAddress, node); }

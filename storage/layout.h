@@ -11,6 +11,10 @@
 //   08 node id                                  -> HOST:PORT      (the replicated address book of members)
 //   09 crid write_ts_us pk id                   -> ""             (every item by last-modified time: ORDER BY c._ts)
 //   0A..0D                                      -> the exactly-once table of client write outcomes (write_dedup.h)
+//   0E crid 01 index                            -> FeedRecord      (change feed: the write applied at index)
+//   0E crid 02 kind sort_us pk id               -> record bytes    (change feed: shadow image of a collected item)
+//   0E crid 03 index                            -> ContainerTtlState (change feed: ttl state from index on)
+//   0F index                                    -> ts_us           (change feed: the time index, docs/changefeed.md)
 //   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record
 //   11 index                                    -> raft log entry
 //   20 crid                                     -> LocalStats     (node-local: physical items and bytes)
@@ -44,6 +48,8 @@ enum class KeyTag : uint8_t {
   kDedupResult = 0x0B,
   kDedupActivity = 0x0C,
   kDedupTotals = 0x0D,
+  kChangeFeed = 0x0E,
+  kTimeIndex = 0x0F,
   kRaftMeta = 0x10,
   kRaftEntry = 0x11,
   kLocalStats = 0x20,
@@ -67,6 +73,21 @@ std::string inherit_expiry_key(uint64_t crid, int64_t write_ts_micros, std::stri
 std::string ts_index_prefix(uint64_t crid);
 std::string ts_index_key(uint64_t crid, int64_t write_ts_micros, std::string_view partition_key, std::string_view id);
 std::string dropped_container_key(uint64_t crid);
+// The change feed (storage/changefeed.h, docs/changefeed.md): everything of one container under 0E crid, in three
+// sub-keyspaces; and the time index (log index -> replicated time), kept while any container has its feed on.
+enum class FeedSub : uint8_t { kRecord = 0x01, kShadow = 0x02, kPolicy = 0x03 };
+std::string feed_prefix(uint64_t crid);                    // all of a container's feed keys
+std::string feed_sub_prefix(uint64_t crid, FeedSub sub);
+std::string feed_record_key(uint64_t crid, uint64_t index);
+std::string feed_policy_key(uint64_t crid, uint64_t index);
+// A shadow image: the key of the expiry index entry it replaces (own: kind 0, inherit: kind 1) under the feed.
+std::string feed_shadow_kind_prefix(uint64_t crid, uint8_t kind);
+std::string feed_shadow_key(uint64_t crid, uint8_t kind, int64_t sort_micros, std::string_view partition_key,
+                            std::string_view id);
+std::string time_index_prefix();
+std::string time_index_key(uint64_t index);
+// The log index at the end of a feed record, policy or time index key.
+Result<uint64_t> decode_trailing_index(std::string_view key);
 std::string local_stats_key(uint64_t crid);
 std::string member_address_key(uint64_t node);
 std::string raft_meta_key(std::string_view name);  // "hard", "base", "snap"

@@ -20,6 +20,7 @@ std::string encode_meta(const MetaState& meta) {
   codec::put_varint_signed(out, meta.applied_ts_micros);
   codec::put_varint(out, meta.write_sequence);
   codec::put_varint(out, meta.next_container_rid);
+  if (meta.feed_containers > 0) codec::put_varint(out, meta.feed_containers);
   return out;
 }
 
@@ -29,7 +30,10 @@ Result<MetaState> decode_meta(std::string_view bytes) {
   uint8_t version;
   if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_varint(meta.applied_index) ||
       !reader.get_varint_signed(meta.applied_ts_micros) || !reader.get_varint(meta.write_sequence) ||
-      !reader.get_varint(meta.next_container_rid) || !reader.done()) {
+      !reader.get_varint(meta.next_container_rid)) {
+    return corrupt("meta state");
+  }
+  if (!reader.done() && (!reader.get_varint(meta.feed_containers) || meta.feed_containers == 0 || !reader.done())) {
     return corrupt("meta state");
   }
   return meta;
@@ -69,6 +73,11 @@ std::string encode_container(const ContainerRecord& record) {
   codec::put_varint_signed(out, record.throughput.request_units_per_second);
   codec::put_varint_signed(out, record.modified_ts_micros);
   codec::put_varint(out, record.etag_sequence);
+  if (!(record.change_feed == ChangeFeedSettings{})) {
+    codec::put_u8(out, record.change_feed.enabled ? 1 : 0);
+    codec::put_varint_signed(out, record.change_feed.retention_seconds);
+    codec::put_varint(out, record.change_feed.since_index);
+  }
   return out;
 }
 
@@ -84,9 +93,16 @@ Result<ContainerRecord> decode_container(std::string_view bytes) {
       !reader.get_varint_signed(record.ttl.default_dead_below_micros) ||
       !reader.get_varint_signed(record.ttl.default_dead_since_micros) || !reader.get_u8(indexing) || indexing > 1 ||
       !reader.get_u8(mode) || mode > 1 || !reader.get_varint_signed(record.throughput.request_units_per_second) ||
-      !reader.get_varint_signed(record.modified_ts_micros) || !reader.get_varint(record.etag_sequence) ||
-      !reader.done()) {
+      !reader.get_varint_signed(record.modified_ts_micros) || !reader.get_varint(record.etag_sequence)) {
     return corrupt("container record");
+  }
+  if (!reader.done()) {
+    uint8_t enabled;
+    if (!reader.get_u8(enabled) || enabled > 1 || !reader.get_varint_signed(record.change_feed.retention_seconds) ||
+        !reader.get_varint(record.change_feed.since_index) || !reader.done()) {
+      return corrupt("container record");
+    }
+    record.change_feed.enabled = enabled == 1;
   }
   record.partition_key_path = std::string(path);
   record.ttl.policy.kind = static_cast<ttl::DefaultTtl::Kind>(policy_kind);
@@ -123,6 +139,61 @@ Result<ItemRecord> decode_item(std::string_view bytes) {
   record.ttl.seconds = static_cast<int64_t>(seconds);
   record.json = std::string(reader.rest());
   return record;
+}
+
+std::string encode_feed_record(const FeedRecord& record) {
+  std::string out;
+  codec::put_u8(out, kRecordVersion);
+  codec::put_u8(out, static_cast<uint8_t>(record.operation));
+  codec::put_varint_signed(out, record.ts_micros);
+  codec::put_bytes(out, record.partition_key);
+  codec::put_bytes(out, record.id);
+  codec::put_bytes(out, record.image);
+  codec::put_bytes(out, record.previous);
+  return out;
+}
+
+Result<FeedRecord> decode_feed_record(std::string_view bytes) {
+  codec::Reader reader(bytes);
+  FeedRecord record;
+  uint8_t version, operation;
+  std::string_view pk, id, image, previous;
+  if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_u8(operation) || operation > 2 ||
+      !reader.get_varint_signed(record.ts_micros) || !reader.get_bytes(pk) || !reader.get_bytes(id) ||
+      !reader.get_bytes(image) || !reader.get_bytes(previous) || !reader.done()) {
+    return corrupt("change feed record");
+  }
+  record.operation = static_cast<ChangeOperation>(operation);
+  record.partition_key = std::string(pk);
+  record.id = std::string(id);
+  record.image = std::string(image);
+  record.previous = std::string(previous);
+  return record;
+}
+
+std::string encode_ttl_state(const ttl::ContainerTtlState& state) {
+  std::string out;
+  codec::put_u8(out, kRecordVersion);
+  codec::put_u8(out, static_cast<uint8_t>(state.policy.kind));
+  codec::put_varint_signed(out, state.policy.seconds);
+  codec::put_varint_signed(out, state.own_dead_below_micros);
+  codec::put_varint_signed(out, state.default_dead_below_micros);
+  codec::put_varint_signed(out, state.default_dead_since_micros);
+  return out;
+}
+
+Result<ttl::ContainerTtlState> decode_ttl_state(std::string_view bytes) {
+  codec::Reader reader(bytes);
+  ttl::ContainerTtlState state;
+  uint8_t version, kind;
+  if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_u8(kind) || kind > 2 ||
+      !reader.get_varint_signed(state.policy.seconds) || !reader.get_varint_signed(state.own_dead_below_micros) ||
+      !reader.get_varint_signed(state.default_dead_below_micros) ||
+      !reader.get_varint_signed(state.default_dead_since_micros) || !reader.done()) {
+    return corrupt("ttl state");
+  }
+  state.policy.kind = static_cast<ttl::DefaultTtl::Kind>(kind);
+  return state;
 }
 
 std::string encode_local_stats(const LocalStats& stats) {

@@ -20,6 +20,9 @@ struct MetaState {
   int64_t applied_ts_micros = 0;
   uint64_t write_sequence = 0;        // one per successful write; etags and item rids come from it
   uint64_t next_container_rid = 1;
+  // Containers with their change feed on: while > 0 every apply writes its time index entry (docs/changefeed.md).
+  // Encoded only when > 0, so stores without a feed keep their bytes.
+  uint64_t feed_containers = 0;
   bool operator==(const MetaState&) const = default;
 };
 std::string encode_meta(const MetaState& meta);
@@ -44,6 +47,19 @@ struct Throughput {
 inline constexpr int64_t kMinProvisionedRequestUnits = 1;
 inline constexpr int64_t kMaxProvisionedRequestUnits = 1'000'000'000;
 
+// A container's change feed settings (storage/changefeed.h). Off by default: in mode `all` the feed keeps a full
+// image and the previous image of every write for the retention period, which roughly triples the write volume of
+// a container; users who want it ask for it. Records written before the feed existed decode as off.
+struct ChangeFeedSettings {
+  bool enabled = false;
+  int64_t retention_seconds = 0;  // > 0 when enabled
+  uint64_t since_index = 0;       // the log index at which it was (last) turned on: changes after it are served
+  bool operator==(const ChangeFeedSettings&) const = default;
+};
+// Used when a command turns the feed on without a retention (the node's --changefeed-retention, when wired, fills it).
+inline constexpr int64_t kDefaultChangeFeedRetentionSeconds = 4 * 3600;
+inline constexpr int64_t kMaxChangeFeedRetentionSeconds = 90LL * 24 * 3600;
+
 struct ContainerRecord {
   uint64_t crid = 0;
   std::string partition_key_path;
@@ -52,6 +68,7 @@ struct ContainerRecord {
   Throughput throughput;
   int64_t modified_ts_micros = 0;
   uint64_t etag_sequence = 0;
+  ChangeFeedSettings change_feed;  // encoded only once it was ever turned on
 };
 std::string encode_container(const ContainerRecord& record);
 Result<ContainerRecord> decode_container(std::string_view bytes);
@@ -66,6 +83,24 @@ struct ItemRecord {
 };
 std::string encode_item(const ItemRecord& record);
 Result<ItemRecord> decode_item(std::string_view bytes);
+
+// One explicit change of the change feed: the write applied at a log index (key: layout.h feed_record_key). Images
+// are encoded ItemRecords (encode_item); `previous` is empty for a create.
+enum class ChangeOperation : uint8_t { kCreate = 0, kReplace = 1, kDelete = 2 };
+struct FeedRecord {
+  ChangeOperation operation = ChangeOperation::kCreate;
+  int64_t ts_micros = 0;
+  std::string partition_key;
+  std::string id;
+  std::string image;     // the new record (create, replace); empty for delete
+  std::string previous;  // the record before (replace, delete); empty for create
+  bool operator==(const FeedRecord&) const = default;
+};
+std::string encode_feed_record(const FeedRecord& record);
+Result<FeedRecord> decode_feed_record(std::string_view bytes);
+// A container's ttl state, as kept in the feed's policy history.
+std::string encode_ttl_state(const ttl::ContainerTtlState& state);
+Result<ttl::ContainerTtlState> decode_ttl_state(std::string_view bytes);
 
 struct LocalStats {
   int64_t items = 0;

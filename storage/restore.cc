@@ -103,7 +103,13 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
         restored.ttl.default_dead_since_micros = shifted(container.ttl.default_dead_since_micros, shift);
         break;
     }
-    if (!(restored.ttl == container.ttl)) {
+    // The change feed's positions are the old log's: they mean nothing in the new cluster. Its feed data is dropped
+    // (below) and a feed that was on starts again at the restored position.
+    if (restored.change_feed.enabled) {
+      restored.change_feed.since_index = meta.applied_index;
+      puts.Put(feed_policy_key(container.crid, meta.applied_index), encode_ttl_state(restored.ttl));
+    }
+    if (!(restored.ttl == container.ttl) || !(restored.change_feed == container.change_feed)) {
       puts.Put(container_key(info.database, info.container), encode_container(restored));
     }
     const std::string prefix = item_prefix(container.crid);
@@ -155,8 +161,20 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
     for (it->Seek(prefix); it->Valid() && internal::has_prefix(it->key(), prefix); it->Next()) batch.Delete(it->key());
     MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan member addresses for restore"));
   }
+  // Every change feed key of the old cluster (feed records, shadows, policy history, time index).
+  for (const KeyTag tag : {KeyTag::kChangeFeed, KeyTag::kTimeIndex}) {
+    const std::string prefix(1, static_cast<char>(tag));
+    std::unique_ptr<leveldb::Iterator> it(db->NewIterator(leveldb::ReadOptions()));
+    for (it->Seek(prefix); it->Valid() && internal::has_prefix(it->key(), prefix); it->Next()) batch.Delete(it->key());
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan change feed keys for restore"));
+  }
   if (dry_run) return figures;
   meta.applied_ts_micros += shift;
+  if (meta.feed_containers > 0) {
+    std::string ts_value;
+    codec::put_varint_signed(ts_value, meta.applied_ts_micros);
+    puts.Put(time_index_key(meta.applied_index), ts_value);
+  }
   puts.Put(meta_key(), encode_meta(meta));
   batch.Append(puts);
   MAYFLY_RETURN_IF_ERROR(from_leveldb(db->Write(leveldb::WriteOptions(), &batch), "write restored state"));

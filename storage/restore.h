@@ -13,6 +13,8 @@
 //     S = ceil((now − B) / 1 s) whole seconds, so each expiry instant E becomes E + S >= E + (now − B). Container
 //     watermarks move by S too. Item order by `_ts` is unchanged.
 // The member address book of the old cluster (storage/layout.h, 08) is dropped: the new cluster has its own members.
+// So is all change feed data (0E, 0F): its positions are the old log's; a feed that was on restarts at the restored
+// position (docs/changefeed.md).
 //
 // Thread-safety: the state machine's driver-thread rules (one thread; no other user of the machine meanwhile).
 #pragma once

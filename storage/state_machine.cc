@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "common/codec.h"
 #include "storage/document.h"
 #include "storage/json.h"
 #include "storage/patch.h"
@@ -27,6 +28,7 @@ using internal::not_found;
 // One apply: the batch and its node-local effects (internal::StoreBatch) plus the meta state it writes.
 struct StateMachine::ApplyContext : internal::StoreBatch {
   MetaState meta;
+  uint64_t index = 0;  // the log position applied (change feed keys)
   Status failure;  // an internal error found while building the batch
 };
 
@@ -72,6 +74,7 @@ StateMachine::StateMachine(const StoreOptions& options, std::unique_ptr<leveldb:
       db_(std::move(db)),
       meta_(meta),
       reader_(db_.get(), applied_),
+      change_feed_(db_.get()),
       expiry_(db_.get(), reader_, sticky_, options.backlog_count_step) {
   publish_applied();
 }
@@ -110,6 +113,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   if (grouping_ && !grouped) MAYFLY_RETURN_IF_ERROR(write_group());
   ApplyContext context;
   context.meta = meta_;
+  context.index = index.value();
   // A write re-sent by its client is answered with its first outcome, or refused, without running again.
   GroupReads reads(*this);
   DedupApply dedup(db_.get(), &reads, ts_micros, dedup_totals_);
@@ -135,6 +139,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
     context.reset();  // a rejected command changes nothing but the applied position
     context.meta.write_sequence = meta_.write_sequence;
     context.meta.next_container_rid = meta_.next_container_rid;
+    context.meta.feed_containers = meta_.feed_containers;
   }
   // The outcome of a write with an id is recorded whatever it was (a 409 is as final as a 201).
   Status recorded = dedup.finish(command.write_id && !answered ? &result : nullptr, index.value(), context.batch);
@@ -144,6 +149,13 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   }
   context.meta.applied_index = index.value();
   context.meta.applied_ts_micros = ts_micros;
+  // The change feed's time index: the reader evaluates expiry bounds at past positions (docs/changefeed.md). Every
+  // apply while some container has its feed on, rejected ones and time entries included.
+  if (context.meta.feed_containers > 0) {
+    std::string ts_value;
+    codec::put_varint_signed(ts_value, ts_micros);
+    context.batch.Put(time_index_key(index.value()), ts_value);
+  }
   context.batch.Put(meta_key(), encode_meta(context.meta));
   MAYFLY_RETURN_IF_ERROR(commit(context, grouped));
   if (dedup.totals()) dedup_totals_ = dedup.totals();  // as now stored
@@ -309,6 +321,7 @@ OpResult StateMachine::delete_database(const Command& command, ApplyContext& con
     context.batch.Delete(it->key());
     context.batch.Put(dropped_container_key(record->crid), "");
     context.dropped.push_back(record->crid);
+    if (record->change_feed.enabled) context.meta.feed_containers -= 1;
   }
   if (!it->status().ok()) {
     context.failure = from_leveldb(it->status(), "scan containers");
@@ -339,6 +352,21 @@ Status validate_throughput(const Throughput& throughput) {
                                     std::to_string(throughput.request_units_per_second));
   }
   return Status::ok();
+}
+
+// The settings a command asks for, checked; since_index is the caller's.
+Result<ChangeFeedSettings> requested_change_feed(const ChangeFeedSettings& asked) {
+  ChangeFeedSettings settings;
+  settings.enabled = asked.enabled;
+  if (!asked.enabled) return settings;
+  if (asked.retention_seconds < 0 || asked.retention_seconds > kMaxChangeFeedRetentionSeconds) {
+    return Status::invalid_argument("change feed retention must be between 1 and " +
+                                    std::to_string(kMaxChangeFeedRetentionSeconds) + " seconds, got " +
+                                    std::to_string(asked.retention_seconds));
+  }
+  settings.retention_seconds =
+      asked.retention_seconds == 0 ? kDefaultChangeFeedRetentionSeconds : asked.retention_seconds;
+  return settings;
 }
 
 }  // namespace
@@ -375,9 +403,19 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
   }
   record.throughput = command.throughput.value_or(Throughput{});
   if (Status status = validate_throughput(record.throughput); !status.is_ok()) return bad_request(status.message());
+  if (command.change_feed) {
+    Result<ChangeFeedSettings> feed = requested_change_feed(*command.change_feed);
+    if (!feed.is_ok()) return bad_request(feed.status().message());
+    record.change_feed = feed.value();
+  }
   record.crid = context.meta.next_container_rid++;
   record.modified_ts_micros = ts;
   record.etag_sequence = ++context.meta.write_sequence;
+  if (record.change_feed.enabled) {
+    record.change_feed.since_index = context.index;
+    context.meta.feed_containers += 1;
+    context.batch.Put(feed_policy_key(record.crid, context.index), encode_ttl_state(record.ttl));
+  }
   context.batch.Put(container_key(command.database, command.container), encode_container(record));
   OpResult result;
   result.done = Done::kCreated;
@@ -411,10 +449,30 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   if (Status status = ttl::validate_indexing(policy, indexing); !status.is_ok()) return bad_request(status.message());
   const Throughput throughput = command.throughput.value_or(record.throughput);
   if (Status status = validate_throughput(throughput); !status.is_ok()) return bad_request(status.message());
+  ChangeFeedSettings feed = record.change_feed;
+  if (command.change_feed) {
+    Result<ChangeFeedSettings> asked = requested_change_feed(*command.change_feed);
+    if (!asked.is_ok()) return bad_request(asked.status().message());
+    if (asked->enabled && !feed.enabled) {
+      feed = asked.value();
+      feed.since_index = context.index;  // turned on (again): served from here on
+      context.meta.feed_containers += 1;
+    } else if (asked->enabled) {
+      feed.retention_seconds = asked->retention_seconds;
+    } else if (feed.enabled) {
+      feed.enabled = false;  // its feed keys are trimmed by the collector (ExpiryKeeper::trim_change_feed)
+      context.meta.feed_containers -= 1;
+    }
+  }
 
   if (command.default_ttl_change != DefaultTtlChange::kKeep) {
     record.ttl = ttl::change_policy(record.ttl, policy, ts);  // spec §4: once expired, always expired
   }
+  // The feed's policy history: the ttl state from this position on, when it changed or the feed was turned on.
+  if (feed.enabled && (command.default_ttl_change != DefaultTtlChange::kKeep || feed.since_index == context.index)) {
+    context.batch.Put(feed_policy_key(record.crid, context.index), encode_ttl_state(record.ttl));
+  }
+  record.change_feed = feed;
   record.indexing = indexing;
   record.throughput = throughput;
   record.modified_ts_micros = ts;
@@ -433,6 +491,7 @@ OpResult StateMachine::delete_container(const Command& command, ApplyContext& co
   context.batch.Delete(container_key(command.database, command.container));
   context.batch.Put(dropped_container_key(found.value().crid), "");
   context.dropped.push_back(found.value().crid);
+  if (found.value().change_feed.enabled) context.meta.feed_containers -= 1;
   OpResult result;
   result.done = Done::kNoContent;
   return result;
@@ -510,10 +569,23 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   record.item_rid = creating ? record.etag_sequence : existing->record.item_rid;
   record.json = std::move(prepared->json);
 
+  // With the feed on, an expired version not yet collected keeps its image for its expiration (a shadow).
+  const bool feed = container.change_feed.enabled;
   if (existing) {
-    expiry_.remove_stored_item(container.crid, key, partition_key, id, existing->record, existing->bytes, context);
+    expiry_.remove_stored_item(container.crid, key, partition_key, id, existing->record, existing->bytes, context,
+                               feed && !alive);
   }
   const std::string value = encode_item(record);
+  if (feed) {
+    FeedRecord change;
+    change.operation = creating ? ChangeOperation::kCreate : ChangeOperation::kReplace;
+    change.ts_micros = ts;
+    change.partition_key = partition_key;
+    change.id = id;
+    change.image = value;
+    if (!creating) change.previous = encode_item(existing->record);
+    context.batch.Put(feed_record_key(container.crid, context.index), encode_feed_record(change));
+  }
   const size_t record_bytes = key.size() + value.size();
   context.batch.Put(key, value);
   context.batch.Put(ts_index_key(container.crid, ts, partition_key, id), "");
@@ -557,6 +629,15 @@ OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyCont
   }
   expiry_.remove_stored_item(container.crid, key, partition_key.value(), command.id, existing->record,
                              existing->bytes, context);
+  if (container.change_feed.enabled) {
+    FeedRecord change;
+    change.operation = ChangeOperation::kDelete;
+    change.ts_micros = ts;
+    change.partition_key = partition_key.value();
+    change.id = command.id;
+    change.previous = encode_item(existing->record);
+    context.batch.Put(feed_record_key(container.crid, context.index), encode_feed_record(change));
+  }
   context.batch.Put(local_stats_key(container.crid), encode_local_stats(context.stats[container.crid]));
   ++context.meta.write_sequence;  // deletes are writes too: etags of later writes stay unique
   OpResult result;

@@ -33,6 +33,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "storage/apply_group.h"
+#include "storage/changefeed.h"
 #include "storage/command.h"
 #include "storage/expiry_keeper.h"
 #include "storage/layout.h"
@@ -88,6 +89,8 @@ class StateMachine {
 
   // The read side: hand this, not the StateMachine, to code on other threads.
   const StoreReader& reader() const { return reader_; }
+  // The change feed's reader (storage/changefeed.h): const, any thread.
+  const ChangeFeedReader& change_feed() const { return change_feed_; }
   // The garbage collector's side (driver thread).
   ExpiryKeeper& expiry() { return expiry_; }
   const ExpiryKeeper& expiry() const { return expiry_; }
@@ -193,6 +196,7 @@ class StateMachine {
   ApplyGroup group_;       // applies not yet written (driver thread only)
   AppliedCell applied_;  // published after each write, for the reader on any thread
   StoreReader reader_;
+  ChangeFeedReader change_feed_;
   Status sticky_;  // a failed write: every later apply, install and GC write fails with it
   mutable std::atomic<int> open_views_{0};
   ExpiryKeeper expiry_;

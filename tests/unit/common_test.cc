@@ -48,7 +48,7 @@ TEST(HttpStatus, EveryCodeMapsToItsNumberAndBack) {
       {StatusCode::kInvalidArgument, 400}, {StatusCode::kUnauthorized, 401},       {StatusCode::kForbidden, 403},
       {StatusCode::kNotFound, 404},        {StatusCode::kConflict, 409},           {StatusCode::kPreconditionFailed, 412},
       {StatusCode::kTooLarge, 413},        {StatusCode::kThrottled, 429},          {StatusCode::kUnavailable, 503},
-      {StatusCode::kInternal, 500},
+      {StatusCode::kInternal, 500},        {StatusCode::kGone, 410},
   };
   for (const auto& [code, number] : refusals) {
     EXPECT_EQ(http_status(code), number) << status_code_name(code);
@@ -78,7 +78,7 @@ TEST(Status, OnlyFailuresOfTheStoreAreStorageFailures) {
   for (StatusCode verdict : {StatusCode::kOk, StatusCode::kInvalidArgument, StatusCode::kNotFound,
                              StatusCode::kUnavailable, StatusCode::kConflict, StatusCode::kPreconditionFailed,
                              StatusCode::kTooLarge, StatusCode::kThrottled, StatusCode::kUnauthorized,
-                             StatusCode::kForbidden}) {
+                             StatusCode::kForbidden, StatusCode::kGone}) {
     EXPECT_FALSE(is_storage_failure(verdict)) << status_code_name(verdict);
   }
 }

@@ -1,0 +1,420 @@
+// The change feed reader and the helpers it shares with the collector's retention (storage/changefeed.h).
+#include "storage/changefeed.h"
+
+#include <leveldb/db.h>
+
+#include <algorithm>
+#include <array>
+
+#include "common/codec.h"
+#include "storage/layout.h"
+#include "storage/store_internal.h"
+
+namespace mayfly::storage {
+
+using internal::from_leveldb;
+using internal::has_prefix;
+using internal::read_options;
+using internal::view;
+
+namespace {
+
+constexpr uint8_t kTokenVersion = 1;
+constexpr size_t kMaxChunkPositions = 4096;  // log positions whose bounds one step holds in memory
+
+Status gone(std::string message) { return Status(StatusCode::kGone, std::move(message)); }
+
+// Continuation tokens: hex of (version, crid, position). The crid keeps a token of one container (or of a dropped
+// container of the same name) from being read against another.
+std::string encode_token(uint64_t crid, const ChangePosition& position) {
+  std::string raw;
+  codec::put_u8(raw, kTokenVersion);
+  codec::put_u64_be(raw, crid);
+  codec::put_u64_be(raw, position.index);
+  codec::put_u8(raw, position.phase);
+  codec::put_u8(raw, position.kind);
+  codec::put_i64_be(raw, position.sort_micros);
+  codec::put_bytes(raw, position.partition_key);
+  codec::put_bytes(raw, position.id);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(raw.size() * 2);
+  for (unsigned char c : raw) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+Result<ChangePosition> decode_token(std::string_view token, uint64_t crid) {
+  const Status bad = Status::invalid_argument("the change feed continuation is not valid for this container");
+  if (token.size() % 2 != 0) return bad;
+  std::string raw;
+  for (size_t i = 0; i < token.size(); i += 2) {
+    auto nibble = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      return -1;
+    };
+    const int high = nibble(token[i]), low = nibble(token[i + 1]);
+    if (high < 0 || low < 0) return bad;
+    raw.push_back(static_cast<char>(high * 16 + low));
+  }
+  codec::Reader reader(raw);
+  uint8_t version;
+  uint64_t token_crid;
+  ChangePosition position;
+  std::string_view pk, id;
+  if (!reader.get_u8(version) || version != kTokenVersion || !reader.get_u64_be(token_crid) || token_crid != crid ||
+      !reader.get_u64_be(position.index) || !reader.get_u8(position.phase) || position.phase > 1 ||
+      !reader.get_u8(position.kind) || position.kind > 1 || !reader.get_i64_be(position.sort_micros) ||
+      !reader.get_bytes(pk) || !reader.get_bytes(id) || !reader.done()) {
+    return bad;
+  }
+  position.partition_key = std::string(pk);
+  position.id = std::string(id);
+  return position;
+}
+
+// The key of an expiry index entry or shadow: tag crid [sub kind] sort pk id.
+struct EntryKey {
+  int64_t sort_micros = 0;
+  std::string partition_key;
+  std::string id;
+};
+Result<EntryKey> decode_entry_key(std::string_view key, size_t prefix_size) {
+  codec::Reader reader(key.substr(prefix_size));
+  EntryKey out;
+  if (!reader.get_i64_be(out.sort_micros) || !reader.get_ordered_string(out.partition_key) ||
+      !reader.get_ordered_string(out.id) || !reader.done()) {
+    return Status::corruption("undecodable change feed entry key");
+  }
+  return out;
+}
+
+std::string entry_key(const std::string& prefix, int64_t sort_micros, std::string_view pk, std::string_view id) {
+  std::string key = prefix;
+  codec::put_i64_be(key, sort_micros);
+  codec::put_ordered_string(key, pk);
+  codec::put_ordered_string(key, id);
+  return key;
+}
+
+std::string sort_bound_key(const std::string& prefix, int64_t sort_micros) {
+  std::string key = prefix;
+  codec::put_i64_be(key, sort_micros);
+  return key;
+}
+
+int64_t bound_of(const ttl::ExpiredBounds& bounds, uint8_t kind) {
+  return kind == 0 ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
+}
+
+}  // namespace
+
+Result<std::optional<int64_t>> feed_time_at(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t index) {
+  std::string value;
+  leveldb::Status status = db->Get(read_options(snapshot), time_index_key(index), &value);
+  if (status.IsNotFound()) return std::optional<int64_t>();
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "read time index"));
+  codec::Reader reader(value);
+  int64_t ts;
+  if (!reader.get_varint_signed(ts) || !reader.done()) return Status::corruption("undecodable time index entry");
+  return std::optional<int64_t>(ts);
+}
+
+Result<FeedPoint> feed_retention_start(leveldb::DB* db, const ReadSnapshot* snapshot, const ChangeFeedSettings& feed,
+                                       int64_t now_micros) {
+  const int64_t oldest_ts = now_micros - feed.retention_seconds * kMicrosPerSecond;
+  const std::string prefix = time_index_prefix();
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read_options(snapshot)));
+  // Linear in the positions between since_index and the start; the collector trims the ones before it.
+  for (it->Seek(time_index_key(feed.since_index)); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
+    codec::Reader reader(view(it->value()));
+    int64_t ts;
+    if (!reader.get_varint_signed(ts) || !reader.done()) return Status::corruption("undecodable time index entry");
+    if (ts >= oldest_ts) return FeedPoint{index, ts};
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan time index"));
+  return Status::corruption("the time index has no entry at or after the change feed's start");
+}
+
+Result<FeedPolicy> feed_policy_at(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t crid, uint64_t index) {
+  const std::string prefix = feed_sub_prefix(crid, FeedSub::kPolicy);
+  const std::string at = feed_policy_key(crid, index);
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read_options(snapshot)));
+  it->Seek(at);
+  if (it->Valid() && it->key().compare(leveldb::Slice(at)) == 0) {
+    // exactly at index
+  } else if (it->Valid()) {
+    it->Prev();
+  } else {
+    it->SeekToLast();
+    while (it->Valid() && it->key().compare(leveldb::Slice(at)) > 0) it->Prev();
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "seek policy history"));
+  if (!it->Valid() || !has_prefix(it->key(), prefix)) {
+    return Status::corruption("the change feed has no ttl state at or before position " + std::to_string(index));
+  }
+  FeedPolicy policy;
+  MAYFLY_ASSIGN_OR_RETURN(policy.index, decode_trailing_index(view(it->key())));
+  MAYFLY_ASSIGN_OR_RETURN(policy.state, decode_ttl_state(view(it->value())));
+  return policy;
+}
+
+Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) const {
+  if (request.max_changes == 0 || request.max_work == 0) {
+    return Status::invalid_argument("a change feed page needs max_changes and max_work of at least 1");
+  }
+  ReadSnapshot snapshot(db_);
+  const leveldb::ReadOptions options = read_options(&snapshot);
+  std::string raw;
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(db_->Get(options, meta_key(), &raw), "read meta state"));
+  MAYFLY_ASSIGN_OR_RETURN(MetaState meta, decode_meta(raw));
+  leveldb::Status got = db_->Get(options, container_key(request.database, request.container), &raw);
+  if (got.IsNotFound()) {
+    return Status::not_found("container '" + request.container + "' does not exist in database '" + request.database +
+                             "'");
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(got, "read container"));
+  MAYFLY_ASSIGN_OR_RETURN(ContainerRecord container, decode_container(raw));
+  const ChangeFeedSettings& feed = container.change_feed;
+  if (!feed.enabled) {
+    return Status::invalid_argument("the change feed of container '" + request.container + "' is off");
+  }
+  const uint64_t crid = container.crid;
+  const uint64_t applied = meta.applied_index;
+  const int64_t now = meta.applied_ts_micros;
+
+  // The last position already served ("all of index done" when phase is 1).
+  ChangePosition cursor;
+  switch (request.from.kind) {
+    case ChangeFeedFrom::Kind::kNow: cursor.index = applied; break;
+    case ChangeFeedFrom::Kind::kBeginning: {
+      MAYFLY_ASSIGN_OR_RETURN(FeedPoint start, feed_retention_start(db_, &snapshot, feed, now));
+      cursor.index = start.index;
+      break;
+    }
+    case ChangeFeedFrom::Kind::kTime: {
+      // The changes at positions whose time is >= T: start after the last position before the first such one.
+      cursor.index = applied;
+      const std::string prefix = time_index_prefix();
+      std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
+      for (it->Seek(time_index_key(feed.since_index)); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+        codec::Reader reader(view(it->value()));
+        int64_t ts;
+        if (!reader.get_varint_signed(ts) || !reader.done()) return Status::corruption("undecodable time index");
+        if (ts >= request.from.ts_micros) {
+          MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
+          if (index <= feed.since_index) {
+            return gone("the change feed of container '" + request.container +
+                        "' was turned on after the time asked for; read from the beginning instead");
+          }
+          cursor.index = index - 1;
+          break;
+        }
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan time index"));
+      break;
+    }
+    case ChangeFeedFrom::Kind::kContinuation: {
+      MAYFLY_ASSIGN_OR_RETURN(cursor, decode_token(request.from.continuation, crid));
+      break;
+    }
+  }
+  ChangeFeedPage page;
+  if (cursor.index > applied) {
+    // A token from a replica further ahead: nothing here yet.
+    page.continuation = encode_token(crid, cursor);
+    return page;
+  }
+  {
+    // The first position whose bounds the read needs must be inside the feed and the retention window.
+    const uint64_t need = cursor.phase == 0 ? cursor.index - 1 : cursor.index;
+    if (need < feed.since_index) {
+      return gone("the position asked for is before the change feed of container '" + request.container +
+                  "' was turned on (at log position " + std::to_string(feed.since_index) + ")");
+    }
+    MAYFLY_ASSIGN_OR_RETURN(std::optional<int64_t> ts, feed_time_at(db_, &snapshot, need));
+    if (!ts || *ts < now - feed.retention_seconds * kMicrosPerSecond) {
+      return gone("the position asked for is older than the change feed retention of container '" +
+                  request.container + "' (" + std::to_string(feed.retention_seconds) +
+                  " s); read from the beginning instead");
+    }
+  }
+
+  const bool expirations = request.mode == ChangeFeedMode::kAll;
+  const bool writes = !request.only_expirations;
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
+  while (page.changes.size() < request.max_changes && !(cursor.phase == 1 && cursor.index == applied) &&
+         (page.work == 0 || static_cast<size_t>(page.work) < request.max_work)) {
+    // One step: the positions (lo, hi], with the bounds at lo..hi.
+    const uint64_t lo = cursor.phase == 0 ? cursor.index - 1 : cursor.index;
+    const size_t budget = request.max_work > static_cast<size_t>(page.work) ? request.max_work - page.work : 1;
+    const uint64_t span = std::max<uint64_t>(1, std::min<uint64_t>(budget, kMaxChunkPositions));
+    const uint64_t hi = std::min<uint64_t>(applied, lo + span);
+    std::vector<int64_t> times;
+    std::vector<ttl::ExpiredBounds> bounds;
+    times.reserve(hi - lo + 1);
+    {
+      uint64_t expected = lo;
+      const std::string prefix = time_index_prefix();
+      for (it->Seek(time_index_key(lo)); it->Valid() && has_prefix(it->key(), prefix) && expected <= hi; it->Next()) {
+        MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
+        if (index != expected) break;
+        codec::Reader reader(view(it->value()));
+        int64_t ts;
+        if (!reader.get_varint_signed(ts) || !reader.done()) return Status::corruption("undecodable time index");
+        times.push_back(ts);
+        ++expected;
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan time index"));
+      if (expected != hi + 1) {
+        return Status::corruption("the time index has no entry for log position " + std::to_string(expected));
+      }
+    }
+    {
+      MAYFLY_ASSIGN_OR_RETURN(FeedPolicy policy, feed_policy_at(db_, &snapshot, crid, lo));
+      ttl::ContainerTtlState state = policy.state;
+      const std::string prefix = feed_sub_prefix(crid, FeedSub::kPolicy);
+      it->Seek(feed_policy_key(crid, lo + 1));
+      for (uint64_t p = lo; p <= hi; ++p) {
+        while (it->Valid() && has_prefix(it->key(), prefix)) {
+          MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
+          if (index > p) break;
+          MAYFLY_ASSIGN_OR_RETURN(state, decode_ttl_state(view(it->value())));
+          it->Next();
+        }
+        bounds.push_back(ttl::expired_bounds(state, times[p - lo]));
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan policy history"));
+    }
+    page.work += static_cast<int64_t>(hi - lo + 1);
+    auto bound_at = [&](uint64_t p, uint8_t kind) { return bound_of(bounds[p - lo], kind); };
+
+    const size_t limit = request.max_changes - page.changes.size();
+    std::vector<Change> found;
+    bool truncated = false;  // some source stopped at `limit`: only the first `limit` in order are certain
+    if (expirations) {
+      for (uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
+        // Where this kind's entries after the cursor start (see the header's order).
+        std::string start_sort_key;  // exclusive start (after this key) when set
+        int64_t start_sort = 0;
+        if (cursor.phase == 1 || kind < cursor.kind) {
+          start_sort = bound_at(cursor.index, kind);
+        } else if (kind > cursor.kind) {
+          start_sort = bound_at(lo, kind);
+        }
+        const int64_t end_sort = bound_at(hi, kind);
+        for (const bool shadow : {false, true}) {
+          const std::string prefix =
+              shadow ? feed_shadow_kind_prefix(crid, kind) : (kind == 0 ? own_expiry_prefix(crid)
+                                                                        : inherit_expiry_prefix(crid));
+          const bool after_cursor = cursor.phase == 0 && kind == cursor.kind;
+          const std::string from = after_cursor ? entry_key(prefix, cursor.sort_micros, cursor.partition_key, cursor.id)
+                                                : sort_bound_key(prefix, start_sort);
+          const std::string end = sort_bound_key(prefix, end_sort);
+          size_t taken = 0;
+          for (it->Seek(from); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+            if (it->key().compare(leveldb::Slice(end)) >= 0) break;
+            if (after_cursor && it->key().compare(leveldb::Slice(from)) == 0) continue;
+            if (taken == limit) {
+              truncated = true;
+              break;
+            }
+            ++taken;
+            page.work += 1;
+            MAYFLY_ASSIGN_OR_RETURN(EntryKey key, decode_entry_key(view(it->key()), prefix.size()));
+            // Its position: the first p in (lo, hi] whose bound passes it.
+            uint64_t first = lo + 1, last = hi;
+            while (first < last) {
+              const uint64_t mid = first + (last - first) / 2;
+              if (bound_at(mid, kind) > key.sort_micros) {
+                last = mid;
+              } else {
+                first = mid + 1;
+              }
+            }
+            Change change;
+            change.operation = ChangeOperation::kDelete;
+            change.ttl_expired = true;
+            change.position = {first, 0, kind, key.sort_micros, key.partition_key, key.id};
+            change.ts_micros = times[first - lo];
+            change.partition_key = key.partition_key;
+            change.id = key.id;
+            if (shadow) {
+              change.previous = it->value().ToString();
+            } else {
+              std::string item;
+              MAYFLY_RETURN_IF_ERROR(from_leveldb(
+                  db_->Get(options, item_key(crid, key.partition_key, key.id), &item), "read expired item"));
+              change.previous = std::move(item);
+            }
+            found.push_back(std::move(change));
+          }
+          MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expired entries"));
+        }
+      }
+    }
+    if (writes) {
+      const std::string prefix = feed_sub_prefix(crid, FeedSub::kRecord);
+      const std::string end = feed_record_key(crid, hi + 1);
+      size_t taken = 0;
+      for (it->Seek(feed_record_key(crid, cursor.phase == 0 ? cursor.index : cursor.index + 1));
+           it->Valid() && has_prefix(it->key(), prefix) && it->key().compare(leveldb::Slice(end)) < 0; it->Next()) {
+        if (taken == limit) {
+          truncated = true;
+          break;
+        }
+        ++taken;
+        page.work += 1;
+        MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
+        MAYFLY_ASSIGN_OR_RETURN(FeedRecord record, decode_feed_record(view(it->value())));
+        Change change;
+        change.operation = record.operation;
+        change.position.index = index;
+        change.ts_micros = record.ts_micros;
+        change.partition_key = std::move(record.partition_key);
+        change.id = std::move(record.id);
+        change.image = std::move(record.image);
+        change.previous = std::move(record.previous);
+        found.push_back(std::move(change));
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan change feed records"));
+    }
+    std::sort(found.begin(), found.end(),
+              [](const Change& a, const Change& b) { return a.position < b.position; });
+    // Each source read at most `limit` entries, so the first `limit` of their merge are the next ones in order; past
+    // them (a source stopped at the limit, or together they found more) the step ends at the last one kept.
+    if (truncated || found.size() > limit) {
+      found.resize(limit);
+      cursor = found.back().position;  // limit >= 1, and a truncated source took `limit` entries
+    } else {
+      cursor = ChangePosition{};
+      cursor.index = hi;
+    }
+    for (Change& change : found) {
+      if (request.mode == ChangeFeedMode::kLatest) {
+        // Only creates and replaces whose version is the item's current, live one.
+        if (change.operation == ChangeOperation::kDelete) continue;
+        std::string current;
+        leveldb::Status status = db_->Get(options, item_key(crid, change.partition_key, change.id), &current);
+        if (status.IsNotFound()) continue;
+        MAYFLY_RETURN_IF_ERROR(from_leveldb(status, "read item"));
+        MAYFLY_ASSIGN_OR_RETURN(ItemRecord now_record, decode_item(current));
+        MAYFLY_ASSIGN_OR_RETURN(ItemRecord image, decode_item(change.image));
+        if (now_record.etag_sequence != image.etag_sequence ||
+            !ttl::alive(now_record.ttl, now_record.write_ts_micros, container.ttl, now)) {
+          continue;
+        }
+      }
+      page.changes.push_back(std::move(change));
+    }
+  }
+  page.caught_up = cursor.phase == 1 && cursor.index == applied;
+  page.continuation = encode_token(crid, cursor);
+  return page;
+}
+
+}  // namespace mayfly::storage

@@ -1,0 +1,125 @@
+// The change feed of a container (issue #15, docs/changefeed.md): every create, replace and delete in log order, and
+// every TTL expiration at its logical position — the first log position whose replicated time (and ttl state)
+// expires the item — identical on every replica, whether or not its collector ran, and after a snapshot install.
+//
+// What is stored (storage/layout.h, 0E and 0F), all written by the deterministic apply or moved by the collector:
+//   - a feed record per item write (operation, ts, pk, id, new image, previous image) at its log index;
+//   - the time index (log index -> replicated time) while any container has its feed on;
+//   - the policy history (log index -> ContainerTtlState) at each defaultTtl change while the feed is on;
+//   - shadow images: an expired item that the collector (or a user write over it) removes while the feed is on
+//     keeps its image under the key of its expiry index entry.
+// Expirations are never written by the apply: the reader derives them. With B(p) = ttl::expired_bounds(S_p, ts(p))
+// (monotone in p), an expiry index (or shadow) entry with sort key k expires at the first p with B(p) > k, so the
+// expirations at positions in (a, b] are exactly the entries in [B(a), B(b)).
+//
+// Positions: (log index, phase, kind, sort key, pk, id). Phase 0 is the expirations at that index, which come before
+// phase 1, the entry's own write (which already sees them expired). Within phase 0, items with their own ttl first,
+// by expiry instant E (their index sort key), then items inheriting the default, by write time (E is monotone in
+// it); ties by pk, then id. So every page boundary is an exact seek in one index: continuation tokens hold the last
+// change's full position, and positions already applied never gain changes later.
+//
+// Thread-safety: ChangeFeedReader is const and reads on one LevelDB snapshot per call: any thread, concurrently with
+// applies. The free functions read at the given snapshot (nullptr: the live DB).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "storage/records.h"
+#include "storage/store_reader.h"
+#include "ttl/ttl.h"
+
+namespace leveldb {
+class DB;
+}  // namespace leveldb
+
+namespace mayfly::storage {
+
+enum class ChangeFeedMode : uint8_t {
+  kLatest,  // creates and replaces whose version is still the current, live one
+  kAll,     // every create, replace and delete, expirations included
+};
+
+struct ChangeFeedFrom {
+  enum class Kind : uint8_t { kBeginning, kNow, kTime, kContinuation };
+  Kind kind = Kind::kBeginning;
+  int64_t ts_micros = 0;     // kTime: changes at positions whose replicated time is >= this
+  std::string continuation;  // kContinuation: a page's continuation
+};
+
+struct ChangeFeedRequest {
+  std::string database;
+  std::string container;
+  ChangeFeedFrom from;
+  ChangeFeedMode mode = ChangeFeedMode::kAll;
+  bool only_expirations = false;
+  size_t max_changes = 100;  // >= 1
+  // Log positions plus index, shadow and feed entries examined per page at most (at least one position is): a page
+  // may come back empty with a continuation.
+  size_t max_work = 10'000;
+};
+
+// Where a change is in the feed (see the header comment). For an explicit change phase is 1 and the rest is zero.
+struct ChangePosition {
+  uint64_t index = 0;
+  uint8_t phase = 1;
+  uint8_t kind = 0;  // phase 0: 0 own ttl, 1 inherited default
+  int64_t sort_micros = 0;
+  std::string partition_key;
+  std::string id;
+  bool operator==(const ChangePosition&) const = default;
+  auto operator<=>(const ChangePosition&) const = default;
+};
+
+struct Change {
+  ChangeOperation operation = ChangeOperation::kCreate;
+  ChangePosition position;
+  int64_t ts_micros = 0;  // the replicated time of the position
+  std::string partition_key;
+  std::string id;
+  std::string image;     // encoded ItemRecord (storage/records.h); empty for deletes
+  std::string previous;  // encoded ItemRecord before the change (replace, delete, expiration); empty for creates
+  bool ttl_expired = false;
+  bool operator==(const Change&) const = default;
+};
+
+struct ChangeFeedPage {
+  std::vector<Change> changes;
+  std::string continuation;  // always set: where the next page starts
+  bool caught_up = false;    // the page reached the applied position
+  int64_t work = 0;          // positions and entries examined
+};
+
+class ChangeFeedReader {
+ public:
+  explicit ChangeFeedReader(leveldb::DB* db) : db_(db) {}
+  // kGone (410) for a start before the retention window or before the feed was turned on; kNotFound for a missing
+  // container; kInvalidArgument for a feed that is off or a bad continuation.
+  Result<ChangeFeedPage> read(const ChangeFeedRequest& request) const;
+
+ private:
+  leveldb::DB* db_;
+};
+
+// Shared with the collector's retention (ExpiryKeeper::trim_change_feed).
+struct FeedPoint {
+  uint64_t index = 0;
+  int64_t ts_micros = 0;
+};
+struct FeedPolicy {
+  uint64_t index = 0;
+  ttl::ContainerTtlState state;
+};
+// ts(index) from the time index; nullopt when it is not there (trimmed, or written while no feed was on).
+Result<std::optional<int64_t>> feed_time_at(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t index);
+// The oldest start a reader may use now: the first position >= since_index whose ts >= now - retention.
+Result<FeedPoint> feed_retention_start(leveldb::DB* db, const ReadSnapshot* snapshot, const ChangeFeedSettings& feed,
+                                       int64_t now_micros);
+// The ttl state in force at `index`: the last policy history entry at or before it.
+Result<FeedPolicy> feed_policy_at(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t crid, uint64_t index);
+
+}  // namespace mayfly::storage

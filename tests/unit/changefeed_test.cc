@@ -1,0 +1,714 @@
+// The change feed's storage core (storage/changefeed.h, docs/changefeed.md) on a real LevelDB: the feed of every
+// operation and every TTL path, identical on stores that did and did not collect and on one that installed a
+// snapshot, retention (410 and trimming), continuations stable while items expire between pages, O(1) apply work for
+// a mass expiry, and a seeded randomized comparison with a naive model that evaluates every item at every position.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <set>
+
+#include "common/clock.h"
+#include "metrics/metrics.h"
+#include "node/collector.h"
+#include "node/ru_account.h"
+#include "storage/changefeed.h"
+#include "storage/json.h"
+#include "storage/restore.h"
+#include "store_fixture.h"
+
+namespace mayfly::storage::testing {
+namespace {
+
+ChangeFeedFrom from_beginning() { return {}; }
+ChangeFeedFrom from_token(std::string token) {
+  ChangeFeedFrom from;
+  from.kind = ChangeFeedFrom::Kind::kContinuation;
+  from.continuation = std::move(token);
+  return from;
+}
+
+std::string item_body(const std::string& id, std::optional<int64_t> ttl = std::nullopt, int version = 0) {
+  std::string body = "{\"id\":\"" + id + "\",\"pk\":\"p" + id + "\",\"v\":" + std::to_string(version);
+  if (ttl) body += ",\"ttl\":" + std::to_string(*ttl);
+  return body + "}";
+}
+
+// The "v" of an encoded ItemRecord ("" when empty): which version of an item an image is.
+std::string version_of(const std::string& encoded) {
+  if (encoded.empty()) return "";
+  Result<ItemRecord> record = decode_item(encoded);
+  EXPECT_TRUE(record.is_ok());
+  if (!record.is_ok()) return "?";
+  Result<boost::json::value> parsed = json::parse(record->json);
+  EXPECT_TRUE(parsed.is_ok());
+  return boost::json::serialize(parsed->as_object().at("v"));
+}
+
+std::string op_name(const Change& change) {
+  if (change.ttl_expired) return "expire";
+  switch (change.operation) {
+    case ChangeOperation::kCreate: return "create";
+    case ChangeOperation::kReplace: return "replace";
+    case ChangeOperation::kDelete: return "delete";
+  }
+  return "?";
+}
+
+// "p<index>.<phase> op id v<image>/<previous>" per change: short, and every field a test cares about.
+std::string describe(const std::vector<Change>& changes) {
+  std::string out;
+  for (const Change& change : changes) {
+    out += std::to_string(change.position.index) + "." + std::to_string(change.position.phase) + " " +
+           op_name(change) + " " + change.id + " " + version_of(change.image) + "/" + version_of(change.previous) +
+           "\n";
+  }
+  return out;
+}
+
+// Reads the whole feed from `from` in pages of `page` changes; every page is kept (byte-for-byte comparisons).
+struct FeedRead {
+  std::vector<Change> changes;
+  std::vector<std::string> continuations;
+  Status status;
+};
+FeedRead read_feed(const StateMachine& store, ChangeFeedFrom from, size_t page = 1000,
+                   ChangeFeedMode mode = ChangeFeedMode::kAll, bool only_expirations = false, size_t max_work = 10000) {
+  FeedRead out;
+  ChangeFeedRequest request;
+  request.database = "db";
+  request.container = "c";
+  request.from = std::move(from);
+  request.mode = mode;
+  request.only_expirations = only_expirations;
+  request.max_changes = page;
+  request.max_work = max_work;
+  for (int pages = 0; pages < 100000; ++pages) {
+    Result<ChangeFeedPage> result = store.change_feed().read(request);
+    if (!result.is_ok()) {
+      out.status = result.status();
+      return out;
+    }
+    EXPECT_LE(result->changes.size(), page);
+    for (Change& change : result->changes) out.changes.push_back(std::move(change));
+    out.continuations.push_back(result->continuation);
+    if (result->caught_up) return out;
+    request.from = from_token(result->continuation);
+  }
+  ADD_FAILURE() << "the feed never caught up";
+  return out;
+}
+
+Command feed_container_command(std::optional<std::string> default_ttl_json, int64_t retention_seconds = 3600) {
+  Command command = create_container_command("db", "c", "/pk", std::move(default_ttl_json));
+  command.change_feed = ChangeFeedSettings{true, retention_seconds, 0};
+  return command;
+}
+
+Command time_command() { return Command{}; }
+
+// Replicated keys and bytes, to measure what applies write.
+struct KeyFigures {
+  size_t keys = 0;
+  size_t bytes = 0;
+};
+KeyFigures replicated_figures(const StateMachine& store) {
+  KeyFigures figures;
+  Result<std::vector<std::pair<std::string, std::string>>> dump = store.dump(false);
+  EXPECT_TRUE(dump.is_ok());
+  for (const auto& [key, value] : *dump) {
+    figures.keys += 1;
+    figures.bytes += key.size() + value.size();
+  }
+  return figures;
+}
+size_t feed_keys(const StateMachine& store) {
+  size_t count = 0;
+  Result<std::vector<std::pair<std::string, std::string>>> dump = store.dump(false);
+  for (const auto& [key, value] : *dump) {
+    const uint8_t tag = static_cast<uint8_t>(key[0]);
+    if (tag == static_cast<uint8_t>(KeyTag::kChangeFeed) || tag == static_cast<uint8_t>(KeyTag::kTimeIndex)) ++count;
+  }
+  return count;
+}
+
+class ChangeFeedTest : public StoreFixture {
+ protected:
+  void make_feed_container(std::optional<std::string> default_ttl_json, int64_t retention_seconds = 3600,
+                           int64_t ts = kT0) {
+    ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), ts).http_status(), 201);
+    OpResult created = apply(feed_container_command(std::move(default_ttl_json), retention_seconds), ts);
+    ASSERT_EQ(created.http_status(), 201) << created.message;
+  }
+  OpResult upsert(const std::string& id, std::optional<int64_t> ttl, int version, int64_t ts) {
+    return apply(item_command(CommandType::kUpsertItem, "db", "c", item_body(id, ttl, version)), ts);
+  }
+  void collect_all() {
+    Result<CollectResult> collected =
+        store_->expiry().collect_expired("db", "c", store_->applied().ts_micros, 1'000'000);
+    ASSERT_TRUE(collected.is_ok()) << collected.status().to_string();
+  }
+  std::string feed() { return describe(read_feed(*store_, from_beginning()).changes); }
+};
+
+TEST_F(ChangeFeedTest, EveryOperationWithItsImages) {
+  make_feed_container(std::nullopt);  // positions 1, 2
+  EXPECT_EQ(upsert("a", std::nullopt, 1, kT0 + 1).http_status(), 201);                    // 3 create
+  EXPECT_EQ(upsert("a", std::nullopt, 2, kT0 + 2).http_status(), 200);                    // 4 replace (upsert)
+  EXPECT_EQ(apply(item_command(CommandType::kReplaceItem, "db", "c", item_body("a", std::nullopt, 3)), kT0 + 3)
+                .http_status(),
+            200);  // 5 replace
+  EXPECT_EQ(apply(target_command(CommandType::kPatchItem, "db", "c", "\"pa\"", "a",
+                                 R"([{"op":"set","path":"/v","value":4}])"),
+                  kT0 + 4)
+                .http_status(),
+            200);  // 6 patch = replace
+  EXPECT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", item_body("a", std::nullopt, 9)), kT0 + 5)
+                .http_status(),
+            409);  // 7 refused: no change
+  EXPECT_EQ(apply(target_command(CommandType::kDeleteItem, "db", "c", "\"pa\"", "a"), kT0 + 6).http_status(),
+            204);  // 8 delete
+  EXPECT_EQ(apply(target_command(CommandType::kDeleteItem, "db", "c", "\"pa\"", "a"), kT0 + 7).http_status(),
+            404);  // 9 refused
+  EXPECT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", item_body("a", std::nullopt, 5)), kT0 + 8)
+                .http_status(),
+            201);  // 10 create again
+  EXPECT_EQ(feed(),
+            "3.1 create a 1/\n"
+            "4.1 replace a 2/1\n"
+            "5.1 replace a 3/2\n"
+            "6.1 replace a 4/3\n"
+            "8.1 delete a /4\n"
+            "10.1 create a 5/\n");
+  const FeedRead all = read_feed(*store_, from_beginning());
+  ASSERT_EQ(all.changes.size(), 6u);
+  EXPECT_EQ(all.changes[1].ts_micros, kT0 + 2);
+  EXPECT_EQ(all.changes[1].partition_key, "\"pa\"");
+  // latest: only the current live version's create.
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1000, ChangeFeedMode::kLatest).changes),
+            "10.1 create a 5/\n");
+}
+
+TEST_F(ChangeFeedTest, ItemTtlExpiresAtTheFirstPositionThatReachesItsInstant) {
+  make_feed_container("-1");
+  upsert("a", 5, 1, kT0);                       // 3: E = T0 + 5 s
+  upsert("b", 7, 1, kT0 + 1);                   // 4: E = T0 + 7 s
+  upsert("n", -1, 1, kT0 + 2);                  // 5: ttl -1 never expires
+  apply(time_command(), kT0 + 4 * kSecond);     // 6
+  apply(time_command(), kT0 + 5 * kSecond);     // 7: a expires (E <= ts)
+  apply(time_command(), kT0 + 9 * kSecond);     // 8: b
+  apply(time_command(), kT0 + 900 * kSecond);   // 9: nothing
+  const std::string expected =
+      "3.1 create a 1/\n4.1 create b 1/\n5.1 create n 1/\n7.0 expire a /1\n8.0 expire b /1\n";
+  EXPECT_EQ(feed(), expected);
+  const FeedRead before = read_feed(*store_, from_beginning());
+  collect_all();
+  EXPECT_EQ(feed(), expected);  // the same after the collector moved both images to shadows
+  EXPECT_EQ(read_feed(*store_, from_beginning()).changes, before.changes);
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1000, ChangeFeedMode::kAll, true).changes),
+            "7.0 expire a /1\n8.0 expire b /1\n");
+  EXPECT_EQ(before.changes[3].ts_micros, kT0 + 5 * kSecond);
+  // latest: only versions still current and live (the expired ones drop out).
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1, ChangeFeedMode::kLatest).changes), "5.1 create n 1/\n");
+}
+
+TEST_F(ChangeFeedTest, InheritedDefaultAndItsCutExpireAtThePolicyPosition) {
+  make_feed_container("100");
+  for (int i = 0; i < 5; ++i) upsert("i" + std::to_string(i), std::nullopt, 1, kT0 + i * kSecond);  // 3..7
+  upsert("own", 50, 1, kT0 + 10 * kSecond);                                                          // 8
+  apply(time_command(), kT0 + 101 * kSecond);  // 9: i0 and i1 (ts T0, T0+1 s) expire under 100 s
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::string("10")), kT0 + 102 * kSecond).http_status(), 200);
+  // 10: the cut expires i2..i4 at once; own (its own ttl, E = T0 + 60 s) expired at 9 already.
+  apply(time_command(), kT0 + 200 * kSecond);  // 11
+  const std::string expected =
+      "3.1 create i0 1/\n4.1 create i1 1/\n5.1 create i2 1/\n6.1 create i3 1/\n7.1 create i4 1/\n"
+      "8.1 create own 1/\n9.0 expire own /1\n9.0 expire i0 /1\n9.0 expire i1 /1\n10.0 expire i2 /1\n"
+      "10.0 expire i3 /1\n10.0 expire i4 /1\n";
+  EXPECT_EQ(feed(), expected);
+  collect_all();
+  EXPECT_EQ(feed(), expected);
+}
+
+TEST_F(ChangeFeedTest, TtlOffThenOnExpiresOnceAndNeverAgain) {
+  make_feed_container("-1");
+  upsert("early", 2, 1, kT0);                 // 3: E = T0 + 2 s
+  upsert("late", 10, 1, kT0 + 1);             // 4: E = T0 + 10 s
+  apply(time_command(), kT0 + 3 * kSecond);   // 5: early expires
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 4 * kSecond).http_status(), 200);  // 6 off
+  apply(time_command(), kT0 + 20 * kSecond);  // 7: TTL off: late stays
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::string("-1")), kT0 + 30 * kSecond).http_status(),
+            200);                             // 8 on: late expires here, early does not again
+  apply(time_command(), kT0 + 40 * kSecond);  // 9
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::nullopt), kT0 + 41 * kSecond).http_status(), 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::string("-1")), kT0 + 42 * kSecond).http_status(), 200);
+  apply(time_command(), kT0 + 50 * kSecond);  // 12
+  const std::string expected = "3.1 create early 1/\n4.1 create late 1/\n5.0 expire early /1\n8.0 expire late /1\n";
+  EXPECT_EQ(feed(), expected);
+  collect_all();
+  EXPECT_EQ(feed(), expected);
+}
+
+TEST_F(ChangeFeedTest, OverwriteOfAnExpiredUncollectedItemServesItsExpirationThenACreate) {
+  make_feed_container("-1");
+  upsert("a", 5, 1, kT0);                                  // 3
+  apply(time_command(), kT0 + 2 * kSecond);                // 4
+  EXPECT_EQ(upsert("a", 5, 2, kT0 + 6 * kSecond).http_status(), 201);  // 5: v1 expired (uncollected): create
+  EXPECT_EQ(feed(), "3.1 create a 1/\n5.0 expire a /1\n5.1 create a 2/\n");
+  // The image of v1 lives on in a shadow only (the item key holds v2).
+  EXPECT_EQ(feed(), describe(read_feed(*store_, from_beginning(), 1).changes));
+}
+
+TEST_F(ChangeFeedTest, ApplyWorkForAMassExpiryDoesNotGrowWithTheItems) {
+  // The keys and bytes a policy cut adds are the same for 200 and for 1000 items it expires (both sizes keep the log
+  // index and write sequence varints the same length).
+  std::vector<KeyFigures> added;
+  for (int items : {200, 1000}) {
+    TempDir dir;
+    StoreOptions options;
+    options.path = dir.path() + "/db";
+    auto store = std::move(StateMachine::open(options)).value();
+    uint64_t index = 1;
+    ASSERT_TRUE(store->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(index++), kT0).is_ok());
+    ASSERT_TRUE(store->apply(feed_container_command("1000"), LogIndex(index++), kT0).is_ok());
+    for (int i = 0; i < items; ++i) {
+      ASSERT_TRUE(store->apply(item_command(CommandType::kUpsertItem, "db", "c", item_body("i" + std::to_string(i))),
+                               LogIndex(index++), kT0 + i)
+                      .is_ok());
+    }
+    const KeyFigures before = replicated_figures(*store);
+    ASSERT_EQ(store->apply(set_default_ttl_command("db", "c", std::string("10")), LogIndex(index++), kT0 + 20 * kSecond)
+                  ->http_status(),
+              200);
+    const KeyFigures after = replicated_figures(*store);
+    added.push_back({after.keys - before.keys, after.bytes - before.bytes});
+    ChangeFeedRequest request;
+    request.database = "db";
+    request.container = "c";
+    request.only_expirations = true;
+    request.max_changes = 100000;
+    Result<ChangeFeedPage> page = store->change_feed().read(request);
+    ASSERT_TRUE(page.is_ok());
+    EXPECT_EQ(page->changes.size(), static_cast<size_t>(items));  // every one, at the policy position
+    EXPECT_EQ(page->changes.back().position.index, index - 1);
+  }
+  EXPECT_EQ(added[0].keys, added[1].keys);
+  EXPECT_EQ(added[0].bytes, added[1].bytes);
+  EXPECT_EQ(added[0].keys, 2u);  // policy history and time index (the container record is rewritten in place)
+}
+
+TEST_F(ChangeFeedTest, ContinuationIsStableWhileItemsExpireBetweenPages) {
+  make_feed_container("-1");
+  for (int i = 0; i < 30; ++i) upsert("i" + std::to_string(i), 5 + i % 3, 1, kT0 + i);  // 3..32
+  apply(time_command(), kT0 + 6 * kSecond);  // 33: the ttl 5 ones (and nothing else) expire
+  // Read a page of 3 at a time while more expire and the collector runs between pages.
+  ChangeFeedRequest request;
+  request.database = "db";
+  request.container = "c";
+  request.max_changes = 3;
+  std::vector<Change> paged;
+  int64_t ts = kT0 + 6 * kSecond;
+  for (int pages = 0; pages < 200; ++pages) {
+    Result<ChangeFeedPage> page = store_->change_feed().read(request);
+    ASSERT_TRUE(page.is_ok()) << page.status().to_string();
+    for (Change& change : page->changes) paged.push_back(std::move(change));
+    request.from = from_token(page->continuation);
+    if (pages % 2 == 0) {
+      ts += kSecond / 2;
+      apply(time_command(), ts);
+    }
+    if (pages % 3 == 0) collect_all();
+    if (page->caught_up && ts > kT0 + 12 * kSecond) break;
+  }
+  const FeedRead whole = read_feed(*store_, from_beginning());
+  ASSERT_EQ(whole.changes.size(), 60u);  // 30 creates, 30 expirations
+  EXPECT_EQ(describe(paged), describe(whole.changes));
+  EXPECT_EQ(paged, whole.changes);
+  // A burst of 10 expirations at one position split across pages of 1 and of 4, and with a tiny work budget.
+  EXPECT_EQ(read_feed(*store_, from_beginning(), 1).changes, whole.changes);
+  EXPECT_EQ(read_feed(*store_, from_beginning(), 4).changes, whole.changes);
+  EXPECT_EQ(read_feed(*store_, from_beginning(), 4, ChangeFeedMode::kAll, false, 2).changes, whole.changes);
+}
+
+TEST_F(ChangeFeedTest, RetentionRefusesOldPositionsWithGoneAndTheCollectorTrims) {
+  make_feed_container("-1", 60);                   // retention 60 s
+  FeedRead first = read_feed(*store_, from_beginning());
+  ASSERT_TRUE(first.status.is_ok()) << first.status.to_string();
+  const std::string early_token = first.continuations.back();
+  for (int i = 0; i < 20; ++i) upsert("i" + std::to_string(i), 10, 1, kT0 + i * 10 * kSecond);  // 3..22
+  const FeedRead recent = read_feed(*store_, from_beginning());
+  ASSERT_TRUE(recent.status.is_ok());
+  // Only the last 60 s: creates at ts >= now - 60 s (and the expirations after the start).
+  EXPECT_EQ(recent.changes.front().id, "i13");
+  FeedRead old = read_feed(*store_, from_token(early_token));
+  EXPECT_EQ(old.status.code(), StatusCode::kGone) << old.status.to_string();
+  EXPECT_NE(old.status.message().find("retention"), std::string::npos);
+  ChangeFeedFrom at_time;
+  at_time.kind = ChangeFeedFrom::Kind::kTime;
+  at_time.ts_micros = kT0 + 10 * kSecond;
+  EXPECT_EQ(read_feed(*store_, at_time).status.code(), StatusCode::kGone);
+  at_time.ts_micros = kT0 + 150 * kSecond;
+  EXPECT_EQ(describe({read_feed(*store_, at_time).changes.front()}), "18.0 expire i14 /1\n");
+  // The collector trims in bounded batches; what may still be read stays byte-identical.
+  collect_all();
+  const size_t keys_before = feed_keys(*store_);
+  int64_t trimmed = 0;
+  for (int round = 0; round < 100; ++round) {
+    Result<int64_t> step = store_->expiry().trim_change_feed(5);
+    ASSERT_TRUE(step.is_ok()) << step.status().to_string();
+    EXPECT_LE(*step, 5);
+    trimmed += *step;
+    if (*step == 0) break;
+  }
+  EXPECT_GT(trimmed, 0);
+  EXPECT_EQ(feed_keys(*store_), keys_before - static_cast<size_t>(trimmed));
+  EXPECT_LT(feed_keys(*store_), keys_before / 2);
+  EXPECT_EQ(read_feed(*store_, from_beginning()).changes, recent.changes);
+  // A feed turned off loses its keys to the collector.
+  Command off = set_default_ttl_command("db", "c", std::string("-1"));
+  off.change_feed = ChangeFeedSettings{};
+  ASSERT_EQ(apply(off, kT0 + 300 * kSecond).http_status(), 200);
+  EXPECT_EQ(read_feed(*store_, from_beginning()).status.code(), StatusCode::kInvalidArgument);
+  while (*store_->expiry().trim_change_feed(7) > 0) {
+  }
+  EXPECT_EQ(feed_keys(*store_), 0u);
+}
+
+TEST_F(ChangeFeedTest, TheNodeCollectorTrimsPastRetentionInItsPasses) {
+  make_feed_container("-1", 30);
+  for (int i = 0; i < 20; ++i) upsert("i" + std::to_string(i), 5, 1, kT0 + i * 10 * kSecond);
+  const FeedRead readable = read_feed(*store_, from_beginning());
+  const size_t keys_before = feed_keys(*store_);
+  ManualClock clock(kT0 + 190 * kSecond);
+  metrics::Metrics metrics(1);
+  node::RequestUnitAccount account(clock, metrics);
+  node::CollectorOptions options;
+  options.batch_items_max = 4;
+  node::Collector collector(store_->expiry(), account, metrics, clock, options);
+  for (int pass = 0; pass < 50; ++pass) ASSERT_TRUE(collector.run_once().is_ok());
+  EXPECT_LT(feed_keys(*store_), keys_before / 2);
+  EXPECT_EQ(read_feed(*store_, from_beginning()).changes, readable.changes);
+}
+
+TEST_F(ChangeFeedTest, ReadingBeforeTheFeedWasTurnedOnIsGone) {
+  make_container("-1");  // feed off
+  upsert("a", 100, 1, kT0 + 1);
+  Command on = set_default_ttl_command("db", "c", std::string("-1"));
+  on.change_feed = ChangeFeedSettings{true, 0, 0};  // default retention
+  ASSERT_EQ(apply(on, kT0 + 2 * kSecond).http_status(), 200);  // 4
+  upsert("b", 100, 1, kT0 + 3 * kSecond);                       // 5
+  EXPECT_EQ(feed(), "5.1 create b 1/\n");
+  ChangeFeedFrom at_time;
+  at_time.kind = ChangeFeedFrom::Kind::kTime;
+  at_time.ts_micros = kT0;
+  const FeedRead before = read_feed(*store_, at_time);
+  EXPECT_EQ(before.status.code(), StatusCode::kGone);
+  EXPECT_NE(before.status.message().find("turned on"), std::string::npos) << before.status.message();
+  ChangeFeedFrom now;
+  now.kind = ChangeFeedFrom::Kind::kNow;
+  EXPECT_TRUE(read_feed(*store_, now).changes.empty());
+  EXPECT_EQ(read_feed(*store_, from_token("zz")).status.code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ChangeFeedTest, WritePathCostWithTheFeedOnAndOff) {
+  // Unit-level cost of keeping a feed: replicated keys and bytes added per upsert (new items, then overwrites).
+  for (bool on : {false, true}) {
+    TempDir dir;
+    StoreOptions options;
+    options.path = dir.path() + "/db";
+    auto store = std::move(StateMachine::open(options)).value();
+    uint64_t index = 1;
+    ASSERT_TRUE(store->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(index++), kT0).is_ok());
+    Command create = create_container_command("db", "c", "/pk", std::string("3600"));
+    if (on) create.change_feed = ChangeFeedSettings{true, 3600, 0};
+    ASSERT_TRUE(store->apply(create, LogIndex(index++), kT0).is_ok());
+    const std::string padding(200, 'x');
+    for (int round = 0; round < 2; ++round) {
+      const KeyFigures before = replicated_figures(*store);
+      for (int i = 0; i < 100; ++i) {
+        const std::string body = "{\"id\":\"i" + std::to_string(i) + "\",\"pk\":\"p\",\"pad\":\"" + padding + "\"}";
+        const int64_t ts = kT0 + static_cast<int64_t>(index) * kSecond;
+        ASSERT_EQ(store->apply(item_command(CommandType::kUpsertItem, "db", "c", body), LogIndex(index++), ts)
+                      ->http_status(),
+                  round == 0 ? 201 : 200);
+      }
+      const KeyFigures after = replicated_figures(*store);
+      std::printf("feed %s, %s: %.2f keys and %.0f bytes per upsert (replicated state)\n", on ? "on " : "off",
+                  round == 0 ? "creates   " : "overwrites", (after.keys - before.keys) / 100.0,
+                  (static_cast<double>(after.bytes) - static_cast<double>(before.bytes)) / 100.0);
+    }
+  }
+}
+
+TEST_F(ChangeFeedTest, SettingsTravelInCommandsAndRecordsAndBadRetentionIsRefused) {
+  Command command = feed_container_command("10", 120);
+  Result<Command> decoded = decode_command(encode_command(command));
+  ASSERT_TRUE(decoded.is_ok());
+  ASSERT_TRUE(decoded->change_feed.has_value());
+  EXPECT_EQ(*decoded->change_feed, (ChangeFeedSettings{true, 120, 0}));
+  EXPECT_FALSE(decode_command(encode_command(time_command()))->change_feed.has_value());
+  ContainerRecord record;
+  record.change_feed = {true, 60, 42};
+  EXPECT_EQ(decode_container(encode_container(record))->change_feed, record.change_feed);
+  // A record without a feed has the bytes records had before feeds existed, and decodes as off; a torn tail is refused.
+  const std::string plain = encode_container(ContainerRecord{});
+  EXPECT_EQ(decode_container(plain)->change_feed, ChangeFeedSettings{});
+  EXPECT_EQ(decode_container(plain + "\x01").status().code(), StatusCode::kCorruption);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
+  const auto before = store_->dump(false);
+  OpResult refused = apply(feed_container_command("10", -5), kT0);
+  EXPECT_EQ(refused.http_status(), 400);
+  EXPECT_NE(refused.message.find("retention"), std::string::npos);
+  // Nothing but the applied position changed (no time index entry either).
+  EXPECT_EQ(before->size(), store_->dump(false)->size());
+  EXPECT_EQ(apply(feed_container_command("10", 0), kT0).http_status(), 201);  // 0: the default retention
+  EXPECT_EQ(store_->reader().find_container("db", "c", nullptr)->change_feed.retention_seconds,
+            kDefaultChangeFeedRetentionSeconds);
+}
+
+TEST_F(ChangeFeedTest, DroppedContainersLoseTheirFeedAndTheTimeIndexStops) {
+  make_feed_container("-1");
+  upsert("a", 1, 1, kT0 + 1);
+  apply(time_command(), kT0 + 5 * kSecond);
+  collect_all();  // a shadow too
+  EXPECT_GT(feed_keys(*store_), 3u);
+  ASSERT_EQ(apply(database_command(CommandType::kDeleteDatabase, "db"), kT0 + 6 * kSecond).http_status(), 204);
+  const size_t after_drop = feed_keys(*store_);
+  apply(time_command(), kT0 + 7 * kSecond);
+  EXPECT_EQ(feed_keys(*store_), after_drop) << "no container has a feed: no more time index entries";
+  while (*store_->expiry().reclaim_dropped(3) > 0) {
+  }
+  while (*store_->expiry().trim_change_feed(3) > 0) {
+  }
+  EXPECT_EQ(feed_keys(*store_), 0u);
+}
+
+TEST_F(ChangeFeedTest, RestoreIntoANewClusterDropsTheFeedAndRestartsItAtTheRestoredPosition) {
+  make_feed_container("-1");
+  upsert("a", 1, 1, kT0 + 1);
+  upsert("b", 1000, 1, kT0 + 2);
+  apply(time_command(), kT0 + 5 * kSecond);
+  collect_all();
+  Result<RestoreFigures> restored = transform_for_restore(*store_, RestoreTtlMode::kPreserve, kT0 + 6 * kSecond, false);
+  ASSERT_TRUE(restored.is_ok()) << restored.status().to_string();
+  const uint64_t at = store_->applied().index.value();
+  EXPECT_EQ(store_->reader().find_container("db", "c", nullptr)->change_feed.since_index, at);
+  EXPECT_EQ(feed_keys(*store_), 2u);  // the policy and time index entries at the restored position
+  const FeedRead empty = read_feed(*store_, from_beginning());
+  ASSERT_TRUE(empty.status.is_ok()) << empty.status.to_string();
+  EXPECT_TRUE(empty.changes.empty());
+  upsert("c", std::nullopt, 1, kT0 + 7 * kSecond);
+  EXPECT_EQ(feed(), std::to_string(at + 1) + ".1 create c 1/\n");
+}
+
+// ---- the same log on stores that did and did not collect, and one that installed a snapshot ---------------------
+
+// A seeded random log over a few items: upserts/creates/replaces/patches/deletes with own ttl, inherited or -1,
+// time advances and defaultTtl changes (on, -1, off). Returns (command, ts) pairs after the db and container.
+std::vector<std::pair<Command, int64_t>> random_log(std::mt19937_64& prng, int length, int64_t start) {
+  std::vector<std::pair<Command, int64_t>> log;
+  int64_t ts = start;
+  int version = 0;
+  auto pick = [&](int n) { return static_cast<int>(prng() % static_cast<uint64_t>(n)); };
+  for (int i = 0; i < length; ++i) {
+    ts += pick(4) == 0 ? pick(6) * kSecond : pick(300'000);
+    const std::string id = "i" + std::to_string(pick(8));
+    std::optional<int64_t> ttl;
+    switch (pick(4)) {
+      case 0: ttl = 1 + pick(6); break;
+      case 1: ttl = -1; break;
+      default: break;
+    }
+    const int what = pick(20);
+    Command command;
+    if (what < 7) {
+      command = item_command(CommandType::kUpsertItem, "db", "c", item_body(id, ttl, ++version));
+    } else if (what < 9) {
+      command = item_command(CommandType::kCreateItem, "db", "c", item_body(id, ttl, ++version));
+    } else if (what < 11) {
+      command = item_command(CommandType::kReplaceItem, "db", "c", item_body(id, ttl, ++version));
+    } else if (what < 12) {
+      command = target_command(CommandType::kPatchItem, "db", "c", "\"p" + id + "\"", id,
+                               "[{\"op\":\"set\",\"path\":\"/v\",\"value\":" + std::to_string(++version) + "}]");
+    } else if (what < 14) {
+      command = target_command(CommandType::kDeleteItem, "db", "c", "\"p" + id + "\"", id);
+    } else if (what < 15) {
+      const int policy = pick(4);
+      command = set_default_ttl_command(
+          "db", "c",
+          policy == 0 ? std::nullopt : std::optional<std::string>(policy == 1 ? "-1" : std::to_string(1 + pick(8))));
+    } else {
+      command = time_command();
+    }
+    log.emplace_back(std::move(command), ts);
+  }
+  return log;
+}
+
+struct Replica {
+  TempDir dir;
+  std::unique_ptr<StateMachine> store;
+  Replica() {
+    StoreOptions options;
+    options.path = dir.path() + "/db";
+    store = std::move(StateMachine::open(options)).value();
+  }
+};
+
+uint64_t test_seed() {
+  if (const char* env = std::getenv("MAYFLY_FEED_SEED")) return std::strtoull(env, nullptr, 10);
+  return std::random_device{}();
+}
+
+TEST(ChangeFeedReplicas, IdenticalFeedsWhetherTheCollectorRanOrASnapshotWasInstalled) {
+  const uint64_t seed = test_seed();
+  std::printf("reproduce: MAYFLY_FEED_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("MAYFLY_FEED_SEED=" + std::to_string(seed));
+  std::mt19937_64 prng(seed);
+  Replica collected, uncollected, installed;
+  uint64_t index = 1;
+  auto apply_all = [&](const Command& command, int64_t ts, bool to_installed) {
+    Result<OpResult> a = collected.store->apply(command, LogIndex(index), ts);
+    Result<OpResult> b = uncollected.store->apply(command, LogIndex(index), ts);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    EXPECT_EQ(a->http_status(), b->http_status());
+    if (to_installed) {
+      Result<OpResult> c = installed.store->apply(command, LogIndex(index), ts);
+      ASSERT_TRUE(c.is_ok());
+      EXPECT_EQ(a->http_status(), c->http_status());
+    }
+    ++index;
+  };
+  apply_all(database_command(CommandType::kCreateDatabase, "db"), kT0, false);
+  apply_all(feed_container_command("5"), kT0, false);
+  const auto log = random_log(prng, 400, kT0);
+  for (size_t i = 0; i < log.size(); ++i) {
+    if (i == log.size() / 2) {  // the third replica joins here from a snapshot of the collected one
+      Result<std::string> blob = collected.store->export_snapshot();
+      ASSERT_TRUE(blob.is_ok());
+      ASSERT_TRUE(installed.store->install_snapshot(*blob).is_ok());
+    }
+    apply_all(log[i].first, log[i].second, i >= log.size() / 2);
+    if (prng() % 3 == 0) {
+      ASSERT_TRUE(collected.store->expiry()
+                      .collect_expired("db", "c", collected.store->applied().ts_micros, 1 + prng() % 5)
+                      .is_ok());
+    }
+  }
+  ASSERT_TRUE(collected.store->expiry().collect_expired("db", "c", collected.store->applied().ts_micros, 100000).is_ok());
+  for (size_t page : {size_t{1}, size_t{7}, size_t{1000}}) {
+    const FeedRead a = read_feed(*collected.store, from_beginning(), page);
+    const FeedRead b = read_feed(*uncollected.store, from_beginning(), page);
+    const FeedRead c = read_feed(*installed.store, from_beginning(), page);
+    ASSERT_TRUE(a.status.is_ok() && b.status.is_ok() && c.status.is_ok());
+    EXPECT_EQ(describe(a.changes), describe(b.changes)) << "page " << page;
+    EXPECT_EQ(a.changes, b.changes);
+    EXPECT_EQ(a.continuations, b.continuations);
+    EXPECT_EQ(a.changes, c.changes);
+    EXPECT_EQ(a.continuations, c.continuations);
+    size_t expirations = 0;
+    for (const Change& change : a.changes) expirations += change.ttl_expired ? 1 : 0;
+    EXPECT_GT(expirations, 10u) << "the log should expire items";
+  }
+}
+
+// ---- randomized comparison with a naive model ----------------------------------------------------------------
+
+// Evaluates every item version at every position: an expiration at p is a current version alive at p - 1 (or
+// written at p - 1 or before) that is not alive at p under the ttl state after p. Explicit changes from the answers.
+TEST(ChangeFeedModel, RandomOpsTimePolicyAndCollectionMatchANaiveModel) {
+  const uint64_t seed = test_seed();
+  std::printf("reproduce: MAYFLY_FEED_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("MAYFLY_FEED_SEED=" + std::to_string(seed));
+  std::mt19937_64 prng(seed);
+  Replica collected, uncollected;
+  uint64_t index = 1;
+  ASSERT_TRUE(collected.store->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(index), kT0).is_ok());
+  ASSERT_TRUE(uncollected.store->apply(database_command(CommandType::kCreateDatabase, "db"), LogIndex(index), kT0).is_ok());
+  ++index;
+  ASSERT_TRUE(collected.store->apply(feed_container_command("3"), LogIndex(index), kT0).is_ok());
+  ASSERT_TRUE(uncollected.store->apply(feed_container_command("3"), LogIndex(index), kT0).is_ok());
+  ++index;
+
+  const uint64_t crid = uncollected.store->reader().find_container("db", "c", nullptr)->crid;
+  struct Version {
+    ItemRecord record;
+    bool expired = false;  // its expiration was already produced
+  };
+  std::map<std::string, Version> items;  // id -> current version (absent: deleted)
+  ttl::ContainerTtlState state;
+  state.policy = ttl::DefaultTtl::of_seconds(3);
+  std::string expected;
+  const auto log = random_log(prng, 600, kT0);
+  for (const auto& [command, ts] : log) {
+    const uint64_t p = index++;
+    Result<OpResult> a = collected.store->apply(command, LogIndex(p), ts);
+    Result<OpResult> b = uncollected.store->apply(command, LogIndex(p), ts);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    ASSERT_EQ(a->http_status(), b->http_status());
+    if (command.type == CommandType::kUpdateContainer) {
+      ttl::DefaultTtl policy = ttl::DefaultTtl::off();
+      if (command.default_ttl_change == DefaultTtlChange::kSet) {
+        policy = command.default_ttl_json == "-1" ? ttl::DefaultTtl::no_default()
+                                                  : ttl::DefaultTtl::of_seconds(std::stoll(command.default_ttl_json));
+      }
+      state = ttl::change_policy(state, policy, ts);
+    }
+    // Expirations at p, in the feed's order: own ttl by E, then inherited by write time; then pk, id.
+    std::vector<std::tuple<int, int64_t, std::string, std::string>> expiring;  // kind, sort, pk, id
+    for (auto& [id, version] : items) {
+      if (version.expired || version.record.ttl.kind == ttl::ItemTtl::Kind::kNever) continue;
+      if (ttl::alive(version.record.ttl, version.record.write_ts_micros, state, ts)) continue;
+      version.expired = true;
+      const bool own = version.record.ttl.kind == ttl::ItemTtl::Kind::kSeconds;
+      expiring.emplace_back(own ? 0 : 1,
+                            own ? ttl::expiry_instant_micros(version.record.write_ts_micros, version.record.ttl.seconds)
+                                : version.record.write_ts_micros,
+                            "p" + id, id);
+    }
+    std::sort(expiring.begin(), expiring.end());
+    for (const auto& [kind, sort, pk, id] : expiring) {
+      expected += std::to_string(p) + ".0 expire " + id + " /" + version_of(encode_item(items[id].record)) + "\n";
+    }
+    if (!a->ok() || !is_item_write(command.type)) continue;
+    // The explicit change: the model takes the outcome from the answer (create/replace/delete) and the image from
+    // the stored item, and checks the answer against its own view of liveness.
+    const std::string id = command.type == CommandType::kDeleteItem || command.type == CommandType::kPatchItem
+                               ? command.id
+                               : std::string(json::parse(command.body)->as_object().at("id").as_string());
+    auto current = items.find(id);
+    const bool was_alive = current != items.end() && !current->second.expired;
+    std::string previous = was_alive ? version_of(encode_item(current->second.record)) : "";
+    if (command.type == CommandType::kDeleteItem) {
+      ASSERT_TRUE(was_alive);
+      expected += std::to_string(p) + ".1 delete " + id + " /" + previous + "\n";
+      items.erase(id);
+      continue;
+    }
+    Result<std::optional<ItemRecord>> stored =
+        uncollected.store->reader().get_item(item_key(crid, "\"p" + id + "\"", id), nullptr);
+    ASSERT_TRUE(stored.is_ok() && stored->has_value());
+    const bool created = a->http_status() == 201;
+    EXPECT_EQ(created, !was_alive) << "position " << p;
+    expected += std::to_string(p) + ".1 " + (created ? "create " : "replace ") + id + " " +
+                version_of(encode_item(**stored)) + "/" + previous + "\n";
+    items[id] = Version{**stored, false};
+    if (prng() % 4 == 0) {
+      ASSERT_TRUE(collected.store->expiry()
+                      .collect_expired("db", "c", collected.store->applied().ts_micros, 1 + prng() % 4)
+                      .is_ok());
+    }
+  }
+  size_t expirations = 0;
+  for (size_t at = expected.find("expire"); at != std::string::npos; at = expected.find("expire", at + 1)) {
+    ++expirations;
+  }
+  EXPECT_GT(expirations, 20u);
+  for (size_t page : {size_t{1}, size_t{5}, size_t{1000}}) {
+    EXPECT_EQ(describe(read_feed(*collected.store, from_beginning(), page).changes), expected) << "page " << page;
+    EXPECT_EQ(describe(read_feed(*uncollected.store, from_beginning(), page).changes), expected) << "page " << page;
+  }
+}
+
+}  // namespace
+}  // namespace mayfly::storage::testing
