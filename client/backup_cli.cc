@@ -6,6 +6,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -107,6 +108,22 @@ bool choose_node(Client& cluster, uint64_t wanted, uint64_t& node, std::string& 
   return true;
 }
 
+// How this client reaches `node`: its advertised address when that is one of --endpoints, else the --endpoints entry
+// that answers as `node` (behind NAT or a port mapping — compose's published ports — the advertised "mayfly2:7100"
+// does not resolve where the CLI runs), else the advertised address.
+std::string address_for(Client& cluster, const ClientOptions& options, uint64_t node, const std::string& advertised) {
+  const std::vector<std::string>& endpoints = options.endpoints;
+  if (std::find(endpoints.begin(), endpoints.end(), advertised) != endpoints.end()) return advertised;
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    Request status;
+    status.op = Op::kClusterStatus;
+    status.endpoint = i + 1;
+    const Response answer = cluster.execute(status);
+    if (answer.ok() && answer.served_by == node) return endpoints[i];
+  }
+  return advertised;
+}
+
 }  // namespace
 
 std::string verify_backup_bytes_file(const std::string& path) {
@@ -157,6 +174,7 @@ int run_backup(const BackupCommand& command) {
   uint64_t node = 0;
   std::string address, error;
   if (!choose_node(cluster, command.node, node, address, error)) return fail(error);
+  address = address_for(cluster, command.options, node, address);
   ClientOptions pinned = command.options;
   pinned.endpoints = {address};
   Client client(pinned);

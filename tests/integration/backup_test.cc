@@ -393,3 +393,29 @@ TEST_F(IntegrationBackup, RestoreRefusesACorruptFileAndANonEmptyDirectory) {
 
 }  // namespace
 }  // namespace mayfly::it
+
+namespace mayfly::it {
+namespace {
+
+// The CLI downloads a backup from the node it chose through the --endpoints entry that answers as that node when the
+// node's advertised address is not one of them — as behind compose's published ports, where "mayfly2:7100" does not
+// resolve on the host. Here every node advertises an unroutable address (TEST-NET-1).
+TEST(IntegrationBackupAddress, DownloadsThroughTheEndpointThatIsTheChosenNode) {
+  Cluster cluster(ClusterOptions{.name = "backup-advertise"});
+  for (size_t n = 1; n <= cluster.size(); ++n) cluster.set_node_flags(n, {"--advertise", "192.0.2.1:9"});
+  ASSERT_TRUE(cluster.start());
+  const uint64_t leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0u);
+  client::Client client(cluster.client_options());
+  ASSERT_EQ(client.execute(db_req(Op::kCreateDatabase, "adv")).status, 201);
+  const std::string file = cluster.dir() + "/advertise.mfb";
+  const CliResult backup = cluster.cli({"backup", "create", "--out", file});
+  ASSERT_EQ(backup.exit_code, 0) << backup.describe();
+  const boost::json::value* body = backup.body();
+  ASSERT_NE(body, nullptr) << backup.describe();
+  EXPECT_NE(body->at("servedBy").to_number<uint64_t>(), leader) << "a follower serves the backup";
+  EXPECT_TRUE(std::filesystem::exists(file));
+}
+
+}  // namespace
+}  // namespace mayfly::it
