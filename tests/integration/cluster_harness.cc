@@ -385,6 +385,14 @@ bool Cluster::spawn(size_t n) {
       preload != env.end()) {
     if (const std::string runtime = sanitizer_runtime_library(); !runtime.empty()) {
       *preload = "LD_PRELOAD=" + runtime + ":" + preload->substr(std::strlen("LD_PRELOAD="));
+      // ASan's allocator reads the monotonic clock (for its release-to-OS interval) while it holds a region lock;
+      // with libfaketime preloaded that clock_gettime is faketime's, whose first call looks its symbols up with
+      // dlsym, which mallocs: the node deadlocked at start (seen in the chaos campaign's clock faults). Without
+      // the interval ASan does not read the clock there.
+      const char* asan_options = std::getenv("ASAN_OPTIONS");
+      env.push_back("ASAN_OPTIONS=" + std::string(asan_options != nullptr ? asan_options : "") +
+                    (asan_options != nullptr && *asan_options != '\0' ? ":" : "") +
+                    "allocator_release_to_os_interval_ms=-1");
     }
   }
   {
