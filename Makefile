@@ -47,9 +47,13 @@ bench-compare: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mayfly-bench mayflyd
 	/usr/bin/python3 bench/compare/run.py --build-dir $(BUILD_DIR) $(BENCH_COMPARE_ARGS)
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build and test run, in its own build directory.
+# AddressSanitizer + UndefinedBehaviorSanitizer build and the whole suite under it, in its own build directory (README
+# "Tests": what runs, how long, what is scaled). Compiles through ccache when it is installed (an empty launcher
+# otherwise, which also clears one a previous configure set).
+CCACHE := $(shell command -v ccache 2>/dev/null)
 sanitize: deps
-	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMAYFLY_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMAYFLY_SANITIZE=ON \
+	  -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_C_COMPILER_LAUNCHER=$(CCACHE) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 

@@ -86,7 +86,10 @@ class Campaign {
     const uint64_t lead = cluster_.wait_for_leader(milliseconds(options_.recovery_bound_ms));
     const int64_t ms = std::chrono::duration_cast<milliseconds>(SteadyClock::now() - start).count();
     if (lead == 0) {
-      anomaly("recovery", "no leader within " + std::to_string(options_.recovery_bound_ms) + " ms after " + after);
+      // (the harness's waits are scaled in a sanitized build: tests/env.h)
+      anomaly("recovery", "no leader within " +
+                              std::to_string(testing_env::scaled(milliseconds(options_.recovery_bound_ms)).count()) +
+                              " ms after " + after);
     } else {
       log("leader " + std::to_string(lead) + " after " + std::to_string(ms) + " ms");
       recovery_ms_max_ = std::max(recovery_ms_max_, ms);

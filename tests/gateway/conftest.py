@@ -21,11 +21,18 @@ from free_ports import free_ports  # noqa: E402 - tests/free_ports.py, shared wi
 
 MAYFLYD = os.environ.get("MAYFLY_MAYFLYD", "")
 MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "make-certs.sh")
+# How many times longer every wait is: 4 when the nodes are the sanitized build's (make sanitize sets it, like
+# tests/env.h's time_scale for the C++ tests), 1 otherwise.
+TIME_SCALE = max(1.0, float(os.environ.get("MAYFLY_TEST_TIME_SCALE", "1") or "1"))
+# The first line of each report a sanitizer (ASan, LSan, UBSan) writes into a node's log.
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", ": runtime error: ")
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
 
 def wait_until(condition, timeout_s, poll_s=0.05, what="condition"):
-    """Polls `condition` until it returns a true value (returned) or `timeout_s` ran out (AssertionError)."""
+    """Polls `condition` until it returns a true value (returned) or `timeout_s` (scaled by TIME_SCALE) ran out
+    (AssertionError)."""
+    timeout_s *= TIME_SCALE
     deadline = time.monotonic() + timeout_s
     last_error = None
     while time.monotonic() < deadline:
@@ -117,10 +124,17 @@ class Cluster:
                 p.send_signal(signal.SIGTERM)
         for p in self.procs:
             try:
-                p.wait(timeout=15)
+                p.wait(timeout=15 * TIME_SCALE)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=5)
+        # A sanitizer's report in any node's log (during the tests, or LeakSanitizer's at the node's exit) fails.
+        reports = []
+        for i in range(self.nodes):
+            with open(os.path.join(self.dir, f"node{i + 1}.log"), errors="replace") as log:
+                reports += [f"node {i + 1}: {line.strip()}" for line in log if any(m in line for m in SANITIZER_MARKERS)]
+        if reports:
+            self.failed = True
         if self.failed:
             for i in range(self.nodes):
                 path = os.path.join(self.dir, f"node{i + 1}.log")
@@ -131,6 +145,8 @@ class Cluster:
             print(f"kept {self.dir}")
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
+        if reports:
+            raise AssertionError("sanitizer reports in the nodes' logs:\n" + "\n".join(reports))
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -20,8 +20,9 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$here/requirements.txt" "$stamp"; th
 fi
 export MAYFLY_MAYFLYD="$mayflyd"
 set +e
-# A test that hangs (an SDK retrying forever) fails after 180 s instead of holding the suite.
-"$venv/bin/python" -m pytest -p no:cacheprovider --timeout 180 -v "$here" "$@"
+# A test that hangs (an SDK retrying forever) fails after 180 s instead of holding the suite (times
+# $MAYFLY_TEST_TIME_SCALE, which make sanitize sets: conftest.py scales every wait by it).
+"$venv/bin/python" -m pytest -p no:cacheprovider --timeout $((180 * ${MAYFLY_TEST_TIME_SCALE:-1})) -v "$here" "$@"
 code=$?
 set -e
 if [ "$code" = 5 ]; then

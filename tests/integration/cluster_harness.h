@@ -24,6 +24,7 @@
 
 #include "client/client.h"
 #include "metrics/scrape.h"
+#include "tests/env.h"
 
 namespace mayfly::it {
 
@@ -33,8 +34,16 @@ using std::chrono::milliseconds;
 // Wall-clock microseconds since the Unix epoch (the test process's own clock: it is never skewed).
 int64_t wall_micros();
 
-// Polls `condition` every `poll` until it is true or `timeout` ran out; returns whether it became true.
+// Polls `condition` every `poll` until it is true or `timeout` ran out; returns whether it became true. The timeout
+// is scaled for a sanitized build (tests/env.h time_scale: 4x under make sanitize, 1x otherwise), as is every wait
+// of the harness's that is built on it (node start and stop, leader, applied index, leader transfer).
 bool wait_until(const std::function<bool()>& condition, milliseconds timeout, milliseconds poll = milliseconds(10));
+
+// The first line of each report a sanitizer wrote into `text` (a node's log, a CLI run's stderr): AddressSanitizer
+// errors, LeakSanitizer's leak report at exit, UndefinedBehaviorSanitizer's "file:line:col: runtime error: ...".
+// In a sanitized build (make sanitize) the Cluster's destructor stops its nodes with SIGTERM, so LeakSanitizer checks
+// them, and fails the test for any report in a node's log; cli() does the same for the CLI's stderr.
+std::vector<std::string> sanitizer_reports(const std::string& text);
 
 // A seed for randomised tests: $MAYFLY_IT_SEED if set, else from the clock. Printed by the caller.
 uint64_t test_seed();

@@ -176,7 +176,7 @@ TEST(IntegrationFailover, LeaderKilledUnderWriteLoadLosesNoAcknowledgedWrite) {
   const double failover_ms = std::chrono::duration<double, std::milli>(first_ack_after - killed_at).count();
   std::cerr << "[failover] first write acknowledged by the new leader " << failover_ms << " ms after the kill\n";
   EXPECT_TRUE(recovered) << "no write was acknowledged within 15 s of killing the leader";
-  EXPECT_LT(failover_ms, 5000) << "the new leader took too long to serve writes";
+  EXPECT_LT(failover_ms, testing_env::scaled(5000.0)) << "the new leader took too long to serve writes";
   const uint64_t new_leader = cluster.wait_for_leader();
   ASSERT_NE(new_leader, 0u);
   ASSERT_NE(new_leader, old_leader);

@@ -39,13 +39,17 @@ TEST(IntegrationQuery, CliAndLibraryOnEveryNodeAndExpiryWhilePaging) {
   client::Client client(cluster.client_options());
   ASSERT_EQ(client.execute(db_req(Op::kCreateDatabase, "d")).status, 201);
   ASSERT_EQ(client.execute(create_container("d", "c", "/pk", "-1")).status, 201);
-  // 12 lasting items and 8 that expire 3 s after their write, interleaved in key order and in _ts order.
+  // 12 lasting items and 8 that expire 3 s after their write, interleaved in key order and in _ts order. The 3 s
+  // are scaled in a sanitized build (tests/env.h): the counts below on every node must all come before the first
+  // deadline or after the last, and a slower build takes longer to get there.
+  const int64_t short_ttl_s = testing_env::scaled(int64_t{3});
   std::set<std::string> lasting, short_lived;
   for (int i = 0; i < 20; ++i) {
     const std::string id = "i" + std::string(i < 10 ? "0" : "") + std::to_string(i);
     const bool expires = i % 5 == 1 || i % 5 == 3;
+    const std::string ttl = expires ? ",\"ttl\":" + std::to_string(short_ttl_s) : "";
     const std::string json = "{\"id\":\"" + id + "\",\"pk\":\"p" + std::to_string(i % 2) + "\",\"n\":" +
-                             std::to_string(i) + (expires ? ",\"ttl\":3" : "") + "}";
+                             std::to_string(i) + ttl + "}";
     ASSERT_EQ(client.execute(item_write(Op::kCreateItem, "d", "c", json)).status, 201);
     (expires ? short_lived : lasting).insert(id);
   }

@@ -10,7 +10,10 @@
 namespace mayfly::sim {
 namespace {
 
-uint64_t seeds_per_shard() { return testing_env::env_or("MAYFLY_SIM_SEEDS_PER_SHARD", 64); }
+// 64 seeds a shard (512 in all); 8 (64 in all) in a sanitized build, where a seed takes ~20x as long (~6 s).
+uint64_t seeds_per_shard() {
+  return testing_env::env_or("MAYFLY_SIM_SEEDS_PER_SHARD", testing_env::size_for_build(64, 8));
+}
 
 class SimShard : public ::testing::TestWithParam<int> {};
 
@@ -24,7 +27,11 @@ TEST_P(SimShard, EverySeedKeepsEveryInvariant) {
     options.nodes = nodes;
     SimResult result = run_simulation(options);
     ASSERT_TRUE(result.ok) << result.failure;
-    if (k == 0) std::printf("shard %d (%d nodes), first seed: %s\n", shard, nodes, result.summary().c_str());
+    if (k == 0) {
+      std::printf("shard %d (%d nodes), %llu seeds (MAYFLY_SIM_SEEDS_PER_SHARD%s), first seed: %s\n", shard, nodes,
+                  static_cast<unsigned long long>(count), testing_env::kSanitized ? "; sanitized build" : "",
+                  result.summary().c_str());
+    }
   }
 }
 
