@@ -417,4 +417,6 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   return page;
 }
 
+std::string change_feed_token(uint64_t crid, const ChangePosition& position) { return encode_token(crid, position); }
+
 }  // namespace mayfly::storage

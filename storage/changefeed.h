@@ -105,6 +105,9 @@ class ChangeFeedReader {
   leveldb::DB* db_;
 };
 
+// The continuation token that resumes right after `position` of container `crid` (a change's "position" on the wire).
+std::string change_feed_token(uint64_t crid, const ChangePosition& position);
+
 // Shared with the collector's retention (ExpiryKeeper::trim_change_feed).
 struct FeedPoint {
   uint64_t index = 0;
