@@ -323,6 +323,29 @@ TEST(ChangeFeed, AReaderSurvivesALeaderChangeWithNoGapOrDuplicate) {
   EXPECT_EQ(std::count_if(expected.begin(), expected.end(),
                           [](const std::string& change) { return change.find("timeToLiveExpired") != std::string::npos; }),
             2);
+
+  // The long-poll: a caught-up read with waitMs waits on the node for the next position instead of answering an
+  // empty page. It is sent (and reaches the node: another request runs the event loop meanwhile) before the write.
+  Request poll = read;
+  poll.endpoint = other;
+  poll.change_feed.wait_ms = 5000;
+  kj::Promise<Response> pending = client.execute_async(poll);
+  client::Client writer(cluster.client_options());
+  Request status;
+  status.op = Op::kClusterStatus;
+  status.endpoint = other;
+  ASSERT_EQ(writer.execute(status).status, 200);
+  Request late;
+  late.op = Op::kCreateItem;
+  late.database = "fdb";
+  late.container = "c";
+  late.body = R"({"id":"late","pk":"p"})";
+  ASSERT_EQ(writer.execute(late).status, 201);
+  const Response polled = pending.wait(client.wait_scope());
+  ASSERT_EQ(polled.status, 200) << polled.message;
+  const bj::value polled_body = bj::parse(polled.body);
+  ASSERT_EQ(polled_body.at("changes").as_array().size(), 1u) << polled.body;
+  EXPECT_EQ(polled_body.at("changes").as_array()[0].at("id").as_string(), "late");
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
 }
 
