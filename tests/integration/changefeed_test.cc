@@ -188,8 +188,17 @@ TEST(ChangeFeed, FollowSeesAnExpirationAfterAdvanceClockAndEndsOnSigint) {
 
   const std::string output = cluster.dir() + "/follow.out";
   const std::string errors = cluster.dir() + "/follow.err";
+  // Where the feed is now (an empty read's continuation, on stderr): the follower starts there, so the write below
+  // comes after its start whenever its first request arrives.
+  const CliResult now = cluster.cli({"changefeed", "fdb", "c", "--from", "now"});
+  ASSERT_EQ(now.exit_code, 0) << now.describe();
+  ASSERT_TRUE(now.out.empty()) << now.describe();
+  const size_t at = now.err.find("continuation: ");
+  ASSERT_NE(at, std::string::npos) << now.err;
+  const std::string start = now.err.substr(at + 14, now.err.find('\n', at) - at - 14);
   std::vector<std::string> argv = {MAYFLY_IT_CLI_PATH, "--endpoints", cluster.endpoint(2), "--key-file",
-                                   cluster.admin_key_file(), "changefeed", "fdb", "c", "--from", "now", "--follow"};
+                                   cluster.admin_key_file(), "changefeed", "fdb", "c", "--continuation", start,
+                                   "--follow"};
   std::vector<char*> c_argv;
   for (std::string& arg : argv) c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
@@ -205,10 +214,6 @@ TEST(ChangeFeed, FollowSeesAnExpirationAfterAdvanceClockAndEndsOnSigint) {
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   };
 
-  // The reader starts "now": give it a moment to take its first position before the write (bounded, and the
-  // write is retried into view below either way: it only has to come after the reader's start).
-  ASSERT_TRUE(wait_until([&] { return ::access(output.c_str(), F_OK) == 0; }, milliseconds(5000)));
-  std::this_thread::sleep_for(milliseconds(1500));
   write(cluster, {"item", "create", "fdb", "c", R"({"id":"x","pk":"p","ttl":10})"}, 201);
   EXPECT_TRUE(wait_until([&] { return summary(lines_of(text_of(output))) ==
                                       std::vector<std::string>{"create x"}; },
