@@ -374,10 +374,12 @@ storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, con
   if (caught_up_and_empty != nullptr) *caught_up_and_empty = false;
   Result<storage::ChangeFeedPage> page = feed.read(request);
   if (!page.is_ok()) return storage::OpResult::error(page.status());
-  // The container as it is now, for the images' _rid and _expiresAt (the page itself checked that it exists).
+  // The images' _expiresAt use the container's defaultTtl as it is now (read after the page: if the container was
+  // dropped or replaced meanwhile, without one); _rid and positions use the container the page read.
+  const uint64_t crid = page->crid;
   std::optional<storage::ContainerRecord> container = state.container_record(request.database, request.container);
-  const uint64_t crid = container ? container->crid : 0;
-  const ttl::DefaultTtl policy = container ? container->ttl.policy : ttl::DefaultTtl::off();
+  const ttl::DefaultTtl policy =
+      container && container->crid == crid ? container->ttl.policy : ttl::DefaultTtl::off();
   storage::OpResult result;
   std::string& body = result.body;
   body = "{\"changes\":[";

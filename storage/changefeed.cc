@@ -224,6 +224,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     }
   }
   ChangeFeedPage page;
+  page.crid = crid;
   if (cursor.index > applied) {
     // A token from a replica further ahead: nothing here yet.
     page.continuation = encode_token(crid, cursor);

@@ -92,6 +92,7 @@ struct ChangeFeedPage {
   std::string continuation;  // always set: where the next page starts
   bool caught_up = false;    // the page reached the applied position
   int64_t work = 0;          // positions and entries examined
+  uint64_t crid = 0;         // the container read (its continuation tokens name it)
 };
 
 class ChangeFeedReader {
