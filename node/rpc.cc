@@ -140,6 +140,7 @@ kj::Promise<void> RpcHost::forecast_loop(int64_t delay_ms) {
         metrics_.set_forecast_figures(forecast_figures(state_, driver_.reclaim_rate(),
                                                        static_cast<size_t>(config_.forecast_max_entries),
                                                        &forecast_cancel_));
+        metrics_.set_changefeed_figures(changefeed_figures(state_, driver_.state().leveldb()));
         forecast_running_ = false;
       });
     }

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -237,6 +239,58 @@ TEST(ChangeFeed, FollowSeesAnExpirationAfterAdvanceClockAndEndsOnSigint) {
   EXPECT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << text_of(errors);
   EXPECT_NE(text_of(errors).find("continuation: "), std::string::npos) << text_of(errors);
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+// mayfly_changefeed_*: the oldest position a reader may start from (it moves with the retention as replicated time
+// passes), its age and the feed's size on every node; the series go away when the feed is turned off.
+TEST(ChangeFeed, MetricsFollowTheRetentionAndGoAwayWhenTheFeedIsOff) {
+  Cluster cluster({.name = "feed-metrics", .metrics = true});
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    cluster.set_node_flags(n, {"--clock", "virtual", "--changefeed-retention", "60", "--forecast-interval-ms", "200"});
+  }
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  const CliResult created = cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--change-feed", "on"});
+  ASSERT_EQ(created.status(), 201) << created.describe();
+  const double since = static_cast<double>(created.body()->at("changeFeed").at("sinceIndex").as_int64());
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"a","pk":"p"})"}, 201);
+  const std::map<std::string, std::string> feed = {{"container", "fdb/c"}};
+  auto wait_for = [&](const std::function<bool(const Scrape&)>& holds, const std::string& what) {
+    for (size_t n = 1; n <= cluster.size(); ++n) {
+      std::string last;
+      EXPECT_TRUE(wait_until(
+          [&] {
+            std::optional<Scrape> scrape = cluster.scrape(n);
+            if (!scrape) return false;
+            last = scrape->text();
+            return holds(*scrape);
+          },
+          milliseconds(15000), milliseconds(100)))
+          << what << " on node " << n << "\n" << last.substr(0, 4000);
+    }
+  };
+  wait_for([&](const Scrape& s) {
+    return s.sum("mayfly_changefeed_oldest_position", feed) == since && s.has("mayfly_changefeed_bytes", feed) &&
+           s.sum("mayfly_changefeed_oldest_age_seconds", feed) < 1;
+  }, "the feed's start as the oldest position");
+
+  // 120 s later the 60 s retention starts at the advance's own position.
+  const CliResult advanced = cluster.cli({"cluster", "advance-clock", "120s"});
+  ASSERT_EQ(advanced.status(), 200) << advanced.describe();
+  const double advance_index = static_cast<double>(advanced.body()->at("index").as_int64());
+  ASSERT_GT(advance_index, since);
+  wait_for([&](const Scrape& s) {
+    return s.sum("mayfly_changefeed_oldest_position", feed) == advance_index &&
+           s.sum("mayfly_changefeed_oldest_age_seconds", feed) < 1;
+  }, "the oldest position moved with the retention");
+
+  write(cluster, {"container", "set", "fdb", "c", "--change-feed", "off"}, 200);
+  wait_for([&](const Scrape& s) {
+    return !s.has("mayfly_changefeed_bytes", feed) && !s.has("mayfly_changefeed_oldest_position", feed) &&
+           s.has("mayfly_ttl_forecast_drain_seconds", feed);
+  }, "no feed series once it is off");
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
 }
 
