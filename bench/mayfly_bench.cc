@@ -41,7 +41,7 @@ constexpr const char* kUsage =
     "                    [--keep-data] [--seconds S] [--runs R] [--max-requests N] [--clients 1,50,1000]\n"
     "                    [--connections K] [--workloads upsert256,upsert1k,strong,session] [--database NAME]\n"
     "                    [--container NAME] [--partitions P] [--ttl SECONDS] [--timeout-ms MS]\n"
-    "                    [--preload upsert1k|upsert256]\n";
+    "                    [--preload upsert1k|upsert256] [--change-feed on|off]\n";
 
 // ---- the load ----------------------------------------------------------------------------------------------------
 
@@ -76,6 +76,7 @@ struct Settings {
   int runs = 3;
   uint64_t max_requests = 200000;
   size_t connections = 4;
+  bool change_feed = false;  // the container is created with its change feed on (README "Change feed")
 };
 
 // What one run measured.
@@ -263,6 +264,7 @@ int main(int argc, char** argv) {
     else if (flag == "--partitions") settings.partitions = std::atoi(value.c_str());
     else if (flag == "--ttl") settings.ttl = std::atoi(value.c_str());
     else if (flag == "--timeout-ms") timeout_ms = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
+    else if (flag == "--change-feed" && (value == "on" || value == "off")) settings.change_feed = value == "on";
     else if (flag == "--preload" && (value == "upsert1k" || value == "upsert256"))
       preload_workload = value == "upsert1k" ? Workload::kUpsert1K : Workload::kUpsert256;
     else {
@@ -322,6 +324,7 @@ int main(int argc, char** argv) {
     // TTL on without a default (defaultTtl -1): every item's own `ttl` counts, as in Cosmos DB.
     request.settings.default_ttl = mayfly::client::ContainerSettings::DefaultTtl::kSet;
     request.settings.default_ttl_json = "-1";
+    if (settings.change_feed) request.settings.change_feed = mayfly::client::ContainerSettings::ChangeFeed::kOn;
     check_setup(clients.front()->execute(request), "createContainer " + settings.container);
   }
 

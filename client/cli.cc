@@ -62,6 +62,12 @@ struct Arguments {
   std::string backup_out;           // backup create --out FILE
   uint64_t backup_node = 0;         // backup create --node ID (0: a follower)
   uint64_t forecast_node = 0;       // container forecast --node ID (0: every reachable node)
+  std::string change_feed;          // container create/set --change-feed on|off
+  uint32_t change_feed_retention = 0;  // container create/set --change-feed-retention SECONDS
+  std::string feed_mode = "all";    // changefeed --mode
+  std::string feed_from;            // changefeed --from beginning|now|TIME
+  bool only_expirations = false;    // changefeed
+  bool follow = false;              // changefeed --follow
 };
 
 // A usage error found after CLI11 was done (file not readable, bad endpoint list, ...).
@@ -218,6 +224,7 @@ class Grammar {
     add_container();
     add_item();
     add_query();
+    add_changefeed();
   }
 
   CLI::App& app() { return app_; }
@@ -302,6 +309,34 @@ class Grammar {
     sub->add_option("--indexing", arguments_.indexing, "indexing mode")->check(CLI::IsMember({"consistent", "none"}));
   }
 
+  void add_change_feed(CLI::App* sub) {
+    sub->add_option("--change-feed", arguments_.change_feed, "turn the change feed on or off")
+        ->check(CLI::IsMember({"on", "off"}));
+    sub->add_option("--change-feed-retention", arguments_.change_feed_retention,
+                    "with --change-feed on: seconds the feed keeps changes (default: the nodes' "
+                    "--changefeed-retention)")
+        ->check(CLI::Range(1u, 90u * 24 * 3600));
+  }
+
+  void add_changefeed() {
+    CLI::App* feed = leaf(&app_, "changefeed",
+                          "read a container's change feed: one JSON change per line (the continuation on stderr)",
+                          Op::kReadChangeFeed);
+    database_and_container(feed);
+    feed->add_option("--mode", arguments_.feed_mode, "all (every change, expirations included) or latest")
+        ->check(CLI::IsMember({"all", "latest"}));
+    CLI::Option* from = feed->add_option("--from", arguments_.feed_from,
+                                         "beginning (default), now, or a Unix time in seconds (replicated time)");
+    CLI::Option* continuation =
+        feed->add_option("--continuation", arguments_.continuation, "continue after a previous read (or a position)");
+    from->excludes(continuation);
+    continuation->excludes(from);
+    feed->add_flag("--only-expirations", arguments_.only_expirations, "only TTL expirations");
+    feed->add_option("--max-items", arguments_.max_items, "changes per request (1..1000)")
+        ->check(CLI::Range(1u, 1000u));
+    feed->add_flag("--follow", arguments_.follow, "keep reading new changes until interrupted (Ctrl-C)");
+  }
+
   void add_container() {
     CLI::App* container = group("container", "containers");
     CLI::App* create = leaf(container, "create", "create container C in DB", Op::kCreateContainer);
@@ -313,6 +348,7 @@ class Grammar {
     CLI::Option* serverless = create->add_flag("--serverless", arguments_.serverless, "serverless (never throttled)");
     throughput->excludes(serverless);
     serverless->excludes(throughput);
+    add_change_feed(create);
 
     database_and_container(leaf(container, "get", "show container C", Op::kGetContainer));
     CLI::App* set = leaf(container, "set", "change container C's settings", Op::kUpdateContainer);
@@ -325,6 +361,7 @@ class Grammar {
                   "nothing");
     set->add_flag("--force", arguments_.force,
                   "with --default-ttl: apply even if more than 10% of the live items would expire at once");
+    add_change_feed(set);
     database_and_container(leaf(container, "delete", "delete container C", Op::kDeleteContainer));
     CLI::App* forecast = leaf(container, "forecast",
                               "what expires per minute (next hour) and per hour (next day) on each node, its backlog, "
@@ -506,6 +543,43 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       }
       settings.dry_run = arguments.dry_run;
       settings.force = arguments.force;
+      if (arguments.change_feed_retention != 0 && arguments.change_feed != "on") {
+        throw UsageError{"--change-feed-retention goes with --change-feed on"};
+      }
+      if (arguments.change_feed == "on") {
+        settings.change_feed = ContainerSettings::ChangeFeed::kOn;
+        settings.change_feed_retention_seconds = arguments.change_feed_retention;
+      } else if (arguments.change_feed == "off") {
+        settings.change_feed = ContainerSettings::ChangeFeed::kOff;
+      }
+      break;
+    }
+    case Op::kReadChangeFeed: {
+      ChangeFeedRead& feed = request.change_feed;
+      request.options.max_items = 0;
+      request.options.continuation.clear();
+      feed.mode = arguments.feed_mode == "latest" ? ChangeFeedRead::Mode::kLatest : ChangeFeedRead::Mode::kAll;
+      feed.only_expirations = arguments.only_expirations;
+      feed.max_items = arguments.max_items;
+      if (!arguments.continuation.empty()) {
+        feed.from = ChangeFeedRead::From::kContinuation;
+        feed.continuation = arguments.continuation;
+      } else if (arguments.feed_from.empty() || arguments.feed_from == "beginning") {
+        feed.from = ChangeFeedRead::From::kBeginning;
+      } else if (arguments.feed_from == "now") {
+        feed.from = ChangeFeedRead::From::kNow;
+      } else {
+        double seconds = 0;
+        const std::string& text = arguments.feed_from;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+        if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(seconds) || seconds < 0 ||
+            seconds > 9.2e12) {
+          throw UsageError{"--from takes beginning, now, or a Unix time in seconds (e.g. 1700000000 or "
+                           "1700000000.5); got '" + text + "'"};
+        }
+        feed.from = ChangeFeedRead::From::kTime;
+        feed.time_micros = static_cast<int64_t>(std::llround(seconds * 1e6));
+      }
       break;
     }
     default:
@@ -552,6 +626,7 @@ CliParse parse_cli(const std::vector<std::string>& args, const CliEnvironment& e
     command.backup_out = arguments.backup_out;
     command.backup_node = arguments.backup_node;
     command.forecast_node = arguments.forecast_node;
+    command.follow = arguments.follow;
     result.command = std::move(command);
   } catch (const CLI::RequiredError& error) {
     // CLI11 says "CONTAINER is required"; add the usage of the command it is missing from.

@@ -10,7 +10,9 @@
 //   backup create --out FILE [--node ID]                         (client/backup_cli.h)
 //   db create DB | db delete DB | db list
 //   container create DB CONTAINER --pk /path [--default-ttl N|-1] [--indexing consistent|none] [--throughput RU | --serverless]
+//             [--change-feed on|off [--change-feed-retention SECONDS]]
 //   container get DB CONTAINER | container set DB CONTAINER [--default-ttl N|-1|off] [--indexing ...] [--throughput RU]
+//             [--change-feed on|off [--change-feed-retention SECONDS]]
 //   container delete DB CONTAINER | container list DB
 //   container forecast DB CONTAINER [--node ID]                   (client/forecast_cli.h)
 //   item create|upsert|replace DB CONTAINER JSON [--if-match ETAG]        JSON: inline, @file, or - for stdin
@@ -19,6 +21,8 @@
 //   item list DB CONTAINER [--pk VALUE] [--max-items N] [--continuation TOKEN]
 //   item import DB CONTAINER FILE.jsonl|- [--concurrency N] [--create] [--quiet]      (cli_import.h)
 //   item export DB CONTAINER [--out FILE] [--strip-system] [--page-size N] [--quiet]  (cli_export.h)
+//   changefeed DB CONTAINER [--mode all|latest] [--from beginning|now|TIME] [--continuation TOKEN] [--only-expirations]
+//              [--max-items N] [--follow]                     (JSON Lines: client/changefeed_cli.h)
 //   query DB CONTAINER SQL|@file|- [--param @name=JSON|@file|-]... [--pk VALUE] [--max-items N] [--continuation TOKEN] [--enable-scan]
 #pragma once
 
@@ -63,6 +67,7 @@ struct CliCommand {
   std::string backup_out;    // backup create (request.op == kBackupOpen): client/backup_cli.h
   uint64_t backup_node = 0;
   uint64_t forecast_node = 0;  // container forecast (request.op == kContainerForecast): client/forecast_cli.h
+  bool follow = false;         // changefeed --follow (request.op == kReadChangeFeed): client/changefeed_cli.h
 };
 
 // The outcome of parsing: a command to run, or text to print and an exit code (help: 0, usage error: 2).

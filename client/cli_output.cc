@@ -171,7 +171,7 @@ Table cluster_status_table(std::string_view body) {
 }
 
 Table containers_table(std::string_view array_body) {
-  Table table{{"id", "partition key", "default ttl", "indexing", "throughput", "_ts"}, {}};
+  Table table{{"id", "partition key", "default ttl", "indexing", "throughput", "change feed", "_ts"}, {}};
   for (std::string_view element : json_array_elements(array_body)) {
     boost::system::error_code error;
     const boost::json::value parsed = boost::json::parse(element, error);
@@ -194,9 +194,16 @@ Table containers_table(std::string_view array_body) {
       const std::string kind = string_field(mode->as_object(), "mode");
       throughput = kind == "provisioned" ? int_cell(mode->as_object(), "requestUnitsPerSecond") + " RU/s" : kind;
     }
+    std::string change_feed = "off";
+    if (const auto* feed = container.if_contains("changeFeed"); feed != nullptr && feed->is_object()) {
+      const auto* enabled = feed->as_object().if_contains("enabled");
+      if (enabled != nullptr && enabled->is_bool() && enabled->as_bool()) {
+        change_feed = "on, " + int_cell(feed->as_object(), "retentionSeconds") + " s";
+      }
+    }
     table.rows.push_back({truncate_cell(string_field(container, "id"), kIdWidth), partition_key,
                           default_ttl.has_value() ? std::to_string(*default_ttl) : "off", indexing, throughput,
-                          int_cell(container, "_ts")});
+                          change_feed, int_cell(container, "_ts")});
   }
   return table;
 }

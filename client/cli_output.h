@@ -6,7 +6,7 @@
 //                      one row per member, like `etcdctl endpoint status -w table`; APPLIED LAG is how far the node's
 //                      applied replicated time trails the newest applied time among the reachable nodes
 //   db list            ID
-//   container list/get/create/set   ID, PARTITION KEY, DEFAULT TTL, INDEXING, THROUGHPUT, _TS
+//   container list/get/create/set   ID, PARTITION KEY, DEFAULT TTL, INDEXING, THROUGHPUT, CHANGE FEED, _TS
 //   item list, query   ID, PARTITION KEY, _TS, TTL (when an item has one), then up to kItemExtraColumns other
 //                      top-level fields (first seen first); rows that are not objects (SELECT VALUE ...) as one VALUE
 //                      column; rows without ids (projections, aggregates) as their first kProjectionColumns

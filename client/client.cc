@@ -37,6 +37,7 @@ bool is_write(Op op) {
     case Op::kBackupOpen:
     case Op::kBackupRead:
     case Op::kContainerForecast:
+    case Op::kReadChangeFeed:
       return false;
     default:
       return true;
@@ -69,6 +70,7 @@ std::string_view op_name(Op op) {
     case Op::kBackupOpen: return "backupOpen";
     case Op::kBackupRead: return "backupRead";
     case Op::kContainerForecast: return "containerForecast";
+    case Op::kReadChangeFeed: return "readChangeFeed";
   }
   return "unknown";
 }

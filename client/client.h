@@ -52,6 +52,7 @@ enum class Op {
   kBackupOpen,  // admin: served by the endpoint called (Request::endpoint), never forwarded
   kBackupRead,
   kContainerForecast,  // read: the TTL forecast of the node called (client/forecast.h asks every node)
+  kReadChangeFeed,     // read: a page of a container's change feed (Request::change_feed)
 };
 
 // True for operations that change state: they go to the leader and are never blindly re-sent after a lost connection.
@@ -77,8 +78,27 @@ struct ContainerSettings {
   // expires more than 10 % of the live items at once (otherwise 412 with the figures).
   bool dry_run = false;
   bool force = false;
+  // The change feed: on (with a retention in seconds; 0: the leader's --changefeed-retention) or off.
+  enum class ChangeFeed { kUnchanged, kOn, kOff };
+  ChangeFeed change_feed = ChangeFeed::kUnchanged;
+  uint32_t change_feed_retention_seconds = 0;  // with kOn
 
   bool operator==(const ContainerSettings&) const = default;
+};
+
+// What a readChangeFeed asks for (proto ReadChangeFeed). Thread-safety: a value.
+struct ChangeFeedRead {
+  enum class Mode { kAll, kLatest };
+  enum class From { kBeginning, kNow, kTime, kContinuation };
+  Mode mode = Mode::kAll;
+  From from = From::kBeginning;
+  int64_t time_micros = 0;   // kTime: changes at positions whose replicated time is >= this
+  std::string continuation;  // kContinuation: a page's continuation or a change's position
+  bool only_expirations = false;
+  uint32_t max_items = 0;    // 0: the server's 100
+  uint32_t wait_ms = 0;      // long-poll (at most 5000): a caught-up, empty page waits this long for new positions
+
+  bool operator==(const ChangeFeedRead&) const = default;
 };
 
 // Per-request options (proto Options). Thread-safety: a value.
@@ -120,6 +140,7 @@ struct Request {
   uint64_t backup_id = 0;
   uint64_t backup_offset = 0;
   uint32_t backup_max_bytes = 0;
+  ChangeFeedRead change_feed;  // readChangeFeed
 
   bool operator==(const Request&) const = default;
 };

@@ -1,7 +1,10 @@
 // mayfly: the command line client. Parses its arguments (client/cli.h), sends one request through the client library
 // (or imports/exports a container's items, or takes a backup) and prints the response: tables on a terminal, one JSON object otherwise
 // (-o json|table chooses). Exit status: 0 for status < 400, 1 otherwise, 2 for usage errors.
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +16,7 @@
 #include <kj/exception.h>
 
 #include "client/backup_cli.h"
+#include "client/changefeed_cli.h"
 #include "client/cli.h"
 #include "client/cli_output.h"
 #include "client/client.h"
@@ -21,6 +25,10 @@
 namespace {
 
 using namespace mayfly::client;
+
+// changefeed --follow ends cleanly (exit 0, continuation printed) on SIGINT / SIGTERM.
+std::atomic<bool> interrupted{false};
+void on_interrupt(int) { interrupted.store(true); }
 
 // The container's partition key path, for the PARTITION KEY column of item tables; empty when it cannot be read.
 std::string partition_key_path(Client& client, const Request& request) {
@@ -112,6 +120,14 @@ int main(int argc, char** argv) {
   }
   try {
     Client client(command.options);
+    if (command.request.op == Op::kReadChangeFeed) {
+      struct sigaction action {};
+      action.sa_handler = on_interrupt;
+      sigemptyset(&action.sa_mask);
+      ::sigaction(SIGINT, &action, nullptr);
+      ::sigaction(SIGTERM, &action, nullptr);
+      return run_changefeed(client, command, std::cout, std::cerr, interrupted);
+    }
     switch (command.action) {
       case CliAction::kImport: return run_import_command(client, command, format);
       case CliAction::kExport: return run_export(client, command.request, command.export_settings, std::cout, std::cerr);

@@ -80,6 +80,53 @@ void encode_settings(const client::ContainerSettings& settings, ContainerSetting
   }
   out.setDryRun(settings.dry_run);
   out.setForce(settings.force);
+  switch (settings.change_feed) {
+    case client::ContainerSettings::ChangeFeed::kUnchanged:
+      out.getChangeFeed().setUnchanged();
+      break;
+    case client::ContainerSettings::ChangeFeed::kOn:
+      out.getChangeFeed().setOn(settings.change_feed_retention_seconds);
+      break;
+    case client::ContainerSettings::ChangeFeed::kOff:
+      out.getChangeFeed().setOff();
+      break;
+  }
+}
+
+void encode_change_feed(const ChangeFeedRead& read, proto::ReadChangeFeed::Builder out) {
+  out.setMode(read.mode == ChangeFeedRead::Mode::kLatest ? proto::ReadChangeFeed::Mode::LATEST
+                                                         : proto::ReadChangeFeed::Mode::ALL);
+  switch (read.from) {
+    case ChangeFeedRead::From::kBeginning: out.getFrom().setBeginning(); break;
+    case ChangeFeedRead::From::kNow: out.getFrom().setNow(); break;
+    case ChangeFeedRead::From::kTime: out.getFrom().setTime(read.time_micros); break;
+    case ChangeFeedRead::From::kContinuation: out.getFrom().setContinuation(wire_text(read.continuation)); break;
+  }
+  out.setOnlyExpirations(read.only_expirations);
+  out.setMaxItems(read.max_items);
+  out.setWaitMs(read.wait_ms);
+}
+
+ChangeFeedRead decode_change_feed(proto::ReadChangeFeed::Reader in) {
+  ChangeFeedRead read;
+  read.mode = in.getMode() == proto::ReadChangeFeed::Mode::LATEST ? ChangeFeedRead::Mode::kLatest
+                                                                  : ChangeFeedRead::Mode::kAll;
+  switch (in.getFrom().which()) {
+    case proto::ReadChangeFeed::From::BEGINNING: read.from = ChangeFeedRead::From::kBeginning; break;
+    case proto::ReadChangeFeed::From::NOW: read.from = ChangeFeedRead::From::kNow; break;
+    case proto::ReadChangeFeed::From::TIME:
+      read.from = ChangeFeedRead::From::kTime;
+      read.time_micros = in.getFrom().getTime();
+      break;
+    case proto::ReadChangeFeed::From::CONTINUATION:
+      read.from = ChangeFeedRead::From::kContinuation;
+      read.continuation = text(in.getFrom().getContinuation());
+      break;
+  }
+  read.only_expirations = in.getOnlyExpirations();
+  read.max_items = in.getMaxItems();
+  read.wait_ms = in.getWaitMs();
+  return read;
 }
 
 client::ContainerSettings decode_settings(ContainerSettings::Reader in) {
@@ -115,6 +162,17 @@ client::ContainerSettings decode_settings(ContainerSettings::Reader in) {
       break;
     case ContainerSettings::Throughput::SERVERLESS:
       settings.throughput = client::ContainerSettings::Throughput::kServerless;
+      break;
+    default:
+      break;
+  }
+  switch (in.getChangeFeed().which()) {
+    case ContainerSettings::ChangeFeed::ON:
+      settings.change_feed = client::ContainerSettings::ChangeFeed::kOn;
+      settings.change_feed_retention_seconds = in.getChangeFeed().getOn();
+      break;
+    case ContainerSettings::ChangeFeed::OFF:
+      settings.change_feed = client::ContainerSettings::ChangeFeed::kOff;
       break;
     default:
       break;
@@ -249,6 +307,9 @@ void encode_request(const Request& request, Consistency consistency, const std::
     case Op::kContainerForecast:
       out.setContainerForecast();
       return;
+    case Op::kReadChangeFeed:
+      encode_change_feed(request.change_feed, out.initReadChangeFeed());
+      return;
   }
   MAYFLY_UNREACHABLE("op %d", static_cast<int>(request.op));
 }
@@ -382,6 +443,10 @@ Request decode_request(proto::Request::Reader in) {
       break;
     case proto::Request::CONTAINER_FORECAST:
       request.op = Op::kContainerForecast;
+      break;
+    case proto::Request::READ_CHANGE_FEED:
+      request.op = Op::kReadChangeFeed;
+      request.change_feed = decode_change_feed(in.getReadChangeFeed());
       break;
   }
   return request;

@@ -231,7 +231,21 @@ Metrics::Metrics(uint64_t node_id)
                             .Name("mayfly_ttl_gc_reclaim_capacity_items_per_second")
                             .Help("Items per second the collector can delete on this node for the container: "
                                   "measured over the last minute's busy passes, else from its configuration")
-                            .Register(*registry_)) {
+                            .Register(*registry_)),
+      changefeed_bytes_(BuildGauge()
+                            .Name("mayfly_changefeed_bytes")
+                            .Help("LevelDB's approximate on-disk size of the container's change feed on this node "
+                                  "(records, shadow images, policy history; not what is still in the memtable)")
+                            .Register(*registry_)),
+      changefeed_oldest_position_(BuildGauge()
+                                      .Name("mayfly_changefeed_oldest_position")
+                                      .Help("The oldest log position a change feed reader may start from (the "
+                                            "retention's start)")
+                                      .Register(*registry_)),
+      changefeed_oldest_age_(BuildGauge()
+                                 .Name("mayfly_changefeed_oldest_age_seconds")
+                                 .Help("Replicated time between the feed's oldest position and the applied time")
+                                 .Register(*registry_)) {
   raft_term_.Add({{"node", node_}}).Set(0);
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
@@ -359,6 +373,26 @@ void Metrics::set_forecast_figures(const std::vector<ForecastFigures>& container
     reclaim_capacity_.Add(labels).Set(figures.capacity_items_per_second);
     known_containers_.insert(figures.container);
   }
+}
+
+void Metrics::set_changefeed_figures(const std::vector<ChangeFeedFigures>& feeds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::set<std::string> on;
+  for (const ChangeFeedFigures& figures : feeds) {
+    const prometheus::Labels labels{{"node", node_}, {"container", figures.container}};
+    changefeed_bytes_.Add(labels).Set(figures.approximate_bytes);
+    changefeed_oldest_position_.Add(labels).Set(figures.oldest_position);
+    changefeed_oldest_age_.Add(labels).Set(figures.oldest_age_seconds);
+    on.insert(figures.container);
+  }
+  for (const std::string& container : feed_containers_) {
+    if (on.contains(container)) continue;
+    const prometheus::Labels labels{{"node", node_}, {"container", container}};
+    for (auto* family : {&changefeed_bytes_, &changefeed_oldest_position_, &changefeed_oldest_age_}) {
+      family->Remove(&family->Add(labels));
+    }
+  }
+  feed_containers_ = std::move(on);
 }
 
 void Metrics::retain_containers(const std::vector<std::string>& existing) {

@@ -81,6 +81,8 @@ class Metrics {
   // The TTL forecast (node/forecast.h) of the containers given. Every container that set_container_figures has seen
   // has these series from then on, at 0 until its first forecast.
   void set_forecast_figures(const std::vector<ForecastFigures>& containers);
+  // The change feeds that are on (every other container's feed series are removed).
+  void set_changefeed_figures(const std::vector<ChangeFeedFigures>& feeds);
 
   // Request units.
   void add_request_units(const std::string& container, const std::string& op, double request_units);
@@ -144,8 +146,12 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& forecast_backlog_peak_;
   prometheus::Family<prometheus::Gauge>& forecast_drain_seconds_;
   prometheus::Family<prometheus::Gauge>& reclaim_capacity_;
+  prometheus::Family<prometheus::Gauge>& changefeed_bytes_;
+  prometheus::Family<prometheus::Gauge>& changefeed_oldest_position_;
+  prometheus::Family<prometheus::Gauge>& changefeed_oldest_age_;
 
   std::mutex mutex_;
+  std::set<std::string> feed_containers_;  // containers with change feed series
   std::string last_role_;
   uint64_t last_leader_ = 0;
   std::set<std::string> known_containers_;  // every container with a series of its own

@@ -39,4 +39,12 @@ struct ForecastFigures {
   bool truncated = false;           // --forecast-max-entries stopped the count: lower bounds
 };
 
+// One container's change feed on this node (storage/changefeed.h change_feed_usage), refreshed with the forecast.
+struct ChangeFeedFigures {
+  std::string container;             // "database/container"
+  double approximate_bytes = 0;      // LevelDB's on-disk estimate of its feed keys
+  double oldest_position = 0;        // the oldest log position a reader may start from
+  double oldest_age_seconds = 0;     // how much replicated time lies between it and the applied time
+};
+
 }  // namespace mayfly::metrics

@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include "storage/records.h"
+
 namespace mayfly::node {
 
 std::string advertised_address(const NodeConfig& config) {
@@ -236,6 +238,11 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--forecast-interval-ms", config.forecast_interval_ms,
                  "how often the TTL forecast metrics are recomputed, on a read thread (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
+      ->capture_default_str();
+  app.add_option("--changefeed-retention", config.changefeed_retention_seconds,
+                 "seconds a change feed keeps its changes when a container turns it on without saying (the leader "
+                 "fills it in; 1 .. 90 days)")
+      ->check(CLI::Range(int64_t{1}, storage::kMaxChangeFeedRetentionSeconds))
       ->capture_default_str();
   try {
     app.parse(argc, argv);

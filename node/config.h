@@ -78,6 +78,9 @@ struct NodeConfig {
   double gc_ru_share = 1.0;                 // part of a provisioned container's spare RU the collector may spend
   uint64_t forecast_max_entries = 1'000'000;  // expiry index entries one container's TTL forecast reads at most
   int64_t forecast_interval_ms = 60'000;    // the forecast metrics' refresh (0: never)
+  // The change feed retention the leader writes into a command that turns a feed on without one (docs/changefeed.md):
+  // the replicated command carries the number, so replicas never read their own flag.
+  int64_t changefeed_retention_seconds = 4 * 3600;
 
   Status validate() const;
 };

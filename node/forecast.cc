@@ -155,6 +155,25 @@ Reply forecast_reply(const storage::StoreReader& state, const ReclaimRate& rate,
   return reply;
 }
 
+std::vector<metrics::ChangeFeedFigures> changefeed_figures(const storage::StoreReader& state, leveldb::DB* db) {
+  std::vector<metrics::ChangeFeedFigures> out;
+  Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.container_list();
+  if (!list.is_ok()) return out;
+  for (const storage::ContainerInfo& info : **list) {
+    if (!info.record.change_feed.enabled) continue;
+    Result<storage::ChangeFeedUsage> usage = storage::change_feed_usage(db, info.record);
+    if (!usage.is_ok()) continue;
+    metrics::ChangeFeedFigures figures;
+    figures.container = info.database + "/" + info.container;
+    figures.approximate_bytes = static_cast<double>(usage->approximate_bytes);
+    figures.oldest_position = static_cast<double>(usage->oldest_index);
+    figures.oldest_age_seconds =
+        static_cast<double>(std::max<int64_t>(0, usage->applied_ts_micros - usage->oldest_ts_micros)) / 1e6;
+    out.push_back(std::move(figures));
+  }
+  return out;
+}
+
 std::vector<metrics::ForecastFigures> forecast_figures(const storage::StoreReader& state, const ReclaimRate& rate,
                                                        size_t max_entries, const std::atomic<bool>* cancel) {
   std::vector<metrics::ForecastFigures> out;

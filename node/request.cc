@@ -2,6 +2,9 @@
 
 #include <charconv>
 
+#include "storage/document.h"
+#include "storage/json.h"
+
 
 namespace mayfly::node {
 namespace {
@@ -45,6 +48,9 @@ void apply_settings(proto::ContainerSettings::Reader settings, storage::Command&
                                              static_cast<int64_t>(throughput.getProvisioned())};
   }
   if (throughput.isServerless()) command.throughput = storage::Throughput{storage::Throughput::Mode::kServerless, 0};
+  auto feed = settings.getChangeFeed();
+  if (feed.isOn()) command.change_feed = storage::ChangeFeedSettings{true, static_cast<int64_t>(feed.getOn()), 0};
+  if (feed.isOff()) command.change_feed = storage::ChangeFeedSettings{};
 }
 
 }  // namespace
@@ -176,6 +182,43 @@ Result<Operation> decode_request(proto::Request::Reader request) {
       read.query.continuation = options.getContinuation();
       break;
     }
+    case proto::Request::READ_CHANGE_FEED: {
+      read_kind(ReadQuery::Kind::kChangeFeed);
+      auto wire = request.getReadChangeFeed();
+      storage::ChangeFeedRequest& feed = read.feed;
+      feed.database = command.database;
+      feed.container = command.container;
+      if (feed.database.empty() || feed.container.empty()) {
+        return Status::invalid_argument("a change feed read needs a database and a container");
+      }
+      feed.mode = wire.getMode() == proto::ReadChangeFeed::Mode::LATEST ? storage::ChangeFeedMode::kLatest
+                                                                       : storage::ChangeFeedMode::kAll;
+      auto from = wire.getFrom();
+      switch (from.which()) {
+        case proto::ReadChangeFeed::From::BEGINNING: feed.from.kind = storage::ChangeFeedFrom::Kind::kBeginning; break;
+        case proto::ReadChangeFeed::From::NOW: feed.from.kind = storage::ChangeFeedFrom::Kind::kNow; break;
+        case proto::ReadChangeFeed::From::TIME:
+          feed.from.kind = storage::ChangeFeedFrom::Kind::kTime;
+          feed.from.ts_micros = from.getTime();
+          break;
+        case proto::ReadChangeFeed::From::CONTINUATION:
+          feed.from.kind = storage::ChangeFeedFrom::Kind::kContinuation;
+          feed.from.continuation = from.getContinuation();
+          if (feed.from.continuation.empty()) return Status::invalid_argument("an empty change feed continuation");
+          break;
+        default:
+          return Status::invalid_argument("unknown change feed start (is the client newer than this server?)");
+      }
+      feed.only_expirations = wire.getOnlyExpirations();
+      const uint32_t max_items = wire.getMaxItems() == 0 ? 100 : wire.getMaxItems();
+      if (max_items > 1000) {
+        return Status::invalid_argument("a change feed page holds at most 1000 changes, got maxItems " +
+                                        std::to_string(max_items));
+      }
+      feed.max_changes = max_items;
+      read.feed_wait_ms = std::min(wire.getWaitMs(), kMaxChangeFeedWaitMs);
+      break;
+    }
     case proto::Request::CLUSTER_STATUS: op.kind = Operation::Kind::kClusterStatus; break;
     case proto::Request::ADD_MEMBER:
       op.kind = Operation::Kind::kAddMember;
@@ -283,6 +326,7 @@ std::string op_name(const Operation& operation) {
     case ReadQuery::Kind::kContainers: return "list_containers";
     case ReadQuery::Kind::kDatabases: return "list_databases";
     case ReadQuery::Kind::kQuery: return "query";
+    case ReadQuery::Kind::kChangeFeed: return "change_feed";
   }
   return "unknown";
 }
@@ -296,8 +340,83 @@ storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuer
     case ReadQuery::Kind::kContainers: return state.list_containers(query.database);
     case ReadQuery::Kind::kDatabases: return state.list_databases();
     case ReadQuery::Kind::kQuery: return query::execute_query(state, query.query, now_micros);
+    case ReadQuery::Kind::kChangeFeed: break;
   }
   return storage::OpResult::error(StatusCode::kInvalidArgument, "unknown read");
+}
+
+namespace {
+
+const char* operation_type(storage::ChangeOperation operation) {
+  switch (operation) {
+    case storage::ChangeOperation::kCreate: return "create";
+    case storage::ChangeOperation::kReplace: return "replace";
+    case storage::ChangeOperation::kDelete: return "delete";
+  }
+  return "unknown";
+}
+
+// An image as the item API shows it (system properties included); null when there is none.
+Status append_image(const std::string& encoded, uint64_t crid, ttl::DefaultTtl policy, std::string& out) {
+  if (encoded.empty()) {
+    out += "null";
+    return Status::ok();
+  }
+  MAYFLY_ASSIGN_OR_RETURN(storage::ItemRecord record, storage::decode_item(encoded));
+  out += storage::render_item(record, crid, policy);
+  return Status::ok();
+}
+
+}  // namespace
+
+storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::StoreReader& state,
+                                      const storage::ChangeFeedRequest& request, bool* caught_up_and_empty) {
+  if (caught_up_and_empty != nullptr) *caught_up_and_empty = false;
+  Result<storage::ChangeFeedPage> page = feed.read(request);
+  if (!page.is_ok()) return storage::OpResult::error(page.status());
+  // The images' _expiresAt use the container's defaultTtl as it is now (read after the page: if the container was
+  // dropped or replaced meanwhile, without one); _rid and positions use the container the page read.
+  const uint64_t crid = page->crid;
+  std::optional<storage::ContainerRecord> container = state.container_record(request.database, request.container);
+  const ttl::DefaultTtl policy =
+      container && container->crid == crid ? container->ttl.policy : ttl::DefaultTtl::off();
+  storage::OpResult result;
+  std::string& body = result.body;
+  body = "{\"changes\":[";
+  bool first = true;
+  for (const storage::Change& change : page->changes) {
+    if (!first) body += ",";
+    first = false;
+    body += "{\"operationType\":\"";
+    body += operation_type(change.operation);
+    body += "\",\"position\":";
+    json::write_json_string(storage::change_feed_token(crid, change.position), body);
+    body += ",\"lsn\":" + std::to_string(change.position.index);
+    body += ",\"ts\":" + std::to_string(ttl::ts_seconds(change.ts_micros));
+    body += ",\"tsMicros\":" + std::to_string(change.ts_micros);
+    body += ",\"partitionKey\":";
+    body += change.partition_key.empty() ? std::string("null") : change.partition_key;
+    body += ",\"id\":";
+    json::write_json_string(change.id, body);
+    body += ",\"current\":";
+    if (Status status = append_image(change.image, crid, policy, body); !status.is_ok()) {
+      return storage::OpResult::error(status);
+    }
+    body += ",\"previous\":";
+    if (Status status = append_image(change.previous, crid, policy, body); !status.is_ok()) {
+      return storage::OpResult::error(status);
+    }
+    if (change.ttl_expired) body += ",\"timeToLiveExpired\":true";
+    body += "}";
+  }
+  body += "],\"continuation\":";
+  json::write_json_string(page->continuation, body);
+  body += ",\"caughtUp\":";
+  body += page->caught_up ? "true" : "false";
+  body += "}";
+  result.continuation = page->continuation;
+  if (caught_up_and_empty != nullptr) *caught_up_and_empty = page->caught_up && page->changes.empty();
+  return result;
 }
 
 }  // namespace mayfly::node

@@ -10,6 +10,7 @@
 #include "common/ids.h"
 #include "proto/mayfly.capnp.h"
 #include "query/executor.h"
+#include "storage/changefeed.h"
 #include "storage/command.h"
 #include "storage/store_reader.h"
 #include "storage/write_dedup.h"
@@ -19,7 +20,7 @@ namespace mayfly::node {
 enum class Consistency { kSession, kStrong, kBounded, kEventual };
 
 struct ReadQuery {
-  enum class Kind { kItem, kItems, kContainer, kContainers, kDatabases, kQuery };
+  enum class Kind { kItem, kItems, kContainer, kContainers, kDatabases, kQuery, kChangeFeed };
   Kind kind = Kind::kItem;
   std::string database;
   std::string container;
@@ -27,7 +28,12 @@ struct ReadQuery {
   std::string id;                  // kItem
   storage::ListRequest list;       // kItems
   query::QueryRequest query;       // kQuery
+  storage::ChangeFeedRequest feed; // kChangeFeed
+  uint32_t feed_wait_ms = 0;       // kChangeFeed: the long-poll (<= kMaxChangeFeedWaitMs)
 };
+
+// The longest a readChangeFeed long-poll waits on the node (the request's waitMs is capped to it).
+inline constexpr uint32_t kMaxChangeFeedWaitMs = 5000;
 
 struct Operation {
   enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader, kAdvanceClock,
@@ -60,6 +66,8 @@ struct Reply {
   // the driver thread (and with it heartbeats and the log).
   bool serve_here = false;
   std::string data;  // backupRead: bytes of the backup file (Response.data)
+  // readChangeFeed: the page reached the applied position and held no change (a long-poll waits, node-local only).
+  bool feed_idle = false;
 
   static Reply error(StatusCode code, std::string message) {
     Reply reply;
@@ -86,8 +94,15 @@ Reply decode_reply(proto::Response::Reader response);
 // A short, bounded name for metrics labels: "create", "read", "list", "cluster_status", ...
 std::string op_name(const Operation& operation);
 
-// Runs a read at replicated time `now_micros`.
+// Runs a read at replicated time `now_micros`. Not for kChangeFeed (execute_change_feed).
 storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros);
+
+// A page of a change feed as JSON (README "Change feed"): {"changes":[...],"continuation":"...","caughtUp":bool},
+// each change {"operationType","position","lsn","ts","tsMicros","partitionKey","id","current","previous"
+// [,"timeToLiveExpired":true]}. `caught_up` (may be null) says whether the page reached the applied position and held
+// no change (a long-poll waits then). 410 / 400 / 404 as ChangeFeedReader::read.
+storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::StoreReader& state,
+                                      const storage::ChangeFeedRequest& request, bool* caught_up_and_empty);
 
 // Substatus values Mayfly adds to 503s, so clients can tell "retry anywhere" from "outcome unknown".
 inline constexpr uint32_t kSubstatusNoLeader = 1;         // not applied; retry (the leader hint may help)

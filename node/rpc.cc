@@ -61,6 +61,12 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
   if (operation.kind != Operation::Kind::kRead) pending_writes_.insert(id);
+  // A command that turns a change feed on without a retention gets this node's --changefeed-retention here, on the
+  // node that proposes it: the replicated command carries the number, so no replica applies its own flag.
+  if (operation.kind == Operation::Kind::kWrite && operation.command.change_feed &&
+      operation.command.change_feed->enabled && operation.command.change_feed->retention_seconds == 0) {
+    operation.command.change_feed->retention_seconds = config_.changefeed_retention_seconds;
+  }
   driver_.post([this, id, operation = std::move(operation)]() mutable {
     driver_.on_request(id, std::move(operation));
   });
@@ -134,6 +140,7 @@ kj::Promise<void> RpcHost::forecast_loop(int64_t delay_ms) {
         metrics_.set_forecast_figures(forecast_figures(state_, driver_.reclaim_rate(),
                                                        static_cast<size_t>(config_.forecast_max_entries),
                                                        &forecast_cancel_));
+        metrics_.set_changefeed_figures(changefeed_figures(state_, driver_.state().leveldb()));
         forecast_running_ = false;
       });
     }
@@ -146,8 +153,50 @@ kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation) {
   // (one LevelDB lookup, an item of at most 2 MB): here, without two thread hops. Lists of items and queries may read
   // thousands of records: on a read thread.
   const ReadQuery::Kind kind = operation.read.kind;
+  if (kind == ReadQuery::Kind::kChangeFeed) {
+    const kj::TimePoint deadline = timer_->now() + operation.read.feed_wait_ms * kj::MILLISECONDS;
+    return read_change_feed(std::move(operation), deadline);
+  }
   if (kind == ReadQuery::Kind::kItems || kind == ReadQuery::Kind::kQuery) return read_async(std::move(operation));
   return serve_read(operation, view_.leader);
+}
+
+kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint deadline) {
+  // Like a list of items: pages may read many records, so on a read thread.
+  return read_async(operation).then([this, operation, deadline](Reply reply) mutable -> kj::Promise<Reply> {
+    const kj::TimePoint now = timer_->now();
+    if (!reply.feed_idle || stopping_ || now >= deadline) return kj::mv(reply);
+    // Nothing new up to the applied index served (the reply's session token): wait, without a read thread, until a
+    // later position is applied, then read again from where this page ended. Time entries advance the index too, and
+    // may expire items; an advance that brings no change just waits again, until the deadline.
+    operation.read.feed.from = storage::ChangeFeedFrom{storage::ChangeFeedFrom::Kind::kContinuation, 0,
+                                                       reply.result.continuation};
+    operation.session_token = reply.session_token;
+    return applied_reaches(reply.session_token + 1, deadline - now)
+        .then([this, operation = kj::mv(operation), deadline, reply = kj::mv(reply)](bool go) mutable
+              -> kj::Promise<Reply> {
+          if (!go) return kj::mv(reply);
+          return read_change_feed(kj::mv(operation), deadline);
+        });
+  });
+}
+
+kj::Promise<bool> RpcHost::applied_reaches(uint64_t required, kj::Duration timeout) {
+  if (stopping_) return false;
+  if (view_.applied >= required) return true;
+  auto ready = kj::newPromiseAndFulfiller<bool>();
+  const uint64_t id = next_wait_id_++;
+  waiting_reads_.emplace(required, std::make_pair(id, kj::mv(ready.fulfiller)));
+  return ready.promise.exclusiveJoin(timer_->afterDelay(timeout).then([this, required, id] {
+    auto [first, last] = waiting_reads_.equal_range(required);
+    for (auto it = first; it != last; ++it) {
+      if (it->second.first == id) {
+        waiting_reads_.erase(it);
+        break;
+      }
+    }
+    return false;
+  }));
 }
 
 kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
@@ -238,7 +287,13 @@ Reply RpcHost::serve_read(const Operation& operation, NodeId leader_hint) {
     }
   }
   const storage::AppliedState applied = state_.applied();
-  Reply reply{execute_read(state_, query, applied.ts_micros)};
+  Reply reply;
+  if (query.kind == ReadQuery::Kind::kChangeFeed) {
+    // The page is read on its own snapshot, at or after `applied`: the session token below never claims more.
+    reply.result = execute_change_feed(feed_, state_, query.feed, &reply.feed_idle);
+  } else {
+    reply.result = execute_read(state_, query, applied.ts_micros);
+  }
   reply.session_token = std::max(applied.index.value(), operation.session_token);
   reply.served_by = config_.id;
   reply.leader_hint = leader_hint;

@@ -148,6 +148,12 @@ class RpcHost final : public DriverOutput {
   // --session-wait-ms.
   kj::Promise<Reply> wait_for_applied(Operation operation, uint64_t required);
   void release_waiting_reads();
+  // Resolves true once this node's applied index reaches `required`, false after `timeout` or at shutdown. Holds no
+  // read thread (the wait is an entry of waiting_reads_).
+  kj::Promise<bool> applied_reaches(uint64_t required, kj::Duration timeout);
+  // readChangeFeed on a read thread; with a long-poll (waitMs), a caught-up empty page waits for the applied index to
+  // pass the page's position and reads again from its continuation, until `deadline`.
+  kj::Promise<Reply> read_change_feed(Operation operation, kj::TimePoint deadline);
   // A 503 this node answers itself (served by it, with its leader hint).
   Reply unavailable(uint32_t substatus, uint32_t retry_after_ms, std::string message) const;
   // Any thread (a read thread, normally): the read at this node's applied state.
@@ -173,6 +179,7 @@ class RpcHost final : public DriverOutput {
   metrics::Metrics& metrics_;
   RequestUnitAccount& request_units_;
   const storage::StoreReader& state_;
+  const storage::ChangeFeedReader& feed_;  // const, any thread (storage/changefeed.h)
   Keyring keyring_;
   ClusterSecrets cluster_secrets_;
   metrics::SecurityMetrics security_metrics_;

@@ -25,6 +25,7 @@ RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& met
       metrics_(metrics),
       request_units_(request_units),
       state_(driver.state().reader()),
+      feed_(driver.state().change_feed()),
       keyring_(std::move(keyring)),
       cluster_secrets_(std::move(cluster_secrets)),
       security_metrics_(metrics),

@@ -24,6 +24,7 @@ Role required_role(proto::Request::Which which) {
     case proto::Request::READ_ITEM:
     case proto::Request::LIST_ITEMS:
     case proto::Request::QUERY:
+    case proto::Request::READ_CHANGE_FEED:  // item images, like listItems
     case proto::Request::CLUSTER_STATUS:
     case proto::Request::CONTAINER_FORECAST:  // counts and sizes only, like getContainer and cluster status
       return Role::kReadOnly;

@@ -47,6 +47,13 @@ struct ContainerSettings {
   # that would expire more than 10 % of the container's live items at once (refused with 412 otherwise).
   dryRun @10 :Bool;
   force @11 :Bool;
+  # The change feed (README "Change feed"): off unless asked for. `on` carries the retention in seconds (1 .. 90
+  # days); 0: the leader's --changefeed-retention. Turning it on again over an enabled feed changes the retention.
+  changeFeed :union {
+    unchanged @12 :Void;
+    on @13 :UInt32;
+    off @14 :Void;
+  }
 }
 
 struct ItemKey {
@@ -115,10 +122,33 @@ struct Request {
     # and per hour for the next day, this node's backlog and reclaim capacity, and the projected backlog peak and
     # drain time, as JSON in the body. Read role.
     containerForecast @29 :Void;
+    # The change feed of container `database`/`container` (README "Change feed"): a read at the request's consistency
+    # level, from any replica. Body {"changes":[...],"continuation":"...","caughtUp":bool}; 410 for a start before
+    # the feed was turned on or older than its retention.
+    readChangeFeed @30 :ReadChangeFeed;
   }
   # Database, container and item writes from a client that asks for exactly-once execution (README "Exactly-once
   # writes"): the node answers a re-sent write with the outcome of its first execution. Absent: no deduplication.
   writeId @25 :WriteId;
+}
+
+struct ReadChangeFeed {
+  mode @0 :Mode;
+  enum Mode {
+    all @0;     # every create, replace, delete and TTL expiration
+    latest @1;  # creates and replaces whose version is still the item's current, live one
+  }
+  from :union {
+    beginning @1 :Void;     # the oldest position the retention keeps
+    now @2 :Void;           # the serving replica's applied position
+    time @3 :Int64;         # changes at positions whose replicated time is >= this (Unix microseconds)
+    continuation @4 :Text;  # a page's continuation (or a change's position)
+  }
+  onlyExpirations @5 :Bool;
+  maxItems @6 :UInt32;      # changes per page; 0: 100
+  # Long-poll: when the page is caught up and empty, the node waits up to this many ms (at most 5000) for its
+  # applied index to pass the page's position, then reads again. 0: answer at once.
+  waitMs @7 :UInt32;
 }
 
 struct BackupRead {

@@ -224,6 +224,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     }
   }
   ChangeFeedPage page;
+  page.crid = crid;
   if (cursor.index > applied) {
     // A token from a replica further ahead: nothing here yet.
     page.continuation = encode_token(crid, cursor);
@@ -415,6 +416,27 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   page.caught_up = cursor.phase == 1 && cursor.index == applied;
   page.continuation = encode_token(crid, cursor);
   return page;
+}
+
+std::string change_feed_token(uint64_t crid, const ChangePosition& position) { return encode_token(crid, position); }
+
+Result<ChangeFeedUsage> change_feed_usage(leveldb::DB* db, const ContainerRecord& container) {
+  if (!container.change_feed.enabled) return Status::invalid_argument("the change feed is off");
+  ReadSnapshot snapshot(db);
+  std::string raw;
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(db->Get(read_options(&snapshot), meta_key(), &raw), "read meta state"));
+  MAYFLY_ASSIGN_OR_RETURN(MetaState meta, decode_meta(raw));
+  ChangeFeedUsage usage;
+  usage.applied_ts_micros = meta.applied_ts_micros;
+  MAYFLY_ASSIGN_OR_RETURN(FeedPoint start,
+                          feed_retention_start(db, &snapshot, container.change_feed, meta.applied_ts_micros));
+  usage.oldest_index = start.index;
+  usage.oldest_ts_micros = start.ts_micros;
+  const std::string from = feed_prefix(container.crid);
+  const std::string to = feed_prefix(container.crid + 1);
+  const leveldb::Range range(from, to);
+  db->GetApproximateSizes(&range, 1, &usage.approximate_bytes);
+  return usage;
 }
 
 }  // namespace mayfly::storage

@@ -92,6 +92,7 @@ struct ChangeFeedPage {
   std::string continuation;  // always set: where the next page starts
   bool caught_up = false;    // the page reached the applied position
   int64_t work = 0;          // positions and entries examined
+  uint64_t crid = 0;         // the container read (its continuation tokens name it)
 };
 
 class ChangeFeedReader {
@@ -104,6 +105,21 @@ class ChangeFeedReader {
  private:
   leveldb::DB* db_;
 };
+
+// The continuation token that resumes right after `position` of container `crid` (a change's "position" on the wire).
+std::string change_feed_token(uint64_t crid, const ChangePosition& position);
+
+// What a container's feed holds on this node, for the metrics (README "Metrics"): LevelDB's approximate on-disk size
+// of its feed keys (0E crid: records, shadows, policy history; the memtable not counted) and the oldest position a
+// reader may start from now (the retention's start) with its replicated time, and the applied time.
+struct ChangeFeedUsage {
+  uint64_t approximate_bytes = 0;
+  uint64_t oldest_index = 0;
+  int64_t oldest_ts_micros = 0;
+  int64_t applied_ts_micros = 0;
+};
+// kInvalidArgument for a container whose feed is off.
+Result<ChangeFeedUsage> change_feed_usage(leveldb::DB* db, const ContainerRecord& container);
 
 // Shared with the collector's retention (ExpiryKeeper::trim_change_feed).
 struct FeedPoint {

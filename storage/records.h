@@ -56,7 +56,8 @@ struct ChangeFeedSettings {
   uint64_t since_index = 0;       // the log index at which it was (last) turned on: changes after it are served
   bool operator==(const ChangeFeedSettings&) const = default;
 };
-// Used when a command turns the feed on without a retention (the node's --changefeed-retention, when wired, fills it).
+// Used when a command turns the feed on without a retention (the leader fills it from its --changefeed-retention
+// before proposing, so this applies only to commands that reach the apply without one, e.g. in tests).
 inline constexpr int64_t kDefaultChangeFeedRetentionSeconds = 4 * 3600;
 inline constexpr int64_t kMaxChangeFeedRetentionSeconds = 90LL * 24 * 3600;
 

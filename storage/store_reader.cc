@@ -74,6 +74,16 @@ std::string render_container(std::string_view id, const ContainerRecord& record)
     body += ",\"throughput\":{\"mode\":\"provisioned\",\"requestUnitsPerSecond\":" +
             std::to_string(record.throughput.request_units_per_second) + "}";
   }
+  // Only once a feed was ever turned on, so the bodies of containers without one stay as they were.
+  if (!(record.change_feed == ChangeFeedSettings{})) {
+    body += ",\"changeFeed\":{\"enabled\":";
+    body += record.change_feed.enabled ? "true" : "false";
+    if (record.change_feed.enabled) {
+      body += ",\"retentionSeconds\":" + std::to_string(record.change_feed.retention_seconds) +
+              ",\"sinceIndex\":" + std::to_string(record.change_feed.since_index);
+    }
+    body += "}";
+  }
   body += ",\"_rid\":\"" + std::to_string(record.crid) + "\",\"_etag\":";
   json::write_json_string(format_etag(record.etag_sequence), body);
   body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record.modified_ts_micros)) + "}";

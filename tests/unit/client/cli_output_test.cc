@@ -163,13 +163,14 @@ TEST(CliOutput, ContainersDatabasesSingleItemsAndErrors) {
   const std::string container =
       R"({"id":"carts","partitionKey":{"paths":["/user"],"kind":"Hash"},"indexingPolicy":{"indexingMode":"consistent"},)"
       R"("defaultTtl":3600,"throughput":{"mode":"provisioned","requestUnitsPerSecond":400},"_rid":"7","_etag":"\"3\"",)"
-      R"("_ts":1700000000})";
+      R"("changeFeed":{"enabled":true,"retentionSeconds":600,"sinceIndex":9},"_ts":1700000000})";
   const Table containers = containers_table("[" + container + "," + R"({"id":"x","throughput":{"mode":"serverless"}}])");
   ASSERT_EQ(containers.rows.size(), 2u);
   EXPECT_EQ(containers.rows[0],
-            (std::vector<std::string>{"carts", "/user", "3600", "consistent", "400 RU/s", "1700000000"}));
+            (std::vector<std::string>{"carts", "/user", "3600", "consistent", "400 RU/s", "on, 600 s", "1700000000"}));
   EXPECT_EQ(containers.rows[1][2], "off");
   EXPECT_EQ(containers.rows[1][4], "serverless");
+  EXPECT_EQ(containers.rows[1][5], "off");
 
   Request request;
   request.op = Op::kListDatabases;

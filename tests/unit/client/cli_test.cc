@@ -91,6 +91,66 @@ TEST(CliParse, ContainerForecast) {
   expect_usage_error({"container", "forecast", "shop", "carts", "--node", "0"}, "--node");
 }
 
+TEST(CliParse, ContainerChangeFeedSetting) {
+  const Request on = request_of({"container", "create", "shop", "carts", "--pk", "/user", "--change-feed", "on",
+                                 "--change-feed-retention", "600"});
+  EXPECT_EQ(on.settings.change_feed, ContainerSettings::ChangeFeed::kOn);
+  EXPECT_EQ(on.settings.change_feed_retention_seconds, 600u);
+  const Request on_default = request_of({"container", "set", "shop", "carts", "--change-feed", "on"});
+  EXPECT_EQ(on_default.settings.change_feed, ContainerSettings::ChangeFeed::kOn);
+  EXPECT_EQ(on_default.settings.change_feed_retention_seconds, 0u);  // the leader's --changefeed-retention
+  EXPECT_EQ(request_of({"container", "set", "shop", "carts", "--change-feed", "off"}).settings.change_feed,
+            ContainerSettings::ChangeFeed::kOff);
+  EXPECT_EQ(request_of({"container", "set", "shop", "carts", "--indexing", "none"}).settings.change_feed,
+            ContainerSettings::ChangeFeed::kUnchanged);
+  expect_usage_error({"container", "set", "shop", "carts", "--change-feed", "maybe"}, "--change-feed");
+  expect_usage_error({"container", "set", "shop", "carts", "--change-feed-retention", "60"}, "--change-feed on");
+  expect_usage_error({"container", "set", "shop", "carts", "--change-feed", "off", "--change-feed-retention", "60"},
+                     "--change-feed on");
+  expect_usage_error({"container", "set", "shop", "carts", "--change-feed", "on", "--change-feed-retention", "0"},
+                     "--change-feed-retention");
+  expect_usage_error(
+      {"container", "set", "shop", "carts", "--change-feed", "on", "--change-feed-retention", "7776001"},
+      "--change-feed-retention");
+}
+
+TEST(CliParse, Changefeed) {
+  const CliParse parsed = parse({"changefeed", "shop", "carts"});
+  ASSERT_TRUE(parsed.command.has_value()) << parsed.error;
+  const Request plain = parsed.command->request;
+  EXPECT_EQ(plain.op, Op::kReadChangeFeed);
+  EXPECT_FALSE(is_write(Op::kReadChangeFeed));
+  EXPECT_EQ(plain.database, "shop");
+  EXPECT_EQ(plain.container, "carts");
+  EXPECT_EQ(plain.change_feed, ChangeFeedRead{});  // all, from the beginning, the server's page size, no wait
+  EXPECT_FALSE(parsed.command->follow);
+
+  const CliParse follow = parse({"changefeed", "shop", "carts", "--mode", "latest", "--from", "now",
+                                 "--only-expirations", "--max-items", "5", "--follow"});
+  ASSERT_TRUE(follow.command.has_value()) << follow.error;
+  const ChangeFeedRead& read = follow.command->request.change_feed;
+  EXPECT_EQ(read.mode, ChangeFeedRead::Mode::kLatest);
+  EXPECT_EQ(read.from, ChangeFeedRead::From::kNow);
+  EXPECT_TRUE(read.only_expirations);
+  EXPECT_EQ(read.max_items, 5u);
+  EXPECT_TRUE(follow.command->follow);
+
+  const Request at = request_of({"changefeed", "shop", "carts", "--from", "1700000000.25"});
+  EXPECT_EQ(at.change_feed.from, ChangeFeedRead::From::kTime);
+  EXPECT_EQ(at.change_feed.time_micros, 1'700'000'000'250'000);
+  const Request resumed = request_of({"changefeed", "shop", "carts", "--continuation", "01ab"});
+  EXPECT_EQ(resumed.change_feed.from, ChangeFeedRead::From::kContinuation);
+  EXPECT_EQ(resumed.change_feed.continuation, "01ab");
+  EXPECT_TRUE(resumed.options.continuation.empty()) << "travels in the request, not in Options";
+
+  expect_usage_error({"changefeed", "shop", "carts", "--from", "yesterday"}, "--from");
+  expect_usage_error({"changefeed", "shop", "carts", "--from", "-5"}, "--from");
+  expect_usage_error({"changefeed", "shop", "carts", "--from", "now", "--continuation", "01"}, "excludes");
+  expect_usage_error({"changefeed", "shop", "carts", "--mode", "some"}, "--mode");
+  expect_usage_error({"changefeed", "shop", "carts", "--max-items", "1001"}, "--max-items");
+  expect_usage_error({"changefeed", "shop"}, "CONTAINER");
+}
+
 TEST(CliForecast, TextShowsTheSummaryAndOnlyTheBucketsWithItems) {
   std::string minutes;
   for (int i = 0; i < 60; ++i) {

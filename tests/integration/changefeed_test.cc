@@ -1,0 +1,412 @@
+// The change feed (issue #15, README "Change feed") on real 3-node clusters with a virtual clock: turned on through
+// the CLI (the leader fills in its --changefeed-retention), writes, replaces, deletes and expirations read from EACH
+// node give the same sequence byte for byte (expirations at the same positions, previous images present), 410 for a
+// start before the feed was on, a `changefeed --follow` reader sees an expiration after advance-clock and ends cleanly
+// on SIGINT, and a reader's continuation taken on the leader goes on on another node after a leader change with no gap
+// and no duplicate.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/integration/cluster_harness.h"
+
+extern char** environ;
+
+namespace mayfly::it {
+namespace {
+
+namespace bj = boost::json;
+using client::Op;
+using client::Request;
+using client::Response;
+
+bool start_virtual(Cluster& cluster) {
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    cluster.set_node_flags(n, {"--clock", "virtual", "--changefeed-retention", "7200"});
+  }
+  return cluster.start();
+}
+
+std::string advance(Cluster& cluster, const std::string& duration) {
+  const CliResult r = cluster.cli({"cluster", "advance-clock", duration});
+  EXPECT_EQ(r.status(), 200) << r.describe();
+  return r.session_token();
+}
+
+std::string write(Cluster& cluster, const std::vector<std::string>& args, int status) {
+  const CliResult r = cluster.cli(args);
+  EXPECT_EQ(r.status(), status) << r.describe();
+  return r.session_token();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// "create a1", "expire a5", ... for a JSON Lines feed.
+std::vector<std::string> summary(const std::vector<std::string>& lines) {
+  std::vector<std::string> out;
+  for (const std::string& line : lines) {
+    const bj::object change = bj::parse(line).as_object();
+    const bool expired = change.contains("timeToLiveExpired");
+    out.push_back(std::string(expired ? "expire" : change.at("operationType").as_string().c_str()) + " " +
+                  std::string(change.at("id").as_string()));
+  }
+  return out;
+}
+
+TEST(ChangeFeed, EveryNodeServesTheSameFeedWithExpirationsAtTheSamePositions) {
+  Cluster cluster({.name = "feed"});
+  ASSERT_TRUE(start_virtual(cluster));
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  const CliResult created =
+      cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--default-ttl", "100", "--change-feed", "on"});
+  ASSERT_EQ(created.status(), 201) << created.describe();
+  // The leader filled in its --changefeed-retention: the replicated record says 7200 on every node.
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    const CliResult got = cluster.cli({"--session-token", created.session_token(), "container", "get", "fdb", "c"},
+                                      node);
+    ASSERT_EQ(got.status(), 200) << got.describe();
+    EXPECT_TRUE(got.body()->at("changeFeed").at("enabled").as_bool()) << got.describe();
+    EXPECT_EQ(got.body()->at("changeFeed").at("retentionSeconds").as_int64(), 7200) << got.describe();
+  }
+  const CliResult table = cluster.cli({"-o", "table", "container", "get", "fdb", "c"});
+  EXPECT_NE(table.out.find("on, 7200 s"), std::string::npos) << table.out;
+  // Retention without "on" is a usage error; a retention past 90 days too.
+  EXPECT_EQ(cluster.cli({"container", "set", "fdb", "c", "--change-feed-retention", "60"}).exit_code, 2);
+  EXPECT_EQ(cluster.cli({"container", "set", "fdb", "c", "--change-feed", "on", "--change-feed-retention",
+                         "7776001"}).exit_code,
+            2);
+
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"a1","pk":"p","ttl":30})"}, 201);
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"a2","pk":"p","v":1})"}, 201);
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"a3","pk":"q","ttl":-1,"v":1})"}, 201);
+  write(cluster, {"item", "replace", "fdb", "c", R"({"id":"a3","pk":"q","ttl":-1,"v":2})"}, 200);
+  write(cluster, {"item", "upsert", "fdb", "c", R"({"id":"a4","pk":"q","ttl":-1})"}, 201);
+  write(cluster, {"item", "delete", "fdb", "c", "--pk", "q", "--id", "a4"}, 204);
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"a5","pk":"p","ttl":60})"}, 201);
+  advance(cluster, "65s");  // a1 (+30) and a5 (+60) expire; a2 (+100) does not
+  write(cluster, {"item", "replace", "fdb", "c", R"({"id":"a2","pk":"p","v":2})"}, 200);
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"a6","pk":"p"})"}, 201);
+  // a2 and a6 (inherited, +100 from about +65 s, by write time) expire; all of it stays within the 2 h retention.
+  const std::string token = advance(cluster, "200s");
+
+  const std::vector<std::string> expected = {"create a1", "create a2",  "create a3",  "replace a3", "create a4",
+                                             "delete a4", "create a5",  "expire a1",  "expire a5",  "replace a2",
+                                             "create a6", "expire a2",  "expire a6"};
+  std::vector<std::vector<std::string>> feeds;
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    // Pages of 3, at the session token of the last advance, from this node alone.
+    const CliResult read = cluster.cli({"--session-token", token, "changefeed", "fdb", "c", "--max-items", "3"}, node);
+    ASSERT_EQ(read.exit_code, 0) << read.describe();
+    EXPECT_NE(read.err.find("continuation: "), std::string::npos) << read.err;
+    feeds.push_back(lines_of(read.out));
+    EXPECT_EQ(summary(feeds.back()), expected) << "node " << node << ":\n" << read.out;
+  }
+  EXPECT_EQ(feeds[0], feeds[1]) << "nodes 1 and 2 serve different feeds";
+  EXPECT_EQ(feeds[0], feeds[2]) << "nodes 1 and 3 serve different feeds";
+  ASSERT_EQ(feeds[0].size(), expected.size());
+  for (size_t i = 0; i < feeds[0].size(); ++i) {
+    const bj::object change = bj::parse(feeds[0][i]).as_object();
+    const bool creates = expected[i].rfind("create", 0) == 0;
+    EXPECT_EQ(change.at("previous").is_object(), !creates) << feeds[0][i];
+    EXPECT_EQ(change.at("current").is_object(), creates || expected[i].rfind("replace", 0) == 0) << feeds[0][i];
+    if (expected[i].rfind("expire", 0) == 0) {
+      EXPECT_EQ(change.at("operationType").as_string(), "delete");
+      EXPECT_EQ(change.at("previous").at("id").as_string(), change.at("id").as_string());
+    }
+  }
+  // Expirations of one advance share its position (the time entry), after the writes before it.
+  const bj::object a1 = bj::parse(feeds[0][7]).as_object();
+  const bj::object a5 = bj::parse(feeds[0][8]).as_object();
+  EXPECT_EQ(a1.at("lsn"), a5.at("lsn"));
+  EXPECT_GT(a1.at("lsn").as_int64(), bj::parse(feeds[0][6]).at("lsn").as_int64());
+
+  // A read-only key may read the feed (it holds item images, like item lists).
+  const std::string readonly = cluster.write_file("ro.key", cluster.readonly_key() + "\n");
+  const CliResult as_reader = cluster.cli({"--key-file", readonly, "--session-token", token, "changefeed", "fdb", "c"});
+  EXPECT_EQ(as_reader.exit_code, 0) << as_reader.describe();
+  EXPECT_EQ(lines_of(as_reader.out), feeds[0]);
+
+  // Only expirations; mode latest (creates and replaces still current and alive: a3's second version only).
+  const CliResult expirations =
+      cluster.cli({"--session-token", token, "changefeed", "fdb", "c", "--only-expirations"}, 2);
+  ASSERT_EQ(expirations.exit_code, 0) << expirations.describe();
+  EXPECT_EQ(summary(lines_of(expirations.out)),
+            (std::vector<std::string>{"expire a1", "expire a5", "expire a2", "expire a6"}));
+  const CliResult latest = cluster.cli({"--session-token", token, "changefeed", "fdb", "c", "--mode", "latest"}, 3);
+  ASSERT_EQ(latest.exit_code, 0) << latest.describe();
+  EXPECT_EQ(summary(lines_of(latest.out)), (std::vector<std::string>{"replace a3"}));
+
+  // A start before the feed was on: 410, and the CLI exits 1 with the answer on stderr.
+  const CliResult before = cluster.cli({"changefeed", "fdb", "c", "--from", "1"}, 1);
+  EXPECT_EQ(before.exit_code, 1) << before.describe();
+  EXPECT_NE(before.err.find("\"status\":410"), std::string::npos) << before.err;
+  EXPECT_NE(before.err.find("turned on after the time asked for"), std::string::npos) << before.err;
+  // A continuation from before the feed was turned off and on again: 410 too.
+  const std::string old_position(bj::parse(feeds[0][2]).at("position").as_string());
+  write(cluster, {"container", "set", "fdb", "c", "--change-feed", "off"}, 200);
+  const std::string on_again = write(cluster, {"container", "set", "fdb", "c", "--change-feed", "on",
+                                               "--change-feed-retention", "600"}, 200);
+  const CliResult stale = cluster.cli({"--session-token", on_again, "changefeed", "fdb", "c", "--continuation",
+                                       old_position}, 3);
+  EXPECT_EQ(stale.exit_code, 1) << stale.describe();
+  EXPECT_NE(stale.err.find("\"status\":410"), std::string::npos) << stale.err;
+  EXPECT_NE(stale.err.find("before the change feed"), std::string::npos) << stale.err;
+  const CliResult got = cluster.cli({"--session-token", on_again, "container", "get", "fdb", "c"}, 3);
+  EXPECT_EQ(got.body()->at("changeFeed").at("retentionSeconds").as_int64(), 600) << got.describe();
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+TEST(ChangeFeed, FollowSeesAnExpirationAfterAdvanceClockAndEndsOnSigint) {
+  Cluster cluster({.name = "feed-follow"});
+  ASSERT_TRUE(start_virtual(cluster));
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  ASSERT_EQ(cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--default-ttl", "-1", "--change-feed",
+                         "on"}).status(),
+            201);
+
+  const std::string output = cluster.dir() + "/follow.out";
+  const std::string errors = cluster.dir() + "/follow.err";
+  // Where the feed is now (an empty read's continuation, on stderr): the follower starts there, so the write below
+  // comes after its start whenever its first request arrives.
+  const CliResult now = cluster.cli({"changefeed", "fdb", "c", "--from", "now"});
+  ASSERT_EQ(now.exit_code, 0) << now.describe();
+  ASSERT_TRUE(now.out.empty()) << now.describe();
+  const size_t at = now.err.find("continuation: ");
+  ASSERT_NE(at, std::string::npos) << now.err;
+  const std::string start = now.err.substr(at + 14, now.err.find('\n', at) - at - 14);
+  std::vector<std::string> argv = {MAYFLY_IT_CLI_PATH, "--endpoints", cluster.endpoint(2), "--key-file",
+                                   cluster.admin_key_file(), "changefeed", "fdb", "c", "--continuation", start,
+                                   "--follow"};
+  std::vector<char*> c_argv;
+  for (std::string& arg : argv) c_argv.push_back(arg.data());
+  c_argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, c_argv[0], &actions, nullptr, c_argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  auto text_of = [](const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"x","pk":"p","ttl":10})"}, 201);
+  EXPECT_TRUE(wait_until([&] { return summary(lines_of(text_of(output))) ==
+                                      std::vector<std::string>{"create x"}; },
+                         milliseconds(20000), milliseconds(50)))
+      << text_of(output) << text_of(errors);
+  advance(cluster, "20s");
+  EXPECT_TRUE(wait_until([&] { return summary(lines_of(text_of(output))) ==
+                                      std::vector<std::string>{"create x", "expire x"}; },
+                         milliseconds(20000), milliseconds(50)))
+      << text_of(output) << text_of(errors);
+
+  // Ctrl-C ends it cleanly: exit 0, its continuation on stderr.
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int status = 0;
+  bool done = false;
+  EXPECT_TRUE(wait_until([&] { return done = ::waitpid(pid, &status, WNOHANG) == pid; }, milliseconds(10000)));
+  if (!done) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << text_of(errors);
+  EXPECT_NE(text_of(errors).find("continuation: "), std::string::npos) << text_of(errors);
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+// mayfly_changefeed_*: the oldest position a reader may start from (it moves with the retention as replicated time
+// passes), its age and the feed's size on every node; the series go away when the feed is turned off.
+TEST(ChangeFeed, MetricsFollowTheRetentionAndGoAwayWhenTheFeedIsOff) {
+  Cluster cluster({.name = "feed-metrics", .metrics = true});
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    cluster.set_node_flags(n, {"--clock", "virtual", "--changefeed-retention", "60", "--forecast-interval-ms", "200"});
+  }
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  const CliResult created = cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--change-feed", "on"});
+  ASSERT_EQ(created.status(), 201) << created.describe();
+  const double since = static_cast<double>(created.body()->at("changeFeed").at("sinceIndex").as_int64());
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"a","pk":"p"})"}, 201);
+  const std::map<std::string, std::string> feed = {{"container", "fdb/c"}};
+  auto wait_for = [&](const std::function<bool(const Scrape&)>& holds, const std::string& what) {
+    for (size_t n = 1; n <= cluster.size(); ++n) {
+      std::string last;
+      EXPECT_TRUE(wait_until(
+          [&] {
+            std::optional<Scrape> scrape = cluster.scrape(n);
+            if (!scrape) return false;
+            last = scrape->text();
+            return holds(*scrape);
+          },
+          milliseconds(15000), milliseconds(100)))
+          << what << " on node " << n << "\n" << last.substr(0, 4000);
+    }
+  };
+  wait_for([&](const Scrape& s) {
+    return s.sum("mayfly_changefeed_oldest_position", feed) == since && s.has("mayfly_changefeed_bytes", feed) &&
+           s.sum("mayfly_changefeed_oldest_age_seconds", feed) < 1;
+  }, "the feed's start as the oldest position");
+
+  // 120 s later the 60 s retention starts at the advance's own position.
+  const CliResult advanced = cluster.cli({"cluster", "advance-clock", "120s"});
+  ASSERT_EQ(advanced.status(), 200) << advanced.describe();
+  const double advance_index = static_cast<double>(advanced.body()->at("index").as_int64());
+  ASSERT_GT(advance_index, since);
+  wait_for([&](const Scrape& s) {
+    return s.sum("mayfly_changefeed_oldest_position", feed) == advance_index &&
+           s.sum("mayfly_changefeed_oldest_age_seconds", feed) < 1;
+  }, "the oldest position moved with the retention");
+
+  write(cluster, {"container", "set", "fdb", "c", "--change-feed", "off"}, 200);
+  wait_for([&](const Scrape& s) {
+    return !s.has("mayfly_changefeed_bytes", feed) && !s.has("mayfly_changefeed_oldest_position", feed) &&
+           s.has("mayfly_ttl_forecast_drain_seconds", feed);
+  }, "no feed series once it is off");
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+// The library: pages on the leader, a leader change, the rest from another node with the continuation.
+TEST(ChangeFeed, AReaderSurvivesALeaderChangeWithNoGapOrDuplicate) {
+  Cluster cluster({.name = "feed-failover"});
+  ASSERT_TRUE(start_virtual(cluster));
+  const uint64_t leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0u);
+  client::Client client(cluster.client_options());
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  Request create;
+  create.op = Op::kCreateContainer;
+  create.database = "fdb";
+  create.container = "c";
+  create.settings.partition_key_path = "/pk";
+  create.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;  // TTL on, no default: item ttls count
+  create.settings.default_ttl_json = "-1";
+  create.settings.change_feed = client::ContainerSettings::ChangeFeed::kOn;
+  create.settings.change_feed_retention_seconds = 3600;
+  ASSERT_EQ(client.execute(create).status, 201);
+  auto upsert = [&](int i) {
+    Request request;
+    request.op = Op::kUpsertItem;
+    request.database = "fdb";
+    request.container = "c";
+    request.body = "{\"id\":\"i" + std::to_string(i % 7) + "\",\"pk\":\"p\",\"n\":" + std::to_string(i) +
+                   (i % 5 == 0 ? ",\"ttl\":5" : "") + "}";
+    const Response response = client.execute(request);
+    EXPECT_LT(response.status, 300) << response.message;
+  };
+  for (int i = 0; i < 20; ++i) upsert(i);
+  advance(cluster, "10s");
+
+  auto read_page = [&](size_t node, Request& request) {
+    request.endpoint = node;
+    const Response page = client.execute(request);
+    EXPECT_EQ(page.status, 200) << page.message;
+    EXPECT_EQ(page.served_by, node);
+    return page.status == 200 ? bj::parse(page.body).as_object() : bj::object();
+  };
+  Request read;
+  read.op = Op::kReadChangeFeed;
+  read.database = "fdb";
+  read.container = "c";
+  read.change_feed.max_items = 4;
+  std::vector<std::string> positions;
+  std::vector<std::string> seen;
+  // Two pages on the leader.
+  for (int page = 0; page < 2; ++page) {
+    const bj::object body = read_page(leader, read);
+    ASSERT_FALSE(body.empty());
+    for (const bj::value& change : body.at("changes").as_array()) {
+      positions.emplace_back(change.at("position").as_string());
+      seen.push_back(bj::serialize(change));
+    }
+    read.change_feed.from = client::ChangeFeedRead::From::kContinuation;
+    read.change_feed.continuation = std::string(body.at("continuation").as_string());
+  }
+  ASSERT_EQ(positions.size(), 8u);
+  const uint64_t next = leader == 1 ? 2 : 1;
+  ASSERT_TRUE(cluster.transfer_leader(next));
+  for (int i = 20; i < 30; ++i) upsert(i);
+  advance(cluster, "10s");
+  const size_t other = 6 - leader - next;  // neither the old nor the new leader
+  for (int page = 0; page < 100; ++page) {
+    const bj::object body = read_page(page % 2 == 0 ? other : next, read);
+    ASSERT_FALSE(body.empty());
+    for (const bj::value& change : body.at("changes").as_array()) {
+      positions.emplace_back(change.at("position").as_string());
+      seen.push_back(bj::serialize(change));
+    }
+    read.change_feed.continuation = std::string(body.at("continuation").as_string());
+    if (body.at("caughtUp").as_bool()) break;
+  }
+  // The whole feed in one page from the old leader, at the client's session token.
+  Request whole;
+  whole.op = Op::kReadChangeFeed;
+  whole.database = "fdb";
+  whole.container = "c";
+  whole.change_feed.max_items = 1000;
+  const bj::object all = read_page(leader, whole);
+  ASSERT_FALSE(all.empty());
+  std::vector<std::string> expected;
+  for (const bj::value& change : all.at("changes").as_array()) expected.push_back(bj::serialize(change));
+  EXPECT_EQ(seen, expected) << "a gap or a duplicate across the leader change";
+  // 30 writes, and two expirations: i1 (its version of n 15 has ttl 5) at the first advance, i4 (n 25) at the second.
+  EXPECT_EQ(expected.size(), 32u);
+  EXPECT_EQ(std::count_if(expected.begin(), expected.end(),
+                          [](const std::string& change) { return change.find("timeToLiveExpired") != std::string::npos; }),
+            2);
+
+  // The long-poll: a caught-up read with waitMs waits on the node for the next position instead of answering an
+  // empty page. It is sent (and reaches the node: another request runs the event loop meanwhile) before the write.
+  Request poll = read;
+  poll.endpoint = other;
+  poll.change_feed.wait_ms = 5000;
+  kj::Promise<Response> pending = client.execute_async(poll);
+  client::Client writer(cluster.client_options());
+  Request status;
+  status.op = Op::kClusterStatus;
+  status.endpoint = other;
+  ASSERT_EQ(writer.execute(status).status, 200);
+  Request late;
+  late.op = Op::kCreateItem;
+  late.database = "fdb";
+  late.container = "c";
+  late.body = R"({"id":"late","pk":"p"})";
+  ASSERT_EQ(writer.execute(late).status, 201);
+  const Response polled = pending.wait(client.wait_scope());
+  ASSERT_EQ(polled.status, 200) << polled.message;
+  const bj::value polled_body = bj::parse(polled.body);
+  ASSERT_EQ(polled_body.at("changes").as_array().size(), 1u) << polled.body;
+  EXPECT_EQ(polled_body.at("changes").as_array()[0].at("id").as_string(), "late");
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+}  // namespace
+}  // namespace mayfly::it

@@ -1,0 +1,199 @@
+// The change feed's wire (issue #15, README "Change feed"): readChangeFeed and the container setting decoded from
+// proto requests (with their refusals), and a page rendered as JSON from a real store: operation types, positions
+// that resume right after a change, images with their system properties, previous images, expirations and 410.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <capnp/message.h>
+
+#include "node/request.h"
+#include "store_fixture.h"
+
+namespace mayfly::storage::testing {
+namespace {
+
+namespace bj = boost::json;
+
+Result<node::Operation> decode(const std::function<void(proto::Request::Builder)>& fill) {
+  capnp::MallocMessageBuilder message;
+  auto request = message.initRoot<proto::Request>();
+  request.setDatabase("db");
+  request.setContainer("c");
+  fill(request);
+  return node::decode_request(request.asReader());
+}
+
+TEST(ChangeFeedWire, ReadChangeFeedDecodes) {
+  Result<node::Operation> op = decode([](proto::Request::Builder request) {
+    auto feed = request.initReadChangeFeed();
+    feed.setMode(proto::ReadChangeFeed::Mode::LATEST);
+    feed.getFrom().setTime(1'700'000'000'500'000);
+    feed.setOnlyExpirations(true);
+    feed.setMaxItems(7);
+    feed.setWaitMs(60'000);
+  });
+  ASSERT_TRUE(op.is_ok()) << op.status().to_string();
+  EXPECT_EQ(op->kind, node::Operation::Kind::kRead);
+  EXPECT_EQ(op->read.kind, node::ReadQuery::Kind::kChangeFeed);
+  EXPECT_EQ(node::op_name(*op), "change_feed");
+  const ChangeFeedRequest& feed = op->read.feed;
+  EXPECT_EQ(feed.database, "db");
+  EXPECT_EQ(feed.container, "c");
+  EXPECT_EQ(feed.mode, ChangeFeedMode::kLatest);
+  EXPECT_EQ(feed.from.kind, ChangeFeedFrom::Kind::kTime);
+  EXPECT_EQ(feed.from.ts_micros, 1'700'000'000'500'000);
+  EXPECT_TRUE(feed.only_expirations);
+  EXPECT_EQ(feed.max_changes, 7u);
+  EXPECT_EQ(op->read.feed_wait_ms, node::kMaxChangeFeedWaitMs) << "the long-poll is capped";
+
+  // Defaults: mode all, from the beginning, 100 changes, no wait.
+  op = decode([](proto::Request::Builder request) { request.initReadChangeFeed(); });
+  ASSERT_TRUE(op.is_ok());
+  EXPECT_EQ(op->read.feed.mode, ChangeFeedMode::kAll);
+  EXPECT_EQ(op->read.feed.from.kind, ChangeFeedFrom::Kind::kBeginning);
+  EXPECT_EQ(op->read.feed.max_changes, 100u);
+  EXPECT_EQ(op->read.feed_wait_ms, 0u);
+
+  op = decode([](proto::Request::Builder request) {
+    request.initReadChangeFeed().getFrom().setContinuation("00ab");
+  });
+  ASSERT_TRUE(op.is_ok());
+  EXPECT_EQ(op->read.feed.from.kind, ChangeFeedFrom::Kind::kContinuation);
+  EXPECT_EQ(op->read.feed.from.continuation, "00ab");
+}
+
+TEST(ChangeFeedWire, BadReadsAre400) {
+  Result<node::Operation> op = decode([](proto::Request::Builder request) {
+    request.initReadChangeFeed().setMaxItems(1001);
+  });
+  ASSERT_FALSE(op.is_ok());
+  EXPECT_EQ(op.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(op.status().message().find("at most 1000"), std::string::npos);
+  op = decode([](proto::Request::Builder request) {
+    request.initReadChangeFeed().getFrom().setContinuation("");
+  });
+  ASSERT_FALSE(op.is_ok());
+  EXPECT_EQ(op.status().code(), StatusCode::kInvalidArgument);
+  op = decode([](proto::Request::Builder request) {
+    request.setContainer("");
+    request.initReadChangeFeed();
+  });
+  ASSERT_FALSE(op.is_ok());
+  EXPECT_EQ(op.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ChangeFeedWire, ContainerSettingTurnsTheFeedOnAndOff) {
+  Result<node::Operation> on = decode([](proto::Request::Builder request) {
+    auto settings = request.initCreateContainer();
+    settings.setPartitionKeyPath("/pk");
+    settings.getChangeFeed().setOn(600);
+  });
+  ASSERT_TRUE(on.is_ok());
+  ASSERT_TRUE(on->command.change_feed.has_value());
+  EXPECT_TRUE(on->command.change_feed->enabled);
+  EXPECT_EQ(on->command.change_feed->retention_seconds, 600);
+  Result<node::Operation> default_retention = decode([](proto::Request::Builder request) {
+    request.initUpdateContainer().getChangeFeed().setOn(0);
+  });
+  ASSERT_TRUE(default_retention.is_ok());
+  ASSERT_TRUE(default_retention->command.change_feed.has_value());
+  EXPECT_EQ(default_retention->command.change_feed->retention_seconds, 0) << "filled in by the leader, not here";
+  Result<node::Operation> off = decode([](proto::Request::Builder request) {
+    request.initUpdateContainer().getChangeFeed().setOff();
+  });
+  ASSERT_TRUE(off.is_ok());
+  ASSERT_TRUE(off->command.change_feed.has_value());
+  EXPECT_FALSE(off->command.change_feed->enabled);
+  Result<node::Operation> unchanged = decode([](proto::Request::Builder request) {
+    request.initUpdateContainer().getIndexing().setNone();
+  });
+  ASSERT_TRUE(unchanged.is_ok());
+  EXPECT_FALSE(unchanged->command.change_feed.has_value());
+}
+
+class ChangeFeedJsonTest : public StoreFixture {};
+
+TEST_F(ChangeFeedJsonTest, APageAsJson) {
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
+  Command create = create_container_command("db", "c", "/pk", "-1");  // TTL on, no default: item ttls count
+  create.change_feed = ChangeFeedSettings{true, 3600, 0};
+  ASSERT_EQ(apply(create, kT0).http_status(), 201);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p","v":1,"ttl":10})"),
+                  kT0 + kSecond)
+                .http_status(),
+            201);
+  ASSERT_EQ(apply(item_command(CommandType::kReplaceItem, "db", "c", R"({"id":"a","pk":"p","v":2,"ttl":10})"),
+                  kT0 + 2 * kSecond)
+                .http_status(),
+            200);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":"p","v":1})"), kT0 + 3 * kSecond)
+                .http_status(),
+            201);
+  ASSERT_EQ(apply(target_command(CommandType::kDeleteItem, "db", "c", "\"p\"", "b"), kT0 + 4 * kSecond).http_status(),
+            204);
+  ASSERT_EQ(apply(Command{}, kT0 + 30 * kSecond).http_status(), 200);  // a time entry: `a` expires here (position 7)
+
+  ChangeFeedRequest request;
+  request.database = "db";
+  request.container = "c";
+  bool idle = true;
+  OpResult page = node::execute_change_feed(store_->change_feed(), store_->reader(), request, &idle);
+  ASSERT_TRUE(page.ok()) << page.message;
+  EXPECT_FALSE(idle);
+  const bj::object body = bj::parse(page.body).as_object();
+  EXPECT_TRUE(body.at("caughtUp").as_bool());
+  EXPECT_EQ(body.at("continuation").as_string(), page.continuation);
+  const bj::array& changes = body.at("changes").as_array();
+  ASSERT_EQ(changes.size(), 5u) << page.body;
+  auto field = [&](size_t i, const char* name) { return bj::serialize(changes[i].as_object().at(name)); };
+  EXPECT_EQ(field(0, "operationType"), "\"create\"");
+  EXPECT_EQ(field(1, "operationType"), "\"replace\"");
+  EXPECT_EQ(field(2, "operationType"), "\"create\"");
+  EXPECT_EQ(field(3, "operationType"), "\"delete\"");
+  EXPECT_EQ(field(4, "operationType"), "\"delete\"");
+  EXPECT_EQ(field(4, "timeToLiveExpired"), "true");
+  EXPECT_FALSE(changes[3].as_object().contains("timeToLiveExpired"));
+  EXPECT_EQ(field(0, "previous"), "null");
+  EXPECT_EQ(field(3, "current"), "null");
+  EXPECT_EQ(field(4, "current"), "null");
+  EXPECT_EQ(changes[1].at("previous").at("v").as_int64(), 1);
+  EXPECT_EQ(changes[1].at("current").at("v").as_int64(), 2);
+  EXPECT_EQ(changes[4].at("previous").at("v").as_int64(), 2) << "the expired version's image";
+  EXPECT_EQ(changes[4].at("previous").at("_expiresAt").as_int64(), (kT0 + 2 * kSecond) / kSecond + 10);
+  EXPECT_EQ(changes[1].at("current").at("_ts").as_int64(), (kT0 + 2 * kSecond) / kSecond);
+  EXPECT_EQ(field(0, "partitionKey"), "\"p\"");
+  EXPECT_EQ(field(0, "id"), "\"a\"");
+  EXPECT_EQ(changes[0].at("ts").as_int64(), (kT0 + kSecond) / kSecond);
+  EXPECT_EQ(changes[0].at("tsMicros").as_int64(), kT0 + kSecond);
+  EXPECT_EQ(changes[4].at("lsn").as_int64(), 7);
+  EXPECT_EQ(changes[4].at("ts").as_int64(), (kT0 + 30 * kSecond) / kSecond);
+
+  // A change's position resumes right after it.
+  request.from.kind = ChangeFeedFrom::Kind::kContinuation;
+  request.from.continuation = std::string(changes[2].at("position").as_string());
+  OpResult rest = node::execute_change_feed(store_->change_feed(), store_->reader(), request, &idle);
+  ASSERT_TRUE(rest.ok()) << rest.message;
+  const bj::value rest_body = bj::parse(rest.body);
+  const bj::array& after = rest_body.at("changes").as_array();
+  ASSERT_EQ(after.size(), 2u);
+  EXPECT_EQ(after[0].at("position"), changes[3].at("position"));
+  EXPECT_EQ(after[1].at("position"), changes[4].at("position"));
+
+  // Caught up with nothing new: a long-poll would wait.
+  request.from.continuation = page.continuation;
+  OpResult empty = node::execute_change_feed(store_->change_feed(), store_->reader(), request, &idle);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(idle);
+  EXPECT_EQ(empty.body, "{\"changes\":[],\"continuation\":\"" + page.continuation + "\",\"caughtUp\":true}");
+
+  // A start before the feed was turned on: 410 with the storage core's message.
+  request.from.kind = ChangeFeedFrom::Kind::kTime;
+  request.from.ts_micros = kT0 - kSecond;
+  OpResult gone = node::execute_change_feed(store_->change_feed(), store_->reader(), request, &idle);
+  EXPECT_EQ(gone.http_status(), 410) << gone.message;
+  EXPECT_NE(gone.message.find("turned on after the time asked for"), std::string::npos) << gone.message;
+  EXPECT_FALSE(idle);
+}
+
+}  // namespace
+}  // namespace mayfly::storage::testing
