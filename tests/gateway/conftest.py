@@ -153,13 +153,14 @@ class Cluster:
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.failed and "cluster" in item.fixturenames:
-        item.funcargs["cluster"].failed = True
+    for name in ("cluster", "tls_cluster"):  # keep and print that cluster's node logs
+        if report.failed and name in item.fixturenames:
+            item.funcargs[name].failed = True
 
 
-@pytest.fixture(scope="session")
-def cluster():
-    c = Cluster()
+def running_cluster(**options):
+    """A started Cluster(**options), ready for SDK calls, stopped afterwards (a generator for fixtures)."""
+    c = Cluster(**options)
     try:
         c.wait_ready()
     except Exception:
@@ -168,6 +169,11 @@ def cluster():
         raise
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    yield from running_cluster()
 
 
 def unique(prefix):

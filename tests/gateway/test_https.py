@@ -10,20 +10,12 @@ import pytest
 from azure.core.exceptions import ServiceRequestError
 from azure.cosmos import CosmosClient, PartitionKey, exceptions
 
-from conftest import Cluster, unique, wait_until
+from conftest import running_cluster, unique, wait_until
 
 
 @pytest.fixture(scope="module")
 def tls_cluster():
-    c = Cluster(nodes=1, tls=True)
-    try:
-        c.wait_ready()
-    except Exception:
-        c.failed = True
-        c.stop()
-        raise
-    yield c
-    c.stop()
+    yield from running_cluster(nodes=1, tls=True)
 
 
 def test_sdk_over_https_with_the_clusters_ca(tls_cluster):

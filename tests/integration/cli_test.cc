@@ -4,7 +4,6 @@
 // member, the leader, an unreachable one) and `item list -o table`.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <fcntl.h>
@@ -151,8 +150,6 @@ TEST(IntegrationCli, ExportImportRoundTripAndFailureSummary) {
   EXPECT_NE(table.out.find("more: --continuation "), std::string::npos) << table.out;
 }
 
-extern "C" char** environ;
-
 // `item import --create` runs while the leader is killed: every write whose outcome the kill made unknown is re-sent
 // by the exactly-once client and answered with its first outcome, so no line fails and none comes back as a 409.
 TEST(IntegrationCli, ImportWithCreateSurvivesALeaderKill) {
@@ -175,16 +172,8 @@ TEST(IntegrationCli, ImportWithCreateSurvivesALeaderKill) {
   std::vector<std::string> argv = {MAYFLY_IT_CLI_PATH, "--endpoints", cluster.endpoints_csv(), "--key-file",
                                    cluster.admin_key_file(), "--timeout-ms", "30000", "item", "import", "d", "c",
                                    input, "--create", "--concurrency", "16"};
-  std::vector<char*> c_argv;
-  for (std::string& arg : argv) c_argv.push_back(arg.data());
-  c_argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, c_argv[0], &actions, nullptr, c_argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = spawn_to_files(argv, output, errors);
+  ASSERT_GT(pid, 0) << "cannot start " << argv[0];
 
   // Kill the leader once a fifth of the items are in (the import is then in full flow), and bring it back.
   auto count = [&] {

@@ -39,6 +39,10 @@ int64_t wall_micros();
 // of the harness's that is built on it (node start and stop, leader, applied index, leader transfer).
 bool wait_until(const std::function<bool()>& condition, milliseconds timeout, milliseconds poll = milliseconds(10));
 
+// Starts `argv` (argv[0] the program's path) in the background with stdout and stderr written to the files `out` and
+// `err` (created or truncated); returns its pid, or -1 when it could not be started. The caller reaps it (waitpid).
+pid_t spawn_to_files(const std::vector<std::string>& argv, const std::string& out, const std::string& err);
+
 // The first line of each report a sanitizer wrote into `text` (a node's log, a CLI run's stderr): AddressSanitizer
 // errors, LeakSanitizer's leak report at exit, UndefinedBehaviorSanitizer's "file:line:col: runtime error: ...".
 // In a sanitized build (make sanitize) the Cluster's destructor stops its nodes with SIGTERM, so LeakSanitizer checks
