@@ -38,64 +38,57 @@ Result<ExpiryForecast> StoreReader::forecast_expiry(std::string_view database, s
   const int64_t horizon = now + ttl::kForecastHorizonMicros;
   const std::string own_prefix = own_expiry_prefix(crid);
   const std::string inherit_prefix = inherit_expiry_prefix(crid);
-  bool more = true;
-  // Own-ttl items expire at their instant whenever TTL is on (-1 or a number).
-  if (state.policy.is_on()) {
-    std::string start = own_prefix;
-    codec::put_i64_be(start, bounds.own_expiry_below_micros);
-    for (it->Seek(start); it->Valid() && has_prefix(it->key(), own_prefix); it->Next()) {
+  // Reads the entries of one index from `start` on, in key order, until `past(key)` or the entry cap (then truncated):
+  // `take(key, record bytes)` for each. Returns false once the cap is hit (nothing further is read).
+  const auto scan = [&](const std::string& prefix, const std::string& start, const auto& past,
+                        const auto& take) -> Result<bool> {
+    for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
       MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(view(it->key())));
-      if (key.sort_micros > horizon) break;
+      if (past(key)) break;
       if (static_cast<size_t>(forecast.entries_read) >= max_entries) {
         forecast.truncated = true;
-        more = false;
-        break;
+        return false;
       }
       MAYFLY_ASSIGN_OR_RETURN(int64_t bytes, decode_index_value(it->value()));
       forecast.entries_read += 1;
-      forecast.histogram.add(now, key.sort_micros, bytes);
+      take(key, bytes);
     }
     MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+    return true;
+  };
+  const auto from = [](const std::string& prefix, int64_t sort_micros) {
+    std::string start = prefix;
+    codec::put_i64_be(start, sort_micros);
+    return start;
+  };
+  bool more = true;
+  // Own-ttl items expire at their instant whenever TTL is on (-1 or a number).
+  if (state.policy.is_on()) {
+    MAYFLY_ASSIGN_OR_RETURN(
+        more, scan(own_prefix, from(own_prefix, bounds.own_expiry_below_micros),
+                   [&](const IndexKey& key) { return key.sort_micros > horizon; },
+                   [&](const IndexKey& key, int64_t bytes) { forecast.histogram.add(now, key.sort_micros, bytes); }));
   }
   // Inheriting items only with a defaultTtl of n seconds: E = _ts + n, rising with the write ts.
   if (more && state.policy.kind == ttl::DefaultTtl::Kind::kSeconds) {
     const int64_t seconds = state.policy.seconds;
-    std::string start = inherit_prefix;
-    codec::put_i64_be(start, bounds.default_ts_below_micros);
-    for (it->Seek(start); it->Valid() && has_prefix(it->key(), inherit_prefix); it->Next()) {
-      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(view(it->key())));
-      const int64_t expiry = ttl::expiry_instant_micros(key.sort_micros, seconds);
-      if (expiry > horizon) break;
-      if (static_cast<size_t>(forecast.entries_read) >= max_entries) {
-        forecast.truncated = true;
-        more = false;
-        break;
-      }
-      MAYFLY_ASSIGN_OR_RETURN(int64_t bytes, decode_index_value(it->value()));
-      forecast.entries_read += 1;
-      forecast.histogram.add(now, expiry, bytes);
-    }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+    MAYFLY_ASSIGN_OR_RETURN(
+        more, scan(inherit_prefix, from(inherit_prefix, bounds.default_ts_below_micros),
+                   [&](const IndexKey& key) { return ttl::expiry_instant_micros(key.sort_micros, seconds) > horizon; },
+                   [&](const IndexKey& key, int64_t bytes) {
+                     forecast.histogram.add(now, ttl::expiry_instant_micros(key.sort_micros, seconds), bytes);
+                   }));
   }
   // The backlog: what is expired at `now` and not yet collected on this node, in both indexes.
   for (const bool own : {true, false}) {
     if (!more) break;
     const std::string& prefix = own ? own_prefix : inherit_prefix;
     const int64_t below = own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
-    for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-      MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(view(it->key())));
-      if (key.sort_micros >= below) break;
-      if (static_cast<size_t>(forecast.entries_read) >= max_entries) {
-        forecast.truncated = true;
-        more = false;
-        break;
-      }
-      MAYFLY_ASSIGN_OR_RETURN(int64_t bytes, decode_index_value(it->value()));
-      forecast.entries_read += 1;
-      forecast.backlog_items += 1;
-      forecast.backlog_bytes += bytes;
-    }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expiry index"));
+    MAYFLY_ASSIGN_OR_RETURN(more, scan(prefix, prefix, [&](const IndexKey& key) { return key.sort_micros >= below; },
+                                       [&](const IndexKey&, int64_t bytes) {
+                                         forecast.backlog_items += 1;
+                                         forecast.backlog_bytes += bytes;
+                                       }));
   }
   return forecast;
 }
