@@ -123,21 +123,70 @@ Result<std::optional<int64_t>> feed_time_at(leveldb::DB* db, const ReadSnapshot*
   return std::optional<int64_t>(ts);
 }
 
+namespace {
+
+// The entry at `index` of the time index, or the next one after it; nullopt past the last.
+Result<std::optional<FeedPoint>> time_entry_at_or_after(leveldb::Iterator& it, uint64_t index) {
+  it.Seek(time_index_key(index));
+  if (!it.Valid() || !has_prefix(it.key(), time_index_prefix())) {
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it.status(), "seek time index"));
+    return std::optional<FeedPoint>();
+  }
+  FeedPoint point;
+  MAYFLY_ASSIGN_OR_RETURN(point.index, decode_trailing_index(view(it.key())));
+  codec::Reader reader(view(it.value()));
+  if (!reader.get_varint_signed(point.ts_micros) || !reader.done()) {
+    return Status::corruption("undecodable time index entry");
+  }
+  return std::optional<FeedPoint>(point);
+}
+
+// The first time index entry at or after `from` whose time is >= `at_least`; nullopt when there is none. A binary
+// search over log positions: O(log n) seeks however long the feed is. The time index strictly increases in time along
+// the log, so "the next entry at or after p has ts >= at_least" is monotone in p whatever gaps the index has (a
+// trimmed prefix, positions applied while no feed was on).
+Result<std::optional<FeedPoint>> first_time_at_least(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t from,
+                                                     int64_t at_least) {
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read_options(snapshot)));
+  // The last entry: the one before the first key past the time index's tag.
+  std::string past = time_index_prefix();
+  past.back() = static_cast<char>(static_cast<uint8_t>(past.back()) + 1);
+  it->Seek(past);
+  if (it->Valid()) {
+    it->Prev();
+  } else {
+    it->SeekToLast();
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "seek time index"));
+  if (!it->Valid() || !has_prefix(it->key(), time_index_prefix())) return std::optional<FeedPoint>();
+  MAYFLY_ASSIGN_OR_RETURN(uint64_t last, decode_trailing_index(view(it->key())));
+  if (last < from) return std::optional<FeedPoint>();
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<FeedPoint> at_last, time_entry_at_or_after(*it, last));
+  if (!at_last || at_last->ts_micros < at_least) return std::optional<FeedPoint>();
+  uint64_t low = from, high = last;  // the smallest position whose probe passes is in [low, high]
+  std::optional<FeedPoint> found = at_last;  // the probe at `high`
+  while (low < high) {
+    const uint64_t mid = low + (high - low) / 2;
+    MAYFLY_ASSIGN_OR_RETURN(std::optional<FeedPoint> probe, time_entry_at_or_after(*it, mid));
+    if (probe && probe->ts_micros >= at_least) {
+      high = mid;
+      found = probe;
+    } else {
+      low = mid + 1;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
 Result<FeedPoint> feed_retention_start(leveldb::DB* db, const ReadSnapshot* snapshot, const ChangeFeedSettings& feed,
                                        int64_t now_micros) {
   const int64_t oldest_ts = now_micros - feed.retention_seconds * kMicrosPerSecond;
-  const std::string prefix = time_index_prefix();
-  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(read_options(snapshot)));
-  // Linear in the positions between since_index and the start; the collector trims the ones before it.
-  for (it->Seek(time_index_key(feed.since_index)); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-    MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
-    codec::Reader reader(view(it->value()));
-    int64_t ts;
-    if (!reader.get_varint_signed(ts) || !reader.done()) return Status::corruption("undecodable time index entry");
-    if (ts >= oldest_ts) return FeedPoint{index, ts};
-  }
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan time index"));
-  return Status::corruption("the time index has no entry at or after the change feed's start");
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<FeedPoint> start,
+                          first_time_at_least(db, snapshot, feed.since_index, oldest_ts));
+  if (!start) return Status::corruption("the time index has no entry at or after the change feed's start");
+  return *start;
 }
 
 Result<FeedPolicy> feed_policy_at(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t crid, uint64_t index) {
@@ -198,24 +247,16 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     }
     case ChangeFeedFrom::Kind::kTime: {
       // The changes at positions whose time is >= T: start after the last position before the first such one.
+      MAYFLY_ASSIGN_OR_RETURN(std::optional<FeedPoint> first,
+                              first_time_at_least(db_, &snapshot, feed.since_index, request.from.ts_micros));
       cursor.index = applied;
-      const std::string prefix = time_index_prefix();
-      std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
-      for (it->Seek(time_index_key(feed.since_index)); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-        codec::Reader reader(view(it->value()));
-        int64_t ts;
-        if (!reader.get_varint_signed(ts) || !reader.done()) return Status::corruption("undecodable time index");
-        if (ts >= request.from.ts_micros) {
-          MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
-          if (index <= feed.since_index) {
-            return gone("the change feed of container '" + request.container +
-                        "' was turned on after the time asked for; read from the beginning instead");
-          }
-          cursor.index = index - 1;
-          break;
+      if (first && first->index <= applied) {
+        if (first->index <= feed.since_index) {
+          return gone("the change feed of container '" + request.container +
+                      "' was turned on after the time asked for; read from the beginning instead");
         }
+        cursor.index = first->index - 1;
       }
-      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan time index"));
       break;
     }
     case ChangeFeedFrom::Kind::kContinuation: {

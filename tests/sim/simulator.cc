@@ -17,6 +17,7 @@
 #include "node/event_loop.h"
 #include "node/ru_account.h"
 #include "replication/codec.h"
+#include "storage/changefeed.h"
 #include "storage/replica.h"
 #include "tests/sim/fault_env.h"
 
@@ -35,6 +36,7 @@ constexpr int64_t kEpochMicros = 1'800'000'000'000'000;  // 2027-01-15: all cloc
 constexpr int64_t kTickMillis = 10;
 constexpr int64_t kTimeEntryMillis = 100;
 constexpr int64_t kCheckpointMillis = 25;
+constexpr int64_t kFeedCheckMillis = 2000;  // every replica's whole change feed read and compared
 constexpr int64_t kElectionTimeoutTicks = 15;
 constexpr int64_t kHeartbeatTicks = 2;
 
@@ -272,6 +274,7 @@ class Simulation {
     }
     check_leaders();
     if (now_ms_ % kCheckpointMillis == 0) checkpoint_states();
+    if (now_ms_ % kFeedCheckMillis == 0) check_change_feeds();
   }
 
   bool link_up(NodeId from, NodeId to) const { return !blocked_.contains({from.value(), to.value()}); }
@@ -364,6 +367,8 @@ class Simulation {
       command.partition_key_path = "/pk";
       command.default_ttl_change = storage::DefaultTtlChange::kSet;
       command.default_ttl_json = "3";
+      // Its change feed on, so every replica's feed is checked: the same changes at the same positions.
+      command.change_feed = storage::ChangeFeedSettings{true, 3600, 0};
       return command;
     }
     const std::string id = "i" + std::to_string(prng_.uniform(30));
@@ -695,6 +700,111 @@ class Simulation {
     }
   }
 
+  // Every live replica's change feed, read whole from the beginning (a page at a time, with continuations), is the
+  // same sequence of changes at the same positions with the same images as every other replica's up to its applied
+  // index: expirations included, whatever each node's collector did, after crashes, snapshot installs and wipes.
+  // `feed_` holds every change seen so far by position, complete up to `feed_known_upto_`.
+  void check_change_feeds() {
+    for (Node& n : nodes_) {
+      if (!n.process || !result_.ok) continue;
+      const storage::StateMachine& state = n.process->driver->state();
+      auto container = state.reader().read_container("db", "c");
+      if (!container.ok()) continue;  // not created here yet
+      const uint64_t applied = state.applied().index.value();
+      const std::string who = "node " + std::to_string(n.id.value()) + " (applied " + std::to_string(applied) + ")";
+      std::vector<storage::Change> changes;
+      if (!read_whole_feed(state, false, changes, who)) return;
+      ++result_.feed_reads_checked;
+      const uint64_t known = std::min(applied, feed_known_upto_);
+      size_t compared = 0;
+      for (size_t i = 0; i < changes.size(); ++i) {
+        const storage::Change& change = changes[i];
+        if (i > 0 && !(changes[i - 1].position < change.position)) {
+          return fail("the change feed of " + who + " is out of order at position " + describe(change.position));
+        }
+        if (change.position.index > applied) {
+          return fail("the change feed of " + who + " serves position " + describe(change.position) +
+                      " past its applied index");
+        }
+        const uint64_t hash = change_hash(change);
+        if (change.position.index <= known) {
+          auto it = feed_.find(change.position);
+          if (it == feed_.end()) {
+            return fail("the change feed of " + who + " has " + describe(change.position) + " (" +
+                        (change.ttl_expired ? "expiration" : "write") + " of " + change.id +
+                        ") that another replica's feed did not have");
+          }
+          if (it->second.first != hash) {
+            return fail("the change at " + describe(change.position) + " differs between node " +
+                        std::to_string(it->second.second) + " and " + who);
+          }
+          ++compared;
+        } else {
+          feed_.try_emplace(change.position, hash, n.id.value());
+        }
+      }
+      // Complete: every change known at positions up to `known` was served.
+      const size_t expected = static_cast<size_t>(std::distance(
+          feed_.begin(), feed_.lower_bound(storage::ChangePosition{known + 1, 0, 0, INT64_MIN, "", ""})));
+      if (compared != expected) {
+        return fail("the change feed of " + who + " has " + std::to_string(compared) + " changes up to position " +
+                    std::to_string(known) + " where other replicas had " + std::to_string(expected));
+      }
+      feed_known_upto_ = std::max(feed_known_upto_, applied);
+      result_.feed_changes_checked = std::max<uint64_t>(result_.feed_changes_checked, changes.size());
+      // Only the expirations are the feed's expirations, in the same order.
+      std::vector<storage::Change> expirations;
+      if (!read_whole_feed(state, true, expirations, who)) return;
+      std::vector<storage::Change> filtered;
+      for (const storage::Change& change : changes) {
+        if (change.ttl_expired) filtered.push_back(change);
+      }
+      if (expirations != filtered) {
+        return fail("the only-expirations feed of " + who + " (" + std::to_string(expirations.size()) +
+                    " changes) is not the feed's expirations (" + std::to_string(filtered.size()) + ")");
+      }
+    }
+  }
+
+  bool read_whole_feed(const storage::StateMachine& state, bool only_expirations, std::vector<storage::Change>& out,
+                       const std::string& who) {
+    storage::ChangeFeedRequest request;
+    request.database = "db";
+    request.container = "c";
+    request.only_expirations = only_expirations;
+    request.max_changes = 1 + prng_.uniform(200);  // page boundaries anywhere, bursts of expirations included
+    for (int pages = 0; pages < 1'000'000; ++pages) {
+      auto page = state.change_feed().read(request);
+      if (!page.is_ok()) {
+        fail("the change feed of " + who + " could not be read: " + page.status().to_string());
+        return false;
+      }
+      for (storage::Change& change : page->changes) out.push_back(std::move(change));
+      if (page->caught_up) return true;
+      request.from.kind = storage::ChangeFeedFrom::Kind::kContinuation;
+      request.from.continuation = page->continuation;
+    }
+    fail("the change feed of " + who + " never caught up");
+    return false;
+  }
+
+  static std::string describe(const storage::ChangePosition& position) {
+    return std::to_string(position.index) + "." + std::to_string(position.phase) +
+           (position.phase == 0 ? "/" + std::to_string(position.kind) + "/" + std::to_string(position.sort_micros) +
+                                      "/" + position.partition_key + "/" + position.id
+                                : std::string());
+  }
+
+  static uint64_t change_hash(const storage::Change& change) {
+    uint64_t hash = fnv1a(std::to_string(static_cast<int>(change.operation)) + ":" +
+                          std::to_string(change.ts_micros) + ":" + (change.ttl_expired ? "x" : "-"));
+    for (const std::string* part : {&change.partition_key, &change.id, &change.image, &change.previous}) {
+      hash = fnv1a(std::to_string(part->size()) + ":", hash);
+      hash = fnv1a(*part, hash);
+    }
+    return hash;
+  }
+
   void final_checks() {
     for (Node& n : nodes_) {
       if (n.process) result_.gc_items_collected += n.process->driver->gc_items_collected();
@@ -723,6 +833,8 @@ class Simulation {
       }
     }
     checkpoint_states();
+    check_change_feeds();
+    if (result_.ok && result_.feed_reads_checked == 0) fail("no replica's change feed was ever read");
   }
 
   SimOptions options_;
@@ -746,6 +858,8 @@ class Simulation {
   std::map<uint64_t, CommittedEntry> committed_;
   std::map<uint64_t, uint64_t> leaders_;                              // term -> node
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> digests_;        // applied index -> (digest, node)
+  std::map<storage::ChangePosition, std::pair<uint64_t, uint64_t>> feed_;  // position -> (change hash, node)
+  uint64_t feed_known_upto_ = 0;
 
   MembershipStep membership_cycle_ = MembershipStep::kIdle;
   NodeId cycling_;
@@ -760,7 +874,8 @@ std::string SimResult::summary() const {
       << strong_reads_checked << " strong reads, " << leader_changes << " leaders, " << crashes << " crashes ("
       << unsynced_bytes_lost << " unsynced bytes lost), " << partitions << " partitions, " << transfers
       << " transfers, " << membership_changes << " membership cycles, " << snapshots_installed
-      << " snapshots installed, " << gc_items_collected << " items collected, " << messages_delivered
+      << " snapshots installed, " << feed_reads_checked << " change feeds compared (up to " << feed_changes_checked
+      << " changes), " << gc_items_collected << " items collected, " << messages_delivered
       << " messages delivered, " << messages_dropped << " dropped";
   return out.str();
 }

@@ -14,6 +14,9 @@
 //   - entry timestamps strictly increase along the log;
 //   - every node's visible state (containers, and every item visible at the applied time) is identical at the same
 //     applied index — identical expiry decisions, whatever each node's garbage collector did;
+//   - every node's change feed (on for the workload's container) is the same sequence of changes — writes and
+//     expirations, at the same positions, with the same images — up to its applied index, read in pages of random
+//     sizes; its only-expirations feed is exactly the feed's expirations;
 //   - a strong read is released by the driver only once the node has applied every write acknowledged before it
 //     started (ReadIndex);
 //   - every write a driver acknowledged is the committed entry at the index it named, and every node applies it;
@@ -50,6 +53,8 @@ struct SimResult {
   uint64_t messages_delivered = 0;
   uint64_t messages_dropped = 0;
   uint64_t gc_items_collected = 0;
+  uint64_t feed_reads_checked = 0;    // whole change feeds read from a replica and compared
+  uint64_t feed_changes_checked = 0;  // the longest of them
   uint64_t unsynced_bytes_lost = 0;
   std::string summary() const;
 };

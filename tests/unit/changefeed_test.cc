@@ -560,6 +560,108 @@ uint64_t test_seed() {
   return std::random_device{}();
 }
 
+// Where a read from a replicated time T, or from the beginning of retention, starts: found by a binary search over the
+// time index (O(log n) seeks); here against a naive walk of every position's time as the applies stamped them, on a
+// feed of irregularly spaced positions, before and after the collector trimmed a prefix of it.
+TEST_F(ChangeFeedTest, StartsFromATimeOrTheRetentionStartWhereANaiveWalkOfTheTimeIndexWould) {
+  const uint64_t seed = test_seed();
+  std::printf("reproduce: MAYFLY_FEED_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("MAYFLY_FEED_SEED=" + std::to_string(seed));
+  std::mt19937_64 prng(seed);
+  constexpr int64_t kRetentionSeconds = 600;
+  make_feed_container("-1", kRetentionSeconds);
+  std::vector<FeedPoint> stamped{{store_->applied().index.value(), store_->applied().ts_micros}};
+  int64_t ts = kT0;
+  for (int i = 0; i < 400; ++i) {
+    ts += 1 + static_cast<int64_t>(prng() % (5 * kSecond));
+    if (i % 3 == 0) {
+      upsert("i" + std::to_string(i % 50), 1 + static_cast<int64_t>(prng() % 30), i, ts);
+    } else {
+      apply(time_command(), ts);
+    }
+    stamped.push_back({store_->applied().index.value(), ts});
+  }
+  const int64_t now = store_->applied().ts_micros;
+  const int64_t oldest = now - kRetentionSeconds * kSecond;
+  auto naive_first_at_least = [&](int64_t at_least) -> std::optional<FeedPoint> {
+    for (const FeedPoint& point : stamped) {
+      if (point.ts_micros >= at_least) return point;
+    }
+    return std::nullopt;
+  };
+  auto from_index = [](const std::vector<Change>& changes, uint64_t first) {
+    std::vector<Change> out;
+    for (const Change& change : changes) {
+      if (change.position.index >= first) out.push_back(change);
+    }
+    return out;
+  };
+  for (const bool trimmed : {false, true}) {
+    SCOPED_TRACE(trimmed ? "after trimming" : "before trimming");
+    if (trimmed) {
+      collect_all();
+      int64_t removed = 0;
+      for (int round = 0; round < 1000; ++round) {
+        Result<int64_t> step = store_->expiry().trim_change_feed(50);
+        ASSERT_TRUE(step.is_ok()) << step.status().to_string();
+        removed += *step;
+        if (*step == 0) break;
+      }
+      ASSERT_GT(removed, 0);
+    }
+    // From the beginning: the changes after the first position whose time is inside the retention.
+    const std::optional<FeedPoint> start = naive_first_at_least(oldest);
+    ASSERT_TRUE(start.has_value());
+    ASSERT_GT(start->index, stamped.front().index + 10);  // the retention cut the feed somewhere in the middle
+    const FeedRead beginning = read_feed(*store_, from_beginning(), 7);
+    ASSERT_TRUE(beginning.status.is_ok()) << beginning.status.to_string();
+    ASSERT_FALSE(beginning.changes.empty());
+    EXPECT_GT(beginning.changes.front().position.index, start->index);
+    // From the time of the position right after that start: the same changes.
+    ChangeFeedFrom after_start;
+    after_start.kind = ChangeFeedFrom::Kind::kTime;
+    after_start.ts_micros = stamped[static_cast<size_t>(start->index - stamped.front().index) + 1].ts_micros;
+    const FeedRead at_start = read_feed(*store_, after_start);
+    ASSERT_TRUE(at_start.status.is_ok()) << at_start.status.to_string();
+    EXPECT_EQ(at_start.changes, beginning.changes);
+    // From a time: each stamped time, one before and one after, and times before and after everything.
+    std::vector<int64_t> times{kT0 - kSecond, now, now + 1, now + 3600 * kSecond};
+    for (int k = 0; k < 60; ++k) {
+      const int64_t at = stamped[prng() % stamped.size()].ts_micros;
+      times.insert(times.end(), {at - 1, at, at + 1});
+    }
+    size_t served = 0;
+    for (const int64_t at : times) {
+      ChangeFeedFrom from;
+      from.kind = ChangeFeedFrom::Kind::kTime;
+      from.ts_micros = at;
+      const FeedRead read = read_feed(*store_, from);
+      const std::optional<FeedPoint> first = naive_first_at_least(at);
+      SCOPED_TRACE("from time " + std::to_string(at) + ", naive first position " +
+                   (first ? std::to_string(first->index) : std::string("none")));
+      if (!first) {
+        ASSERT_TRUE(read.status.is_ok()) << read.status.to_string();
+        EXPECT_TRUE(read.changes.empty());
+        continue;
+      }
+      if (first->index <= stamped.front().index) {  // the feed was turned on after T
+        EXPECT_EQ(read.status.code(), StatusCode::kGone) << read.status.to_string();
+        continue;
+      }
+      const FeedPoint& before = stamped[static_cast<size_t>(first->index - stamped.front().index) - 1];
+      ASSERT_EQ(before.index + 1, first->index);
+      if (before.ts_micros < oldest) {  // the position before the start is older than the retention
+        EXPECT_EQ(read.status.code(), StatusCode::kGone) << read.status.to_string();
+        continue;
+      }
+      ASSERT_TRUE(read.status.is_ok()) << read.status.to_string();
+      EXPECT_EQ(read.changes, from_index(beginning.changes, first->index));
+      served += read.changes.empty() ? 0 : 1;
+    }
+    EXPECT_GT(served, 20u);
+  }
+}
+
 TEST(ChangeFeedReplicas, IdenticalFeedsWhetherTheCollectorRanOrASnapshotWasInstalled) {
   const uint64_t seed = test_seed();
   std::printf("reproduce: MAYFLY_FEED_SEED=%llu\n", static_cast<unsigned long long>(seed));
