@@ -405,8 +405,9 @@ def report(args, results, rounds, points, command, started, finished, load_start
                          and x["clients"] == clients]
                 per_round, overall = fmt_ratio(by["mayfly"], plain, rounds)
                 if overall != "—":
-                    feed_notes.append(f"- Mayfly {label} / its plain row, {clients} clients: {overall} (per round "
-                                      f"{per_round}; both on fresh clusters in the same round)")
+                    plain_label = next(r[1] for r in ROWS if r[0] == other_key)
+                    feed_notes.append(f"- Mayfly \"{label}\" / \"{plain_label}\", {clients} clients: {overall} "
+                                      f"(per round {per_round}; both on fresh clusters in the same round)")
             cells = []
             for s in ("etcd", "redis", "mayfly"):
                 if by[s]:
@@ -476,7 +477,8 @@ def report(args, results, rounds, points, command, started, finished, load_start
         "per client, SET + WAIT 2 1000 pipelined, counted only when WAIT reports both replicas")
     add(f"- Mayfly {commit}: build/bench/mayfly-bench --start-cluster (3 mayflyd, fsync on; N clients = N requests "
         "in flight over min(N, 4) connections from one thread); items of 256 B with their own ttl; reads of 2000 "
-        "items written first")
+        "items written first" + ("; the change feed row: the same upserts into a container created with "
+                                 "--change-feed on" if points.get("feed") else ""))
     add(f"- command: `{command}`")
     return "\n".join(lines)
 
