@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include <boost/json.hpp>
+
 #include "client/client.h"
 
 namespace mayfly::bench {
@@ -267,13 +269,81 @@ uint64_t wait_for_leader(const std::vector<std::string>& endpoints, double max_s
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
+  const size_t middle = values.size() / 2;
+  // Two runs per setting (an A/B) must not report the better one as the median.
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
 double percentile(std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
   const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
   return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+Spread spread(const std::vector<double>& values) {
+  Spread result;
+  if (values.empty()) return result;
+  result.median = median(values);
+  const auto [low, high] = std::minmax_element(values.begin(), values.end());
+  result.min = *low;
+  result.max = *high;
+  result.count = values.size();
+  return result;
+}
+
+std::string format_spread(const Spread& spread, int decimals) {
+  if (spread.count == 0) return "—";
+  char text[128];
+  if (spread.count == 1) {
+    std::snprintf(text, sizeof text, "%.*f", decimals, spread.median);
+  } else {
+    std::snprintf(text, sizeof text, "%.*f (%.*f–%.*f)", decimals, spread.median, decimals, spread.min, decimals,
+                  spread.max);
+  }
+  return text;
+}
+
+std::optional<double> ratio(double numerator, double denominator) {
+  if (!(denominator > 0)) return std::nullopt;
+  return numerator / denominator;
+}
+
+std::optional<FeedPage> parse_feed_page(const std::string& body, std::string& error) {
+  boost::system::error_code parse_error;
+  const boost::json::value value = boost::json::parse(body, parse_error);
+  if (parse_error) {
+    error = "not JSON (" + parse_error.message() + ")";
+    return std::nullopt;
+  }
+  const boost::json::object* page = value.if_object();
+  if (page == nullptr) {
+    error = "not a JSON object";
+    return std::nullopt;
+  }
+  const boost::json::value* changes = page->if_contains("changes");
+  if (changes == nullptr || !changes->is_array()) {
+    error = "no \"changes\" array";
+    return std::nullopt;
+  }
+  const boost::json::value* continuation = page->if_contains("continuation");
+  if (continuation == nullptr || !continuation->is_string()) {
+    error = "no string \"continuation\"";
+    return std::nullopt;
+  }
+  const boost::json::value* caught_up = page->if_contains("caughtUp");
+  if (caught_up == nullptr || !caught_up->is_bool()) {
+    error = "no bool \"caughtUp\"";
+    return std::nullopt;
+  }
+  FeedPage result;
+  result.changes = changes->as_array().size();
+  result.continuation = std::string(continuation->as_string());
+  result.caught_up = caught_up->as_bool();
+  if (result.continuation.empty() && !result.caught_up) {
+    error = "an empty continuation on a page that is not caught up";
+    return std::nullopt;
+  }
+  return result;
 }
 
 }  // namespace mayfly::bench

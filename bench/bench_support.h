@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,7 +84,29 @@ double own_cpu_seconds();
 // of `cluster` (when given) exits.
 uint64_t wait_for_leader(const std::vector<std::string>& endpoints, double max_seconds, LocalCluster* cluster);
 
-double median(std::vector<double> values);                // 0 for none
+double median(std::vector<double> values);                // 0 for none; even counts: mean of the middle two
 double percentile(std::vector<double>& sorted, double p);  // nearest rank; `sorted` ascending; 0 for none
+
+// The figures of several runs of one setting: median and range (all 0 for none).
+struct Spread {
+  double median = 0, min = 0, max = 0;
+  size_t count = 0;
+};
+Spread spread(const std::vector<double>& values);
+// "8366 (6437–9443)" for several values, "8366" for one, "—" for none; `decimals` digits after the point.
+std::string format_spread(const Spread& spread, int decimals = 0);
+// numerator / denominator, or nothing when the denominator is not positive (a setting that did no work).
+std::optional<double> ratio(double numerator, double denominator);
+
+// One page of a readChangeFeed answer, as the benchmark needs it: {"changes":[...],"continuation":"...",
+// "caughtUp":bool}. parse_feed_page returns nothing (and says why in `error`) for anything else: not JSON, no
+// changes array, no string continuation, no bool caughtUp, or an empty continuation on a page that is
+// not caught up (the reader could not go on from it).
+struct FeedPage {
+  size_t changes = 0;
+  std::string continuation;
+  bool caught_up = false;
+};
+std::optional<FeedPage> parse_feed_page(const std::string& body, std::string& error);
 
 }  // namespace mayfly::bench

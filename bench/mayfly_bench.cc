@@ -1,14 +1,19 @@
 // Cluster benchmark: a load generator for a running Mayfly cluster, from the client's point of view.
 //   Workloads: upserts of 256 B and 1 KB items, each with its own `ttl`, into a container it creates (partition key
 //   /pk, a few hundred partitions); point reads, at `strong` and at `session` consistency, of items it wrote.
+//   Change feed reads (`feed`, container created with --change-feed on): each client reads the whole feed, mode all,
+//   page after page with continuations, and starts again from the beginning when it is caught up.
 //   Concurrency: 1, 50 and 1000 clients. "N clients" are simulated as N requests kept in flight with
 //   Client::execute_async from one thread (one event loop), spread over a few Client instances (connections).
 //   Every run stops by itself after --seconds or --max-requests requests, whichever comes first.
 // Prints the command and a markdown table: throughput is the median of --runs runs, latency percentiles are over
 // every sample of every run, errors are final (after the client's own retries) and counted by status.
+// --change-feed on,off is an A/B of the write path: each write workload runs once per setting per round, interleaved
+// off/on, on/off, ... for --runs rounds, each run into a fresh container, and one table gives both settings and their
+// ratio.
 //
 //   build/bench/mayfly-bench [--start-cluster] [--endpoints H:P,...] [--seconds S] [--runs R] [--max-requests N]
-//                            [--clients 1,50,1000] [--workloads upsert256,upsert1k,strong,session] ...
+//                            [--clients 1,50,1000] [--workloads upsert256,upsert1k,strong,session,feed] ...
 // With --start-cluster it launches 3 mayflyd from its own build directory on 127.0.0.1 (--base-port, fresh data in
 // a temporary directory; fsync is always on), waits for a leader, runs, and stops them (SIGTERM to its own PIDs).
 #include <algorithm>
@@ -39,13 +44,21 @@ using client::Response;
 constexpr const char* kUsage =
     "usage: mayfly-bench [--start-cluster] [--endpoints H:P,H:P,H:P] [--base-port P] [--mayflyd PATH]\n"
     "                    [--keep-data] [--seconds S] [--runs R] [--max-requests N] [--clients 1,50,1000]\n"
-    "                    [--connections K] [--workloads upsert256,upsert1k,strong,session] [--database NAME]\n"
-    "                    [--container NAME] [--partitions P] [--ttl SECONDS] [--timeout-ms MS]\n"
-    "                    [--preload upsert1k|upsert256] [--change-feed on|off]\n";
+    "                    [--connections K] [--workloads upsert256,upsert1k,strong,session,feed]\n"
+    "                    [--database NAME] [--container NAME] [--partitions P] [--ttl SECONDS] [--timeout-ms MS]\n"
+    "                    [--preload upsert1k|upsert256] [--change-feed on|off|on,off] [--feed-page N]\n"
+    "  workloads: upsert256, upsert1k (writes); strong, session (point reads of items written before, or of 2000\n"
+    "    --preload items); feed (every client reads the container's change feed from the beginning, mode all,\n"
+    "    --feed-page changes per page (1..1000, default 100), page after page at session consistency, and starts\n"
+    "    again when caught up; ops/s = changes/s, latency per page; needs --change-feed on)\n"
+    "  --change-feed on|off: the container is created with its change feed on or off (default off)\n"
+    "  --change-feed on,off: A/B of the write path: each write workload once per setting per round (off, on; then\n"
+    "    on, off; ...) for --runs rounds, each run into a fresh container; prints both medians, min-max and on/off\n"
+    "    (write workloads only)\n";
 
 // ---- the load ----------------------------------------------------------------------------------------------------
 
-enum class Workload { kUpsert256, kUpsert1K, kReadStrong, kReadSession };
+enum class Workload { kUpsert256, kUpsert1K, kReadStrong, kReadSession, kFeed };
 
 struct WorkloadInfo {
   Workload workload;
@@ -58,6 +71,7 @@ constexpr WorkloadInfo kWorkloads[] = {
     {Workload::kUpsert1K, "upsert1k", "upsert 1 KB item, own ttl"},
     {Workload::kReadStrong, "strong", "point read, strong"},
     {Workload::kReadSession, "session", "point read, session"},
+    {Workload::kFeed, "feed", "change feed read, all, from the start (ops = changes)"},
 };
 
 bool is_write(Workload workload) { return workload == Workload::kUpsert256 || workload == Workload::kUpsert1K; }
@@ -77,12 +91,19 @@ struct Settings {
   uint64_t max_requests = 200000;
   size_t connections = 4;
   bool change_feed = false;  // the container is created with its change feed on (README "Change feed")
+  uint32_t feed_page = 100;  // feed: changes per page (max_items)
 };
+
+// The status counted for a feed answer that is not a change feed page (statuses are > 0; 0 is an exception).
+constexpr int kBadPage = -1;
 
 // What one run measured.
 struct RunResult {
-  double ops_per_second = 0;  // successful operations per second of the run's wall time
+  double ops_per_second = 0;  // successful operations per second of the run's wall time (feed: changes read)
   uint64_t issued = 0;
+  // feed: pages answered with a valid page, the changes on them, and how many times a reader reached the end.
+  uint64_t pages = 0, changes = 0, passes = 0;
+  double pages_per_second = 0;
   std::map<int, uint64_t> errors;       // status (0: exception) -> count
   std::map<int, std::string> messages;  // status -> first message seen
   std::vector<double> latencies_ms;     // successful and failed requests alike
@@ -102,6 +123,7 @@ class Run {
         next_item_(next_item),
         rng_(rng),
         used_clients_(std::min(concurrency, clients.size())),
+        continuations_(concurrency),
         tasks_(errors_) {
     if (is_write(workload)) {
       const size_t target = workload == Workload::kUpsert256 ? 256 : 1024;
@@ -125,8 +147,13 @@ class Run {
     result_.wall_seconds = std::chrono::duration<double>(last_done_ - start_).count();
     uint64_t errors = 0;
     for (const auto& [status, count] : result_.errors) errors += count;
-    result_.ops_per_second =
-        static_cast<double>(result_.issued - errors) / std::max(result_.wall_seconds, 1e-9);
+    const double wall = std::max(result_.wall_seconds, 1e-9);
+    if (workload_ == Workload::kFeed) {
+      result_.ops_per_second = static_cast<double>(result_.changes) / wall;
+      result_.pages_per_second = static_cast<double>(result_.pages) / wall;
+    } else {
+      result_.ops_per_second = static_cast<double>(result_.issued - errors) / wall;
+    }
     return std::move(result_);
   }
 
@@ -143,10 +170,25 @@ class Run {
            padding + "\"}";
   }
 
-  Request next_request(Key& key) {
+  Request next_request(size_t slot, Key& key) {
     Request request;
     request.database = settings_.database;
     request.container = settings_.container;
+    if (workload_ == Workload::kFeed) {
+      // The whole container's feed (no partition key), spread over the nodes by the client like the other reads;
+      // the session token it carries keeps a continuation from going back on another node.
+      request.op = Op::kReadChangeFeed;
+      request.change_feed.mode = client::ChangeFeedRead::Mode::kAll;
+      request.change_feed.max_items = settings_.feed_page;
+      if (continuations_[slot].empty()) {
+        request.change_feed.from = client::ChangeFeedRead::From::kBeginning;
+      } else {
+        request.change_feed.from = client::ChangeFeedRead::From::kContinuation;
+        request.change_feed.continuation = continuations_[slot];
+      }
+      request.options.consistency = Consistency::kSession;
+      return request;
+    }
     if (is_write(workload_)) {
       const uint64_t n = next_item_++;
       const std::string pk = "p" + std::to_string(n % static_cast<uint64_t>(settings_.partitions));
@@ -167,27 +209,47 @@ class Run {
 
   void issue(size_t slot) {
     Key key;
-    const Request request = next_request(key);
+    const Request request = next_request(slot, key);
     ++result_.issued;
     const auto started = Clock::now();
     tasks_.add(clients_[slot % used_clients_]
                    ->execute_async(request)
                    .then(
                        [this, slot, started, key = std::move(key)](Response response) mutable {
-                         finish(slot, started, response.status, response.message, std::move(key));
+                         finish(slot, started, response.status, response.message, response.body, std::move(key));
                        },
                        [this, slot, started](kj::Exception&& exception) {
-                         finish(slot, started, 0, exception.getDescription().cStr(), Key{});
+                         finish(slot, started, 0, exception.getDescription().cStr(), "", Key{});
                        }));
   }
 
-  void finish(size_t slot, Clock::time_point started, int status, const std::string& message, Key key) {
+  void finish(size_t slot, Clock::time_point started, int status, const std::string& message,
+              const std::string& body, Key key) {
     last_done_ = Clock::now();
     result_.latencies_ms.push_back(std::chrono::duration<double, std::milli>(last_done_ - started).count());
-    const bool ok = status > 0 && status < 400;
+    bool ok = status > 0 && status < 400;
+    std::string why = message;
+    if (ok && workload_ == Workload::kFeed) {
+      // The page's bytes come from the network: a body that is not a feed page is an error, not zero changes.
+      std::string error;
+      if (const std::optional<FeedPage> page = parse_feed_page(body, error)) {
+        ++result_.pages;
+        result_.changes += page->changes;
+        if (page->caught_up) {  // the end of the feed: read it again from the beginning
+          ++result_.passes;
+          continuations_[slot].clear();
+        } else {
+          continuations_[slot] = page->continuation;
+        }
+      } else {
+        ok = false;
+        status = kBadPage;
+        why = error + ": " + body.substr(0, 200);
+      }
+    }
     if (!ok) {
       ++result_.errors[status];
-      result_.messages.emplace(status, message);
+      result_.messages.emplace(status, why);
     } else if (is_write(workload_)) {
       keys_.push_back(std::move(key));
     }
@@ -207,6 +269,7 @@ class Run {
   std::mt19937_64& rng_;
   size_t used_clients_;
   std::string padding_;
+  std::vector<std::string> continuations_;  // feed: where each client reads next (empty: from the beginning)
   Errors errors_;
   kj::TaskSet tasks_;
   kj::Own<kj::PromiseFulfiller<void>> done_;
@@ -221,6 +284,79 @@ void check_setup(const Response& response, const std::string& what) {
   }
 }
 
+// The database (once; 409 is fine) and the container `settings.container`, with its feed as `settings.change_feed`.
+void create_container(Client& admin, const Settings& settings) {
+  Request request;
+  request.op = Op::kCreateDatabase;
+  request.database = settings.database;
+  check_setup(admin.execute(request), "createDatabase " + settings.database);
+  request.op = Op::kCreateContainer;
+  request.container = settings.container;
+  request.settings.partition_key_path = "/pk";
+  // TTL on without a default (defaultTtl -1): every item's own `ttl` counts, as in Cosmos DB.
+  request.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+  request.settings.default_ttl_json = "-1";
+  if (settings.change_feed) request.settings.change_feed = client::ContainerSettings::ChangeFeed::kOn;
+  check_setup(admin.execute(request), "createContainer " + settings.container);
+}
+
+std::string format_errors(const std::map<int, uint64_t>& errors) {
+  std::string text;
+  for (const auto& [status, count] : errors) {
+    text += (text.empty() ? "" : ", ") + std::to_string(count) + " × " +
+            (status == 0 ? std::string("exception") : status == kBadPage ? std::string("bad page") : std::to_string(status));
+  }
+  return text.empty() ? "0" : text;
+}
+
+// One run, with the CPU seconds this benchmark used and, when it started the nodes, the leader process, its driver
+// thread and the followers used during it.
+struct Measured {
+  RunResult result;
+  double client_cpu = 0, leader_cpu = 0, driver_cpu = 0, followers_cpu = 0;
+};
+
+Measured measure(std::vector<std::unique_ptr<Client>>& clients, const Settings& settings, const WorkloadInfo& info,
+                 size_t concurrency, std::vector<Key>& keys, uint64_t& next_item, std::mt19937_64& rng,
+                 LocalCluster* cluster, const std::string& what) {
+  Measured measured;
+  if (cluster) {
+    const std::string exited = cluster->exited();
+    if (!exited.empty()) die(exited);
+  }
+  // Node CPU, by PID, when this benchmark started the nodes: the leader's process and its main (driver) thread.
+  const uint64_t leader_id = clients.front()->leader().value_or(0);
+  std::vector<double> node_before;
+  double driver_before = 0;
+  if (cluster) {
+    for (pid_t pid : cluster->pids()) node_before.push_back(process_cpu_seconds(pid));
+    if (leader_id >= 1 && leader_id <= cluster->pids().size()) {
+      const pid_t pid = cluster->pids()[leader_id - 1];
+      driver_before = process_cpu_seconds(pid, pid);
+    }
+  }
+  const double cpu_before = own_cpu_seconds();
+  measured.result = Run(clients, settings, info.workload, concurrency, keys, next_item, rng).execute();
+  measured.client_cpu = own_cpu_seconds() - cpu_before;
+  if (cluster) {
+    for (size_t n = 0; n < cluster->pids().size(); ++n) {
+      const double used = process_cpu_seconds(cluster->pids()[n]) - node_before[n];
+      (n + 1 == leader_id ? measured.leader_cpu : measured.followers_cpu) += used;
+    }
+    if (leader_id >= 1 && leader_id <= cluster->pids().size()) {
+      const pid_t pid = cluster->pids()[leader_id - 1];
+      measured.driver_cpu = process_cpu_seconds(pid, pid) - driver_before;
+    }
+  }
+  const uint64_t leader_after = clients.front()->leader().value_or(0);
+  if (leader_after != leader_id) {
+    std::fprintf(stderr, "mayfly-bench: %s, %zu clients, %s: the leader changed from node %llu to node %llu\n",
+                 info.label, concurrency, what.c_str(), static_cast<unsigned long long>(leader_id),
+                 static_cast<unsigned long long>(leader_after));
+  }
+  return measured;
+}
+
 }  // namespace
 }  // namespace mayfly::bench
 
@@ -228,8 +364,10 @@ int main(int argc, char** argv) {
   using namespace mayfly::bench;
   Settings settings;
   bool start_cluster = false, keep_data = false;
+  bool feed_ab = false;  // --change-feed on,off
   int base_port = 7101;
   uint32_t timeout_ms = 10000;
+  long feed_page = 100;
   std::string endpoints_flag = "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103";
   std::string clients_flag = "1,50,1000";
   std::string workloads_flag = "upsert256,upsert1k,strong,session";
@@ -265,6 +403,8 @@ int main(int argc, char** argv) {
     else if (flag == "--ttl") settings.ttl = std::atoi(value.c_str());
     else if (flag == "--timeout-ms") timeout_ms = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
     else if (flag == "--change-feed" && (value == "on" || value == "off")) settings.change_feed = value == "on";
+    else if (flag == "--change-feed" && (value == "on,off" || value == "off,on")) feed_ab = true;
+    else if (flag == "--feed-page") feed_page = std::strtol(value.c_str(), nullptr, 10);
     else if (flag == "--preload" && (value == "upsert1k" || value == "upsert256"))
       preload_workload = value == "upsert1k" ? Workload::kUpsert1K : Workload::kUpsert256;
     else {
@@ -290,6 +430,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mayfly-bench: every number must be positive\n%s", kUsage);
     return 2;
   }
+  if (feed_page < 1 || feed_page > 1000) {
+    std::fprintf(stderr, "mayfly-bench: --feed-page must be 1..1000 (the server's page limit)\n%s", kUsage);
+    return 2;
+  }
+  settings.feed_page = static_cast<uint32_t>(feed_page);
+  const bool reads_feed = std::any_of(workloads.begin(), workloads.end(),
+                                      [](const WorkloadInfo& info) { return info.workload == Workload::kFeed; });
+  if (feed_ab) {
+    for (const WorkloadInfo& info : workloads) {
+      if (!is_write(info.workload)) {
+        std::fprintf(stderr,
+                     "mayfly-bench: --change-feed on,off compares the write path: only write workloads "
+                     "(upsert256, upsert1k), not %s\n%s",
+                     info.flag, kUsage);
+        return 2;
+      }
+    }
+  } else if (reads_feed && !settings.change_feed) {
+    std::fprintf(stderr,
+                 "mayfly-bench: the feed workload reads the container's change feed, which is off by default: "
+                 "add --change-feed on (the container is created with its feed on)\n%s",
+                 kUsage);
+    return 2;
+  }
 
   std::unique_ptr<LocalCluster> cluster;
   std::vector<std::string> endpoints = split(endpoints_flag);
@@ -313,20 +477,7 @@ int main(int argc, char** argv) {
     options.jitter_seed = 0x6d617966 + i;
     clients.push_back(std::make_unique<Client>(options));
   }
-  {
-    Request request;
-    request.op = Op::kCreateDatabase;
-    request.database = settings.database;
-    check_setup(clients.front()->execute(request), "createDatabase " + settings.database);
-    request.op = Op::kCreateContainer;
-    request.container = settings.container;
-    request.settings.partition_key_path = "/pk";
-    // TTL on without a default (defaultTtl -1): every item's own `ttl` counts, as in Cosmos DB.
-    request.settings.default_ttl = mayfly::client::ContainerSettings::DefaultTtl::kSet;
-    request.settings.default_ttl_json = "-1";
-    if (settings.change_feed) request.settings.change_feed = mayfly::client::ContainerSettings::ChangeFeed::kOn;
-    check_setup(clients.front()->execute(request), "createContainer " + settings.container);
-  }
+  if (!feed_ab) create_container(*clients.front(), settings);  // A/B: a fresh container for every run
 
   std::printf("command: %s\n", command.c_str());
   std::string endpoints_text;
@@ -336,12 +487,20 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(leader));
   std::printf("clients: N concurrent clients = N requests kept in flight with execute_async from one thread (one "
               "event loop), spread over min(N, %zu) Client instances; each run stops after %.1f s or %llu "
-              "requests; ops/s = median of %d runs, latency percentiles over all samples; items: partition key "
-              "/pk over %d partitions, ttl %d, container defaultTtl -1\n\n",
+              "requests; %s; items: partition key /pk over %d partitions, ttl %d, container defaultTtl -1, change "
+              "feed %s\n",
               settings.connections, settings.seconds, static_cast<unsigned long long>(settings.max_requests),
-              settings.runs, settings.partitions, settings.ttl);
-  std::printf("| workload | clients | ops/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n");
-  std::fflush(stdout);
+              feed_ab ? "A/B: each run into a fresh container, feed off then on, per round"
+                      : ("ops/s = median of " + std::to_string(settings.runs) + " runs, latency percentiles over all samples")
+                            .c_str(),
+              settings.partitions, settings.ttl, feed_ab ? "off / on (A/B)" : settings.change_feed ? "on" : "off");
+  if (reads_feed) {
+    std::printf("feed: each client reads the whole container's change feed, mode all, %u changes per page, with "
+                "continuations, at session consistency over every node, and starts again from the beginning when "
+                "a page is caught up; ops/s = changes read per second, p50/p99 per page\n",
+                settings.feed_page);
+  }
+  std::printf("\n");
 
   struct Extra {
     std::string label;
@@ -353,93 +512,171 @@ int main(int argc, char** argv) {
   std::vector<mayfly::bench::Key> keys;
   uint64_t next_item = 0;
   std::mt19937_64 rng(42);
-  for (const WorkloadInfo& info : workloads) {
-    if (!is_write(info.workload) && keys.empty()) {  // reads alone: write something to read first
-      Settings preload = settings;
-      preload.seconds = 60;
-      preload.max_requests = 2000;
-      Run(clients, preload, preload_workload, 50, keys, next_item, rng).execute();
-      if (keys.empty()) die("could not write any item to read back");
-    }
-    for (size_t concurrency : concurrencies) {
-      std::vector<double> rates, latencies;
-      std::map<int, uint64_t> errors;
-      std::map<int, std::string> messages;
-      uint64_t requests = 0;
-      double wall = 0, client_cpu = 0, leader_cpu = 0, driver_cpu = 0, followers_cpu = 0;
-      for (int r = 0; r < settings.runs; ++r) {
-        if (cluster) {
-          const std::string exited = cluster->exited();
-          if (!exited.empty()) die(exited);
-        }
-        // Node CPU, by PID, when this benchmark started the nodes: the leader's process and its main (driver) thread.
-        const uint64_t leader_id = clients.front()->leader().value_or(0);
-        std::vector<double> node_before;
-        double driver_before = 0;
-        if (cluster) {
-          for (pid_t pid : cluster->pids()) node_before.push_back(process_cpu_seconds(pid));
-          if (leader_id >= 1 && leader_id <= cluster->pids().size()) {
-            const pid_t pid = cluster->pids()[leader_id - 1];
-            driver_before = process_cpu_seconds(pid, pid);
-          }
-        }
-        const double cpu_before = own_cpu_seconds();
-        RunResult result = Run(clients, settings, info.workload, concurrency, keys, next_item, rng).execute();
-        client_cpu += own_cpu_seconds() - cpu_before;
-        if (cluster) {
-          for (size_t n = 0; n < cluster->pids().size(); ++n) {
-            const double used = process_cpu_seconds(cluster->pids()[n]) - node_before[n];
-            (n + 1 == leader_id ? leader_cpu : followers_cpu) += used;
-          }
-          if (leader_id >= 1 && leader_id <= cluster->pids().size()) {
-            const pid_t pid = cluster->pids()[leader_id - 1];
-            driver_cpu += process_cpu_seconds(pid, pid) - driver_before;
-          }
-        }
-        const uint64_t leader_after = clients.front()->leader().value_or(0);
-        if (leader_after != leader_id) {
-          std::fprintf(stderr, "mayfly-bench: %s, %zu clients, run %d: the leader changed from node %llu to node %llu\n",
-                       info.label, concurrency, r + 1, static_cast<unsigned long long>(leader_id),
-                       static_cast<unsigned long long>(leader_after));
-        }
-        rates.push_back(result.ops_per_second);
-        latencies.insert(latencies.end(), result.latencies_ms.begin(), result.latencies_ms.end());
-        for (const auto& [status, count] : result.errors) errors[status] += count;
-        for (const auto& [status, message] : result.messages) messages.emplace(status, message);
-        requests += result.issued;
-        wall += result.wall_seconds;
-      }
-      std::sort(latencies.begin(), latencies.end());
-      std::string error_text;
-      for (const auto& [status, count] : errors) {
-        error_text += (error_text.empty() ? "" : ", ") + std::to_string(count) + " × " +
-                      (status == 0 ? std::string("exception") : std::to_string(status));
-      }
-      std::printf("| %s | %zu | %.0f | %.2f | %.2f | %s |\n", info.label, concurrency, median(rates),
-                  percentile(latencies, 50), percentile(latencies, 99), error_text.empty() ? "0" : error_text.c_str());
-      std::fflush(stdout);
-      for (const auto& [status, message] : messages) {
-        std::fprintf(stderr, "mayfly-bench: %s, %zu clients: first %d: %s\n", info.label, concurrency, status,
-                     message.c_str());
-      }
-      const double per_core = 100.0 / std::max(wall, 1e-9);
-      extras.push_back({info.label, concurrency, requests, client_cpu * per_core, leader_cpu * per_core,
-                        driver_cpu * per_core, followers_cpu * per_core});
-    }
-  }
 
-  std::printf("\nCPU during the runs, in %% of one core (this machine has %u); node figures only with "
-              "--start-cluster:\n\n| workload | clients | requests | bench (client) | leader process | leader "
-              "driver thread | followers (2 processes) |\n|---|---|---|---|---|---|---|\n",
-              std::thread::hardware_concurrency());
-  for (const Extra& extra : extras) {
-    if (cluster) {
-      std::printf("| %s | %zu | %llu | %.0f | %.0f | %.0f | %.0f |\n", extra.label.c_str(), extra.clients,
-                  static_cast<unsigned long long>(extra.requests), extra.client_cpu, extra.leader_cpu,
-                  extra.leader_driver_cpu, extra.followers_cpu);
-    } else {
-      std::printf("| %s | %zu | %llu | %.0f | — | — | — |\n", extra.label.c_str(), extra.clients,
-                  static_cast<unsigned long long>(extra.requests), extra.client_cpu);
+  if (feed_ab) {
+    std::printf("%d round(s), each: one run with the feed off and one with it on (off first in odd rounds, on "
+                "first in even ones), a fresh container each; ops/s = median (min–max) over the rounds; on/off = "
+                "ratio of the medians (and per round); p99 over every sample of the setting's runs\n\n",
+                settings.runs);
+    std::printf("| workload | clients | feed off ops/s | feed on ops/s | on/off | on/off per round | off p99 ms | on "
+                "p99 ms | errors (off; on) |\n|---|---|---|---|---|---|---|---|---|\n");
+    std::fflush(stdout);
+    struct CpuRow {
+      std::string label;
+      size_t clients;
+      Spread node_us[2], client_us[2];
+    };
+    std::vector<CpuRow> cpu_rows;
+    int container_number = 0;
+    for (const WorkloadInfo& info : workloads) {
+      for (size_t concurrency : concurrencies) {
+        std::vector<double> rates[2], latencies[2], node_us[2], client_us[2];
+        std::map<int, uint64_t> errors[2];
+        std::map<int, std::string> messages[2];
+        std::string per_round;
+        for (int r = 0; r < settings.runs; ++r) {
+          double round_rate[2] = {0, 0};
+          // Off then on in odd rounds, on then off in even ones (off, on, on, off, ...): every run adds to the same
+          // cluster's store, and a drift that grows with it (compactions, a warming cache) then weighs on both
+          // settings alike instead of always on the second.
+          for (int step = 0; step < 2; ++step) {
+            const int on = r % 2 == 0 ? step : 1 - step;
+            Settings run_settings = settings;
+            run_settings.change_feed = on == 1;
+            run_settings.container =
+                settings.container + (on == 1 ? "-feed-on-" : "-feed-off-") + std::to_string(++container_number);
+            create_container(*clients.front(), run_settings);
+            const std::string what = "round " + std::to_string(r + 1) + ", feed " + (on == 1 ? "on" : "off");
+            Measured m = measure(clients, run_settings, info, concurrency, keys, next_item, rng, cluster.get(), what);
+            const RunResult& result = m.result;
+            round_rate[on] = result.ops_per_second;
+            rates[on].push_back(result.ops_per_second);
+            latencies[on].insert(latencies[on].end(), result.latencies_ms.begin(), result.latencies_ms.end());
+            for (const auto& [status, count] : result.errors) errors[on][status] += count;
+            for (const auto& [status, message] : result.messages) messages[on].emplace(status, message);
+            const double ops = result.ops_per_second * result.wall_seconds;
+            if (ops > 0) {
+              client_us[on].push_back(m.client_cpu * 1e6 / ops);
+              if (cluster) node_us[on].push_back((m.leader_cpu + m.followers_cpu) * 1e6 / ops);
+            }
+          }
+          const std::optional<double> round_ratio = ratio(round_rate[1], round_rate[0]);
+          char text[32];
+          std::snprintf(text, sizeof text, "%.2f", round_ratio.value_or(0));
+          per_round += (per_round.empty() ? "" : " / ") + (round_ratio ? std::string(text) : std::string("—"));
+        }
+        const Spread off = spread(rates[0]), on = spread(rates[1]);
+        const std::optional<double> overall = ratio(on.median, off.median);
+        char overall_text[32] = "—";
+        if (overall) std::snprintf(overall_text, sizeof overall_text, "**%.2f×**", *overall);
+        for (auto& samples : latencies) std::sort(samples.begin(), samples.end());
+        std::printf("| %s | %zu | %s | %s | %s | %s | %.2f | %.2f | %s; %s |\n", info.label, concurrency,
+                    format_spread(off).c_str(), format_spread(on).c_str(), overall_text, per_round.c_str(),
+                    percentile(latencies[0], 99), percentile(latencies[1], 99), format_errors(errors[0]).c_str(),
+                    format_errors(errors[1]).c_str());
+        std::fflush(stdout);
+        for (int setting = 0; setting < 2; ++setting) {
+          for (const auto& [status, message] : messages[setting]) {
+            std::fprintf(stderr, "mayfly-bench: %s, %zu clients, feed %s: first %d: %s\n", info.label, concurrency,
+                         setting == 1 ? "on" : "off", status, message.c_str());
+          }
+        }
+        cpu_rows.push_back({info.label, concurrency, {spread(node_us[0]), spread(node_us[1])},
+                            {spread(client_us[0]), spread(client_us[1])}});
+      }
+    }
+    std::printf("\nCPU per successful write, in µs, median (min–max) over the rounds; nodes = leader + followers "
+                "(only with --start-cluster):\n\n| workload | clients | nodes, feed off | nodes, feed on | nodes on/off "
+                "| bench, feed off | bench, feed on |\n|---|---|---|---|---|---|---|\n");
+    for (const CpuRow& row : cpu_rows) {
+      const std::optional<double> node_ratio = ratio(row.node_us[1].median, row.node_us[0].median);
+      char ratio_text[32] = "—";
+      if (node_ratio) std::snprintf(ratio_text, sizeof ratio_text, "%.2f", *node_ratio);
+      std::printf("| %s | %zu | %s | %s | %s | %s | %s |\n", row.label.c_str(), row.clients,
+                  format_spread(row.node_us[0]).c_str(), format_spread(row.node_us[1]).c_str(), ratio_text,
+                  format_spread(row.client_us[0]).c_str(), format_spread(row.client_us[1]).c_str());
+    }
+  } else {
+    std::printf("| workload | clients | ops/s | p50 ms | p99 ms | errors |\n|---|---|---|---|---|---|\n");
+    std::fflush(stdout);
+    std::vector<std::string> feed_notes;
+    for (const WorkloadInfo& info : workloads) {
+      if (!is_write(info.workload) && keys.empty()) {  // reads alone: write something to read first
+        Settings preload = settings;
+        preload.seconds = 60;
+        preload.max_requests = 2000;
+        Run(clients, preload, preload_workload, 50, keys, next_item, rng).execute();
+        if (keys.empty()) die("could not write any item to read back");
+      }
+      for (size_t concurrency : concurrencies) {
+        std::vector<double> rates, page_rates, latencies;
+        std::map<int, uint64_t> errors;
+        std::map<int, std::string> messages;
+        uint64_t requests = 0, pages = 0, changes = 0, passes = 0;
+        double wall = 0, client_cpu = 0, leader_cpu = 0, driver_cpu = 0, followers_cpu = 0;
+        for (int r = 0; r < settings.runs; ++r) {
+          Measured m = measure(clients, settings, info, concurrency, keys, next_item, rng, cluster.get(),
+                               "run " + std::to_string(r + 1));
+          const RunResult& result = m.result;
+          client_cpu += m.client_cpu;
+          leader_cpu += m.leader_cpu;
+          driver_cpu += m.driver_cpu;
+          followers_cpu += m.followers_cpu;
+          rates.push_back(result.ops_per_second);
+          page_rates.push_back(result.pages_per_second);
+          latencies.insert(latencies.end(), result.latencies_ms.begin(), result.latencies_ms.end());
+          for (const auto& [status, count] : result.errors) errors[status] += count;
+          for (const auto& [status, message] : result.messages) messages.emplace(status, message);
+          requests += result.issued;
+          pages += result.pages;
+          changes += result.changes;
+          passes += result.passes;
+          wall += result.wall_seconds;
+        }
+        std::sort(latencies.begin(), latencies.end());
+        std::printf("| %s | %zu | %.0f | %.2f | %.2f | %s |\n", info.label, concurrency, median(rates),
+                    percentile(latencies, 50), percentile(latencies, 99), format_errors(errors).c_str());
+        std::fflush(stdout);
+        if (info.workload == Workload::kFeed) {
+          char note[512];
+          std::snprintf(note, sizeof note,
+                        "| %zu | %.0f | %.0f | %.1f | %llu | %llu | %.2f | %.2f |", concurrency, median(rates),
+                        median(page_rates), pages > 0 ? static_cast<double>(changes) / static_cast<double>(pages) : 0.0,
+                        static_cast<unsigned long long>(passes), static_cast<unsigned long long>(keys.size()),
+                        percentile(latencies, 50), percentile(latencies, 99));
+          feed_notes.push_back(note);
+        }
+        for (const auto& [status, message] : messages) {
+          std::fprintf(stderr, "mayfly-bench: %s, %zu clients: first %d: %s\n", info.label, concurrency, status,
+                       message.c_str());
+        }
+        const double per_core = 100.0 / std::max(wall, 1e-9);
+        extras.push_back({info.label, concurrency, requests, client_cpu * per_core, leader_cpu * per_core,
+                          driver_cpu * per_core, followers_cpu * per_core});
+      }
+    }
+    if (!feed_notes.empty()) {
+      std::printf("\nChange feed reads (mode all, %u changes per page asked; changes/s and pages/s: median of the "
+                  "runs; passes: times a reader reached the end and started again, all runs; items written before "
+                  "the reads: %llu, each at least one change):\n\n| clients | changes/s | pages/s | changes per page "
+                  "| passes | items written | page p50 ms | page p99 ms |\n|---|---|---|---|---|---|---|---|\n",
+                  settings.feed_page, static_cast<unsigned long long>(keys.size()));
+      for (const std::string& note : feed_notes) std::printf("%s\n", note.c_str());
+    }
+
+    std::printf("\nCPU during the runs, in %% of one core (this machine has %u); node figures only with "
+                "--start-cluster:\n\n| workload | clients | requests | bench (client) | leader process | leader "
+                "driver thread | followers (2 processes) |\n|---|---|---|---|---|---|---|\n",
+                std::thread::hardware_concurrency());
+    for (const Extra& extra : extras) {
+      if (cluster) {
+        std::printf("| %s | %zu | %llu | %.0f | %.0f | %.0f | %.0f |\n", extra.label.c_str(), extra.clients,
+                    static_cast<unsigned long long>(extra.requests), extra.client_cpu, extra.leader_cpu,
+                    extra.leader_driver_cpu, extra.followers_cpu);
+      } else {
+        std::printf("| %s | %zu | %llu | %.0f | — | — | — |\n", extra.label.c_str(), extra.clients,
+                    static_cast<unsigned long long>(extra.requests), extra.client_cpu);
+      }
     }
   }
   std::printf("\nleader at the end: node %llu\n", static_cast<unsigned long long>(clients.front()->leader().value_or(0)));

@@ -51,9 +51,16 @@ ROWS = [
     ("session", "read, local",
      "etcd get with WithSerializable (served by the member that gets it) · Mayfly point read at session "
      "consistency; same data as above", "get-serializable", None, "session"),
+    ("feed", "write 256 B, Mayfly change feed on",
+     "Mayfly upsert of an item with its own ttl into a container created with its change feed on (mode all: each "
+     "write also keeps its images and a time index entry), the Mayfly row of \"write 256 B\" with the feed on; "
+     "etcd and Redis have no such row (Mayfly/etcd and Mayfly/Redis compare with their plain writes)",
+     None, None, "upsert256-feed"),
 ]
-FULL_POINTS = {"write": [1, 50, 1000], "lease": [50, 1000], "strong": [1000], "session": [1000]}
-QUICK_POINTS = {"write": [1, 50], "lease": [50], "strong": [50], "session": [50]}
+FULL_POINTS = {"write": [1, 50, 1000], "lease": [50, 1000], "strong": [1000], "session": [1000], "feed": [50]}
+QUICK_POINTS = {"write": [1, 50], "lease": [50], "strong": [50], "session": [50], "feed": [50]}
+# Rows whose etcd and Redis cells (and ratios) come from another row: the same operation without Mayfly's extra.
+COMPARE_WITH = {"feed": "write"}
 
 MAYFLY_LABELS = {  # mayfly-bench's table labels
     "upsert 256 B item, own ttl": "upsert256",
@@ -203,6 +210,8 @@ def run_etcd(processes, settings, round_no, points, results):
                           os.path.join(rdir, "load.log"), timeout=60).strip()
         log(f"round {round_no}: etcd cluster up, leader {leader}")
         for key, _, _, workload, _, _ in ROWS:
+            if workload is None:  # a Mayfly-only row
+                continue
             for clients in points.get(key, []):
                 for proc in procs:
                     if proc.poll() is not None:
@@ -283,21 +292,25 @@ def run_mayfly(processes, settings, round_no, points, results):
     # Writes at every client count, then reads (of 2000 items of 256 B written first) at theirs; one fresh
     # cluster per invocation. The same upsert figures serve the plain-write and the expiring-write rows.
     write_clients = sorted(set(points.get("write", []) + points.get("lease", [])))
-    invocations = []
+    invocations = []  # (workloads, clients, extra flags, row suffix for the parsed workloads)
     if write_clients:
-        invocations.append(("upsert256", write_clients))
+        invocations.append(("upsert256", write_clients, [], ""))
     read_sets = {}
     for key in ("strong", "session"):
         for clients in points.get(key, []):
             read_sets.setdefault(clients, []).append(key)
     for clients, workloads in sorted(read_sets.items()):
-        invocations.append((",".join(workloads), [clients]))
-    for n, (workloads, clients) in enumerate(invocations):
+        invocations.append((",".join(workloads), [clients], [], ""))
+    # The same upserts into a container whose change feed is on, on a fresh cluster of its own: the feed's cost on the
+    # write path, next to the plain row of this round.
+    if points.get("feed"):
+        invocations.append(("upsert256", points["feed"], ["--change-feed", "on"], "-feed"))
+    for n, (workloads, clients, extra, suffix) in enumerate(invocations):
         port = settings.base + 30
         check_ports_free([port, port + 1, port + 2])
         argv = [bench, "--start-cluster", "--base-port", str(port), "--seconds", str(settings.seconds),
                 "--runs", "1", "--max-requests", str(settings.max_ops), "--clients", ",".join(map(str, clients)),
-                "--workloads", workloads, "--preload", "upsert256"]
+                "--workloads", workloads, "--preload", "upsert256"] + extra
         # mayfly-bench stops its own mayflyd on SIGTERM (which is what it gets from stop() and PDEATHSIG).
         log_path = os.path.join(rdir, f"bench-{n}.log")
         out = run_tool(processes, "mayfly-bench", argv, log_path,
@@ -310,10 +323,10 @@ def run_mayfly(processes, settings, round_no, points, results):
                 if (workload, c) not in parsed:
                     raise Failure(f"mayfly-bench printed no {workload} row for {c} clients:\n{out}")
                 r = parsed[(workload, c)]
-                log(f"round {round_no}: mayfly {workload} {c} clients: {r['ops_per_s']:.0f} ops/s, "
+                log(f"round {round_no}: mayfly {workload}{suffix} {c} clients: {r['ops_per_s']:.0f} ops/s, "
                     f"p99 {r['p99_ms']:.1f} ms, errors {r['error_text']}")
                 for key, _, _, _, _, mayfly_workload in ROWS:
-                    if mayfly_workload == workload and c in points.get(key, []):
+                    if mayfly_workload == workload + suffix and c in points.get(key, []):
                         results.append(dict(r, system="mayfly", row=key, clients=c, round=round_no))
 
 
@@ -378,12 +391,23 @@ def report(args, results, rounds, points, command, started, finished, load_start
     cpu_lines = []
     error_notes = []
     legend = []
+    feed_notes = []
     for key, label, meaning, _, _, _ in ROWS:
         if points.get(key):
             legend.append(f"- *{label}*: {meaning}")
         for clients in points.get(key, []):
-            by = {s: [x for x in results if x["system"] == s and x["row"] == key and x["clients"] == clients]
+            other_key = COMPARE_WITH.get(key, key)
+            by = {s: [x for x in results if x["system"] == s and x["row"] == (key if s == "mayfly" else other_key)
+                      and x["clients"] == clients]
                   for s in ("etcd", "redis", "mayfly")}
+            if other_key != key:
+                plain = [x for x in results if x["system"] == "mayfly" and x["row"] == other_key
+                         and x["clients"] == clients]
+                per_round, overall = fmt_ratio(by["mayfly"], plain, rounds)
+                if overall != "—":
+                    plain_label = next(r[1] for r in ROWS if r[0] == other_key)
+                    feed_notes.append(f"- Mayfly \"{label}\" / \"{plain_label}\", {clients} clients: {overall} "
+                                      f"(per round {per_round}; both on fresh clusters in the same round)")
             cells = []
             for s in ("etcd", "redis", "mayfly"):
                 if by[s]:
@@ -392,6 +416,9 @@ def report(args, results, rounds, points, command, started, finished, load_start
                     cells += ["—", "—"]
             re_, ro = fmt_ratio(by["mayfly"], by["etcd"], rounds)
             rr, rro = fmt_ratio(by["mayfly"], by["redis"], rounds)
+            if other_key != key:  # the etcd and Redis figures (CPU, errors) of the row compared with are not repeated
+                cells[:4] = ["—"] * 4
+                by = dict(by, etcd=[], redis=[])
             add(f"| {label} | {clients} | " + " | ".join(cells) + f" | {re_} | {ro} | {rr} | {rro} |")
             cpu = []
             for s in ("etcd", "redis", "mayfly"):
@@ -409,6 +436,9 @@ def report(args, results, rounds, points, command, started, finished, load_start
                                            f"{x['errors']} errors of {x.get('issued', '?')} requests: {kinds}")
     add("")
     lines += legend
+    if feed_notes:
+        add("")
+        lines += feed_notes
     add("")
     add("CPU during each point, in % of one core (median over rounds): the 3 server processes together / the load "
         "tool. etcd and Redis: the whole load-tool invocation (for gets, the preload of 2000 keys included); "
@@ -447,7 +477,8 @@ def report(args, results, rounds, points, command, started, finished, load_start
         "per client, SET + WAIT 2 1000 pipelined, counted only when WAIT reports both replicas")
     add(f"- Mayfly {commit}: build/bench/mayfly-bench --start-cluster (3 mayflyd, fsync on; N clients = N requests "
         "in flight over min(N, 4) connections from one thread); items of 256 B with their own ttl; reads of 2000 "
-        "items written first")
+        "items written first" + ("; the change feed row: the same upserts into a container created with "
+                                 "--change-feed on" if points.get("feed") else ""))
     add(f"- command: `{command}`")
     return "\n".join(lines)
 
