@@ -369,17 +369,14 @@ Status append_image(const std::string& encoded, uint64_t crid, ttl::DefaultTtl p
 
 }  // namespace
 
-storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::StoreReader& state,
-                                      const storage::ChangeFeedRequest& request, bool* caught_up_and_empty) {
+storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::ChangeFeedRequest& request,
+                                      bool* caught_up_and_empty) {
   if (caught_up_and_empty != nullptr) *caught_up_and_empty = false;
   Result<storage::ChangeFeedPage> page = feed.read(request);
   if (!page.is_ok()) return storage::OpResult::error(page.status());
-  // The images' _expiresAt use the container's defaultTtl as it is now (read after the page: if the container was
-  // dropped or replaced meanwhile, without one); _rid and positions use the container the page read.
+  // The images' _expiresAt use the defaultTtl in force at each change's position; _rid and positions use the
+  // container the page read.
   const uint64_t crid = page->crid;
-  std::optional<storage::ContainerRecord> container = state.container_record(request.database, request.container);
-  const ttl::DefaultTtl policy =
-      container && container->crid == crid ? container->ttl.policy : ttl::DefaultTtl::off();
   storage::OpResult result;
   std::string& body = result.body;
   body = "{\"changes\":[";
@@ -399,11 +396,11 @@ storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, con
     body += ",\"id\":";
     json::write_json_string(change.id, body);
     body += ",\"current\":";
-    if (Status status = append_image(change.image, crid, policy, body); !status.is_ok()) {
+    if (Status status = append_image(change.image, crid, change.default_ttl, body); !status.is_ok()) {
       return storage::OpResult::error(status);
     }
     body += ",\"previous\":";
-    if (Status status = append_image(change.previous, crid, policy, body); !status.is_ok()) {
+    if (Status status = append_image(change.previous, crid, change.default_ttl, body); !status.is_ok()) {
       return storage::OpResult::error(status);
     }
     if (change.ttl_expired) body += ",\"timeToLiveExpired\":true";

@@ -99,10 +99,10 @@ storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuer
 
 // A page of a change feed as JSON (README "Change feed"): {"changes":[...],"continuation":"...","caughtUp":bool},
 // each change {"operationType","position","lsn","ts","tsMicros","partitionKey","id","current","previous"
-// [,"timeToLiveExpired":true]}. `caught_up` (may be null) says whether the page reached the applied position and held
+// [,"timeToLiveExpired":true]}, the images' _expiresAt under the defaultTtl in force at the change's position. `caught_up` (may be null) says whether the page reached the applied position and held
 // no change (a long-poll waits then). 410 / 400 / 404 as ChangeFeedReader::read.
-storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::StoreReader& state,
-                                      const storage::ChangeFeedRequest& request, bool* caught_up_and_empty);
+storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::ChangeFeedRequest& request,
+                                      bool* caught_up_and_empty);
 
 // Substatus values Mayfly adds to 503s, so clients can tell "retry anywhere" from "outcome unknown".
 inline constexpr uint32_t kSubstatusNoLeader = 1;         // not applied; retry (the leader hint may help)

@@ -290,7 +290,7 @@ Reply RpcHost::serve_read(const Operation& operation, NodeId leader_hint) {
   Reply reply;
   if (query.kind == ReadQuery::Kind::kChangeFeed) {
     // The page is read on its own snapshot, at or after `applied`: the session token below never claims more.
-    reply.result = execute_change_feed(feed_, state_, query.feed, &reply.feed_idle);
+    reply.result = execute_change_feed(feed_, query.feed, &reply.feed_idle);
   } else {
     reply.result = execute_read(state_, query, applied.ts_micros);
   }

@@ -298,6 +298,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     const uint64_t hi = std::min<uint64_t>(applied, lo + span);
     std::vector<int64_t> times;
     std::vector<ttl::ExpiredBounds> bounds;
+    std::vector<ttl::DefaultTtl> policies;
     times.reserve(hi - lo + 1);
     {
       uint64_t expected = lo;
@@ -329,6 +330,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
           it->Next();
         }
         bounds.push_back(ttl::expired_bounds(state, times[p - lo]));
+        policies.push_back(state.policy);
       }
       MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan policy history"));
     }
@@ -383,6 +385,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
             change.ttl_expired = true;
             change.position = {first, 0, kind, key.sort_micros, key.partition_key, key.id};
             change.ts_micros = times[first - lo];
+            change.default_ttl = policies[first - lo];
             change.partition_key = key.partition_key;
             change.id = key.id;
             if (shadow) {
@@ -417,6 +420,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
         change.operation = record.operation;
         change.position.index = index;
         change.ts_micros = record.ts_micros;
+        change.default_ttl = policies[index - lo];
         change.partition_key = std::move(record.partition_key);
         change.id = std::move(record.id);
         change.image = std::move(record.image);

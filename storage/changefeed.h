@@ -84,6 +84,9 @@ struct Change {
   std::string image;     // encoded ItemRecord (storage/records.h); empty for deletes
   std::string previous;  // encoded ItemRecord before the change (replace, delete, expiration); empty for creates
   bool ttl_expired = false;
+  // The container's defaultTtl in force at the position: what the images' _expiresAt are rendered with, so an
+  // expiration's previous image says when it expired under the policy that expired it, whatever changed since.
+  ttl::DefaultTtl default_ttl;
   bool operator==(const Change&) const = default;
 };
 

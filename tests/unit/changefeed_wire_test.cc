@@ -137,7 +137,7 @@ TEST_F(ChangeFeedJsonTest, APageAsJson) {
   request.database = "db";
   request.container = "c";
   bool idle = true;
-  OpResult page = node::execute_change_feed(store_->change_feed(), store_->reader(), request, &idle);
+  OpResult page = node::execute_change_feed(store_->change_feed(), request, &idle);
   ASSERT_TRUE(page.ok()) << page.message;
   EXPECT_FALSE(idle);
   const bj::object body = bj::parse(page.body).as_object();
@@ -171,7 +171,7 @@ TEST_F(ChangeFeedJsonTest, APageAsJson) {
   // A change's position resumes right after it.
   request.from.kind = ChangeFeedFrom::Kind::kContinuation;
   request.from.continuation = std::string(changes[2].at("position").as_string());
-  OpResult rest = node::execute_change_feed(store_->change_feed(), store_->reader(), request, &idle);
+  OpResult rest = node::execute_change_feed(store_->change_feed(), request, &idle);
   ASSERT_TRUE(rest.ok()) << rest.message;
   const bj::value rest_body = bj::parse(rest.body);
   const bj::array& after = rest_body.at("changes").as_array();
@@ -181,7 +181,7 @@ TEST_F(ChangeFeedJsonTest, APageAsJson) {
 
   // Caught up with nothing new: a long-poll would wait.
   request.from.continuation = page.continuation;
-  OpResult empty = node::execute_change_feed(store_->change_feed(), store_->reader(), request, &idle);
+  OpResult empty = node::execute_change_feed(store_->change_feed(), request, &idle);
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(idle);
   EXPECT_EQ(empty.body, "{\"changes\":[],\"continuation\":\"" + page.continuation + "\",\"caughtUp\":true}");
@@ -189,10 +189,41 @@ TEST_F(ChangeFeedJsonTest, APageAsJson) {
   // A start before the feed was turned on: 410 with the storage core's message.
   request.from.kind = ChangeFeedFrom::Kind::kTime;
   request.from.ts_micros = kT0 - kSecond;
-  OpResult gone = node::execute_change_feed(store_->change_feed(), store_->reader(), request, &idle);
+  OpResult gone = node::execute_change_feed(store_->change_feed(), request, &idle);
   EXPECT_EQ(gone.http_status(), 410) << gone.message;
   EXPECT_NE(gone.message.find("turned on after the time asked for"), std::string::npos) << gone.message;
   EXPECT_FALSE(idle);
+}
+
+// An image's _expiresAt is rendered under the defaultTtl in force at the change's position: the expiration a
+// defaultTtl cut caused says when the cut made it expire, however the policy changed afterwards.
+TEST_F(ChangeFeedJsonTest, ImagesExpireUnderThePolicyAtTheirPosition) {
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
+  Command create = create_container_command("db", "c", "/pk", "100");
+  create.change_feed = ChangeFeedSettings{true, 3600, 0};
+  ASSERT_EQ(apply(create, kT0).http_status(), 201);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p"})"), kT0 + kSecond)
+                .http_status(),
+            201);
+  // The cut to 10 s at +50 s expires `a` (written at +1 s) at that position; later the default grows to 1000 s.
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::string("10")), kT0 + 50 * kSecond).http_status(), 200);
+  ASSERT_EQ(apply(set_default_ttl_command("db", "c", std::string("1000")), kT0 + 60 * kSecond).http_status(), 200);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":"p"})"), kT0 + 70 * kSecond)
+                .http_status(),
+            201);
+  ChangeFeedRequest request;
+  request.database = "db";
+  request.container = "c";
+  OpResult page = node::execute_change_feed(store_->change_feed(), request, nullptr);
+  ASSERT_TRUE(page.ok()) << page.message;
+  const bj::value body = bj::parse(page.body);
+  const bj::array& changes = body.at("changes").as_array();
+  ASSERT_EQ(changes.size(), 3u) << page.body;
+  const int64_t t0 = kT0 / kSecond;
+  EXPECT_EQ(changes[0].at("current").at("_expiresAt").as_int64(), t0 + 1 + 100) << page.body;
+  EXPECT_EQ(changes[1].at("timeToLiveExpired").as_bool(), true) << page.body;
+  EXPECT_EQ(changes[1].at("previous").at("_expiresAt").as_int64(), t0 + 1 + 10) << page.body;
+  EXPECT_EQ(changes[2].at("current").at("_expiresAt").as_int64(), t0 + 70 + 1000) << page.body;
 }
 
 }  // namespace
