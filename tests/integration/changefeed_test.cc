@@ -4,7 +4,8 @@
 // start before the feed was on, a `changefeed --follow` reader sees an expiration after advance-clock and ends cleanly
 // on SIGINT, and a reader's continuation taken on the leader goes on on another node after a leader change with no gap
 // and no duplicate. And on the real clock: a `--follow` reader on each node prints the same expirations, each once,
-// within the expiry-lateness bound of its instant by this host's wall clock.
+// within the expiry-lateness bound of its instant by this host's wall clock; after a long-poll that ended empty it asks
+// again at once.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -725,6 +726,56 @@ TEST(ChangeFeed, FollowReadersOnEveryNodeSeeEachExpirationOnceWithinTheLatenessB
                "(bound %.0f)\n", all_lateness.size(), percentile(all_lateness, 50), p99, bound_p99_ms,
                percentile(all_lateness, 100), bound_max_ms);
   EXPECT_LE(p99, bound_p99_ms) << "follow readers see expirations later than the expiry-lateness bound";
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+// The --follow loop asks again at once after a page the node held for its whole long-poll (nothing was applied
+// meanwhile: here, an idle cluster whose leader appends idle time entries only once a minute). Each round waits for
+// the end of a long-poll on node 2 (its mayfly_requests_total{op="change_feed"} grows when the request is answered),
+// writes an item at once, and measures from the write's acknowledgement to the line's arrival: a reader that pauses
+// after an empty held page (it did, 200 ms) shows the write only after its pause; one that asks again at once, a few
+// ms after the follower applied it. The median of 5 rounds, so a one-off stall of the machine does not decide.
+TEST(ChangeFeed, FollowAsksAgainAtOnceAfterALongPollThatEndedEmpty) {
+  Cluster cluster({.name = "feed-repoll", .extra_flags = {"--time-entry-ms", "60000"}, .metrics = true});
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  ASSERT_EQ(cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--change-feed", "on"}).status(), 201);
+  const std::string errors = cluster.dir() + "/repoll.err";
+  FollowReader reader({MAYFLY_IT_CLI_PATH, "--endpoints", cluster.endpoint(2), "--key-file", cluster.admin_key_file(),
+                       "changefeed", "fdb", "c", "--from", "now", "--follow"},
+                      errors);
+  ASSERT_TRUE(reader.started()) << "cannot start " << MAYFLY_IT_CLI_PATH;
+  auto answered = [&] {
+    const std::optional<Scrape> scrape = cluster.scrape(2);
+    return scrape ? scrape->sum("mayfly_requests_total", {{"op", "change_feed"}}) : -1.0;
+  };
+  client::Client client(cluster.client_options());
+  std::vector<double> delays;
+  for (int round = 0; round < 5; ++round) {
+    const double before = answered();
+    ASSERT_TRUE(wait_until([&] { return answered() > before; }, milliseconds(5000), milliseconds(1)))
+        << "no long-poll of the reader ended on node 2 within 5 s";
+    const std::string id = "r" + std::to_string(round);
+    const Response written = client.execute(item_write(Op::kCreateItem, "fdb", "c", R"({"id":")" + id +
+                                                                                       R"(","pk":"p"})"));
+    const int64_t acknowledged = wall_micros();
+    ASSERT_EQ(written.status, 201) << written.message;
+    ASSERT_TRUE(wait_until([&] { return reader.count() > static_cast<size_t>(round); }, milliseconds(5000),
+                           milliseconds(1)))
+        << "the reader never printed " << id;
+    const FollowReader::Line line = reader.lines().back();
+    EXPECT_EQ(bj::parse(line.text).at("id").as_string(), id) << line.text;
+    delays.push_back(static_cast<double>(line.arrived_us - acknowledged) / 1000.0);
+  }
+  const double median = percentile(delays, 50);
+  std::fprintf(stderr, "[feed-repoll] write acknowledged -> line arrived, ms:");
+  for (double delay : delays) std::fprintf(stderr, " %.1f", delay);
+  std::fprintf(stderr, " (median %.1f)\n", median);
+  EXPECT_LE(median, testing_env::scaled(100.0)) << "the reader paused after a long-poll that ended empty";
+  const std::optional<int> status = reader.interrupt(milliseconds(10000));
+  ASSERT_TRUE(status.has_value()) << "the reader did not end on SIGINT";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "wait status " << *status;
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
 }
 
