@@ -26,7 +26,9 @@ int run_changefeed(Client& client, const CliCommand& command, std::ostream& out,
     return code;
   };
   while (!stop.load()) {
+    const auto asked = std::chrono::steady_clock::now();
     const Response response = client.execute(request);
+    const auto answered = std::chrono::steady_clock::now();
     if (!response.ok()) {
       if (command.follow && worth_retrying(response)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(kFollowRetryMs));
@@ -60,8 +62,12 @@ int run_changefeed(Client& client, const CliCommand& command, std::ostream& out,
     const auto* caught_up = page->if_contains("caughtUp");
     const bool at_end = caught_up != nullptr && caught_up->is_bool() && caught_up->as_bool();
     if (!command.follow && at_end) break;
-    // A replica behind the continuation answers the same token without waiting: do not ask it again at once.
-    if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(kFollowRetryMs));
+    // A replica behind the continuation answers the same token without waiting: do not ask it again at once. A
+    // caught-up page the node held for the whole long-poll is no such answer: nothing was applied meanwhile (an idle
+    // cluster with --time-entry-ms >= the wait), and the next position may come any moment — ask again at once, or a
+    // change applied during the pause reaches this reader up to kFollowRetryMs late.
+    const bool waited_out = command.follow && at_end && answered - asked >= std::chrono::milliseconds(kFollowWaitMs);
+    if (!progressed && !waited_out) std::this_thread::sleep_for(std::chrono::milliseconds(kFollowRetryMs));
   }
   return finish(kExitOk);
 }

@@ -17,7 +17,7 @@ namespace mayfly::client {
 // The long-poll of one --follow request: short, so an interrupt ends the command within about a second.
 inline constexpr uint32_t kFollowWaitMs = 1000;
 // A --follow page that made no progress (a replica behind the continuation, or an error worth retrying: 503, 408,
-// 429) is asked again after this long.
+// 429) is asked again after this long; a caught-up page the node held for the whole long-poll is asked again at once.
 inline constexpr uint32_t kFollowRetryMs = 200;
 
 // Exit: 0 when it read to the end (or was interrupted in --follow), 1 for an error answer (printed on `err`).

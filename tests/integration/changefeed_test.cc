@@ -3,20 +3,33 @@
 // node give the same sequence byte for byte (expirations at the same positions, previous images present), 410 for a
 // start before the feed was on, a `changefeed --follow` reader sees an expiration after advance-clock and ends cleanly
 // on SIGINT, and a reader's continuation taken on the leader goes on on another node after a leader change with no gap
-// and no duplicate.
+// and no duplicate. And on the real clock: a `--follow` reader on each node prints the same expirations, each once,
+// within the expiry-lateness bound of its instant by this host's wall clock; after a long-poll that ended empty it asks
+// again at once.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -394,6 +407,375 @@ TEST(ChangeFeed, AReaderSurvivesALeaderChangeWithNoGapOrDuplicate) {
   const bj::value polled_body = bj::parse(polled.body);
   ASSERT_EQ(polled_body.at("changes").as_array().size(), 1u) << polled.body;
   EXPECT_EQ(polled_body.at("changes").as_array()[0].at("id").as_string(), "late");
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+// ---- real clock: --follow readers on every node, expirations against wall time --------------------------------------
+
+// One `mayfly changefeed ... --follow` process, its stdout read line by line on a thread of its own and each line
+// stamped with this host's wall clock (system_clock, wall_micros) when it arrived: the time a user of the feed would
+// see the change. The pipe is opened close-on-exec, so the nodes and CLI runs the test starts meanwhile do not hold its
+// write end (the reader sees EOF when this process exits). Only the PID it started is ever signalled.
+class FollowReader {
+ public:
+  struct Line {
+    std::string text;
+    int64_t arrived_us = 0;
+  };
+
+  FollowReader(const std::vector<std::string>& argv, const std::string& err_path) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;
+    std::vector<std::string> args = argv;
+    std::vector<char*> c_argv;
+    for (std::string& arg : args) c_argv.push_back(arg.data());
+    c_argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);  // dup2 clears close-on-exec on the child's stdout
+    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int spawned = posix_spawn(&pid_, c_argv[0], &actions, nullptr, c_argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(fds[1]);
+    if (spawned != 0) {
+      pid_ = -1;
+      ::close(fds[0]);
+      return;
+    }
+    const int fd = fds[0];
+    thread_ = std::thread([this, fd] {
+      std::string partial;
+      char buffer[8192];
+      for (;;) {
+        const ssize_t got = ::read(fd, buffer, sizeof buffer);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;  // EOF: the process exited (or a read error: nothing more will come)
+        const int64_t now = wall_micros();
+        partial.append(buffer, static_cast<size_t>(got));
+        size_t start = 0;
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (size_t end; (end = partial.find('\n', start)) != std::string::npos; start = end + 1) {
+          if (end > start) lines_.push_back({partial.substr(start, end - start), now});
+        }
+        partial.erase(0, start);
+      }
+      ::close(fd);
+    });
+  }
+  ~FollowReader() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  FollowReader(const FollowReader&) = delete;
+  FollowReader& operator=(const FollowReader&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  size_t count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_.size();
+  }
+  // SIGINT (Ctrl-C), then waits up to `timeout` (scaled, as every wait_until) for the exit and for the last line;
+  // the exit's wait status, or nullopt when it had to be killed.
+  std::optional<int> interrupt(milliseconds timeout) {
+    if (pid_ <= 0) return std::nullopt;
+    std::optional<int> result;
+    int status = 0;
+    if (::kill(pid_, SIGINT) == 0 &&
+        wait_until([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, timeout, milliseconds(10))) {
+      result = status;
+    } else {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    pid_ = -1;
+    if (thread_.joinable()) thread_.join();
+    return result;
+  }
+  // Every line it printed (after interrupt(): all of them).
+  std::vector<Line> lines() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return lines_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::thread thread_;
+  mutable std::mutex mutex_;
+  std::vector<Line> lines_;
+};
+
+// Nearest-rank percentile (p in 0..100) of `values`; NAN when empty.
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return NAN;
+  std::sort(values.begin(), values.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
+  return values[std::min(values.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+// Issue #15: "a --follow reader on each of three nodes sees the same expirations, each within the expiry-lateness
+// bound of its instant". Real clocks (the harness's nodes share this host's clock), idle time entries only once a
+// second, so an expiration reaches a reader on time only if the leader appends a time entry at its instant AND the
+// reader's parked long-poll is woken by that time-only apply and answered at once.
+//
+// The bound: an expiration's feed position is the time entry the leader schedules at its instant E, the entry that
+// makes item reads answer 404 (expiry_test.cc bounds that lateness: p99 <= kLatenessBoundMs, scaled 250 ms). A follow
+// reader's request is parked on its node until an apply passes its position, then reads the page at once and answers:
+// one page read and one reply later than a point read could see the expiration. So the same bound holds for p99. The
+// max may be hit by a one-off stall of this 2-core machine, so it gets 1000 ms (scaled) — still below what a reader
+// that misses the wake shows: it waits out its long-poll (waitMs 1000) or the next idle time entry (1000 ms), and its
+// lateness spreads uniformly over that second, far past 250 ms at p99. Below 100 expirations a nearest-rank p99 is
+// the max of a node; so the p99 is taken over the three nodes' expirations together, and each node's max is bounded.
+TEST(ChangeFeed, FollowReadersOnEveryNodeSeeEachExpirationOnceWithinTheLatenessBound) {
+  const double bound_p99_ms = testing_env::scaled(250.0);
+  const double bound_max_ms = testing_env::scaled(1000.0);
+  constexpr double kClockSlackMs = 2;  // one host clock: an arrival can only precede E by a clock adjustment
+  const int64_t idle_time_entry_ms = testing_env::scaled(int64_t{1000});
+  Cluster cluster({.name = "feed-lateness",
+                   .extra_flags = {"--time-entry-ms", std::to_string(idle_time_entry_ms)},
+                   .metrics = true});
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  const uint64_t seed = test_seed();
+  std::cerr << "[feed-lateness] seed " << seed << " (rerun with MAYFLY_IT_SEED=" << seed << ")\n";
+  std::mt19937_64 prng(seed);
+  constexpr int64_t kDefaultTtl = 3;
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  const CliResult created = cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--default-ttl",
+                                         std::to_string(kDefaultTtl), "--change-feed", "on"});
+  ASSERT_EQ(created.status(), 201) << created.describe();
+
+  // One reader per node, started before any item is written: `--from now` starts each at its node's applied index
+  // when its first request is served. That request ends (and is counted in mayfly_requests_total{op="change_feed"})
+  // after its start was fixed: wait for that on every node, then write, so no reader can start after an expiration.
+  std::vector<std::unique_ptr<FollowReader>> readers;
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    readers.push_back(std::make_unique<FollowReader>(
+        std::vector<std::string>{MAYFLY_IT_CLI_PATH, "--endpoints", cluster.endpoint(n), "--key-file",
+                                 cluster.admin_key_file(), "changefeed", "fdb", "c", "--mode", "all",
+                                 "--only-expirations", "--from", "now", "--follow"},
+        cluster.dir() + "/follow" + std::to_string(n) + ".err"));
+    ASSERT_TRUE(readers.back()->started()) << "cannot start " << MAYFLY_IT_CLI_PATH;
+  }
+  auto errors_of = [&](size_t n) {
+    std::ifstream in(cluster.dir() + "/follow" + std::to_string(n) + ".err");
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const std::optional<Scrape> scrape = cluster.scrape(n);
+          return scrape && scrape->sum("mayfly_requests_total", {{"op", "change_feed"}}) >= 1;
+        },
+        milliseconds(15000), milliseconds(50)))
+        << "node " << n << " never answered its reader's first request\n" << errors_of(n);
+  }
+
+  // Items that expire during the test, with staggered instants: own ttls of 2..6 s and some inheriting the default
+  // (3 s), written in 4 waves 400 ms apart, so E = _ts + ttl spreads over several whole seconds. Controls that must
+  // not expire: ttl -1 (beats the default), a long own ttl, and an item whose ttl-6 version is replaced by a ttl -1
+  // one right away (only an item's current version can expire).
+  struct Expected {
+    int64_t ts = 0;          // _ts of the (last) write, from its reply
+    int64_t ttl = 0;         // effective ttl (s)
+    int64_t instant_s = 0;   // E = _ts + ttl
+  };
+  std::map<std::string, Expected> expected;
+  std::set<std::string> controls;
+  client::Client client(cluster.client_options());
+  auto create = [&](const std::string& id, const std::string& ttl_field) {
+    const Response r = client.execute(item_write(Op::kCreateItem, "fdb", "c",
+                                                 R"({"id":")" + id + R"(","pk":"p)" + id.substr(id.size() - 1) +
+                                                     "\"" + ttl_field + "}"));
+    EXPECT_EQ(r.status, 201) << id << ": " << r.message;
+    return r;
+  };
+  constexpr size_t kItems = 48, kWaves = 4;
+  for (size_t wave = 0; wave < kWaves; ++wave) {
+    const auto wave_start = Clock::now();
+    for (size_t i = wave * kItems / kWaves; i < (wave + 1) * kItems / kWaves; ++i) {
+      const std::string id = "e" + std::to_string(i);
+      const bool inherits = prng() % 4 == 0;
+      const int64_t ttl = inherits ? kDefaultTtl : 2 + static_cast<int64_t>(prng() % 5);
+      const Response r = create(id, inherits ? "" : ",\"ttl\":" + std::to_string(ttl));
+      if (r.status == 201) expected[id] = {r.ts, ttl, r.ts + ttl};
+    }
+    if (wave == 0) {
+      for (const std::string id : {"keep0", "keep1", "keep2"}) {
+        create(id, ",\"ttl\":-1");
+        controls.insert(id);
+      }
+      create("long0", ",\"ttl\":3600");
+      controls.insert("long0");
+      create("saved", ",\"ttl\":6");
+      const Response replaced =
+          client.execute(item_write(Op::kReplaceItem, "fdb", "c", R"({"id":"saved","pk":"pd","ttl":-1})"));
+      EXPECT_EQ(replaced.status, 200) << replaced.message;
+      controls.insert("saved");
+    }
+    std::this_thread::sleep_until(wave_start + milliseconds(400));
+  }
+  ASSERT_EQ(expected.size(), kItems);
+  int64_t last_instant_s = 0;
+  std::set<int64_t> instants;
+  for (const auto& [id, item] : expected) {
+    last_instant_s = std::max(last_instant_s, item.instant_s);
+    instants.insert(item.instant_s);
+  }
+  std::cerr << "[feed-lateness] " << kItems << " items expiring at " << instants.size()
+            << " distinct instants, the last " << (last_instant_s * 1000000 - wall_micros()) / 1000
+            << " ms from now; " << controls.size() << " controls\n";
+
+  // Until every reader printed every expiration (bounded: 10 s past the last instant), then a quiet second and a half
+  // in which a duplicate or a control's expiration would show, then Ctrl-C: each exits 0 with its continuation.
+  // (wait_until scales the wait in a sanitized build.)
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return std::all_of(readers.begin(), readers.end(), [&](const auto& r) { return r->count() >= kItems; });
+      },
+      milliseconds(std::max<int64_t>(0, (last_instant_s * 1000000 - wall_micros()) / 1000) + 10000),
+      milliseconds(20)))
+      << "not every reader saw every expiration in time: " << readers[0]->count() << ", " << readers[1]->count()
+      << ", " << readers[2]->count() << " of " << kItems;
+  std::this_thread::sleep_for(testing_env::scaled(milliseconds(1500)));
+  std::vector<std::vector<FollowReader::Line>> seen;
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    const std::optional<int> status = readers[n - 1]->interrupt(milliseconds(10000));
+    ASSERT_TRUE(status.has_value()) << "node " << n << "'s reader did not end on SIGINT\n" << errors_of(n);
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "node " << n << ": wait status " << *status
+                                                                    << "\n" << errors_of(n);
+    EXPECT_NE(errors_of(n).find("continuation: "), std::string::npos) << errors_of(n);
+    seen.push_back(readers[n - 1]->lines());
+  }
+
+  // The same feed on every node, byte for byte: the same expirations, at the same positions, in the same order.
+  for (size_t n = 2; n <= cluster.size(); ++n) {
+    ASSERT_EQ(seen[n - 1].size(), seen[0].size()) << "nodes 1 and " << n << " printed different numbers of changes";
+    for (size_t i = 0; i < seen[0].size(); ++i) {
+      EXPECT_EQ(seen[n - 1][i].text, seen[0][i].text) << "change " << i << " differs between nodes 1 and " << n;
+    }
+  }
+  std::fprintf(stderr,
+               "[feed-lateness] per node, ms: lateness = line arrived (wall clock) - E; position = the expiration's "
+               "replicated time (tsMicros) - E\n  %-4s %7s %7s %7s %7s | %9s %9s %9s\n",
+               "node", "count", "p50", "p99", "max", "pos p50", "pos p99", "pos max");
+  std::vector<double> all_lateness;
+  std::map<int64_t, std::map<size_t, double>> worst_at;  // instant -> node -> its latest arrival there (ms)
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    std::set<std::string> ids;
+    std::vector<double> lateness, position_lateness;
+    int64_t last_lsn = 0;
+    for (const FollowReader::Line& line : seen[n - 1]) {
+      boost::system::error_code error;
+      const bj::value parsed = bj::parse(line.text, error);
+      ASSERT_FALSE(error) << "node " << n << " printed a line that is not JSON: " << line.text;
+      const bj::object& change = parsed.as_object();
+      const std::string id(change.at("id").as_string());
+      EXPECT_EQ(change.at("operationType").as_string(), "delete") << line.text;
+      EXPECT_TRUE(change.contains("timeToLiveExpired") && change.at("timeToLiveExpired").as_bool()) << line.text;
+      EXPECT_FALSE(controls.contains(id)) << "node " << n << ": control item " << id << " expired: " << line.text;
+      EXPECT_TRUE(ids.insert(id).second) << "node " << n << ": " << id << " expired twice";
+      const int64_t lsn = change.at("lsn").as_int64();
+      EXPECT_GE(lsn, last_lsn) << "node " << n << ": positions out of order at " << id;
+      last_lsn = lsn;
+      auto found = expected.find(id);
+      if (found == expected.end()) {
+        ADD_FAILURE() << "node " << n << ": an expiration of an item the test did not expect: " << line.text;
+        continue;
+      }
+      const Expected& item = found->second;
+      // The previous image is the version that expired: its _ts and _expiresAt are the test's E.
+      const bj::object& previous = change.at("previous").as_object();
+      EXPECT_EQ(previous.at("_ts").as_int64(), item.ts) << line.text;
+      EXPECT_EQ(previous.at("_expiresAt").as_int64(), item.instant_s) << line.text;
+      const int64_t instant_us = item.instant_s * 1000000;
+      // The position's replicated time has reached E (the item is gone from E on, at T >= E), exactly.
+      EXPECT_GE(change.at("tsMicros").as_int64(), instant_us) << "node " << n << ": expired before its instant: "
+                                                              << line.text;
+      position_lateness.push_back(static_cast<double>(change.at("tsMicros").as_int64() - instant_us) / 1000.0);
+      const double late_ms = static_cast<double>(line.arrived_us - instant_us) / 1000.0;
+      EXPECT_GE(late_ms, -kClockSlackMs) << "node " << n << ": " << id << " arrived before its instant E "
+                                         << item.instant_s;
+      lateness.push_back(late_ms);
+      all_lateness.push_back(late_ms);
+      auto [at, first] = worst_at[item.instant_s].emplace(n, late_ms);
+      if (!first) at->second = std::max(at->second, late_ms);
+    }
+    for (const auto& [id, item] : expected) {
+      EXPECT_TRUE(ids.contains(id)) << "node " << n << "'s reader never printed the expiration of " << id
+                                    << " (E " << item.instant_s << ")";
+    }
+    const double max = percentile(lateness, 100);
+    std::fprintf(stderr, "  %-4zu %7zu %7.1f %7.1f %7.1f | %9.1f %9.1f %9.1f\n", n, lateness.size(),
+                 percentile(lateness, 50), percentile(lateness, 99), max, percentile(position_lateness, 50),
+                 percentile(position_lateness, 99), percentile(position_lateness, 100));
+    EXPECT_LE(max, bound_max_ms) << "node " << n << ": an expiration reached its follow reader late";
+  }
+  // Per instant: a systematic delay shows at some instant on every node, a stall of this machine at one instant on one
+  // node. (How the CLI's 200 ms pause after a long-poll that ended just before an instant's time entry showed: ~205 ms
+  // at one or two instants of every run, on every node — under the bound, but plain here.)
+  for (const auto& [instant, nodes] : worst_at) {
+    std::fprintf(stderr, "  instant %" PRId64 ": latest arrival", instant);
+    for (const auto& [n, worst] : nodes) std::fprintf(stderr, " node %zu %.1f ms", n, worst);
+    std::fprintf(stderr, "\n");
+  }
+  const double p99 = percentile(all_lateness, 99);
+  std::fprintf(stderr, "[feed-lateness] all nodes: %zu expirations, p50 %.1f ms, p99 %.1f ms (bound %.0f), max %.1f ms "
+               "(bound %.0f)\n", all_lateness.size(), percentile(all_lateness, 50), p99, bound_p99_ms,
+               percentile(all_lateness, 100), bound_max_ms);
+  EXPECT_LE(p99, bound_p99_ms) << "follow readers see expirations later than the expiry-lateness bound";
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
+// The --follow loop asks again at once after a page the node held for its whole long-poll (nothing was applied
+// meanwhile: here, an idle cluster whose leader appends idle time entries only once a minute). Each round waits for
+// the end of a long-poll on node 2 (its mayfly_requests_total{op="change_feed"} grows when the request is answered),
+// writes an item at once, and measures from the write's acknowledgement to the line's arrival: a reader that pauses
+// after an empty held page (it did, 200 ms) shows the write only after its pause; one that asks again at once, a few
+// ms after the follower applied it. The median of 5 rounds, so a one-off stall of the machine does not decide.
+TEST(ChangeFeed, FollowAsksAgainAtOnceAfterALongPollThatEndedEmpty) {
+  Cluster cluster({.name = "feed-repoll", .extra_flags = {"--time-entry-ms", "60000"}, .metrics = true});
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  ASSERT_EQ(cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--change-feed", "on"}).status(), 201);
+  const std::string errors = cluster.dir() + "/repoll.err";
+  FollowReader reader({MAYFLY_IT_CLI_PATH, "--endpoints", cluster.endpoint(2), "--key-file", cluster.admin_key_file(),
+                       "changefeed", "fdb", "c", "--from", "now", "--follow"},
+                      errors);
+  ASSERT_TRUE(reader.started()) << "cannot start " << MAYFLY_IT_CLI_PATH;
+  auto answered = [&] {
+    const std::optional<Scrape> scrape = cluster.scrape(2);
+    return scrape ? scrape->sum("mayfly_requests_total", {{"op", "change_feed"}}) : -1.0;
+  };
+  client::Client client(cluster.client_options());
+  std::vector<double> delays;
+  for (int round = 0; round < 5; ++round) {
+    const double before = answered();
+    ASSERT_TRUE(wait_until([&] { return answered() > before; }, milliseconds(5000), milliseconds(1)))
+        << "no long-poll of the reader ended on node 2 within 5 s";
+    const std::string id = "r" + std::to_string(round);
+    const Response written = client.execute(item_write(Op::kCreateItem, "fdb", "c", R"({"id":")" + id +
+                                                                                       R"(","pk":"p"})"));
+    const int64_t acknowledged = wall_micros();
+    ASSERT_EQ(written.status, 201) << written.message;
+    ASSERT_TRUE(wait_until([&] { return reader.count() > static_cast<size_t>(round); }, milliseconds(5000),
+                           milliseconds(1)))
+        << "the reader never printed " << id;
+    const FollowReader::Line line = reader.lines().back();
+    EXPECT_EQ(bj::parse(line.text).at("id").as_string(), id) << line.text;
+    delays.push_back(static_cast<double>(line.arrived_us - acknowledged) / 1000.0);
+  }
+  const double median = percentile(delays, 50);
+  std::fprintf(stderr, "[feed-repoll] write acknowledged -> line arrived, ms:");
+  for (double delay : delays) std::fprintf(stderr, " %.1f", delay);
+  std::fprintf(stderr, " (median %.1f)\n", median);
+  EXPECT_LE(median, testing_env::scaled(100.0)) << "the reader paused after a long-poll that ended empty";
+  const std::optional<int> status = reader.interrupt(milliseconds(10000));
+  ASSERT_TRUE(status.has_value()) << "the reader did not end on SIGINT";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "wait status " << *status;
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
 }
 
