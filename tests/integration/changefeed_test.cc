@@ -426,19 +426,14 @@ class FollowReader {
   FollowReader(const std::vector<std::string>& argv, const std::string& err_path) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) return;
-    std::vector<std::string> args = argv;
-    std::vector<char*> c_argv;
-    for (std::string& arg : args) c_argv.push_back(arg.data());
-    c_argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], 1);  // dup2 clears close-on-exec on the child's stdout
     posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int spawned = posix_spawn(&pid_, c_argv[0], &actions, nullptr, c_argv.data(), environ);
+    pid_ = spawn_with(argv, &actions);
     posix_spawn_file_actions_destroy(&actions);
     ::close(fds[1]);
-    if (spawned != 0) {
-      pid_ = -1;
+    if (pid_ < 0) {
       ::close(fds[0]);
       return;
     }

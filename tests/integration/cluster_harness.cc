@@ -50,20 +50,25 @@ bool wait_until(const std::function<bool()>& condition, milliseconds timeout, mi
   return false;
 }
 
-pid_t spawn_to_files(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+pid_t spawn_with(const std::vector<std::string>& argv, const posix_spawn_file_actions_t* actions) {
   if (argv.empty()) return -1;
   std::vector<std::string> args = argv;
   std::vector<char*> c_argv;
   for (std::string& arg : args) c_argv.push_back(arg.data());
   c_argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, c_argv[0], actions, nullptr, c_argv.data(), environ);
+  return spawned == 0 ? pid : -1;
+}
+
+pid_t spawn_to_files(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  const int spawned = posix_spawn(&pid, c_argv[0], &actions, nullptr, c_argv.data(), environ);
+  const pid_t pid = spawn_with(argv, &actions);
   posix_spawn_file_actions_destroy(&actions);
-  return spawned == 0 ? pid : -1;
+  return pid;
 }
 
 uint64_t test_seed() {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <boost/json.hpp>
+#include <spawn.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -41,6 +42,8 @@ bool wait_until(const std::function<bool()>& condition, milliseconds timeout, mi
 
 // Starts `argv` (argv[0] the program's path) in the background with stdout and stderr written to the files `out` and
 // `err` (created or truncated); returns its pid, or -1 when it could not be started. The caller reaps it (waitpid).
+// Starts argv[0] (a path) with these file actions (may be null) and this environment; -1 if it could not start.
+pid_t spawn_with(const std::vector<std::string>& argv, const posix_spawn_file_actions_t* actions);
 pid_t spawn_to_files(const std::vector<std::string>& argv, const std::string& out, const std::string& err);
 
 // The first line of each report a sanitizer wrote into `text` (a node's log, a CLI run's stderr): AddressSanitizer
