@@ -195,6 +195,12 @@ def test_refusals_name_what_is_wrong(cluster):
 
     status, message = raw_feed({"A-IM": "Incremental feed", "If-None-Match": "\"not-a-token\""})
     assert status == 400 and "If-None-Match" in message, message
+    status, message = raw_feed({"A-IM": "Incremental feed", "If-None-Match": "\"0123abcd\""})  # hex, not a token
+    assert status == 400 and "continuation" in message, message
+    other_token = read_feed(feed_container(cluster)[1], start_time="Now")[1]  # another container's continuation
+    other_etag = json.loads(base64.b64decode(other_token))["continuation"]["continuation"][0]["token"]
+    status, message = raw_feed({"A-IM": "Incremental feed", "If-None-Match": other_etag})
+    assert status == 400 and "container" in message, message
     status, message = raw_feed({"A-IM": "Incremental feed", "If-Modified-Since": "yesterday"})
     assert status == 400 and "If-Modified-Since" in message, message
     status, message = raw_feed({"A-IM": "Incremental feed", "x-ms-max-item-count": "many"})
