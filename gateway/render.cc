@@ -1,5 +1,6 @@
 // render_reply (gateway/translate.h): a node Reply -> the Cosmos DB REST answer.
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "gateway/translate.h"
@@ -100,6 +101,97 @@ std::string account_body() {
          R"("queryEngineConfiguration":")" + std::string(kQueryEngineConfiguration) + "\"}";
 }
 
+// An item image from the node's change feed page as the gateway's item reads show it (_self, _attachments), with the
+// change's log index as _lsn (a previous image: without, its own index is not kept). nullptr when the change has no
+// such image (a delete's current one, a create's previous one).
+const boost::json::object* decorate_image(boost::json::value& image, const Route& route, std::optional<uint64_t> lsn) {
+  boost::json::object* object = image.if_object();
+  if (object == nullptr) return nullptr;
+  const boost::json::value* id = object->if_contains("id");
+  const std::string text_id = id != nullptr && id->is_string() ? std::string(id->as_string()) : std::string();
+  (*object)["_self"] = container_link(route) + "/docs/" + text_id + "/";
+  (*object)["_attachments"] = "attachments/";
+  if (lsn) (*object)["_lsn"] = *lsn;
+  return object;
+}
+
+// A change feed page (node body {"changes":[...],"partitionKeyPath":...,"continuation":...,"caughtUp":bool}) as a
+// Cosmos feed page. The continuation is the page's etag (the SDKs send it back in If-None-Match); a caught-up page
+// without changes is 304 Not Modified, which is how the SDKs know to stop (and poll later with that etag).
+std::optional<std::string> change_feed_body(const RenderSpec& spec, const storage::OpResult& result,
+                                            HttpResponse& response) {
+  Result<boost::json::value> parsed = json::parse(result.body);
+  if (!parsed.is_ok() || !parsed->is_object()) return "the node's change feed page did not decode";
+  boost::json::object& page = parsed->as_object();
+  boost::json::value* changes = page.if_contains("changes");
+  const boost::json::value* continuation = page.if_contains("continuation");
+  const boost::json::value* caught_up = page.if_contains("caughtUp");
+  if (changes == nullptr || !changes->is_array() || continuation == nullptr || !continuation->is_string() ||
+      caught_up == nullptr || !caught_up->is_bool()) {
+    return "the node's change feed page did not decode";
+  }
+  // Deletes name their partition key as Cosmos does, {"<property>": value} ("/tenant" -> "tenant").
+  std::string key_property;
+  if (const auto* path = page.if_contains("partitionKeyPath"); path != nullptr && path->is_string()) {
+    key_property = path->as_string();
+    if (!key_property.empty() && key_property.front() == '/') key_property.erase(0, 1);
+  }
+  boost::json::array documents;
+  for (boost::json::value& entry : changes->as_array()) {
+    boost::json::object* change = entry.if_object();
+    if (change == nullptr) return "the node's change feed page did not decode";
+    const boost::json::value* lsn_value = change->if_contains("lsn");
+    const uint64_t lsn = lsn_value == nullptr            ? 0
+                         : lsn_value->is_uint64()         ? lsn_value->as_uint64()
+                         : lsn_value->is_int64()          ? static_cast<uint64_t>(lsn_value->as_int64())
+                                                          : 0;
+    boost::json::value current = change->contains("current") ? change->at("current") : boost::json::value(nullptr);
+    if (!spec.all_versions) {
+      // Latest version: the item as it is now (the node sends only changes whose version is current and live).
+      if (decorate_image(current, spec.route, lsn) == nullptr) continue;
+      documents.push_back(std::move(current));
+      continue;
+    }
+    boost::json::value previous = change->contains("previous") ? change->at("previous") : boost::json::value(nullptr);
+    boost::json::object metadata;
+    const boost::json::value* operation = change->if_contains("operationType");
+    metadata["operationType"] = operation != nullptr ? *operation : boost::json::value("unknown");
+    metadata["lsn"] = lsn;
+    if (const auto* ts = change->if_contains("ts")) metadata["crts"] = *ts;
+    decorate_image(previous, spec.route, std::nullopt);
+    const bool is_delete = operation != nullptr && operation->is_string() && operation->as_string() == "delete";
+    if (is_delete) {
+      if (const auto* id = change->if_contains("id")) metadata["id"] = *id;
+      if (const auto* key = change->if_contains("partitionKey"); key != nullptr && !key_property.empty()) {
+        boost::json::object named;
+        named[key_property] = *key;
+        metadata["partitionKey"] = std::move(named);
+      }
+    }
+    if (const auto* expired = change->if_contains("timeToLiveExpired"); expired != nullptr && expired->is_bool()) {
+      metadata["timeToLiveExpired"] = expired->as_bool();
+    }
+    boost::json::object document;
+    if (decorate_image(current, spec.route, lsn) != nullptr) {
+      document["current"] = std::move(current);
+    } else {
+      document["current"] = boost::json::object();  // a delete: Cosmos sends an empty current image
+    }
+    if (previous.is_object()) document["previous"] = std::move(previous);
+    document["metadata"] = std::move(metadata);
+    documents.push_back(std::move(document));
+  }
+  const std::string etag = "\"" + std::string(continuation->as_string()) + "\"";
+  response.headers.emplace_back("etag", etag);
+  if (documents.empty() && caught_up->as_bool()) {
+    response.status = 304;  // nothing new: the SDKs end the iteration and keep this etag
+    return std::nullopt;
+  }
+  response.headers.emplace_back("x-ms-item-count", std::to_string(documents.size()));
+  response.body = feed("Documents", documents);
+  return std::nullopt;
+}
+
 // The body of a successful answer, by shape; an error message when the node's body does not decode.
 std::optional<std::string> success_body(const RenderSpec& spec, const node::Reply& reply, HttpResponse& response) {
   const storage::OpResult& result = reply.result;
@@ -180,6 +272,7 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
       if (!result.continuation.empty()) response.headers.emplace_back("x-ms-continuation", result.continuation);
       return std::nullopt;
     }
+    case Shape::kChangeFeed: return change_feed_body(spec, result, response);
   }
   return std::nullopt;
 }

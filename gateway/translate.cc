@@ -2,6 +2,7 @@
 
 #include <capnp/message.h>
 
+#include <cctype>
 #include <charconv>
 #include <memory>
 
@@ -30,12 +31,25 @@ const char* status_name(int status) {
     case 405: return "MethodNotAllowed";
     case 409: return "Conflict";
     case 412: return "PreconditionFailed";
+    case 410: return "Gone";
     case 413: return "RequestEntityTooLarge";
     case 429: return "TooManyRequests";
     case 501: return "NotImplemented";
     case 503: return "ServiceUnavailable";
     default: return status >= 500 ? "InternalServerError" : "BadRequest";
   }
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
 }
 
 Plan answer(HttpResponse response) {
@@ -229,6 +243,81 @@ std::optional<std::string> page_options(const HttpRequest& http, proto::Options:
   return std::nullopt;
 }
 
+// GET .../docs with A-IM: the container's change feed (README "Change feed", "Use your Cosmos DB SDK"), as the SDKs
+// send it: the mode in A-IM, where to start in If-None-Match (a previous page's etag, or * for now) or
+// If-Modified-Since (a time), the page size in x-ms-max-item-count. The whole container only: Mayfly has one
+// partition key range, so a feed range narrower than it (a partition key, x-ms-start-epk/x-ms-end-epk) is refused.
+Plan plan_change_feed(const HttpRequest& http, proto::Request::Builder request) {
+  Plan plan;
+  plan.spec.shape = Shape::kChangeFeed;
+  const std::string mode = lower(trim(http.header("a-im")));
+  const std::string_view wire_format = trim(http.header("x-ms-cosmos-changefeed-wire-format-version"));
+  if (mode == "incremental feed") {
+    plan.spec.all_versions = false;
+  } else if (mode == "full-fidelity feed") {
+    plan.spec.all_versions = true;
+  } else if (mode.empty()) {
+    return bad_request("x-ms-cosmos-changefeed-wire-format-version without A-IM: a change feed request needs A-IM "
+                       "'Incremental feed' (latest version) or 'Full-Fidelity Feed' (all versions and deletes)");
+  } else {
+    return bad_request("A-IM must be 'Incremental feed' (latest version) or 'Full-Fidelity Feed' (all versions and "
+                       "deletes), not '" + std::string(http.header("a-im")) + "'");
+  }
+  // The all-versions body has one shape, the SDKs' current one (current/previous/metadata, 2021-09-15).
+  if (plan.spec.all_versions && wire_format != "2021-09-15") {
+    return answer(error_response(501, "x-ms-cosmos-changefeed-wire-format-version '" + std::string(wire_format) +
+                                          "' is not supported by Mayfly's all-versions change feed (2021-09-15 is)"));
+  }
+  if (!http.header("x-ms-documentdb-partitionkey").empty()) {
+    return bad_request("a change feed scoped to one partition key (x-ms-documentdb-partitionkey) is not supported by "
+                       "Mayfly: read the container's whole feed (no partition_key) and filter on the client");
+  }
+  const std::string_view start_epk = http.header("x-ms-start-epk");
+  const std::string_view end_epk = http.header("x-ms-end-epk");
+  if (!start_epk.empty() || !(end_epk.empty() || end_epk == "FF")) {
+    return bad_request("a change feed scoped to a partition key or a feed range narrower than the container "
+                       "(x-ms-start-epk '" + std::string(start_epk) + "', x-ms-end-epk '" + std::string(end_epk) +
+                       "') is not supported by Mayfly: read the container's whole feed (no partition_key or "
+                       "feed_range) and filter on the client");
+  }
+  const std::string_view range = trim(http.header("x-ms-documentdb-partitionkeyrangeid"));
+  if (!range.empty() && range != "0") {
+    return bad_request("x-ms-documentdb-partitionkeyrangeid '" + std::string(range) +
+                       "' does not exist (Mayfly has one partition key range: 0)");
+  }
+  auto feed = request.initReadChangeFeed();
+  feed.setMode(plan.spec.all_versions ? proto::ReadChangeFeed::Mode::ALL : proto::ReadChangeFeed::Mode::LATEST);
+  // The continuation travels as the etag: quoted, as the SDKs send an etag back.
+  std::string_view etag = trim(http.header("if-none-match"));
+  const std::string_view since = trim(http.header("if-modified-since"));
+  if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
+  if (etag == "*") {
+    feed.getFrom().setNow();
+  } else if (!etag.empty()) {
+    if (etag.size() > 16384) return bad_request("If-None-Match (the change feed continuation) is too long");
+    for (char c : etag) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+        return bad_request("If-None-Match must be a change feed page's etag (its continuation) or *, not '" +
+                           std::string(http.header("if-none-match")).substr(0, 200) + "'");
+      }
+    }
+    feed.getFrom().setContinuation(wire_text(std::string(etag)));
+  } else if (!since.empty()) {
+    Result<int64_t> seconds = parse_http_date(since);
+    if (!seconds.is_ok()) {
+      return bad_request("If-Modified-Since (the change feed start time) must be an RFC 1123 date like "
+                         "'Tue, 24 Nov 2026 11:00:00 GMT', not '" + std::string(since).substr(0, 200) + "'");
+    }
+    feed.getFrom().setTime(*seconds * 1'000'000);
+  } else {
+    feed.getFrom().setBeginning();
+  }
+  Result<uint32_t> items = parse_max_item_count(http.header("x-ms-max-item-count"), kDefaultPageItems);
+  if (!items.is_ok()) return bad_request(items.status().message());
+  feed.setMaxItems(*items);
+  return plan;
+}
+
 Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
   proto::Request::Builder request = b.request;
   const std::string& method = http.method;
@@ -253,7 +342,10 @@ Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
       }
     } else if (method == "GET") {
       if (!http.header("a-im").empty() || !http.header("x-ms-cosmos-changefeed-wire-format-version").empty()) {
-        return answer(error_response(501, "the change feed is not supported by Mayfly"));
+        Plan feed = plan_change_feed(http, request);
+        if (feed.answer) return feed;
+        plan.spec = feed.spec;
+        return plan;
       }
       const std::string_view key = http.header("x-ms-documentdb-partitionkey");
       if (key.empty()) {
@@ -441,6 +533,7 @@ Plan plan_request(const HttpRequest& http) {
       Plan items = plan_items(http, route, b);
       if (items.answer) return items;
       plan.spec.shape = items.spec.shape;
+      plan.spec.all_versions = items.spec.all_versions;
       break;
     }
     case Route::Kind::kUnsupported: break;

@@ -52,10 +52,12 @@ struct RenderSpec {
     kPartitionKeyRanges,  // one range covering everything, 304 on a matching If-None-Match
     kItem,             // one item (create, upsert, read, replace, patch), 204 for delete
     kItems,            // read feed and query pages: {"Documents":[...]}
+    kChangeFeed,       // a change feed page (A-IM): {"Documents":[...]}, etag = continuation, 304 when caught up
   };
   Shape shape = Shape::kAccount;
   Route route;
   std::string if_none_match;  // pkranges
+  bool all_versions = false;  // kChangeFeed: A-IM Full-Fidelity Feed (Cosmos all versions and deletes)
   std::string host;           // the Host header, for the account's own address
 };
 

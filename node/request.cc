@@ -406,7 +406,11 @@ storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, con
     if (change.ttl_expired) body += ",\"timeToLiveExpired\":true";
     body += "}";
   }
-  body += "],\"continuation\":";
+  body += "]";
+  // The gateway names the partition key in the Cosmos shape of a delete ({"<property>": value}).
+  body += ",\"partitionKeyPath\":";
+  json::write_json_string(page->partition_key_path, body);
+  body += ",\"continuation\":";
   json::write_json_string(page->continuation, body);
   body += ",\"caughtUp\":";
   body += page->caught_up ? "true" : "false";

@@ -97,10 +97,11 @@ std::string op_name(const Operation& operation);
 // Runs a read at replicated time `now_micros`. Not for kChangeFeed (execute_change_feed).
 storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros);
 
-// A page of a change feed as JSON (README "Change feed"): {"changes":[...],"continuation":"...","caughtUp":bool},
-// each change {"operationType","position","lsn","ts","tsMicros","partitionKey","id","current","previous"
-// [,"timeToLiveExpired":true]}, the images' _expiresAt under the defaultTtl in force at the change's position. `caught_up` (may be null) says whether the page reached the applied position and held
-// no change (a long-poll waits then). 410 / 400 / 404 as ChangeFeedReader::read.
+// A page of a change feed as JSON (README "Change feed"): {"changes":[...],"partitionKeyPath":"/pk",
+// "continuation":"...","caughtUp":bool}, each change {"operationType","position","lsn","ts","tsMicros","partitionKey",
+// "id","current","previous"[,"timeToLiveExpired":true]}, the images' _expiresAt under the defaultTtl in force at the
+// change's position. `caught_up` (may be null) says whether the page reached the applied position and held no change
+// (a long-poll waits then). 410 / 400 / 404 as ChangeFeedReader::read.
 storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::ChangeFeedRequest& request,
                                       bool* caught_up_and_empty);
 

@@ -266,6 +266,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   }
   ChangeFeedPage page;
   page.crid = crid;
+  page.partition_key_path = container.partition_key_path;
   if (cursor.index > applied) {
     // A token from a replica further ahead: nothing here yet.
     page.continuation = encode_token(crid, cursor);

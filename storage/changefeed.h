@@ -96,6 +96,7 @@ struct ChangeFeedPage {
   bool caught_up = false;    // the page reached the applied position
   int64_t work = 0;          // positions and entries examined
   uint64_t crid = 0;         // the container read (its continuation tokens name it)
+  std::string partition_key_path;  // that container's, e.g. "/pk"
 };
 
 class ChangeFeedReader {

@@ -20,6 +20,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from free_ports import free_ports  # noqa: E402 - tests/free_ports.py, shared with the deploy test
 
 MAYFLYD = os.environ.get("MAYFLY_MAYFLYD", "")
+# The mayfly CLI, for what the Cosmos API cannot say (e.g. turning a container's change feed on): $MAYFLY_CLI, else
+# next to mayflyd in the build tree (build/node/mayflyd -> build/client/mayfly).
+MAYFLY_CLI = os.environ.get("MAYFLY_CLI") or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(MAYFLYD))),
+                                                           "client", "mayfly")
 MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "make-certs.sh")
 # How many times longer every wait is: 4 when the nodes are the sanitized build's (make sanitize sets it, like
 # tests/env.h's time_scale for the C++ tests), 1 otherwise.
@@ -114,6 +118,19 @@ class Cluster:
         client = self.client(1, role="admin")
         wait_until(lambda: client.create_database_if_not_exists("ready") is not None, timeout_s,
                    what="a leader (a database create through node 1)")
+
+    def cli(self, *args, role="admin", timeout_s=30):
+        """Runs the mayfly CLI against this cluster's RPC endpoints with the key of `role` (in the environment, not the
+        arguments); returns the completed process (AssertionError with its output unless it exits 0)."""
+        if not os.access(MAYFLY_CLI, os.X_OK):
+            raise RuntimeError(f"the mayfly CLI is not at {MAYFLY_CLI} (build the mayfly target, or set MAYFLY_CLI)")
+        argv = [MAYFLY_CLI, "--endpoints", ",".join(f"127.0.0.1:{p}" for p in self.rpc_ports), "-o", "json", *args]
+        if self.ca_file:
+            argv[1:1] = ["--tls-ca", self.ca_file]
+        env = dict(os.environ, MAYFLY_KEY=self.keys[role])
+        run = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout_s * TIME_SCALE)
+        assert run.returncode == 0, f"{argv[3:]} exited {run.returncode}: {run.stdout} {run.stderr}"
+        return run
 
     def alive(self):
         return all(p.poll() is None for p in self.procs)

@@ -184,7 +184,8 @@ TEST_F(ChangeFeedJsonTest, APageAsJson) {
   OpResult empty = node::execute_change_feed(store_->change_feed(), request, &idle);
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(idle);
-  EXPECT_EQ(empty.body, "{\"changes\":[],\"continuation\":\"" + page.continuation + "\",\"caughtUp\":true}");
+  EXPECT_EQ(empty.body, "{\"changes\":[],\"partitionKeyPath\":\"/pk\",\"continuation\":\"" + page.continuation +
+                            "\",\"caughtUp\":true}");
 
   // A start before the feed was turned on: 410 with the storage core's message.
   request.from.kind = ChangeFeedFrom::Kind::kTime;

@@ -9,6 +9,7 @@
 #include "common/prng.h"
 #include "gateway/protocol.h"
 #include "gateway/translate.h"
+#include "storage/json.h"
 
 namespace mayfly::gateway {
 namespace {
@@ -204,8 +205,124 @@ TEST(GatewayTranslate, BadAndUnsupportedCallsAreAnsweredWithoutTheNode) {
   EXPECT_EQ(answered_status(plan_request(request("GET", "/dbs/d/colls/c/docs", "", {{"x-ms-max-item-count", "0"}}))),
             400);
   EXPECT_EQ(answered_status(plan_request(request("GET", "/dbs", "", {{"x-ms-session-token", "garbage"}}))), 400);
-  EXPECT_EQ(answered_status(plan_request(request("GET", "/dbs/d/colls/c/docs", "", {{"a-im", "Incremental feed"}}))),
-            501);
+  // The change feed: every malformed or unsupported header is named.
+  auto feed_status = [](std::map<std::string, std::string> headers) {
+    Plan plan = plan_request(request("GET", "/dbs/d/colls/c/docs", "", std::move(headers)));
+    return plan.answer ? plan.answer->status : 0;
+  };
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}}), 0);
+  EXPECT_EQ(feed_status({{"a-im", "Full-Fidelity Feed"}, {"x-ms-cosmos-changefeed-wire-format-version", "2021-09-15"}}),
+            0);
+  EXPECT_EQ(feed_status({{"a-im", "Full-Fidelity Feed"}, {"x-ms-cosmos-changefeed-wire-format-version", "1999"}}), 501);
+  EXPECT_EQ(feed_status({{"a-im", "Full-Fidelity Feed"}}), 501);
+  EXPECT_EQ(feed_status({{"a-im", "bogus"}}), 400);
+  EXPECT_EQ(feed_status({{"x-ms-cosmos-changefeed-wire-format-version", "2021-09-15"}}), 400);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"if-none-match", "\"not-hex\""}}), 400);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"if-modified-since", "yesterday"}}), 400);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-max-item-count", "-5"}}), 400);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-documentdb-partitionkeyrangeid", "3"}}), 400);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-start-epk", "05C1"}, {"x-ms-end-epk", "05C2"}}), 400);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-documentdb-partitionkey", "[\"a\"]"}}), 400);
+}
+
+TEST(GatewayTranslate, ChangeFeedHeadersBecomeReadChangeFeed) {
+  auto feed_of = [](std::map<std::string, std::string> headers) {
+    Plan plan = plan_request(request("GET", "/dbs/d/colls/c/docs", "", std::move(headers)));
+    EXPECT_FALSE(plan.answer);
+    EXPECT_EQ(plan.spec.shape, RenderSpec::Shape::kChangeFeed);
+    auto wire = plan.call.request->getRoot<proto::Request>().asReader();
+    EXPECT_TRUE(wire.isReadChangeFeed());
+    return std::make_pair(std::move(plan), wire);
+  };
+  {
+    auto [plan, wire] = feed_of({{"a-im", "Incremental feed"}, {"x-ms-documentdb-partitionkeyrangeid", "0"}});
+    EXPECT_EQ(wire.getReadChangeFeed().getMode(), proto::ReadChangeFeed::Mode::LATEST);
+    EXPECT_TRUE(wire.getReadChangeFeed().getFrom().isBeginning());
+    EXPECT_EQ(wire.getReadChangeFeed().getMaxItems(), 100u);
+    EXPECT_FALSE(plan.spec.all_versions);
+  }
+  {
+    auto [plan, wire] = feed_of({{"a-im", "Full-Fidelity Feed"},
+                                 {"x-ms-cosmos-changefeed-wire-format-version", "2021-09-15"},
+                                 {"if-none-match", "*"},
+                                 {"x-ms-max-item-count", "7"}});
+    EXPECT_EQ(wire.getReadChangeFeed().getMode(), proto::ReadChangeFeed::Mode::ALL);
+    EXPECT_TRUE(wire.getReadChangeFeed().getFrom().isNow());
+    EXPECT_EQ(wire.getReadChangeFeed().getMaxItems(), 7u);
+    EXPECT_TRUE(plan.spec.all_versions);
+  }
+  {
+    // The continuation wins over the start time (the SDK sends both after the first page).
+    auto [plan, wire] = feed_of({{"a-im", "incremental feed"}, {"if-none-match", "\"01ab\""},
+                                 {"if-modified-since", "Tue, 24 Nov 2026 11:00:00 GMT"}});
+    ASSERT_TRUE(wire.getReadChangeFeed().getFrom().isContinuation());
+    EXPECT_EQ(std::string(wire.getReadChangeFeed().getFrom().getContinuation().cStr()), "01ab");
+  }
+  {
+    auto [plan, wire] = feed_of({{"a-im", "Incremental feed"}, {"if-modified-since", "Tue, 24 Nov 2026 11:00:00 GMT"}});
+    ASSERT_TRUE(wire.getReadChangeFeed().getFrom().isTime());
+    EXPECT_EQ(wire.getReadChangeFeed().getFrom().getTime(), int64_t{1795518000} * 1'000'000);
+  }
+}
+
+TEST(GatewayRender, ChangeFeedPages) {
+  RenderSpec spec;
+  spec.shape = RenderSpec::Shape::kChangeFeed;
+  spec.route.database = "d";
+  spec.route.container = "c";
+  auto header = [](const HttpResponse& response, const std::string& name) {
+    for (const auto& [key, value] : response.headers) {
+      if (key == name) return value;
+    }
+    return std::string();
+  };
+  node::Reply reply;
+  reply.result.body =
+      R"({"changes":[{"operationType":"create","position":"aa","lsn":7,"ts":100,"tsMicros":100000000,)"
+      R"("partitionKey":"t","id":"x","current":{"id":"x","k":"t","_rid":"1.2","_etag":"\"3\"","_ts":100},)"
+      R"("previous":null},{"operationType":"delete","position":"bb","lsn":9,"ts":101,"tsMicros":101000000,)"
+      R"("partitionKey":"t","id":"x","current":null,"previous":{"id":"x","k":"t","_rid":"1.2","_etag":"\"3\"",)"
+      R"("_ts":100},"timeToLiveExpired":true}],"partitionKeyPath":"/k","continuation":"0bb","caughtUp":true})";
+  // Latest version: the images, like item reads, with _lsn. (The node sends no delete in this mode; one is skipped.)
+  HttpResponse latest = render_reply(spec, reply);
+  EXPECT_EQ(latest.status, 200);
+  EXPECT_EQ(header(latest, "etag"), "\"0bb\"");
+  Result<boost::json::value> body = json::parse(latest.body);
+  ASSERT_TRUE(body.is_ok()) << latest.body;
+  ASSERT_EQ(body->at("Documents").as_array().size(), 1u);
+  EXPECT_EQ(body->at("Documents").at(0).at("_lsn").to_number<uint64_t>(), 7u);
+  EXPECT_EQ(body->at("Documents").at(0).at("_self").as_string(), "dbs/d/colls/c/docs/x/");
+  EXPECT_EQ(body->at("_count").as_int64(), 1);
+  // All versions and deletes: current / previous / metadata, an expiration as a delete with timeToLiveExpired.
+  spec.all_versions = true;
+  HttpResponse all = render_reply(spec, reply);
+  body = json::parse(all.body);
+  ASSERT_TRUE(body.is_ok()) << all.body;
+  const auto& documents = body->at("Documents").as_array();
+  ASSERT_EQ(documents.size(), 2u);
+  EXPECT_EQ(documents[0].at("metadata").at("operationType").as_string(), "create");
+  EXPECT_FALSE(documents[0].as_object().contains("previous"));
+  const auto& expired = documents[1].at("metadata");
+  EXPECT_EQ(expired.at("operationType").as_string(), "delete");
+  EXPECT_TRUE(expired.at("timeToLiveExpired").as_bool());
+  EXPECT_EQ(expired.at("lsn").to_number<uint64_t>(), 9u);
+  EXPECT_EQ(expired.at("id").as_string(), "x");
+  EXPECT_EQ(expired.at("partitionKey").at("k").as_string(), "t");
+  EXPECT_EQ(documents[1].at("previous").at("id").as_string(), "x");
+  EXPECT_TRUE(documents[1].at("current").as_object().empty());
+  // Caught up and nothing new: 304 with the etag to resume from; not caught up: an empty 200 page.
+  reply.result.body = R"({"changes":[],"continuation":"0cc","caughtUp":true})";
+  HttpResponse idle = render_reply(spec, reply);
+  EXPECT_EQ(idle.status, 304);
+  EXPECT_EQ(header(idle, "etag"), "\"0cc\"");
+  EXPECT_TRUE(idle.body.empty());
+  reply.result.body = R"({"changes":[],"continuation":"0dd","caughtUp":false})";
+  HttpResponse partial = render_reply(spec, reply);
+  EXPECT_EQ(partial.status, 200);
+  EXPECT_EQ(header(partial, "etag"), "\"0dd\"");
+  // A body that is not a page is a 500 naming it, never a crash.
+  reply.result.body = R"({"changes":[1],"continuation":"0ee","caughtUp":true})";
+  EXPECT_EQ(render_reply(spec, reply).status, 500);
 }
 
 TEST(GatewayTranslate, CallsBecomeTheCapnProtoRequests) {
