@@ -9,8 +9,8 @@
 // Prints the command and a markdown table: throughput is the median of --runs runs, latency percentiles are over
 // every sample of every run, errors are final (after the client's own retries) and counted by status.
 // --change-feed on,off is an A/B of the write path: each write workload runs once per setting per round, interleaved
-// off/on, on/off, ... for --runs rounds, each run into a fresh container, and one table gives both settings and their
-// ratio.
+// off/on, on/off, ... for --runs rounds, each run on a new cluster (with --start-cluster; else into a fresh container),
+// and one table gives both settings and their ratio.
 //
 //   build/bench/mayfly-bench [--start-cluster] [--endpoints H:P,...] [--seconds S] [--runs R] [--max-requests N]
 //                            [--clients 1,50,1000] [--workloads upsert256,upsert1k,strong,session,feed] ...
@@ -53,7 +53,8 @@ constexpr const char* kUsage =
     "    again when caught up; ops/s = changes/s, latency per page; needs --change-feed on)\n"
     "  --change-feed on|off: the container is created with its change feed on or off (default off)\n"
     "  --change-feed on,off: A/B of the write path: each write workload once per setting per round (off, on; then\n"
-    "    on, off; ...) for --runs rounds, each run into a fresh container; prints both medians, min-max and on/off\n"
+    "    on, off; ...) for --runs rounds, each run on a new cluster (--start-cluster) or into a fresh container;\n"
+    "    prints both medians, min-max and on/off\n"
     "    (write workloads only)\n";
 
 // ---- the load ----------------------------------------------------------------------------------------------------
@@ -457,26 +458,37 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<LocalCluster> cluster;
   std::vector<std::string> endpoints = split(endpoints_flag);
-  if (start_cluster) {
-    // This binary is <build>/bench/mayfly-bench; mayflyd is <build>/node/mayflyd.
-    LocalClusterOptions cluster_options;
-    cluster_options.mayflyd = mayflyd.empty() ? default_mayflyd_path() : mayflyd;
-    cluster_options.ports = {base_port, base_port + 1, base_port + 2};
-    cluster_options.keep_data = keep_data;
-    cluster = std::make_unique<LocalCluster>(std::move(cluster_options));
-    set_current_cluster(cluster.get());
-    endpoints = cluster->endpoints();
-  }
-  const uint64_t leader = wait_for_leader(endpoints, 30, cluster.get());
-
-  ClientOptions options;
-  options.endpoints = endpoints;
-  options.request_timeout_ms = timeout_ms;
   std::vector<std::unique_ptr<Client>> clients;
-  for (size_t i = 0; i < settings.connections; ++i) {
-    options.jitter_seed = 0x6d617966 + i;
-    clients.push_back(std::make_unique<Client>(options));
-  }
+  // Starts (or, with --start-cluster, starts afresh: an A/B run gets a new cluster, so every run of both settings
+  // begins on an empty store) the cluster and the clients; returns the leader at start.
+  auto start = [&]() -> uint64_t {
+    clients.clear();
+    if (start_cluster) {
+      if (cluster) {
+        set_current_cluster(nullptr);
+        cluster->stop();
+        cluster.reset();
+      }
+      // This binary is <build>/bench/mayfly-bench; mayflyd is <build>/node/mayflyd.
+      LocalClusterOptions cluster_options;
+      cluster_options.mayflyd = mayflyd.empty() ? default_mayflyd_path() : mayflyd;
+      cluster_options.ports = {base_port, base_port + 1, base_port + 2};
+      cluster_options.keep_data = keep_data;
+      cluster = std::make_unique<LocalCluster>(std::move(cluster_options));
+      set_current_cluster(cluster.get());
+      endpoints = cluster->endpoints();
+    }
+    const uint64_t leader = wait_for_leader(endpoints, 30, cluster.get());
+    ClientOptions options;
+    options.endpoints = endpoints;
+    options.request_timeout_ms = timeout_ms;
+    for (size_t i = 0; i < settings.connections; ++i) {
+      options.jitter_seed = 0x6d617966 + i;
+      clients.push_back(std::make_unique<Client>(options));
+    }
+    return leader;
+  };
+  const uint64_t leader = start();
   if (!feed_ab) create_container(*clients.front(), settings);  // A/B: a fresh container for every run
 
   std::printf("command: %s\n", command.c_str());
@@ -490,7 +502,8 @@ int main(int argc, char** argv) {
               "requests; %s; items: partition key /pk over %d partitions, ttl %d, container defaultTtl -1, change "
               "feed %s\n",
               settings.connections, settings.seconds, static_cast<unsigned long long>(settings.max_requests),
-              feed_ab ? "A/B: each run into a fresh container, feed off then on, per round"
+              feed_ab ? (start_cluster ? "A/B: each run on a new cluster (fresh data), feed off then on, per round"
+                                       : "A/B: each run into a fresh container, feed off then on, per round")
                       : ("ops/s = median of " + std::to_string(settings.runs) + " runs, latency percentiles over all samples")
                             .c_str(),
               settings.partitions, settings.ttl, feed_ab ? "off / on (A/B)" : settings.change_feed ? "on" : "off");
@@ -515,7 +528,8 @@ int main(int argc, char** argv) {
 
   if (feed_ab) {
     std::printf("%d round(s), each: one run with the feed off and one with it on (off first in odd rounds, on "
-                "first in even ones), a fresh container each; ops/s = median (min–max) over the rounds; on/off = "
+                "first in even ones), each on a new cluster (--start-cluster) or in a fresh container; ops/s = median "
+                "(min–max) over the rounds; on/off = "
                 "ratio of the medians (and per round); p99 over every sample of the setting's runs\n\n",
                 settings.runs);
     std::printf("| workload | clients | feed off ops/s | feed on ops/s | on/off | on/off per round | off p99 ms | on "
@@ -528,6 +542,7 @@ int main(int argc, char** argv) {
     };
     std::vector<CpuRow> cpu_rows;
     int container_number = 0;
+    int ab_runs = 0;
     for (const WorkloadInfo& info : workloads) {
       for (size_t concurrency : concurrencies) {
         std::vector<double> rates[2], latencies[2], node_us[2], client_us[2];
@@ -541,6 +556,12 @@ int main(int argc, char** argv) {
           // settings alike instead of always on the second.
           for (int step = 0; step < 2; ++step) {
             const int on = r % 2 == 0 ? step : 1 - step;
+            // A run on a store grown by the runs before it measures the growth (compactions) as much as the
+            // setting: with --start-cluster every run starts on a new cluster (against --endpoints, a new container).
+            if (start_cluster && ab_runs++ > 0) {
+              start();
+              keys.clear();
+            }
             Settings run_settings = settings;
             run_settings.change_feed = on == 1;
             run_settings.container =

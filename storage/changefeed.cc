@@ -212,6 +212,75 @@ Result<FeedPolicy> feed_policy_at(leveldb::DB* db, const ReadSnapshot* snapshot,
   return policy;
 }
 
+namespace {
+
+// The bounds B(p) at one position, from the time index and the policy history.
+Result<ttl::ExpiredBounds> bounds_at(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t crid, uint64_t index) {
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<int64_t> ts, feed_time_at(db, snapshot, index));
+  if (!ts) return Status::corruption("the time index has no entry for log position " + std::to_string(index));
+  MAYFLY_ASSIGN_OR_RETURN(FeedPolicy policy, feed_policy_at(db, snapshot, crid, index));
+  return ttl::expired_bounds(policy.state, *ts);
+}
+
+// The first position after `done` (every change at or before it served) that holds a change the read may return, or
+// applied + 1 when none does: the next feed record, and for each kind the position where its first pending expiry
+// entry (index or shadow; the smallest key at or above B(done)) expires — entries of one kind expire in key order, so
+// no other can come sooner. A binary search over positions, O(log n) seeks: a long stretch of positions without
+// changes (an idle container's time entries) costs a reader nothing, and a page comes back empty only when it is
+// caught up. Adds the seeks to *work.
+Result<uint64_t> next_change_position(leveldb::DB* db, const ReadSnapshot* snapshot, leveldb::Iterator& it,
+                                      uint64_t crid, uint64_t done, uint64_t applied, bool expirations, bool writes,
+                                      int64_t* work) {
+  uint64_t next = applied + 1;
+  if (writes) {
+    const std::string prefix = feed_sub_prefix(crid, FeedSub::kRecord);
+    it.Seek(feed_record_key(crid, done + 1));
+    *work += 1;
+    if (it.Valid() && has_prefix(it.key(), prefix)) {
+      MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it.key())));
+      next = std::min(next, index);
+    }
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it.status(), "seek change feed records"));
+  }
+  if (!expirations || next <= done + 1) return next;
+  MAYFLY_ASSIGN_OR_RETURN(ttl::ExpiredBounds at_done, bounds_at(db, snapshot, crid, done));
+  *work += 1;
+  for (uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
+    std::optional<int64_t> smallest;
+    for (const bool shadow : {false, true}) {
+      const std::string prefix = shadow ? feed_shadow_kind_prefix(crid, kind)
+                                        : (kind == 0 ? own_expiry_prefix(crid) : inherit_expiry_prefix(crid));
+      it.Seek(sort_bound_key(prefix, bound_of(at_done, kind)));
+      *work += 1;
+      if (it.Valid() && has_prefix(it.key(), prefix)) {
+        MAYFLY_ASSIGN_OR_RETURN(EntryKey key, decode_entry_key(view(it.key()), prefix.size()));
+        smallest = std::min(smallest.value_or(key.sort_micros), key.sort_micros);
+      }
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(it.status(), "seek expiry entries"));
+    }
+    if (!smallest || next <= done + 1) continue;
+    // The first p in (done, next - 1] whose bound passes it, if any.
+    uint64_t low = done + 1, high = next - 1;
+    MAYFLY_ASSIGN_OR_RETURN(ttl::ExpiredBounds at_high, bounds_at(db, snapshot, crid, high));
+    *work += 1;
+    if (bound_of(at_high, kind) <= *smallest) continue;
+    while (low < high) {
+      const uint64_t mid = low + (high - low) / 2;
+      MAYFLY_ASSIGN_OR_RETURN(ttl::ExpiredBounds at_mid, bounds_at(db, snapshot, crid, mid));
+      *work += 1;
+      if (bound_of(at_mid, kind) > *smallest) {
+        high = mid;
+      } else {
+        low = mid + 1;
+      }
+    }
+    next = low;
+  }
+  return next;
+}
+
+}  // namespace
+
 Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) const {
   if (request.max_changes == 0 || request.max_work == 0) {
     return Status::invalid_argument("a change feed page needs max_changes and max_work of at least 1");
@@ -292,6 +361,16 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
   while (page.changes.size() < request.max_changes && !(cursor.phase == 1 && cursor.index == applied) &&
          (page.work == 0 || static_cast<size_t>(page.work) < request.max_work)) {
+    if (cursor.phase == 1) {
+      // Past the positions without a change this read could return, straight to the next one that has one.
+      MAYFLY_ASSIGN_OR_RETURN(uint64_t next, next_change_position(db_, &snapshot, *it, crid, cursor.index, applied,
+                                                                  expirations, writes, &page.work));
+      if (next > cursor.index + 1) {
+        cursor = ChangePosition{};
+        cursor.index = next - 1;
+        if (cursor.index == applied) break;
+      }
+    }
     // One step: the positions (lo, hi], with the bounds at lo..hi.
     const uint64_t lo = cursor.phase == 0 ? cursor.index - 1 : cursor.index;
     const size_t budget = request.max_work > static_cast<size_t>(page.work) ? request.max_work - page.work : 1;

@@ -58,8 +58,9 @@ struct ChangeFeedRequest {
   ChangeFeedMode mode = ChangeFeedMode::kAll;
   bool only_expirations = false;
   size_t max_changes = 100;  // >= 1
-  // Log positions plus index, shadow and feed entries examined per page at most (at least one position is): a page
-  // may come back empty with a continuation.
+  // Log positions plus index, shadow and feed entries examined per page at most (at least one position is).
+  // Positions without a change are skipped by a binary search, so a page comes back empty with a continuation only
+  // in kLatest, when every version it examined was overwritten since.
   size_t max_work = 10'000;
 };
 

@@ -560,6 +560,62 @@ uint64_t test_seed() {
   return std::random_device{}();
 }
 
+// A long stretch of positions without a change (an idle container's time entries) is skipped by a binary search, not
+// walked: no page comes back empty unless it is caught up, whatever the page's work budget, and the expiration in the
+// middle of the stretch is at the first position whose time reaches its instant.
+TEST_F(ChangeFeedTest, LongStretchesWithoutChangesAreSkippedAndNoPageIsEmptyUnlessCaughtUp) {
+  make_feed_container("-1");
+  ASSERT_EQ(upsert("a", 60, 1, kT0 + kSecond).http_status(), 201);  // expires at +61 s
+  std::vector<FeedPoint> stamped;
+  for (int i = 1; i <= 12'000; ++i) {  // +1.01 s .. +121 s, every 10 ms: more positions than a page may examine
+    const int64_t ts = kT0 + kSecond + i * 10'000;
+    ASSERT_EQ(apply(time_command(), ts).http_status(), 200);
+    stamped.push_back({store_->applied().index.value(), ts});
+  }
+  ASSERT_EQ(upsert("b", std::nullopt, 1, kT0 + 122 * kSecond).http_status(), 201);
+  uint64_t expected_expiry = 0;
+  for (const FeedPoint& point : stamped) {
+    if (point.ts_micros >= kT0 + 61 * kSecond) {
+      expected_expiry = point.index;
+      break;
+    }
+  }
+  for (const size_t max_work : {size_t{1}, size_t{100}, size_t{10'000}}) {
+    SCOPED_TRACE("max_work " + std::to_string(max_work));
+    ChangeFeedRequest request;
+    request.database = "db";
+    request.container = "c";
+    request.max_changes = 1;
+    request.max_work = max_work;
+    std::vector<Change> changes;
+    int pages = 0;
+    for (; pages < 100; ++pages) {
+      Result<ChangeFeedPage> page = store_->change_feed().read(request);
+      ASSERT_TRUE(page.is_ok()) << page.status().to_string();
+      // Its seeks past 12,000 positions without a change, then one step's positions (at most 4096, or the budget).
+      EXPECT_LE(page->work, static_cast<int64_t>(std::min<size_t>(max_work, 4096)) + 40);
+      if (page->caught_up) {
+        EXPECT_TRUE(page->changes.empty() || changes.size() == 2) << "the last page";
+      } else {
+        EXPECT_EQ(page->changes.size(), 1u) << "page " << pages << " is empty but not caught up";
+      }
+      for (Change& change : page->changes) changes.push_back(std::move(change));
+      if (page->caught_up) break;
+      request.from = from_token(page->continuation);
+    }
+    EXPECT_LE(pages, 4);
+    EXPECT_EQ(describe(changes), "3.1 create a 1/\n" + std::to_string(expected_expiry) + ".0 expire a /1\n" +
+                                     std::to_string(stamped.back().index + 1) + ".1 create b 1/\n");
+  }
+  const FeedRead expirations = read_feed(*store_, from_beginning(), 1, ChangeFeedMode::kAll, true, 5);
+  ASSERT_TRUE(expirations.status.is_ok());
+  EXPECT_EQ(describe(expirations.changes), std::to_string(expected_expiry) + ".0 expire a /1\n");
+  EXPECT_LE(expirations.continuations.size(), 2u);
+  const FeedRead latest = read_feed(*store_, from_beginning(), 1, ChangeFeedMode::kLatest, false, 5);
+  ASSERT_TRUE(latest.status.is_ok());
+  EXPECT_EQ(describe(latest.changes), std::to_string(stamped.back().index + 1) + ".1 create b 1/\n");
+}
+
 // Where a read from a replicated time T, or from the beginning of retention, starts: found by a binary search over the
 // time index (O(log n) seeks); here against a naive walk of every position's time as the applies stamped them, on a
 // feed of irregularly spaced positions, before and after the collector trimmed a prefix of it.
