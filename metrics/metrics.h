@@ -14,6 +14,7 @@
 #include <prometheus/registry.h>
 
 #include <array>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -62,6 +63,12 @@ class Metrics {
   void set_dedup_table(uint64_t clients, int64_t bytes);
   // Requests, where they are answered.
   void observe_request(const std::string& op, int status, double seconds);
+  // Client reads and writes this node served (any thread): the garbage collector's pacer (node/gc_pacer.h) counts
+  // them as foreground load. Not exported; mayfly_requests_total has them by operation.
+  void add_foreground_ops(uint64_t ops) { foreground_ops_.fetch_add(ops, std::memory_order_relaxed); }
+  uint64_t foreground_ops() const { return foreground_ops_.load(std::memory_order_relaxed); }
+  // Whether the collector runs at its busy pace (yielding to foreground load), and the time to its next pass.
+  void set_gc_pace(bool busy, double next_pass_seconds);
   void add_expired_skipped(int64_t items);
   // A peer message was refused: `reason` is one of kPeerRejectReasons (anything else counts as "other").
   void add_peer_message_rejected(const std::string& reason);
@@ -149,6 +156,10 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& changefeed_bytes_;
   prometheus::Family<prometheus::Gauge>& changefeed_oldest_position_;
   prometheus::Family<prometheus::Gauge>& changefeed_oldest_age_;
+
+  prometheus::Family<prometheus::Gauge>& gc_busy_;
+  prometheus::Family<prometheus::Gauge>& gc_pause_;
+  std::atomic<uint64_t> foreground_ops_{0};
 
   std::mutex mutex_;
   std::set<std::string> feed_containers_;  // containers with change feed series

@@ -10,11 +10,12 @@
 
 namespace mayfly::node {
 
-uint64_t Collector::pass_work() const {
-  return std::max(options_.pass_work_max, kVisitWork + options_.batch_items_max * kDeleteWork);
+uint64_t Collector::pass_work(uint64_t batch_items_max) const {
+  return std::max(options_.pass_work_max, kVisitWork + batch_items_max * kDeleteWork);
 }
 
-Result<int64_t> Collector::run_once() {
+Result<int64_t> Collector::run_once(uint64_t batch_items_max) {
+  pass_batch_items_ = std::max<uint64_t>(1, batch_items_max);
   MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<storage::ContainerInfo>> list,
                           expiry_.reader().container_list());
   const std::vector<storage::ContainerInfo>& containers = *list;
@@ -24,7 +25,7 @@ Result<int64_t> Collector::run_once() {
                                    return std::tie(info.database, info.container) < std::tie(key.first, key.second);
                                  }) -
                 containers.begin();
-  const uint64_t budget = pass_work();
+  const uint64_t budget = pass_work(pass_batch_items_);
   uint64_t work = 0;
   int64_t deleted = 0;
   size_t visits = 0;
@@ -50,9 +51,9 @@ Result<int64_t> Collector::run_once() {
   if (!containers.empty()) cursor_ = {containers[next].database, containers[next].container};
   last_pass_visits_ = visits;
   last_pass_work_ = work;
-  MAYFLY_RETURN_IF_ERROR(expiry_.reclaim_dropped(options_.batch_items_max).status());
+  MAYFLY_RETURN_IF_ERROR(expiry_.reclaim_dropped(pass_batch_items_).status());
   // Change feed retention (docs/changefeed.md): node-local like the deletes above, in batches of the same size.
-  MAYFLY_RETURN_IF_ERROR(expiry_.trim_change_feed(options_.batch_items_max).status());
+  MAYFLY_RETURN_IF_ERROR(expiry_.trim_change_feed(pass_batch_items_).status());
   return deleted;
 }
 
@@ -79,7 +80,8 @@ Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, ui
   if (backlog.items == 0) return 0;
   const uint64_t work_left = max_work > spent ? (max_work - spent) / kDeleteWork : 0;
   const uint64_t average_bytes = static_cast<uint64_t>(backlog.bytes / backlog.items);
-  const uint64_t paid_for = ttl::affordable_deletes(budget, average_bytes, options_.batch_items_max);
+  const uint64_t batch = pass_batch_items_ == 0 ? options_.batch_items_max : pass_batch_items_;
+  const uint64_t paid_for = ttl::affordable_deletes(budget, average_bytes, batch);
   const uint64_t affordable = std::min(paid_for, work_left);
   if (affordable < paid_for && static_cast<uint64_t>(backlog.items) > affordable) *cut_short = true;
   if (affordable == 0) {  // user work wins (or this pass's work is spent); the backlog waits

@@ -54,7 +54,9 @@ class Collector {
   // batch of dropped containers' keys (at most batch_items_max, outside the budget). A container the budget cut
   // short (other than the pass's first) is where the next pass starts. Returns the items deleted; an error is a
   // storage failure (sticky; the node must stop).
-  Result<int64_t> run_once();
+  Result<int64_t> run_once() { return run_once(options_.batch_items_max); }
+  // The same with at most `batch_items_max` items per container (node/gc_pacer.h: smaller while the node is busy).
+  Result<int64_t> run_once(uint64_t batch_items_max);
   // One container's share of a pass, within `max_work` units: advances its backlog count (with at most half the
   // work left after looking at it, so a long count still leaves room for deletes) and deletes what its spare RU and
   // the rest of the work pay for, at most batch_items_max. Returns the items deleted; adds the work done to *work.
@@ -62,7 +64,8 @@ class Collector {
   Result<int64_t> collect(const storage::ContainerInfo& info) { return collect(info, pass_work()); }
 
   // The budget of one pass: pass_work_max, or more when one container's full batch needs more.
-  uint64_t pass_work() const;
+  uint64_t pass_work() const { return pass_work(options_.batch_items_max); }
+  uint64_t pass_work(uint64_t batch_items_max) const;
   // Containers the last run_once() looked at, and the work it did (for tests and the driver's slow-pass warning).
   size_t last_pass_visits() const { return last_pass_visits_; }
   uint64_t last_pass_work() const { return last_pass_work_; }
@@ -80,6 +83,7 @@ class Collector {
   metrics::Metrics& metrics_;
   Clock& clock_;
   CollectorOptions options_;
+  uint64_t pass_batch_items_ = 0;  // this pass's batch ceiling (run_once)
   // The next container to look at, by (database, container) name: a name survives containers created or dropped
   // in between, where a position in the list would not.
   std::pair<std::string, std::string> cursor_;

@@ -221,11 +221,18 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--bounded-staleness-ms", config.bounded_staleness_ms)->capture_default_str();
   app.add_option("--session-wait-ms", config.session_wait_ms)->capture_default_str();
   app.add_option("--snapshot-interval-entries", config.snapshot_interval_entries)->capture_default_str();
-  app.add_option("--gc-interval-ms", config.gc_interval_ms, "the collector's pace: one pass every so often")
+  app.add_option("--gc-interval-ms", config.gc_interval_ms,
+                 "the collector's pace while the node serves clients (one short pass every so often), and how often "
+                 "an idle node looks for newly expired items")
       ->check(CLI::Range(int64_t{1}, int64_t{60'000}))
       ->capture_default_str();
-  app.add_option("--gc-batch-items-max", config.gc_batch_items_max, "items per container per collector pass")
+  app.add_option("--gc-batch-items-max", config.gc_batch_items_max,
+                 "items per container per collector pass (while the node serves clients: at most 100)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--gc-driver-share", config.gc_driver_share,
+                 "while the node is idle, the most of the driver thread's time back-to-back collector passes take")
+      ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str();
   app.add_option("--gc-ru-share", config.gc_ru_share,
                  "part (0..1) of a provisioned container's spare RU the collector may spend (0: none)")

@@ -73,8 +73,9 @@ struct NodeConfig {
   int64_t session_wait_ms = 2000;           // a session read waits this long for the replica to catch up
   uint64_t snapshot_interval_entries = 20000;  // exported on a background thread
   uint64_t log_entries_kept_after_snapshot = 2000;
-  int64_t gc_interval_ms = 200;             // the local garbage collector's pace
-  uint64_t gc_batch_items_max = 1000;
+  int64_t gc_interval_ms = 200;             // the collector's pace while the node is busy (node/gc_pacer.h)
+  uint64_t gc_batch_items_max = 1000;       // items per container per pass (at most 100 while busy)
+  double gc_driver_share = 0.5;             // idle passes take at most this part of the driver thread
   double gc_ru_share = 1.0;                 // part of a provisioned container's spare RU the collector may spend
   uint64_t forecast_max_entries = 1'000'000;  // expiry index entries one container's TTL forecast reads at most
   int64_t forecast_interval_ms = 60'000;    // the forecast metrics' refresh (0: never)

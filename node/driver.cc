@@ -49,8 +49,11 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
                  CollectorOptions{config.gc_batch_items_max, config.gc_ru_share}),
       reclaim_rate_(ReclaimSettings{config.gc_interval_ms, config.gc_batch_items_max, config.gc_ru_share,
                                     collector_.pass_work()}),
+      gc_pacer_(GcPaceOptions{config.gc_interval_ms * 1000, config.gc_batch_items_max, config.gc_driver_share,
+                              config.tick_interval_ms * 1000}),
       tick_timer_(loop_.make_timer()),
-      deadline_timer_(loop_.make_timer()) {}
+      deadline_timer_(loop_.make_timer()),
+      gc_timer_(loop_.make_timer()) {}
 
 Driver::~Driver() {
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
@@ -67,7 +70,8 @@ boost::asio::io_context& Driver::io() {
 void Driver::start(DriverOutput& output) {
   output_ = &output;
   last_proposal_ms_ = steady_ms();
-  last_gc_ms_ = steady_ms();
+  foreground_ops_seen_ = metrics_.foreground_ops();
+  gc_timer_->arm(config_.gc_interval_ms * 1000, [this] { collect_garbage(); });
   loop_.post([this] { on_tick(); });
 }
 
@@ -104,6 +108,7 @@ void Driver::stop() {
   if (stopped_) return;
   stopped_ = true;
   tick_timer_->cancel();
+  gc_timer_->cancel();
   deadline_timer_->cancel();
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
   snapshot_job_.reset();  // and its view of the store with it, before the store closes
@@ -332,6 +337,7 @@ void Driver::flush() {
   }
   for (const storage::AppliedEntry& applied : output->applied) {
     if (applied.result.duplicate) metrics_.add_writes_deduplicated(1);
+    if (storage::is_item_write(applied.command_type)) ++item_writes_unreported_;
     auto write = pending_writes_.find(applied.index.value());
     if (write != pending_writes_.end() && write->second.term == applied.term.value()) {
       metrics_.observe_proposal(static_cast<double>(steady_ms() * 1000 - write->second.proposed_at_micros) / 1e6);
@@ -457,10 +463,7 @@ void Driver::on_tick() {
       now - last_proposal_ms_ >= config_.time_entry_interval_ms) {
     if (replica_->propose_time_entry(clock_.now_micros()).is_ok()) last_proposal_ms_ = now;
   }
-  if (now - last_gc_ms_ >= config_.gc_interval_ms) {
-    last_gc_ms_ = now;
-    collect_garbage();
-  }
+  note_foreground();
   expire_requests();
   publish_metrics();
   publish_clock();

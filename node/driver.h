@@ -35,6 +35,7 @@
 #include "common/clock.h"
 #include "metrics/metrics.h"
 #include "node/collector.h"
+#include "node/gc_pacer.h"
 #include "node/config.h"
 #include "node/event_loop.h"
 #include "node/forecast.h"
@@ -169,7 +170,10 @@ class Driver {
   void reply(uint64_t request_id, Reply reply);
   void serve_waiting_reads();
   void expire_requests();
+  // A collector pass, then the next one armed when the pacer says (node/gc_pacer.h).
   void collect_garbage();
+  // Gives the pacer the client requests served and item writes applied since it last heard.
+  void note_foreground();
   void auto_promote_learners();
   void watch_expiry();  // every node, after each flush: lateness samples and the next expiry instant
   void schedule_expiry_entry();
@@ -204,9 +208,11 @@ class Driver {
   RequestUnitAccount& request_units_;
   Collector collector_;
   ReclaimRate reclaim_rate_;  // after collector_ (its pass budget): the forecast's capacity, read by read threads
+  GcPacer gc_pacer_;
   DriverOutput* output_ = nullptr;
   std::unique_ptr<EventLoop::Timer> tick_timer_;
   std::unique_ptr<EventLoop::Timer> deadline_timer_;
+  std::unique_ptr<EventLoop::Timer> gc_timer_;
   bool flush_scheduled_ = false;
   bool stopped_ = false;
   bool failed_ = false;
@@ -226,7 +232,8 @@ class Driver {
   std::map<uint64_t, PendingAdvance> pending_advances_;        // log index -> advance-clock request
   uint64_t next_read_context_ = 1;
   int64_t last_proposal_ms_ = 0;
-  int64_t last_gc_ms_ = 0;
+  uint64_t foreground_ops_seen_ = 0;     // Metrics::foreground_ops() already given to the pacer
+  uint64_t item_writes_unreported_ = 0;  // item writes applied since the pacer last heard
   int64_t last_container_metrics_ms_ = 0;
   int64_t last_container_retain_ms_ = 0;
   std::shared_ptr<const std::vector<storage::ContainerInfo>> metrics_containers_;  // the list metrics last retained

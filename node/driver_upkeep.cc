@@ -203,13 +203,27 @@ void Driver::note_snapshot_errors() {
   snapshot_error_logged_ms_ = now;
 }
 
+void Driver::note_foreground() {
+  const uint64_t served = metrics_.foreground_ops();
+  const int64_t now = loop_.now_micros();
+  gc_pacer_.note_foreground(now, served - foreground_ops_seen_ + item_writes_unreported_);
+  foreground_ops_seen_ = served;
+  item_writes_unreported_ = 0;
+  metrics_.set_gc_pace(gc_pacer_.busy(now), static_cast<double>(gc_pacer_.next_pass_micros() - now) / 1e6);
+}
+
 void Driver::collect_garbage() {
+  if (stopped_) return;
+  note_foreground();
   const int64_t started = loop_.now_micros();
-  Result<int64_t> deleted = collector_.run_once();
+  Result<int64_t> deleted = collector_.run_once(gc_pacer_.batch_items(started));
   if (!deleted.is_ok()) return fatal(deleted.status());
   gc_items_collected_ += *deleted;
-  reclaim_rate_.record_pass(loop_.now_micros(), *deleted, collector_.last_pass_saturated());
+  const int64_t ended = loop_.now_micros();
+  reclaim_rate_.record_pass(ended, *deleted, collector_.last_pass_saturated());
   note_driver_hold("a garbage collector pass", started);
+  gc_pacer_.pass_done(started, ended, *deleted, collector_.last_pass_saturated());
+  gc_timer_->arm(std::max<int64_t>(0, gc_pacer_.next_pass_micros() - ended), [this] { collect_garbage(); });
 }
 
 void Driver::note_driver_hold(std::string_view what, int64_t started_micros) {

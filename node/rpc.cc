@@ -306,6 +306,9 @@ Reply RpcHost::serve_read(const Operation& operation, NodeId leader_hint) {
 kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader request, bool forwarded) {
   const auto started = std::chrono::steady_clock::now();
   std::string op = op_name(operation);
+  if (operation.kind == Operation::Kind::kRead || operation.kind == Operation::Kind::kWrite) {
+    metrics_.add_foreground_ops(1);
+  }
   return route(std::move(operation), request, forwarded).then([this, started, op = std::move(op)](Reply reply) {
     metrics_.observe_request(op, reply.result.http_status(),
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());

@@ -338,3 +338,135 @@ TEST(IntegrationGc, OverBudgetRequestsAre429WithRetryAfterApplyNothingAndClientR
 
 }  // namespace
 }  // namespace mayfly::it
+
+namespace mayfly::it {
+namespace {
+
+// Writes `count` items "<prefix>-<i>" with their own `ttl` into `container` in pipelined batches; returns the latest
+// deadline (Unix seconds) from the responses' _ts.
+int64_t write_expiring(client::Client& client, const std::string& container, const std::string& prefix, int count,
+                       int ttl) {
+  int64_t latest = 0;
+  constexpr int kBatch = 500;
+  for (int start = 0; start < count; start += kBatch) {
+    std::vector<Request> writes;
+    for (int i = start; i < std::min(count, start + kBatch); ++i) {
+      writes.push_back(item_write(Op::kCreateItem, kDb, container,
+                                  R"({"id":")" + prefix + "-" + std::to_string(i) + R"(","pk":"p","ttl":)" +
+                                      std::to_string(ttl) + R"(,"pad":"0123456789"})"));
+    }
+    for (const Response& response : client.execute_all(writes)) {
+      EXPECT_EQ(response.status, 201) << response.message;
+      latest = std::max(latest, response.ts + ttl);
+    }
+  }
+  return latest;
+}
+
+bool replicated_time_passed(Cluster& cluster, int64_t deadline_s, milliseconds timeout) {
+  return wait_until(
+      [&] {
+        for (size_t n = 1; n <= cluster.size(); ++n) {
+          if (applied_time(cluster, n) < deadline_s * 1'000'000) return false;
+        }
+        return true;
+      },
+      timeout, milliseconds(50));
+}
+
+// The collector's two paces (node/gc_pacer.h), with --gc-interval-ms 5000: one pass of at most 1,000 items every
+// 5 s would take 25 s or more to delete 6,000. An idle node runs its passes back to back and deletes them all well
+// within 15 s; the same backlog while a writer keeps every node busy loses at most 100 items per pass, one pass
+// per interval; when the writer stops, it drains at the idle pace.
+TEST(IntegrationGc, AnIdleNodeCollectsInPassesBackToBackABusyOneInShortPassesEveryInterval) {
+  ClusterOptions options;
+  options.name = "gc-pace";
+  options.metrics = true;
+  options.extra_flags = {"--gc-interval-ms", "5000"};
+  Cluster cluster(options);
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  client::Client client(cluster.client_options());
+  ASSERT_EQ(client.execute(db_req(Op::kCreateDatabase, kDb)).status, 201);
+  for (const char* name : {"idle", "busy", "load"}) {
+    ASSERT_EQ(client.execute(create_container(kDb, name, "/pk", "-1")).status, 201);
+  }
+  constexpr int kItems = 6000;
+  const int ttl = static_cast<int>(testing_env::size_for_build(3, 10));
+  const std::map<std::string, std::string> idle = {{"container", std::string(kDb) + "/idle"}};
+  const std::map<std::string, std::string> busy = {{"container", std::string(kDb) + "/busy"}};
+
+  // Idle: nothing but the collector once the items expired.
+  const int64_t idle_deadline = write_expiring(client, "idle", "i", kItems, ttl);
+  ASSERT_TRUE(replicated_time_passed(cluster, idle_deadline, milliseconds(30000)));
+  const auto expired_at = Clock::now();
+  EXPECT_TRUE(wait_every_node(
+      cluster,
+      [&](const Scrape& s) {
+        return s.sum("mayfly_ttl_gc_deleted_items_total", idle) == kItems &&
+               s.sum("mayfly_ttl_gc_backlog_items", idle) == 0;
+      },
+      milliseconds(15000)))
+      << describe(scrape_all(cluster), std::string(kDb) + "/idle");
+  std::printf("[gc-pace] idle: %d items deleted on every node %.1f s after they expired\n", kItems,
+              std::chrono::duration<double>(Clock::now() - expired_at).count());
+  for (const Scrape& s : scrape_all(cluster)) EXPECT_EQ(s.sum("mayfly_ttl_gc_busy", {}), 0) << s.text();
+
+  // Busy: a writer keeps every node applying writes while the second backlog expires. Bounded: it stops after 120 s.
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> load_writes{0};
+  std::thread writer([&] {
+    client::Client load(cluster.client_options());
+    const auto until = Clock::now() + std::chrono::seconds(120);
+    for (int round = 0; !stop.load() && Clock::now() < until; ++round) {
+      std::vector<Request> writes;
+      for (int i = 0; i < 50; ++i) {
+        writes.push_back(item_write(Op::kUpsertItem, kDb, "load",
+                                    R"({"id":"w-)" + std::to_string(i) + R"(","pk":"p","round":)" +
+                                        std::to_string(round) + "}"));
+      }
+      for (const Response& response : load.execute_all(writes)) {
+        if (response.status == 200 || response.status == 201) load_writes.fetch_add(1);
+      }
+    }
+  });
+  struct StopWriter {
+    std::atomic<bool>& stop;
+    std::thread& writer;
+    ~StopWriter() {
+      stop = true;
+      if (writer.joinable()) writer.join();
+    }
+  } stop_writer{stop, writer};
+  const int64_t busy_deadline = write_expiring(client, "busy", "b", kItems, ttl);
+  ASSERT_TRUE(replicated_time_passed(cluster, busy_deadline, milliseconds(30000)));
+  EXPECT_TRUE(wait_every_node(
+      cluster, [&](const Scrape& s) { return s.sum("mayfly_ttl_gc_busy", {}) == 1; }, milliseconds(5000)))
+      << "the collector did not switch to its busy pace";
+  const std::vector<Scrape> before = scrape_all(cluster);
+  std::this_thread::sleep_for(milliseconds(6000));  // the window measured: at most two passes of 100
+  const std::vector<Scrape> after = scrape_all(cluster);
+  for (size_t n = 0; n < cluster.size(); ++n) {
+    const double deleted = after[n].sum("mayfly_ttl_gc_deleted_items_total", busy) -
+                           before[n].sum("mayfly_ttl_gc_deleted_items_total", busy);
+    std::printf("[gc-pace] busy: node %zu deleted %.0f items in 6 s (backlog %.0f)\n", n + 1, deleted,
+                after[n].sum("mayfly_ttl_gc_backlog_items", busy));
+    EXPECT_LE(deleted, 200) << "node " << n + 1 << " did not yield to the writer";
+    EXPECT_GT(after[n].sum("mayfly_ttl_gc_backlog_items", busy), kItems - 500);
+    EXPECT_EQ(after[n].sum("mayfly_ttl_gc_busy", {}), 1);
+  }
+  stop = true;
+  writer.join();
+  std::printf("[gc-pace] the writer applied %lld writes\n", static_cast<long long>(load_writes.load()));
+  EXPECT_TRUE(wait_every_node(
+      cluster,
+      [&](const Scrape& s) {
+        return s.sum("mayfly_ttl_gc_deleted_items_total", busy) == kItems &&
+               s.sum("mayfly_ttl_gc_backlog_items", busy) == 0 && s.sum("mayfly_ttl_gc_busy", {}) == 0;
+      },
+      milliseconds(15000)))
+      << describe(scrape_all(cluster), std::string(kDb) + "/busy");
+}
+
+}  // namespace
+}  // namespace mayfly::it
