@@ -14,9 +14,13 @@
 //      --fg-max-requests): idle before the backlog exists, right after --backlog-items items expired at once (while
 //      every node drains them), and after the drain finished. Drain rate per node from the metrics during and after
 //      the loaded windows; mean fsync latency and CPU per node per phase.
+//   3. Expiry lateness (--phases lateness, not run by default): each replica's mayfly_ttl_expiry_lateness_seconds over
+//      the distinct expiry instants (whole seconds) of --lateness-seconds of writes, on an idle cluster and under 50
+//      in-flight upserts (a fresh cluster each).
 //
 //   build-bench/bench/mayfly-gc-bench [--mayflyd PATH] [--base-port P] [--mass-items N] [--backlog-items B]
-//                                     [--fg-seconds S] [--runs R] [--gc-flags "..."] [--phases mass,foreground]
+//                                     [--fg-seconds S] [--runs R] [--gc-flags "..."]
+//                                     [--phases mass,foreground,lateness] [--lateness-seconds S (60)]
 //                                     [--keep-data]
 // Every load loop is bounded by time and by count; the benchmark stops only the nodes it started (by PID).
 #include <unistd.h>
@@ -55,10 +59,12 @@ using metrics::Scrape;
 constexpr const char* kUsage =
     "usage: mayfly-gc-bench [--mayflyd PATH] [--base-port P] [--mass-items N] [--backlog-items B]\n"
     "                       [--fg-seconds S] [--fg-max-requests N] [--runs R] [--gc-flags \"--gc-... ...\"]\n"
-    "                       [--phases mass,foreground] [--load-in-flight K] [--keep-data]\n"
+    "                       [--phases mass,foreground,lateness] [--lateness-seconds S] [--load-in-flight K]\n"
+    "                       [--keep-data]\n"
     "  --base-port P: nodes listen on P..P+2 and serve metrics on P+3..P+5 (default: ports the OS picks)\n"
     "  --runs R: mass-expiry runs (medians), and foreground windows per phase (pooled percentiles)\n"
-    "  each phase (mass, foreground) runs on a fresh cluster\n";
+    "  each phase (mass, foreground; lateness: idle, then under load) runs on a fresh cluster; lateness is not in the\n"
+    "  default --phases\n";
 
 constexpr char kDatabase[] = "gcbench";
 constexpr int kPartitions = 256;
@@ -77,6 +83,8 @@ struct Settings {
   std::string gc_flags;
   bool mass = true;
   bool foreground = true;
+  bool lateness = false;
+  double lateness_seconds = 60;  // per lateness setting
   size_t load_in_flight = 256;
   bool keep_data = false;
   // The collector's pace as the nodes run it (from --gc-flags, else mayflyd's defaults), for the notes.
@@ -236,7 +244,7 @@ void create_container(Env& env, const std::string& container) {
   request.container = container;
   request.settings.partition_key_path = "/pk";
   // TTL on without a default: every item's own `ttl` counts. Serverless (no throughput): no RU limit, so the
-  // collector runs at --gc-batch-items-max per --gc-interval-ms on every node.
+  // collector runs at the pace of node/gc_pacer.h on every node.
   request.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
   request.settings.default_ttl_json = "-1";
   // A 408/503 leaves the outcome unknown: ask again (bounded); 409 then means an earlier attempt created it.
@@ -472,8 +480,20 @@ MassRun mass_expiry_run(Env& env, int run) {
         list.endpoint = node;
         list.options.consistency = Consistency::kEventual;
         list.options.max_items = 1;
-        const Response listed = env.probe->execute(list);
-        figures.list_empty = listed.status == 200 && listed.body == "[]" && listed.continuation.empty();
+        // A page that scanned its budget of expired entries comes back empty with a continuation: follow it to the
+        // end (bounded), every page must be empty.
+        figures.list_empty = true;
+        for (int page = 0; page < 10'000; ++page) {
+          const Response listed = env.probe->execute(list);
+          if (listed.status != 200 || listed.body != "[]") {
+            figures.list_empty = false;
+            std::fprintf(stderr, "mayfly-gc-bench: node %zu list page %d: status %d, body %.200s\n", node, page,
+                         listed.status, listed.body.c_str());
+            break;
+          }
+          if (listed.continuation.empty()) break;
+          list.options.continuation = listed.continuation;
+        }
         figures.confirmed_ms = seconds_after(e) * 1000;
       }
       if (figures.reclaimed_s < 0) {
@@ -536,10 +556,11 @@ void print_mass_expiry(const Settings& settings, const std::vector<MassRun>& run
               runs.size());
   for (size_t r = 0; r < runs.size(); ++r) std::printf("%s\n", describe_run(runs[r], r + 1).c_str());
   std::printf("\n| node | invisible after E, ms | confirmed (200 reads 404, list empty), ms | first delete after E, s | "
-              "all deleted + backlog 0 after E, s | drain items/s = N / (reclaimed − invisible) | mean deletion lag, s | "
-              "driver CPU per 1000 deletes (net of idle), ms |\n|---|---|---|---|---|---|---|---|\n");
+              "all deleted + backlog 0 after E, s | drain items/s = N / (reclaimed − invisible) | deleting items/s = N / "
+              "(all deleted − first delete) | mean deletion lag, s | driver CPU per 1000 deletes (net of idle), ms |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
   for (size_t node = 0; node < kNodes; ++node) {
-    std::vector<double> invisible, confirmed, first, reclaimed, rate, lag, cpu;
+    std::vector<double> invisible, confirmed, first, reclaimed, rate, deleting, lag, cpu;
     for (const MassRun& run : runs) {
       const NodeExpiry& figures = run.nodes[node];
       invisible.push_back(figures.invisible_ms);
@@ -547,12 +568,15 @@ void print_mass_expiry(const Settings& settings, const std::vector<MassRun>& run
       first.push_back(figures.first_delete_s);
       reclaimed.push_back(figures.reclaimed_s);
       rate.push_back(figures.drain_rate);
+      const double span = figures.deleted_all_s - figures.first_delete_s;
+      deleting.push_back(span > 0 ? static_cast<double>(settings.mass_items) / span : 0);
       lag.push_back(figures.lag_mean_s);
       cpu.push_back((figures.driver_cpu_s - figures.driver_idle_cpu_s) * 1000 /
                     static_cast<double>(settings.mass_items) * 1000);
     }
-    std::printf("| %zu | %.0f | %.0f | %.2f | %.2f | %.0f | %.2f | %.0f |\n", node + 1, median(invisible),
-                median(confirmed), median(first), median(reclaimed), median(rate), median(lag), median(cpu));
+    std::printf("| %zu | %.0f | %.0f | %.2f | %.2f | %.0f | %.0f | %.2f | %.0f |\n", node + 1, median(invisible),
+                median(confirmed), median(first), median(reclaimed), median(rate), median(deleting), median(lag),
+                median(cpu));
   }
   std::vector<double> slowest;
   for (const MassRun& run : runs) {
@@ -560,16 +584,16 @@ void print_mass_expiry(const Settings& settings, const std::vector<MassRun>& run
     for (const NodeExpiry& figures : run.nodes) worst = std::max(worst, figures.reclaimed_s);
     slowest.push_back(worst);
   }
-  const double pace = static_cast<double>(settings.gc_batch_items_max) * 1000.0 /
-                      static_cast<double>(settings.gc_interval_ms);
-  std::printf("\nnotes: the collector's configured pace is %" PRIu64 " items per %" PRIu64
-              " ms = %.0f items/s per node per container. Invisible = the node's applied replicated time was seen ≥ E "
+  std::printf("\nnotes: the collector's pace (node/gc_pacer.h): with nothing else to do a node runs passes of "
+              "%" PRIu64 " items per container back to back, within --gc-driver-share of its driver thread; while it "
+              "serves more than 200 operations a second, one pass of at most 100 items per %" PRIu64 " ms. "
+              "Invisible = the node's applied replicated time was seen ≥ E "
               "(cluster status polled every ~5 ms); reclaimed = every item physically deleted on that node "
               "(mayfly_ttl_gc_deleted_items_total == N) and the backlog gauge (refreshed every 1 s) at 0; the last "
               "node reclaimed %.2f s after E (median). Driver CPU is the node's main (driver) thread from E to "
               "reclaimed, less what it used per second while idle between loading and E (ticks, time entries, metrics), "
               "per 1000 items deleted: an estimate of one collector pass of 1000 items.\n",
-              settings.gc_batch_items_max, settings.gc_interval_ms, pace, median(slowest));
+              settings.gc_batch_items_max, settings.gc_interval_ms, median(slowest));
   std::printf("etcd reference (given by issue #5 for this machine, NOT run here): etcd revokes about 1,000 expired "
               "leases per second, so 20k leases take 11–13 s after the last deadline to disappear. Here the items "
               "stop being visible when the replicated time passes E (no per-item revocation before that); "
@@ -880,6 +904,88 @@ void foreground_phase(Env& env) {
 }
 
 // The value of `flag` in a space-separated flag list, if present.
+// ---- phase 3: expiry lateness -----------------------------------------------------------------------------------
+// Issue #14 target 3, measured where it happens: each node's mayfly_ttl_expiry_lateness_seconds (the wall time at which
+// its applied replicated time first reached an expiry instant, minus the instant; one sample per distinct instant),
+// on a fresh cluster per setting so the histograms hold nothing else. Items carry ttl 2 s; an item expires at its
+// whole-second _ts + ttl (spec), so --lateness-seconds S gives about S − 3 instants per setting.
+struct LatenessResult {
+  std::string setting;
+  uint64_t expiring = 0;      // items written to expire (instants)
+  uint64_t writes = 0;        // all writes (the load's included)
+  std::vector<double> count, p50_ms, p99_ms, max_ms;  // per node; max = the highest bucket bound reached
+};
+
+LatenessResult lateness_run(Env& env, bool loaded) {
+  create_container(env, "late");
+  LatenessResult result;
+  result.setting = loaded ? "50 in-flight 256 B upserts (1 in 20 expiring)" : "idle: one write every 50 ms";
+  const std::string padding(200, 'x');
+  auto make = [&](uint64_t index, bool expiring) {
+    Request request;
+    request.op = Op::kUpsertItem;
+    request.database = kDatabase;
+    request.container = "late";
+    request.partition_key = json_string(item_pk(index));
+    request.body = R"({"id":")" + item_id("l", index) + R"(","pk":")" + item_pk(index) + R"(","ttl":)" +
+                   (expiring ? "2" : "86400") + R"(,"v":")" + padding + "\"}";
+    return request;
+  };
+  const double seconds = std::max(10.0, env.settings.lateness_seconds);
+  if (!loaded) {
+    // A write every 50 ms, nothing else running: the floor of the path (timer, time entry, commit, apply).
+    const auto started = Clock::now();
+    for (uint64_t i = 0; i < 1'000'000 && seconds_since(started) < seconds - 3; ++i) {
+      const Response response = env.clients.front()->execute(make(i, true));
+      ++result.writes;
+      if (response.ok()) ++result.expiring;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } else {
+    // Expiring writes only in the first seconds − 3 s, so every instant falls while the load still runs.
+    const auto started = Clock::now();
+    uint64_t next = 0;
+    Pump pump(
+        env.clients, 50, started + std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6)),
+        env.settings.fg_max_requests,
+        [&](size_t) -> std::optional<Request> {
+          const uint64_t index = next++;
+          return make(index, index % 20 == 0 && seconds_since(started) < seconds - 3);
+        },
+        [&](size_t, const Request& request, const Response& response, double) {
+          ++result.writes;
+          if (response.ok() && request.body.find(R"("ttl":2,)") != std::string::npos) ++result.expiring;
+        });
+    pump.run();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the last instants pass
+  for (size_t node = 1; node <= kNodes; ++node) {
+    const Scrape scrape = scrape_node(env, node);
+    const std::string name = "mayfly_ttl_expiry_lateness_seconds";
+    result.count.push_back(scrape.sum(name + "_count"));
+    result.p50_ms.push_back(scrape.histogram_quantile(name, 0.5).value_or(-0.001) * 1000);
+    result.p99_ms.push_back(scrape.histogram_quantile(name, 0.99).value_or(-0.001) * 1000);
+    result.max_ms.push_back(scrape.histogram_quantile(name, 1.0).value_or(-0.001) * 1000);
+  }
+  return result;
+}
+
+void print_lateness(const std::vector<LatenessResult>& results) {
+  std::printf("\n### Expiry lateness per replica (mayfly_ttl_expiry_lateness_seconds; buckets interpolated)\n\n"
+              "| load | items expiring (instants) | writes | instants counted per node | p50 ms per node | p99 ms per "
+              "node | max ms per node (bucket bound) |\n|---|---|---|---|---|---|---|\n");
+  for (const LatenessResult& result : results) {
+    std::printf("| %s | %" PRIu64 " | %" PRIu64 " | %s | %s | %s | %s |\n", result.setting.c_str(), result.expiring,
+                result.writes, per_node(result.count, "%.0f").c_str(), per_node(result.p50_ms, "%.1f").c_str(),
+                per_node(result.p99_ms, "%.1f").c_str(), per_node(result.max_ms, "%.1f").c_str());
+  }
+  std::printf("\nnotes: an instant is counted once per replica, when its applied time first reaches it; the leader "
+              "schedules a time entry for each next instant, so lateness = timer + time entry's commit round trip "
+              "(fsync on leader and followers) + apply. The client-observed figure (first 404 − instant) is printed "
+              "by tests/integration/expiry_test.cc.\n");
+  std::fflush(stdout);
+}
+
 std::optional<uint64_t> flag_value(const std::vector<std::string>& flags, const std::string& flag) {
   for (size_t i = 0; i + 1 < flags.size(); ++i) {
     if (flags[i] == flag) return std::strtoull(flags[i + 1].c_str(), nullptr, 10);
@@ -914,6 +1020,7 @@ int main(int argc, char** argv) {
     else if (flag == "--mass-items") settings.mass_items = std::strtoull(value.c_str(), nullptr, 10);
     else if (flag == "--backlog-items") settings.backlog_items = std::strtoull(value.c_str(), nullptr, 10);
     else if (flag == "--fg-seconds") settings.fg_seconds = std::atof(value.c_str());
+    else if (flag == "--lateness-seconds") settings.lateness_seconds = std::atof(value.c_str());
     else if (flag == "--fg-max-requests") settings.fg_max_requests = std::strtoull(value.c_str(), nullptr, 10);
     else if (flag == "--runs") settings.runs = std::atoi(value.c_str());
     else if (flag == "--gc-flags") settings.gc_flags = value;
@@ -924,18 +1031,20 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  settings.mass = settings.foreground = false;
+  settings.mass = settings.foreground = settings.lateness = false;
   for (const std::string& phase : split(phases)) {
     if (phase == "mass") settings.mass = true;
     else if (phase == "foreground") settings.foreground = true;
+    else if (phase == "lateness") settings.lateness = true;
     else {
       std::fprintf(stderr, "mayfly-gc-bench: unknown phase %s\n%s", phase.c_str(), kUsage);
       return 2;
     }
   }
   if (settings.mass_items < 200 || settings.backlog_items < 1 || settings.fg_seconds <= 0 ||
+      settings.lateness_seconds < 10 || settings.lateness_seconds > 3600 ||
       settings.fg_max_requests < 1 || settings.runs < 1 || settings.load_in_flight < 1 ||
-      settings.base_port < 0 || settings.base_port > 65530 || (!settings.mass && !settings.foreground) ||
+      settings.base_port < 0 || settings.base_port > 65530 || (!settings.mass && !settings.foreground && !settings.lateness) ||
       settings.mass_items > 100000000 || settings.backlog_items > 100000000) {
     std::fprintf(stderr, "mayfly-gc-bench: --mass-items ≥ 200, other numbers positive, a phase to run\n%s", kUsage);
     return 2;
@@ -1017,5 +1126,13 @@ int main(int argc, char** argv) {
     });
   }
   if (settings.foreground) with_cluster([](Env& env) { foreground_phase(env); });
+  if (settings.lateness) {
+    std::vector<LatenessResult> results;
+    for (const bool loaded : {false, true}) {
+      std::fprintf(stderr, "mayfly-gc-bench: expiry lateness, %s\n", loaded ? "under load" : "idle");
+      with_cluster([&](Env& env) { results.push_back(lateness_run(env, loaded)); });
+    }
+    print_lateness(results);
+  }
   return 0;
 }

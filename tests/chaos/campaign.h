@@ -29,7 +29,7 @@ struct CampaignOptions {
   // the node had not fsync'd, as a power cut would.
   std::string power_cut_shim;
   int64_t recovery_bound_ms = 15000;
-  // The nodes' --snapshot-interval-entries; 0: by seed, 300 / 2000 / the node's default (20000) in turn, so snapshots,
+  // The nodes' --snapshot-interval-entries; 0: by seed, 300 / 2000 / 20000 in turn, so snapshots,
   // log compaction and snapshot installs (a lagging or re-added node) happen under the faults too.
   int64_t snapshot_interval_entries = 0;
   std::string history_dir;  // where failing runs' histories are written
