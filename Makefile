@@ -44,7 +44,7 @@ BENCH_COMPARE_ARGS ?=
 export BENCH_COMPARE_ARGS
 bench-compare: configure
 	@bash bench/compare/install-deps.sh
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mayfly-bench mayflyd
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mayfly-bench mayfly-gc-bench mayflyd
 	/usr/bin/python3 bench/compare/run.py --build-dir $(BUILD_DIR) $(BENCH_COMPARE_ARGS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build and the whole suite under it, in its own build directory (README

@@ -209,7 +209,8 @@ void Driver::note_foreground() {
   gc_pacer_.note_foreground(now, served - foreground_ops_seen_ + item_writes_unreported_);
   foreground_ops_seen_ = served;
   item_writes_unreported_ = 0;
-  metrics_.set_gc_pace(gc_pacer_.busy(now), static_cast<double>(gc_pacer_.next_pass_micros() - now) / 1e6);
+  metrics_.set_gc_pace(gc_pacer_.busy(now),
+                       static_cast<double>(std::max<int64_t>(0, gc_pacer_.next_pass_micros() - now)) / 1e6);
 }
 
 void Driver::collect_garbage() {

@@ -330,6 +330,109 @@ def run_mayfly(processes, settings, round_no, points, results):
                         results.append(dict(r, system="mayfly", row=key, clients=c, round=round_no))
 
 
+# ---- Mayfly only: issue #14's TTL targets (3-5) ----------------------------------------------------------------------
+def _table_rows(text, header_start):
+    """The data rows of the markdown table whose header line starts with `header_start`, as lists of cells."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(header_start):
+            rows = []
+            for row in lines[i + 2:]:
+                if not row.startswith("|"):
+                    break
+                rows.append([cell.strip() for cell in row.strip().strip("|").split("|")])
+            return rows
+    return []
+
+
+def parse_gc_bench(text):
+    """mayfly-gc-bench's mass, lateness and foreground figures."""
+    out = {}
+    mass = _table_rows(text, "| node | invisible after E")
+    if mass:
+        out["drain"] = [float(r[5]) for r in mass]        # N / (reclaimed - invisible), per node
+        out["deleting"] = [float(r[6]) for r in mass]     # N / (all deleted - first delete), per node
+        out["reclaimed_s"] = [float(r[4]) for r in mass]
+    for r in _table_rows(text, "| load | items expiring"):
+        p99 = [float(x) for x in r[5].split(" / ")]
+        out["lateness_loaded" if r[0].startswith("50 in-flight") else "lateness_idle"] = p99
+    m = re.search(r"p99\(draining\) / p99\(idle, no backlog\): writes ([\d.]+)×, reads ([\d.]+)×; "
+                  r"p99\(draining\) / p99\(idle, after the drain\): writes ([\d.]+)×, reads ([\d.]+)×", text)
+    if m:
+        out["foreground"] = [float(x) for x in m.groups()]
+    return out
+
+
+def run_ttl_targets(processes, settings):
+    """mayfly-gc-bench, once: mass expiry of 100,000 items and expiry lateness (idle, under load) with the default
+    flags; with --gc-foreground also the foreground phase over a 300,000-item backlog."""
+    bench = os.path.join(settings.args.build_dir, "bench", "mayfly-gc-bench")
+    phases = "mass,lateness" + (",foreground" if settings.args.gc_foreground else "")
+    port = settings.base + 40
+    check_ports_free(list(range(port, port + 6)))
+    argv = [bench, "--phases", phases, "--runs", "1", "--mass-items", "100000", "--backlog-items", "300000",
+            "--lateness-seconds", str(settings.args.lateness_seconds), "--base-port", str(port)]
+    log(f"mayfly-gc-bench {' '.join(argv[1:])}")
+    log_path = os.path.join(settings.workdir, "gc-bench.log")
+    out = run_tool(processes, "mayfly-gc-bench", argv, log_path, timeout=1800)
+    with open(os.path.join(settings.workdir, "gc-bench.out"), "w") as f:
+        f.write(out)
+    parsed = parse_gc_bench(out)
+    parsed["command"] = "build/bench/mayfly-gc-bench " + " ".join(argv[1:])
+    return parsed
+
+
+def _median_ops(results, system, row, clients):
+    values = [x["ops_per_s"] for x in results if x["system"] == system and x["row"] == row and x["clients"] == clients]
+    return statistics.median(values) if values else None
+
+
+def targets_report(results, ttl):
+    """Issue #14's targets, each with its figure from this run and whether it is met."""
+    lines = ["", "### Issue #14's targets in this run", "",
+             "| target | goal | measured | met |", "|---|---|---|---|"]
+
+    def ratio_row(name, goal, system, row, other_row, clients):
+        mayfly, other = _median_ops(results, "mayfly", row, clients), _median_ops(results, system, other_row, clients)
+        if mayfly is None or other is None:
+            lines.append(f"| {name} | {goal} | not measured in this run | — |")
+            return
+        r = mayfly / other
+        lines.append(f"| {name} | {goal} | {r:.2f}× ({mayfly:,.0f} / {other:,.0f} ops/s) | "
+                     f"{'yes' if r >= 3 or (system == 'redis' and r >= 1) else 'no'} |")
+
+    for clients in (50, 1000):
+        ratio_row(f"1. durable 256 B writes, {clients} clients", "≥ 3× etcd puts", "etcd", "write", "write", clients)
+    ratio_row("1. durable 256 B writes, 50 clients", "≥ Redis SET + WAIT 2", "redis", "write", "write", 50)
+    ratio_row("2. session reads, 1000 clients", "≥ 3× etcd serializable gets", "etcd", "session", "session", 1000)
+    ratio_row("2. strong reads, 1000 clients", "≥ 3× etcd linearizable gets", "etcd", "strong", "strong", 1000)
+    if ttl is None:
+        lines.append("| 3–5. expiry lateness, mass reclaim, GC and foreground p99 | | not run (`--no-ttl-targets`) | — |")
+        return lines
+    for key, what in (("lateness_idle", "idle"), ("lateness_loaded", "under 50 in-flight upserts")):
+        p99 = ttl.get(key)
+        if p99:
+            lines.append(f"| 3. expiry lateness p99 per replica, {what} | ≤ 5 ms on every replica | "
+                         f"{' / '.join(f'{x:.1f}' for x in p99)} ms | {'yes' if max(p99) <= 5 else 'no'} |")
+    if ttl.get("deleting"):
+        low = min(ttl["deleting"])
+        lines.append(f"| 4. mass reclaim, defaults, 100,000 items | ≥ 100,000 items/s per node | "
+                     f"{' / '.join(f'{x:,.0f}' for x in ttl['deleting'])} items/s deleting "
+                     f"({' / '.join(f'{x:,.0f}' for x in ttl['drain'])} to backlog 0) | "
+                     f"{'yes' if low >= 100000 else 'no'} |")
+    fg = ttl.get("foreground")
+    if fg:
+        lines.append(f"| 5. foreground p99, 300,000 expired draining, 50 + 50 clients | ≤ 1.1× idle | writes "
+                     f"{fg[0]:.2f}×, reads {fg[1]:.2f}× the windows before the backlog; {fg[2]:.2f}× / {fg[3]:.2f}× "
+                     f"the windows after the drain | {'yes' if max(fg[0], fg[1]) <= 1.1 else 'no'} |")
+    else:
+        lines.append("| 5. foreground p99 with a backlog draining | ≤ 1.1× idle | not run (add `--gc-foreground`, "
+                     "~5 min) | — |")
+    lines += ["", f"Targets 3–5: `{ttl['command']}` (fresh 3-node clusters, default flags; README \"Garbage "
+              "collection\" explains each figure)."]
+    return lines
+
+
 # ---- the report -----------------------------------------------------------------------------------------------------
 def fmt_ops(values):
     values = sorted(values)
@@ -375,7 +478,7 @@ def version(argv, pattern=None):
     return line
 
 
-def report(args, results, rounds, points, command, started, finished, load_start, load_end):
+def report(args, results, rounds, points, command, started, finished, load_start, load_end, ttl=None):
     lines = []
     add = lines.append
     add(f"## Mayfly vs etcd vs Redis — `make bench-compare`, {started:%Y-%m-%d %H:%M} UTC")
@@ -480,6 +583,8 @@ def report(args, results, rounds, points, command, started, finished, load_start
         "items written first" + ("; the change feed row: the same upserts into a container created with "
                                  "--change-feed on" if points.get("feed") else ""))
     add(f"- command: `{command}`")
+    if "mayfly" in args.systems.split(","):
+        lines += targets_report(results, ttl)
     return "\n".join(lines)
 
 
@@ -509,6 +614,12 @@ def main():
                              "over all members (clientv3's default with every endpoint; followers forward)")
     parser.add_argument("--out", help="also write the report here (default: BUILD/bench-compare/report-DATE.md)")
     parser.add_argument("--keep-data", action="store_true", help="keep the data and log directories")
+    parser.add_argument("--no-ttl-targets", action="store_true",
+                        help="skip mayfly-gc-bench (issue #14's targets 3-5: expiry lateness, mass reclaim)")
+    parser.add_argument("--lateness-seconds", type=float, default=30,
+                        help="mayfly-gc-bench --lateness-seconds (about this many expiry instants, minus 3)")
+    parser.add_argument("--gc-foreground", action="store_true",
+                        help="also target 5: foreground p99 over a 300,000-item backlog draining (~5 min more)")
     args = parser.parse_args()
     command = " ".join(shlex.quote(a) for a in ["bench/compare/run.py"] + sys.argv[1:])
     if os.environ.get("MAKELEVEL") and "BENCH_COMPARE_ARGS" in os.environ:  # run by `make bench-compare`
@@ -517,6 +628,7 @@ def main():
             f" (ran {command})"
     if args.quick:
         args.rounds, args.seconds = 1, min(args.seconds, 3)
+        args.lateness_seconds = min(args.lateness_seconds, 10)
     points = QUICK_POINTS if args.quick else FULL_POINTS
     systems = args.systems.split(",")
     if args.rounds < 1 or args.seconds <= 0 or not set(systems) <= {"etcd", "redis", "mayfly"}:
@@ -548,6 +660,9 @@ def main():
             order = systems if round_no % 2 == 1 else list(reversed(systems))
             for system in order:
                 runners[system](processes, settings, round_no, points, results)
+        ttl = None
+        if "mayfly" in systems and not args.no_ttl_targets:
+            ttl = run_ttl_targets(processes, settings)
     except KeyboardInterrupt:
         log("interrupted: stopping what was started")
         processes.stop()
@@ -562,7 +677,7 @@ def main():
     finished = datetime.datetime.now(datetime.timezone.utc)
     load_end = " ".join(open("/proc/loadavg").read().split()[:3])
     text = report(args, results, list(range(1, args.rounds + 1)), points, command, started, finished, load_start,
-                  load_end)
+                  load_end, ttl)
     print(text)
     out = args.out or os.path.join(args.build_dir, "bench-compare", f"report-{started:%Y%m%dT%H%M%S}.md")
     with open(out, "w") as f:
