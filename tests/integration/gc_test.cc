@@ -6,8 +6,10 @@
 //   the deletion-lag histogram holds every deleted item, and the deletes cost users nothing (provisioned).
 // - Serverless: TTL deletes are reported as consumed request units (op="ttl_delete").
 // - Over-budget requests are answered 429 with a retry-after and apply nothing; the client library's retries succeed.
+// - The collector's pace (node/gc_pacer.h): back to back on an idle node, one short pass per interval on a busy one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <iostream>
@@ -99,12 +101,17 @@ int64_t applied_time(Cluster& cluster, size_t n) {
   return status ? status->applied_time_micros : 0;
 }
 
-TEST(IntegrationGc, FullLoadStarvesTheCollectorOnEveryNodeThenTheBacklogDrains) {
+// A cluster whose nodes serve metrics, with the collector's --gc-interval-ms.
+ClusterOptions metrics_cluster(const std::string& name, const std::string& gc_interval_ms) {
   ClusterOptions options;
-  options.name = "gc-starve";
+  options.name = name;
   options.metrics = true;
-  options.extra_flags = {"--gc-interval-ms", "50"};
-  Cluster cluster(options);
+  options.extra_flags = {"--gc-interval-ms", gc_interval_ms};
+  return options;
+}
+
+TEST(IntegrationGc, FullLoadStarvesTheCollectorOnEveryNodeThenTheBacklogDrains) {
+  Cluster cluster(metrics_cluster("gc-starve", "50"));
   ASSERT_TRUE(cluster.start());
   ASSERT_NE(cluster.wait_for_leader(), 0u);
   client::Client client(cluster.client_options());
@@ -336,12 +343,6 @@ TEST(IntegrationGc, OverBudgetRequestsAre429WithRetryAfterApplyNothingAndClientR
   EXPECT_GT(on_leader->sum("mayfly_requests_total", {{"status", "429"}}), 0);
 }
 
-}  // namespace
-}  // namespace mayfly::it
-
-namespace mayfly::it {
-namespace {
-
 // Writes `count` items "<prefix>-<i>" with their own `ttl` into `container` in pipelined batches; returns the latest
 // deadline (Unix seconds) from the responses' _ts.
 int64_t write_expiring(client::Client& client, const std::string& container, const std::string& prefix, int count,
@@ -380,11 +381,7 @@ bool replicated_time_passed(Cluster& cluster, int64_t deadline_s, milliseconds t
 // (2.6–3.2 s measured); the same backlog while a writer keeps every node busy loses at most 100 items per pass, one
 // pass per interval; when the writer stops, it drains at the idle pace.
 TEST(IntegrationGc, AnIdleNodeCollectsInPassesBackToBackABusyOneInShortPassesEveryInterval) {
-  ClusterOptions options;
-  options.name = "gc-pace";
-  options.metrics = true;
-  options.extra_flags = {"--gc-interval-ms", "5000"};
-  Cluster cluster(options);
+  Cluster cluster(metrics_cluster("gc-pace", "5000"));
   ASSERT_TRUE(cluster.start());
   ASSERT_NE(cluster.wait_for_leader(), 0u);
   client::Client client(cluster.client_options());
