@@ -48,8 +48,9 @@ class GcPacer {
   int64_t next_pass_micros() const { return next_pass_micros_; }
   // Items per container for a pass starting at `now_micros`.
   uint64_t batch_items(int64_t now_micros) const;
-  // A pass ran from `started_micros` to `ended_micros`, deleted `deleted` items, and left expired items behind
-  // that its batch or work budget (not a lack of RU) kept it from (`backlog_left`).
+  // A pass ran from `started_micros` to `ended_micros`, deleted `deleted` items, and left expired items behind that
+  // its budget — batch ceiling, work or spare RU — kept it from (`backlog_left`: Collector::last_pass_saturated). A
+  // container out of RU deletes nothing on the next pass, which then waits the full interval.
   void pass_done(int64_t started_micros, int64_t ended_micros, int64_t deleted, bool backlog_left);
 
   const GcPaceOptions& options() const { return options_; }
