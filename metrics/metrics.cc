@@ -251,10 +251,12 @@ Metrics::Metrics(uint64_t node_id)
                    .Help("1 while the garbage collector yields to foreground load (short passes every "
                          "--gc-interval-ms), 0 while it uses idle time (passes back to back up to --gc-driver-share)")
                    .Register(*registry_)),
-      gc_pause_(BuildGauge()
-                    .Name("mayfly_ttl_gc_next_pass_seconds")
-                    .Help("Time until the garbage collector's next pass (node/gc_pacer.h)")
-                    .Register(*registry_)) {
+      gc_next_pass_(BuildGauge()
+                        .Name("mayfly_ttl_gc_next_pass_seconds")
+                        .Help("Time until the garbage collector's next pass (node/gc_pacer.h)")
+                        .Register(*registry_)),
+      gc_busy_gauge_(gc_busy_.Add({{"node", node_}})),
+      gc_next_pass_gauge_(gc_next_pass_.Add({{"node", node_}})) {
   raft_term_.Add({{"node", node_}}).Set(0);
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
@@ -268,13 +270,11 @@ Metrics::Metrics(uint64_t node_id)
   fsync_latency_.Add({{"node", node_}}, latency_buckets());
   proposal_latency_.Add({{"node", node_}}, latency_buckets());
   expiry_lateness_.Add({{"node", node_}}, lateness_buckets());
-  gc_busy_.Add({{"node", node_}});
-  gc_pause_.Add({{"node", node_}});
 }
 
 void Metrics::set_gc_pace(bool busy, double next_pass_seconds) {
-  gc_busy_.Add({{"node", node_}}).Set(busy ? 1 : 0);
-  gc_pause_.Add({{"node", node_}}).Set(next_pass_seconds);
+  gc_busy_gauge_.Set(busy ? 1 : 0);
+  gc_next_pass_gauge_.Set(next_pass_seconds);
 }
 
 void Metrics::set_raft(const RaftFigures& figures) {

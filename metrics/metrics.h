@@ -158,7 +158,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& changefeed_oldest_age_;
 
   prometheus::Family<prometheus::Gauge>& gc_busy_;
-  prometheus::Family<prometheus::Gauge>& gc_pause_;
+  prometheus::Family<prometheus::Gauge>& gc_next_pass_;
+  prometheus::Gauge& gc_busy_gauge_;       // this node's series of the two above: set on every driver tick
+  prometheus::Gauge& gc_next_pass_gauge_;
   std::atomic<uint64_t> foreground_ops_{0};
 
   std::mutex mutex_;

@@ -15,7 +15,7 @@ uint64_t Collector::pass_work(uint64_t batch_items_max) const {
 }
 
 Result<int64_t> Collector::run_once(uint64_t batch_items_max) {
-  pass_batch_items_ = std::max<uint64_t>(1, batch_items_max);
+  const uint64_t batch = std::max<uint64_t>(1, batch_items_max);
   MAYFLY_ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<storage::ContainerInfo>> list,
                           expiry_.reader().container_list());
   const std::vector<storage::ContainerInfo>& containers = *list;
@@ -25,7 +25,7 @@ Result<int64_t> Collector::run_once(uint64_t batch_items_max) {
                                    return std::tie(info.database, info.container) < std::tie(key.first, key.second);
                                  }) -
                 containers.begin();
-  const uint64_t budget = pass_work(pass_batch_items_);
+  const uint64_t budget = pass_work(batch);
   uint64_t work = 0;
   int64_t deleted = 0;
   size_t visits = 0;
@@ -37,7 +37,7 @@ Result<int64_t> Collector::run_once(uint64_t batch_items_max) {
     const storage::ContainerInfo& info = containers[next];
     uint64_t spent = 0;
     bool cut_short = false;
-    MAYFLY_ASSIGN_OR_RETURN(int64_t items, collect_within(info, budget - work, spent, &cut_short));
+    MAYFLY_ASSIGN_OR_RETURN(int64_t items, collect_within(info, budget - work, batch, spent, &cut_short));
     work += spent;
     deleted += items;
     if (cut_short && visits > 0 && !resume) resume = next;
@@ -51,22 +51,22 @@ Result<int64_t> Collector::run_once(uint64_t batch_items_max) {
   if (!containers.empty()) cursor_ = {containers[next].database, containers[next].container};
   last_pass_visits_ = visits;
   last_pass_work_ = work;
-  MAYFLY_RETURN_IF_ERROR(expiry_.reclaim_dropped(pass_batch_items_).status());
+  MAYFLY_RETURN_IF_ERROR(expiry_.reclaim_dropped(batch).status());
   // Change feed retention (docs/changefeed.md): node-local like the deletes above, in batches of the same size.
-  MAYFLY_RETURN_IF_ERROR(expiry_.trim_change_feed(pass_batch_items_).status());
+  MAYFLY_RETURN_IF_ERROR(expiry_.trim_change_feed(batch).status());
   return deleted;
 }
 
 Result<int64_t> Collector::collect(const storage::ContainerInfo& info, uint64_t max_work, uint64_t* work) {
   uint64_t spent = 0;
   bool cut_short = false;
-  Result<int64_t> deleted = collect_within(info, max_work, spent, &cut_short);
+  Result<int64_t> deleted = collect_within(info, max_work, options_.batch_items_max, spent, &cut_short);
   if (work != nullptr) *work += spent;
   return deleted;
 }
 
-Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, uint64_t max_work, uint64_t& spent,
-                                          bool* cut_short) {
+Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, uint64_t max_work,
+                                          uint64_t batch_items_max, uint64_t& spent, bool* cut_short) {
   spent = kVisitWork;
   const std::string key = info.database + "/" + info.container;
   const uint64_t count_limit = max_work > spent ? (max_work - spent) / 2 / kCountWork : 0;
@@ -80,8 +80,7 @@ Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, ui
   if (backlog.items == 0) return 0;
   const uint64_t work_left = max_work > spent ? (max_work - spent) / kDeleteWork : 0;
   const uint64_t average_bytes = static_cast<uint64_t>(backlog.bytes / backlog.items);
-  const uint64_t batch = pass_batch_items_ == 0 ? options_.batch_items_max : pass_batch_items_;
-  const uint64_t paid_for = ttl::affordable_deletes(budget, average_bytes, batch);
+  const uint64_t paid_for = ttl::affordable_deletes(budget, average_bytes, batch_items_max);
   const uint64_t affordable = std::min(paid_for, work_left);
   if (affordable < paid_for && static_cast<uint64_t>(backlog.items) > affordable) *cut_short = true;
   if (affordable == 0) {  // user work wins (or this pass's work is spent); the backlog waits

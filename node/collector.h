@@ -75,15 +75,14 @@ class Collector {
 
  private:
   // collect() with the work done in `spent`, and *cut_short set when max_work stopped the count or the deletes.
-  Result<int64_t> collect_within(const storage::ContainerInfo& info, uint64_t max_work, uint64_t& spent,
-                                 bool* cut_short);
+  Result<int64_t> collect_within(const storage::ContainerInfo& info, uint64_t max_work, uint64_t batch_items_max,
+                                 uint64_t& spent, bool* cut_short);
 
   storage::ExpiryKeeper& expiry_;
   RequestUnitAccount& request_units_;
   metrics::Metrics& metrics_;
   Clock& clock_;
   CollectorOptions options_;
-  uint64_t pass_batch_items_ = 0;  // this pass's batch ceiling (run_once)
   // The next container to look at, by (database, container) name: a name survives containers created or dropped
   // in between, where a position in the list would not.
   std::pair<std::string, std::string> cursor_;

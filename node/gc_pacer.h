@@ -43,8 +43,7 @@ class GcPacer {
   void note_foreground(int64_t now_micros, uint64_t ops);
   // Whether the node counts as busy at `now_micros` (see above).
   bool busy(int64_t now_micros) const { return now_micros < busy_until_micros_; }
-  // Whether a pass is due at `now_micros`, and the steady time it is due at.
-  bool due(int64_t now_micros) const { return now_micros >= next_pass_micros_; }
+  // The steady time the next pass is due at (the driver arms its timer for it).
   int64_t next_pass_micros() const { return next_pass_micros_; }
   // Items per container for a pass starting at `now_micros`.
   uint64_t batch_items(int64_t now_micros) const;

@@ -67,17 +67,22 @@ std::string describe(const std::vector<Scrape>& scrapes, const std::string& cont
   return out;
 }
 
-// Writes `count` items "<prefix>-<i>" with their own ttl through the library (its retries absorb 429s).
-void write_items(client::Client& client, const std::string& container, const std::string& prefix, int count,
-                 int ttl) {
-  std::vector<Request> writes;
-  for (int i = 0; i < count; ++i) {
-    writes.push_back(item_write(Op::kCreateItem, kDb, container,
-                                R"({"id":")" + prefix + "-" + std::to_string(i) + R"(","pk":"p","ttl":)" +
-                                    std::to_string(ttl) + R"(,"pad":"0123456789"})"));
-  }
-  for (const Response& response : client.execute_all(writes)) {
-    ASSERT_EQ(response.status, 201) << response.message;
+// Writes `count` items "<prefix>-<i>" with their own ttl through the library (its retries absorb 429s), pipelined in
+// batches of 500. With `latest_deadline_s`, the latest deadline (Unix seconds) from the responses' _ts.
+void write_items(client::Client& client, const std::string& container, const std::string& prefix, int count, int ttl,
+                 int64_t* latest_deadline_s = nullptr) {
+  constexpr int kBatch = 500;
+  for (int start = 0; start < count; start += kBatch) {
+    std::vector<Request> writes;
+    for (int i = start; i < std::min(count, start + kBatch); ++i) {
+      writes.push_back(item_write(Op::kCreateItem, kDb, container,
+                                  R"({"id":")" + prefix + "-" + std::to_string(i) + R"(","pk":"p","ttl":)" +
+                                      std::to_string(ttl) + R"(,"pad":"0123456789"})"));
+    }
+    for (const Response& response : client.execute_all(writes)) {
+      ASSERT_EQ(response.status, 201) << response.message;
+      if (latest_deadline_s != nullptr) *latest_deadline_s = std::max(*latest_deadline_s, response.ts + ttl);
+    }
   }
 }
 
@@ -99,6 +104,18 @@ int64_t latest_deadline(client::Client& client, const std::string& container, co
 int64_t applied_time(Cluster& cluster, size_t n) {
   std::optional<NodeStatus> status = cluster.status(n);
   return status ? status->applied_time_micros : 0;
+}
+
+// Whether every node's applied replicated time passes `deadline_s` within `timeout`.
+bool replicated_time_passed(Cluster& cluster, int64_t deadline_s, milliseconds timeout) {
+  return wait_until(
+      [&] {
+        for (size_t n = 1; n <= cluster.size(); ++n) {
+          if (applied_time(cluster, n) < deadline_s * 1'000'000) return false;
+        }
+        return true;
+      },
+      timeout, milliseconds(50));
 }
 
 // A cluster whose nodes serve metrics, with the collector's --gc-interval-ms.
@@ -169,14 +186,7 @@ TEST(IntegrationGc, FullLoadStarvesTheCollectorOnEveryNodeThenTheBacklogDrains) 
 
   // Every item expires (replicated time passes the last deadline on every node), and every node's backlog metric
   // shows all of them while the load goes on.
-  ASSERT_TRUE(wait_until(
-      [&] {
-        for (size_t n = 1; n <= cluster.size(); ++n) {
-          if (applied_time(cluster, n) < deadline_s * 1'000'000) return false;
-        }
-        return true;
-      },
-      milliseconds(15000), milliseconds(50)))
+  ASSERT_TRUE(replicated_time_passed(cluster, deadline_s, milliseconds(15000)))
       << "replicated time did not pass the last deadline " << deadline_s;
   EXPECT_TRUE(wait_every_node(
       cluster, [&](const Scrape& s) { return s.sum("mayfly_ttl_gc_backlog_items", label) == kItems; },
@@ -343,38 +353,6 @@ TEST(IntegrationGc, OverBudgetRequestsAre429WithRetryAfterApplyNothingAndClientR
   EXPECT_GT(on_leader->sum("mayfly_requests_total", {{"status", "429"}}), 0);
 }
 
-// Writes `count` items "<prefix>-<i>" with their own `ttl` into `container` in pipelined batches; returns the latest
-// deadline (Unix seconds) from the responses' _ts.
-int64_t write_expiring(client::Client& client, const std::string& container, const std::string& prefix, int count,
-                       int ttl) {
-  int64_t latest = 0;
-  constexpr int kBatch = 500;
-  for (int start = 0; start < count; start += kBatch) {
-    std::vector<Request> writes;
-    for (int i = start; i < std::min(count, start + kBatch); ++i) {
-      writes.push_back(item_write(Op::kCreateItem, kDb, container,
-                                  R"({"id":")" + prefix + "-" + std::to_string(i) + R"(","pk":"p","ttl":)" +
-                                      std::to_string(ttl) + R"(,"pad":"0123456789"})"));
-    }
-    for (const Response& response : client.execute_all(writes)) {
-      EXPECT_EQ(response.status, 201) << response.message;
-      latest = std::max(latest, response.ts + ttl);
-    }
-  }
-  return latest;
-}
-
-bool replicated_time_passed(Cluster& cluster, int64_t deadline_s, milliseconds timeout) {
-  return wait_until(
-      [&] {
-        for (size_t n = 1; n <= cluster.size(); ++n) {
-          if (applied_time(cluster, n) < deadline_s * 1'000'000) return false;
-        }
-        return true;
-      },
-      timeout, milliseconds(50));
-}
-
 // The collector's two paces (node/gc_pacer.h), with --gc-interval-ms 5000: one pass of at most 1,000 items per
 // container every 5 s took 15 s to delete 6,000 that expired over the seconds they were written (the fixed pace,
 // measured by taking the idle pace out). An idle node runs its passes back to back and deletes them all within 10 s
@@ -395,7 +373,8 @@ TEST(IntegrationGc, AnIdleNodeCollectsInPassesBackToBackABusyOneInShortPassesEve
   const std::map<std::string, std::string> busy = {{"container", std::string(kDb) + "/busy"}};
 
   // Idle: nothing but the collector once the items expired.
-  const int64_t idle_deadline = write_expiring(client, "idle", "i", kItems, ttl);
+  int64_t idle_deadline = 0;
+  write_items(client, "idle", "i", kItems, ttl, &idle_deadline);
   ASSERT_TRUE(replicated_time_passed(cluster, idle_deadline, milliseconds(30000)));
   const auto expired_at = Clock::now();
   EXPECT_TRUE(wait_every_node(
@@ -436,7 +415,8 @@ TEST(IntegrationGc, AnIdleNodeCollectsInPassesBackToBackABusyOneInShortPassesEve
       if (writer.joinable()) writer.join();
     }
   } stop_writer{stop, writer};
-  const int64_t busy_deadline = write_expiring(client, "busy", "b", kItems, ttl);
+  int64_t busy_deadline = 0;
+  write_items(client, "busy", "b", kItems, ttl, &busy_deadline);
   ASSERT_TRUE(replicated_time_passed(cluster, busy_deadline, milliseconds(30000)));
   EXPECT_TRUE(wait_every_node(
       cluster, [&](const Scrape& s) { return s.sum("mayfly_ttl_gc_busy", {}) == 1; }, milliseconds(5000)))
