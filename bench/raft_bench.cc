@@ -1,6 +1,6 @@
 // Raft benchmark: entries committed per second by a 3-node cluster in one process.
 //   1. The core's own ceiling: three RaftCores with in-memory logs, messages handed over in memory (no I/O).
-//   2. The real thing minus the network: three storage::Replica (LevelDB log with fsync, state machine applying
+//   2. The real thing minus the network: three storage::Replica (WAL log with fsync, state machine applying
 //      1 KB item upserts) in directories on this machine's disk; proposals arrive in bursts of 1, 16 and 256, as
 //      from that many concurrent clients, and the group commit puts each burst into one fsync per node.
 // Prints the figures and the command. Medians of --runs runs.
@@ -251,7 +251,7 @@ int main(int argc, char** argv) {
       rates.push_back(figures.entries_per_second);
       batching.push_back(figures.entries_per_fsync);
     }
-    std::printf("| Replica: LevelDB log + fsync, applying 1 KB upserts | %zu | %.0f | %.1f |\n", burst,
+    std::printf("| Replica: WAL log + fsync, applying 1 KB upserts | %zu | %.0f | %.1f |\n", burst,
                 mayfly::median(rates), mayfly::median(batching));
     std::fflush(stdout);
   }

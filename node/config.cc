@@ -221,6 +221,11 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--bounded-staleness-ms", config.bounded_staleness_ms)->capture_default_str();
   app.add_option("--session-wait-ms", config.session_wait_ms)->capture_default_str();
   app.add_option("--snapshot-interval-entries", config.snapshot_interval_entries)->capture_default_str();
+  app.add_option("--log-cache-bytes", config.log_cache_bytes,
+                 "bytes of the newest Raft log entries kept in memory for followers and the apply loop (older ones "
+                 "are read from the WAL's files)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 40))
+      ->capture_default_str();
   app.add_option("--gc-interval-ms", config.gc_interval_ms,
                  "the collector's pace while the node serves clients (one short pass every so often), and how often "
                  "an idle node looks for newly expired items")

@@ -145,7 +145,7 @@ void Driver::maybe_start_snapshot() {
   snapshot_job_ = replica_->begin_snapshot();
   if (!snapshot_job_) return;
   storage::Replica::SnapshotJob* job = snapshot_job_.get();
-  const storage::LevelDbLogStorage& log = replica_->log();
+  const storage::RaftLogStore& log = replica_->log();
   // The job (and the view of the store it holds) belongs to the driver, never to a posted task: a task still queued
   // when the loop stops is destroyed with the loop, after the store has closed.
   if (!loop_.background_threads()) {

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   options.seed = static_cast<uint64_t>(SystemClock().now_micros()) ^ (config.id.value() << 48);
   options.snapshot_interval_entries = config.snapshot_interval_entries;
   options.log_entries_kept_after_snapshot = config.log_entries_kept_after_snapshot;
+  options.log.recent_entry_bytes = config.log_cache_bytes;
   options.background_snapshots = true;
   if (!config.join) {
     for (const auto& [id, address] : config.peers) options.bootstrap.voters.insert(id);

@@ -22,9 +22,9 @@ Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
   // LevelDB makes its own files durable (and its directory, for the MANIFEST), but not the entry of db/ itself in a
   // data directory it has just created.
   if (sync_directory) MAYFLY_RETURN_IF_ERROR(sync_directory(options.data_dir));
-  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<LevelDbLogStorage> log,
-                          LevelDbLogStorage::open(state->leveldb(), options.env, options.data_dir + "/snapshots",
-                                                  options.bootstrap, std::move(sync_directory)));
+  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<RaftLogStore> log,
+                          RaftLogStore::open(state->leveldb(), options.env, options.data_dir + "/snapshots",
+                                                  options.bootstrap, std::move(sync_directory), options.log));
   std::unique_ptr<Replica> replica(new Replica(options, std::move(state), std::move(log)));
   MAYFLY_RETURN_IF_ERROR(replica->recover_snapshot());
   MAYFLY_ASSIGN_OR_RETURN(replica->core_,
@@ -34,7 +34,7 @@ Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
 }
 
 Replica::Replica(const ReplicaOptions& options, std::unique_ptr<StateMachine> state,
-                 std::unique_ptr<LevelDbLogStorage> log)
+                 std::unique_ptr<RaftLogStore> log)
     : options_(options), state_(std::move(state)), log_(std::move(log)) {}
 
 Replica::~Replica() {
@@ -162,7 +162,7 @@ std::unique_ptr<Replica::SnapshotJob> Replica::begin_snapshot() {
   return job;
 }
 
-void Replica::SnapshotJob::run(const LevelDbLogStorage& log) {
+void Replica::SnapshotJob::run(const RaftLogStore& log) {
   // Callers catch exceptions (std::bad_alloc) around this: it runs on a thread of its own.
   Result<std::string> data = view->export_snapshot();
   if (!data.is_ok()) {

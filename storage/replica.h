@@ -46,6 +46,7 @@ struct ReplicaOptions {
   // a large export never stalls the driver past an election timeout (mayflyd).
   bool background_snapshots = false;
   size_t block_cache_bytes = 64 << 20;
+  RaftLogStoreOptions log;                   // the WAL's segment size and cache of the newest entries
   // Makes a rename in a directory durable (snapshot files). Empty: fsync the directory (POSIX) when `env` is the real
   // file system, nothing for another Env (the simulator's takes renames as durable at once).
   SyncDirectory sync_directory;
@@ -112,7 +113,7 @@ class Replica {
     Status status;                             // run()'s outcome
     uint64_t size_bytes = 0;
     // Exports the view and writes the snapshot file (thread-safe: touches only the view and that file).
-    void run(const LevelDbLogStorage& log);
+    void run(const RaftLogStore& log);
   };
   // A job when a snapshot is due (snapshot_interval_entries applied since the last one) and none is running.
   std::unique_ptr<SnapshotJob> begin_snapshot();
@@ -124,10 +125,10 @@ class Replica {
   const replication::RaftCore& core() const { return *core_; }
   StateMachine& state() { return *state_; }
   const StateMachine& state() const { return *state_; }
-  LevelDbLogStorage& log() { return *log_; }
+  RaftLogStore& log() { return *log_; }
 
  private:
-  Replica(const ReplicaOptions& options, std::unique_ptr<StateMachine> state, std::unique_ptr<LevelDbLogStorage> log);
+  Replica(const ReplicaOptions& options, std::unique_ptr<StateMachine> state, std::unique_ptr<RaftLogStore> log);
   Status recover_snapshot();
   Result<AppliedEntry> apply_entry(const replication::Entry& entry);
   Status maybe_take_snapshot();
@@ -135,7 +136,7 @@ class Replica {
 
   ReplicaOptions options_;
   std::unique_ptr<StateMachine> state_;
-  std::unique_ptr<LevelDbLogStorage> log_;
+  std::unique_ptr<RaftLogStore> log_;
   std::unique_ptr<replication::RaftCore> core_;
 };
 

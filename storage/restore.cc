@@ -238,8 +238,8 @@ Result<RestoreFigures> restore_into_data_dir(const std::string& path, const std:
   MAYFLY_ASSIGN_OR_RETURN(RestoreFigures figures, transform_for_restore(*machine, mode, now_micros, false));
   MAYFLY_ASSIGN_OR_RETURN(std::string blob, machine->export_snapshot());
   {
-    MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<LevelDbLogStorage> log,
-                            LevelDbLogStorage::open(machine->leveldb(), nullptr, data_dir + "/snapshots",
+    MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<RaftLogStore> log,
+                            RaftLogStore::open(machine->leveldb(), nullptr, data_dir + "/snapshots",
                                                     replication::Membership{}, sync_directory_posix));
     replication::Snapshot snapshot;
     snapshot.metadata.index = LogIndex(summary.header.applied_index);

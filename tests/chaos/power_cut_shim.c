@@ -1,8 +1,9 @@
-// A test-only LD_PRELOAD library for the fault campaign: a volatile write cache for LevelDB's write-ahead logs, so
-// that SIGKILL behaves like a power cut for them.
+// A test-only LD_PRELOAD library for the fault campaign: a volatile write cache for the write-ahead logs — the Raft
+// log's segments (wal/<20 digits>.log) and LevelDB's own logs (db/<digits>.log) — so that SIGKILL behaves like a power
+// cut for them.
 //
 // A SIGKILL alone loses nothing a process wrote: its write()s are in the kernel's page cache. This library keeps the
-// bytes written to a LevelDB log file (a name of digits ending in ".log", opened for writing) in the process's own
+// bytes written to such a log file (a name of digits ending in ".log", opened for writing) in the process's own
 // memory until fsync/fdatasync on that file (or its close) writes them out, in order. A SIGKILL then loses exactly
 // the unsynced tail, as a power cut could; what was synced survives. Everything else passes straight through.
 //
@@ -38,8 +39,8 @@ static ssize_t real_write(int fd, const void* buffer, size_t count) {
   return function(fd, buffer, count);
 }
 
-// A LevelDB write-ahead log: "<digits>.log".
-static int is_leveldb_log(const char* path) {
+// A write-ahead log: "<digits>.log" (a Raft WAL segment or a LevelDB log).
+static int is_write_ahead_log(const char* path) {
   const char* base = strrchr(path, '/');
   base = base == NULL ? path : base + 1;
   const size_t length = strlen(base);
@@ -51,7 +52,7 @@ static int is_leveldb_log(const char* path) {
 }
 
 static void track(int fd, const char* path, int flags) {
-  if (fd < 0 || fd >= MAX_TRACKED_FD || (flags & (O_WRONLY | O_RDWR)) == 0 || !is_leveldb_log(path)) return;
+  if (fd < 0 || fd >= MAX_TRACKED_FD || (flags & (O_WRONLY | O_RDWR)) == 0 || !is_write_ahead_log(path)) return;
   pthread_mutex_lock(&table_lock);
   free(table[fd].data);
   table[fd] = (struct pending){1, NULL, 0, 0};

@@ -1,8 +1,10 @@
 /* A test-only LD_PRELOAD library for mayflyd (never linked into it), for disk_fault_test.cc:
  * - while the file `<data>/fail-snapshot-reads` exists, opening any `<data>/snapshots/snapshot-*` file for reading
  *   fails with EIO — a disk that cannot read the snapshot a follower needs;
- * - while `<data>/fail-db-syncs` exists, fsync/fdatasync of any file under `<data>/db/` (LevelDB: the Raft log and
- *   the state) fails with EIO.
+ * - while `<data>/fail-db-syncs` exists, fsync/fdatasync of any file under `<data>/db/` (LevelDB: the state) or
+ *   `<data>/wal/` (the Raft log) fails with EIO;
+ * - while `<data>/fail-log-reads` exists, opening any file under `<data>/wal/` (the Raft log's segments) for reading
+ *   fails with EIO — a disk that cannot read the log a follower needs.
  * Everything else is untouched. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -16,10 +18,15 @@
 
 static int should_fail(const char* path, int flags) {
   if (path == NULL || (flags & O_ACCMODE) != O_RDONLY) return 0;
+  const char* trigger_name = "fail-snapshot-reads";
   const char* at = strstr(path, "/snapshots/snapshot-");
+  if (at == NULL) {
+    trigger_name = "fail-log-reads";
+    at = strstr(path, "/wal/");
+  }
   if (at == NULL) return 0;
   char trigger[4096];
-  const int n = snprintf(trigger, sizeof trigger, "%.*s/fail-snapshot-reads", (int)(at - path), path);
+  const int n = snprintf(trigger, sizeof trigger, "%.*s/%s", (int)(at - path), path, trigger_name);
   if (n <= 0 || (size_t)n >= sizeof trigger) return 0;
   return access(trigger, F_OK) == 0;
 }
@@ -66,7 +73,7 @@ int open64(const char* path, int flags, ...) {
   return open_or_fail("open64", path, flags, mode);
 }
 
-/* The data directory's trigger for an fd's file under `<data>/db/`. */
+/* The data directory's trigger for an fd's file under `<data>/db/` or `<data>/wal/`. */
 static int fd_should_fail(int fd) {
   char link[64];
   char path[4096];
@@ -75,6 +82,7 @@ static int fd_should_fail(int fd) {
   if (n <= 0) return 0;
   path[n] = '\0';
   const char* at = strstr(path, "/db/");
+  if (at == NULL) at = strstr(path, "/wal/");
   if (at == NULL) return 0;
   char trigger[4096];
   const int m = snprintf(trigger, sizeof trigger, "%.*s/fail-db-syncs", (int)(at - path), path);

@@ -179,6 +179,10 @@ class Simulation {
     options.snapshot_interval_entries = 200;
     options.log_entries_kept_after_snapshot = 50;
     options.block_cache_bytes = 1 << 20;
+    // Small WAL segments and cache: segments rotate and are deleted after compactions many times per run, and
+    // followers' catch-up and the applies after a restart read entries back from the segment files.
+    options.log.segment_bytes = 16 << 10;
+    options.log.recent_entry_bytes = 8 << 10;
     options.background_snapshots = true;  // the driver's path (run inline: the loop has no threads)
     return options;
   }

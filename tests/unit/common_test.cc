@@ -1,11 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 #include <set>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/codec.h"
+#include "common/crc32c.h"
 #include "common/http_status.h"
 #include "common/ids.h"
 #include "common/prng.h"
@@ -229,6 +231,27 @@ TEST(Codec, PrefixSuccessor) {
   EXPECT_EQ(codec::prefix_successor("ab"), "ac");
   EXPECT_EQ(codec::prefix_successor(std::string("a\xff", 2)), "b");
   EXPECT_EQ(codec::prefix_successor(std::string("\xff\xff", 2)), "");
+}
+
+TEST(Crc32c, KnownValuesAndTheHardwareAndTableVersionsAgree) {
+  // The check value of CRC-32C (RFC 3720, appendix B.4, and every CRC catalogue).
+  EXPECT_EQ(crc::crc32c("123456789"), 0xE3069283u);
+  EXPECT_EQ(crc::crc32c_portable(0, "123456789"), 0xE3069283u);
+  EXPECT_EQ(crc::crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4: 32 bytes of zeros
+  EXPECT_EQ(crc::crc32c(""), 0u);
+  std::cout << "crc32c uses the CPU's instruction: " << (crc::crc32c_hardware() ? "yes" : "no") << std::endl;
+  const uint64_t seed = 20261125;
+  Prng prng(seed);
+  for (int round = 0; round < 200; ++round) {
+    std::string data(prng.uniform(300), '\0');
+    for (char& c : data) c = static_cast<char>(prng.uniform(256));
+    const size_t cut = data.empty() ? 0 : prng.uniform(data.size());
+    const uint32_t whole = crc::crc32c(data);
+    EXPECT_EQ(whole, crc::crc32c_portable(0, data)) << "seed " << seed << " round " << round;
+    EXPECT_EQ(whole, crc::crc32c_extend(crc::crc32c(std::string_view(data).substr(0, cut)),
+                                        std::string_view(data).substr(cut)))
+        << "seed " << seed << " round " << round;
+  }
 }
 
 }  // namespace

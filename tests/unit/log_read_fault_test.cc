@@ -1,9 +1,9 @@
 // Raft log read faults (issue #10, "Disk faults"): a log entry that cannot be read back — EIO from the disk, or bytes
 // that are not what was written — must stop the node cleanly with the cause in its log, never abort it.
 //
-// The real LevelDB log (LevelDbLogStorage) on the real file system, through an IoFaultEnv that fails reads of the table
-// blocks holding only Raft log entries (the rest of the store, in the same files, reads fine): the store returns the
-// error naming the entry and the file, and keeps it (sticky); the Raft core throws StorageFailure out of the call that
+// The real log (RaftLogStore, its WAL segments under wal/) on the real file system, through an IoFaultEnv that fails
+// reads of the WAL's files (the state machine's LevelDB reads fine): the store returns the error naming the entry and
+// the file, and keeps it (sticky); the Raft core throws StorageFailure out of the call that
 // needed the read (RaftCore::create returns it as a Status); the node's driver catches it, answers what is pending
 // with 503 and stops as failed (mayflyd then exits 1). Only a read outside the stored range — the core's own bug —
 // still asserts. Deterministic: fixed Raft seeds, a fixed seed for the incompressible entry data.
@@ -69,14 +69,13 @@ class LogReadFaultTest : public ::testing::Test {
     state_ = std::move(state).value();
   }
 
-  Result<std::unique_ptr<LevelDbLogStorage>> open_log() {
-    return LevelDbLogStorage::open(state_->leveldb(), &env_, dir_.path() + "/snapshots", one_voter());
+  Result<std::unique_ptr<RaftLogStore>> open_log() {
+    return RaftLogStore::open(state_->leveldb(), &env_, dir_.path() + "/snapshots", one_voter());
   }
 
-  // A one-voter log: the bootstrap entry, entries 2..kLastRandom with 1000 random bytes each (snappy leaves them
-  // uncompressed, so LevelDB reads their blocks from the file every time: its block cache keeps only blocks it
-  // decompressed), then empty time entries up to kLastIndex (compressed blocks); all committed, none applied, moved
-  // out of LevelDB's memtable into table files, where reads reach the disk.
+  // A one-voter log: the bootstrap entry, entries 2..kLastRandom with 1000 random bytes each (easy to find in the
+  // segment file), then empty time entries up to kLastIndex; all committed, none applied. The log is then reopened,
+  // so that entries() reads them from the segment file, not from the entries it keeps of its own writes.
   void write_log() {
     ASSERT_NO_FATAL_FAILURE(open_store());
     auto log = open_log();
@@ -96,15 +95,21 @@ class LogReadFaultTest : public ::testing::Test {
     random_data_ = entries[10].data;  // entry 12
     Status persisted = log_->persist(std::nullopt, entries, HardState{Term(1), NodeId(0), LogIndex(kLastIndex)}, true);
     ASSERT_TRUE(persisted.is_ok()) << persisted.to_string();
-    state_->leveldb()->CompactRange(nullptr, nullptr);
-    bool tables = false;
-    for (const auto& file : std::filesystem::directory_iterator(dir_.path() + "/db")) {
-      tables = tables || file.path().extension() == ".ldb";
-    }
-    ASSERT_TRUE(tables) << "the log did not reach a table file";
+    log_.reset();
+    auto reopened = open_log();
+    ASSERT_TRUE(reopened.is_ok()) << reopened.status().to_string();
+    log_ = std::move(reopened).value();
   }
 
-  void fail_log_block_reads() { env_.fail_block_reads_with_key_prefix(raft_entry_prefix()); }
+  void fail_log_reads() { env_.fail_reads_matching("/wal/"); }
+  void heal() { env_.fail_reads_matching(""); }
+
+  // Every WAL segment file.
+  std::vector<std::filesystem::path> segments() const {
+    std::vector<std::filesystem::path> out;
+    for (const auto& file : std::filesystem::directory_iterator(dir_.path() + "/wal")) out.push_back(file.path());
+    return out;
+  }
 
   replication::RaftConfig raft_config() const {
     replication::RaftConfig config;
@@ -115,7 +120,7 @@ class LogReadFaultTest : public ::testing::Test {
   TempDir dir_;
   sim::IoFaultEnv env_;
   std::unique_ptr<StateMachine> state_;
-  std::unique_ptr<LevelDbLogStorage> log_;
+  std::unique_ptr<RaftLogStore> log_;
   std::string random_data_;  // entry 12's
 };
 
@@ -141,19 +146,19 @@ TEST(StorageReadFailed, DiskErrorsThrowWithTheOperationAndNotFoundStillAsserts) 
 
 TEST_F(LogReadFaultTest, EntriesReadEioIsAnIoErrorNamingTheEntryAndTheFileAndIsSticky) {
   ASSERT_NO_FATAL_FAILURE(write_log());
-  fail_log_block_reads();
+  fail_log_reads();
   Result<std::vector<Entry>> read = log_->entries(LogIndex(1), LogIndex(kLastIndex + 1), UINT64_MAX);
   ASSERT_FALSE(read.is_ok());
   EXPECT_EQ(read.status().code(), StatusCode::kIoError);
   EXPECT_TRUE(contains(read.status().message(), "read raft entry ")) << read.status().to_string();
-  EXPECT_TRUE(contains(read.status().message(), ".ldb: Input/output error")) << read.status().to_string();
+  EXPECT_TRUE(contains(read.status().message(), ".log: Input/output error")) << read.status().to_string();
   EXPECT_GT(env_.injected_faults(), 0u);
-  // The time entries' blocks are snappy-compressed, and fail the same way.
+  // The time entries fail the same way.
   Result<std::vector<Entry>> compressed =
       log_->entries(LogIndex(kLastRandom + 1), LogIndex(kLastIndex + 1), UINT64_MAX);
   ASSERT_FALSE(compressed.is_ok());
   EXPECT_TRUE(contains(compressed.status().message(), "read raft entry ")) << compressed.status().to_string();
-  // The rest of the store reads fine: the fault is the log's blocks only.
+  // The rest of the store reads fine: the fault is the log's files only.
   EXPECT_TRUE(state_->reader().containers().is_ok());
   // Sticky: the log on disk is in doubt, so nothing more is written to it.
   EXPECT_EQ(log_->failure().to_string(), read.status().to_string());
@@ -167,46 +172,71 @@ TEST_F(LogReadFaultTest, EntriesReadEioIsAnIoErrorNamingTheEntryAndTheFileAndIsS
 
 TEST_F(LogReadFaultTest, AnEntryWhoseBytesNameAnotherPositionIsCorruptionNotAnEntry) {
   ASSERT_NO_FATAL_FAILURE(write_log());
-  // Intact checksums, wrong contents: entry 12's key now holds an entry that says it is entry 13, and entry 14's one
-  // of another term (what a misdirected write or a restored file mix-up would leave).
-  Entry moved{Term(1), LogIndex(13), kT0 + 13, EntryType::kEmpty, ""};
-  Entry other_term{Term(7), LogIndex(14), kT0 + 14, EntryType::kEmpty, ""};
-  ASSERT_TRUE(state_->leveldb()->Put({}, raft_entry_key(12), replication::encode_entry(moved)).ok());
-  ASSERT_TRUE(state_->leveldb()->Put({}, raft_entry_key(14), replication::encode_entry(other_term)).ok());
+  // Intact checksums, wrong contents: entry 12's record now holds an entry that says it is entry 13, and entry 14's
+  // one of another term (what a misdirected write or a restored file mix-up would leave). Same lengths, valid CRCs.
+  auto crafted = [](uint64_t index, uint64_t term, const std::string& data) {
+    return wal_entry_record(Entry{Term(term), LogIndex(index), kT0 + static_cast<int64_t>(index), EntryType::kNormal,
+                                  data});
+  };
+  Prng prng(kDataSeed);
+  std::vector<std::string> data(kLastRandom + 1);
+  for (uint64_t i = 2; i <= kLastRandom; ++i) {
+    data[i].resize(1000);
+    for (char& c : data[i]) c = static_cast<char>(prng.uniform(256));
+  }
+  int rewritten = 0;
+  for (const auto& path : segments()) {
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    for (const auto& [index, replacement] : {std::pair{12, crafted(13, 1, data[12])}, {14, crafted(14, 7, data[14])}}) {
+      const size_t at = bytes.find(crafted(index, 1, data[index]));
+      if (at == std::string::npos) continue;
+      file.clear();
+      file.seekp(static_cast<std::streamoff>(at));
+      file.write(replacement.data(), static_cast<std::streamsize>(replacement.size()));
+      ++rewritten;
+    }
+  }
+  ASSERT_EQ(rewritten, 2) << "entries 12 and 14 are not in the segments (data seed " << kDataSeed << ")";
+  // Read while open: the record at the entry's position does not hold that entry.
   for (const uint64_t index : {12, 14}) {
     Result<std::vector<Entry>> read = log_->entries(LogIndex(index), LogIndex(index + 1), UINT64_MAX);
     ASSERT_FALSE(read.is_ok()) << "entry " << index << " was handed out";
     EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
     EXPECT_TRUE(contains(read.status().message(), "not the stored position")) << read.status().to_string();
   }
+  // Replayed at open: the log these records describe has a gap and a term going back.
+  log_.reset();
+  auto reopened = open_log();
+  ASSERT_FALSE(reopened.is_ok()) << "a log with misplaced entries opened";
+  EXPECT_EQ(reopened.status().code(), StatusCode::kCorruption) << reopened.status().to_string();
 }
 
 TEST_F(LogReadFaultTest, OpenReturnsTheLogScanError) {
   ASSERT_NO_FATAL_FAILURE(write_log());
   log_.reset();
-  fail_log_block_reads();
+  fail_log_reads();
   auto reopened = open_log();
   ASSERT_FALSE(reopened.is_ok());
   EXPECT_EQ(reopened.status().code(), StatusCode::kIoError);
-  EXPECT_TRUE(contains(reopened.status().message(), "scan raft log")) << reopened.status().to_string();
+  EXPECT_TRUE(contains(reopened.status().message(), "replay raft log")) << reopened.status().to_string();
   EXPECT_TRUE(contains(reopened.status().message(), "Input/output error")) << reopened.status().to_string();
-  env_.fail_block_reads_with_key_prefix("");
+  heal();
   auto healthy = open_log();
   ASSERT_TRUE(healthy.is_ok()) << healthy.status().to_string();
   EXPECT_EQ((*healthy)->last_index(), LogIndex(kLastIndex));
 }
 
-// A flipped bit in a log entry's bytes on disk: the store verifies LevelDB's block checksums on every log read, so
-// it is Corruption at open, not an entry quietly decoded with other bytes.
+// A flipped bit in a log entry's bytes in a sealed segment: every record carries a CRC-32C, so it is Corruption at
+// open, not an entry quietly decoded with other bytes (only the newest segment may end in a torn write).
 TEST_F(LogReadFaultTest, CorruptLogBlockIsCorruptionAtOpen) {
   ASSERT_NO_FATAL_FAILURE(write_log());
   log_.reset();
   state_.reset();
   const std::string& victim = random_data_;
   bool flipped = false;
-  for (const auto& file : std::filesystem::directory_iterator(dir_.path() + "/db")) {
-    if (file.path().extension() != ".ldb") continue;
-    std::fstream table(file.path(), std::ios::in | std::ios::out | std::ios::binary);
+  for (const auto& path : segments()) {
+    std::fstream table(path, std::ios::in | std::ios::out | std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(table)), std::istreambuf_iterator<char>());
     const size_t at = bytes.find(victim);
     if (at == std::string::npos) continue;
@@ -215,13 +245,13 @@ TEST_F(LogReadFaultTest, CorruptLogBlockIsCorruptionAtOpen) {
     table.put(static_cast<char>(bytes[at + 100] ^ 0x01));
     flipped = true;
   }
-  ASSERT_TRUE(flipped) << "entry 12's bytes are not in any table file (data seed " << kDataSeed << ")";
+  ASSERT_TRUE(flipped) << "entry 12's bytes are not in any segment (data seed " << kDataSeed << ")";
   ASSERT_NO_FATAL_FAILURE(open_store());
   auto reopened = open_log();
   ASSERT_FALSE(reopened.is_ok()) << "a corrupt log entry was read as if intact";
   EXPECT_EQ(reopened.status().code(), StatusCode::kCorruption);
-  EXPECT_TRUE(contains(reopened.status().message(), "scan raft log")) << reopened.status().to_string();
-  EXPECT_TRUE(contains(reopened.status().message(), "checksum mismatch")) << reopened.status().to_string();
+  EXPECT_TRUE(contains(reopened.status().message(), "raft log record unreadable in ")) << reopened.status().to_string();
+  EXPECT_TRUE(contains(reopened.status().message(), "/wal/")) << reopened.status().to_string();
 }
 
 TEST_F(LogReadFaultTest, CoreThrowsStorageFailureNamingTheReadAndTheDiskError) {
@@ -229,7 +259,7 @@ TEST_F(LogReadFaultTest, CoreThrowsStorageFailureNamingTheReadAndTheDiskError) {
   auto core = replication::RaftCore::create(raft_config(), *log_, Prng(1), LogIndex(0), log_.get());
   ASSERT_TRUE(core.is_ok()) << core.status().to_string();
   ASSERT_TRUE((*core)->has_ready());  // 400 committed entries to apply, read from the log
-  fail_log_block_reads();
+  fail_log_reads();
   try {
     (void)(*core)->ready();
     FAIL() << "the core read entries the disk could not give";
@@ -237,13 +267,13 @@ TEST_F(LogReadFaultTest, CoreThrowsStorageFailureNamingTheReadAndTheDiskError) {
     EXPECT_EQ(failure.status().code(), StatusCode::kIoError);
     const std::string& message = failure.status().message();
     EXPECT_EQ(message.rfind("Raft log entries [1, 401): read raft entry ", 0), 0u) << message;
-    EXPECT_TRUE(contains(message, ".ldb: Input/output error")) << message;
+    EXPECT_TRUE(contains(message, ".log: Input/output error")) << message;
   }
 }
 
 TEST_F(LogReadFaultTest, CoreCreateReturnsTheReadErrorAsAStatus) {
   ASSERT_NO_FATAL_FAILURE(write_log());
-  fail_log_block_reads();
+  fail_log_reads();
   auto core = replication::RaftCore::create(raft_config(), *log_, Prng(1), LogIndex(0), log_.get());
   ASSERT_FALSE(core.is_ok());
   EXPECT_EQ(core.status().code(), StatusCode::kIoError);
@@ -277,7 +307,7 @@ TEST_F(LogReadFaultTest, DriverStopsCleanlyWithTheCauseWhenTheLogCannotBeRead) {
   options.background_snapshots = true;
   auto replica = Replica::open(options);  // reads the log (membership, last entry's time) while the disk is fine
   ASSERT_TRUE(replica.is_ok()) << replica.status().to_string();
-  fail_log_block_reads();
+  fail_log_reads();
   {
     node::NodeConfig config;
     config.id = NodeId(1);
@@ -310,11 +340,11 @@ TEST_F(LogReadFaultTest, DriverStopsCleanlyWithTheCauseWhenTheLogCannotBeRead) {
   EXPECT_TRUE(
       contains(text, "storage failure, stopping this node: IoError: Raft log entries [1, 401): read raft entry "))
       << text;
-  EXPECT_TRUE(contains(text, ".ldb: Input/output error")) << text;
+  EXPECT_TRUE(contains(text, ".log: Input/output error")) << text;
   EXPECT_TRUE(contains(text, "critical")) << text;
   EXPECT_FALSE(contains(text, "uncaught exception")) << text;
   // The disk is healthy again: the store reopens and the node starts from it.
-  env_.fail_block_reads_with_key_prefix("");
+  heal();
   auto reopened = Replica::open(options);
   EXPECT_TRUE(reopened.is_ok()) << reopened.status().to_string();
 }

@@ -1,10 +1,18 @@
-// The Raft log on LevelDB: what persist() writes is exactly what a reopen reads back; conflicting suffixes are
-// truncated; snapshots replace the log; compaction; and a failed fsync makes every later write fail (sticky).
+// The Raft log in its WAL: what persist() writes is exactly what a reopen reads back; conflicting suffixes are
+// truncated; snapshots replace the log; compaction; segments rotate and go once compacted; a torn tail is cut off; a
+// log an earlier version kept in LevelDB is migrated; and a failed fsync makes every later write fail (sticky).
+#include <leveldb/db.h>
 #include <leveldb/env.h>
+#include <leveldb/write_batch.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 
+#include "common/codec.h"
 #include "replication/codec.h"
+#include "storage/layout.h"
 #include "storage/raft_log_store.h"
 #include "tests/unit/store_fixture.h"
 
@@ -57,7 +65,7 @@ class FailingSyncEnv : public leveldb::EnvWrapper {
 
 class RaftLogStoreTest : public ::testing::Test {
  protected:
-  void open(const Membership& bootstrap = {}, leveldb::Env* env = nullptr) {
+  void open_machine(leveldb::Env* env = nullptr) {
     log_.reset();
     machine_.reset();
     StoreOptions options;
@@ -66,9 +74,34 @@ class RaftLogStoreTest : public ::testing::Test {
     auto machine = StateMachine::open(options);
     ASSERT_TRUE(machine.is_ok()) << machine.status().to_string();
     machine_ = std::move(machine).value();
-    auto log = LevelDbLogStorage::open(machine_->leveldb(), env, dir_.path() + "/snapshots", bootstrap);
+  }
+
+  Result<std::unique_ptr<RaftLogStore>> open_log(const Membership& bootstrap = {}, leveldb::Env* env = nullptr) {
+    return RaftLogStore::open(machine_->leveldb(), env, dir_.path() + "/snapshots", bootstrap, nullptr, options_);
+  }
+
+  void open(const Membership& bootstrap = {}, leveldb::Env* env = nullptr) {
+    ASSERT_NO_FATAL_FAILURE(open_machine(env));
+    auto log = open_log(bootstrap, env);
     ASSERT_TRUE(log.is_ok()) << log.status().to_string();
     log_ = std::move(log).value();
+  }
+
+  std::vector<std::filesystem::path> segments() const {
+    std::vector<std::filesystem::path> out;
+    for (const auto& file : std::filesystem::directory_iterator(dir_.path() + "/wal")) out.push_back(file.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // Raft keys left in LevelDB (a log an earlier version kept there).
+  size_t leveldb_raft_keys() {
+    size_t count = 0;
+    std::unique_ptr<leveldb::Iterator> it(machine_->leveldb()->NewIterator({}));
+    for (const std::string& prefix : {raft_meta_key(""), raft_entry_prefix()}) {
+      for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) ++count;
+    }
+    return count;
   }
 
   std::vector<Entry> all_entries() {
@@ -84,8 +117,9 @@ class RaftLogStoreTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  RaftLogStoreOptions options_;
   std::unique_ptr<StateMachine> machine_;
-  std::unique_ptr<LevelDbLogStorage> log_;
+  std::unique_ptr<RaftLogStore> log_;
 };
 
 TEST_F(RaftLogStoreTest, FreshClusterNodeStartsWithTheBootstrapLog) {
@@ -208,6 +242,114 @@ TEST_F(RaftLogStoreTest, FailedFsyncIsStickyAndLosesNothingSynced) {
   open();  // a restart reads what is on disk: at least the synced entries
   EXPECT_GE(log_->last_index(), LogIndex(2));
   EXPECT_EQ(all_entries()[1], entry(2, 1));
+}
+
+TEST_F(RaftLogStoreTest, SegmentsRotateAndGoOnceCompactedAndTheRestReadsBackAfterReopen) {
+  options_.segment_bytes = 2000;  // a new segment every ~15 entries of 100 bytes
+  options_.recent_entry_bytes = 1000;  // most reads go to the files
+  open();
+  std::vector<Entry> written;
+  for (uint64_t i = 1; i <= 100; i += 5) {
+    std::vector<Entry> batch;
+    for (uint64_t k = i; k < i + 5; ++k) batch.push_back(entry(k, 1 + k / 40, std::string(100, 'a' + k % 26)));
+    ASSERT_TRUE(log_->persist(std::nullopt, batch, HardState{Term(3), NodeId(1), LogIndex(i)}, true).is_ok());
+    written.insert(written.end(), batch.begin(), batch.end());
+  }
+  EXPECT_EQ(all_entries(), written);
+  const size_t before = log_->segment_count();
+  EXPECT_GE(before, 5u);
+  EXPECT_EQ(segments().size(), before);
+  ASSERT_TRUE(log_->create_snapshot(LogIndex(80), Membership{{NodeId(1)}, {}}, "state").is_ok());
+  ASSERT_TRUE(log_->compact(LogIndex(70)).is_ok());
+  EXPECT_LE(log_->segment_count(), before - 2) << "segments holding only compacted entries stay";
+  EXPECT_EQ(segments().size(), log_->segment_count());
+  const std::vector<Entry> kept(written.begin() + 70, written.end());
+  EXPECT_EQ(all_entries(), kept);
+  open();  // the oldest remaining segment starts past the compaction point: its records must still read back
+  EXPECT_EQ(log_->first_index(), LogIndex(71));
+  EXPECT_EQ(log_->last_index(), LogIndex(100));
+  EXPECT_EQ(*log_->term(LogIndex(70)), Term(2));
+  EXPECT_EQ(log_->hard_state(), (HardState{Term(3), NodeId(1), LogIndex(96)}));
+  EXPECT_EQ(log_->snapshot_metadata().index, LogIndex(80));
+  EXPECT_EQ(all_entries(), kept);
+  // A conflicting suffix reaching back into an older segment, then a reopen.
+  ASSERT_TRUE(log_->persist(std::nullopt, {entry(90, 9, "replaced")}, std::nullopt, true).is_ok());
+  open();
+  EXPECT_EQ(log_->last_index(), LogIndex(90));
+  EXPECT_EQ(all_entries().back(), entry(90, 9, "replaced"));
+  // A segment that still holds live entries, lost: the log has a gap, which is Corruption, not a shorter log.
+  log_.reset();
+  std::filesystem::remove(segments().front());
+  auto reopened = open_log();
+  ASSERT_FALSE(reopened.is_ok());
+  EXPECT_EQ(reopened.status().code(), StatusCode::kCorruption) << reopened.status().to_string();
+  EXPECT_NE(reopened.status().message().find("gap"), std::string::npos) << reopened.status().to_string();
+}
+
+TEST_F(RaftLogStoreTest, ATornTailIsCutOffAndTheNextOpenIsClean) {
+  open();
+  std::vector<Entry> written = {entry(1, 1), entry(2, 1), entry(3, 1)};
+  ASSERT_TRUE(log_->persist(std::nullopt, written, std::nullopt, true).is_ok());
+  log_.reset();
+  // A crash in the middle of appending entry 4: half its record reached the disk.
+  const std::string record = wal_entry_record(entry(4, 1, std::string(500, 'z')));
+  {
+    std::ofstream newest(segments().back(), std::ios::binary | std::ios::app);
+    newest.write(record.data(), static_cast<std::streamsize>(record.size() / 2));
+  }
+  auto reopened = open_log();
+  ASSERT_TRUE(reopened.is_ok()) << reopened.status().to_string();
+  log_ = std::move(reopened).value();
+  EXPECT_EQ(all_entries(), written);
+  ASSERT_TRUE(log_->persist(std::nullopt, {entry(4, 2), entry(5, 2)}, std::nullopt, true).is_ok());
+  // The cut segment is an older one now: had the torn half stayed in it, this open would find it corrupt.
+  open();
+  written.push_back(entry(4, 2));
+  written.push_back(entry(5, 2));
+  EXPECT_EQ(all_entries(), written);
+}
+
+TEST_F(RaftLogStoreTest, MigratesALogThatAnEarlierVersionKeptInLevelDb) {
+  ASSERT_NO_FATAL_FAILURE(open_machine());
+  // What the LevelDB log wrote: hard state, snapshot record, compaction point and entries under their keys.
+  const HardState hard{Term(2), NodeId(1), LogIndex(7)};
+  replication::SnapshotMetadata snapshot{LogIndex(4), Term(1), kT0 + 4, Membership{{NodeId(1)}, {}}, 5};
+  std::vector<Entry> written;
+  leveldb::WriteBatch batch;
+  batch.Put(raft_meta_key("hard"), replication::encode_hard_state(hard));
+  batch.Put(raft_meta_key("snap"), replication::encode_snapshot_metadata(snapshot));
+  std::string base;
+  codec::put_varint(base, 3);
+  codec::put_varint(base, 1);
+  batch.Put(raft_meta_key("base"), base);
+  for (uint64_t i = 4; i <= 8; ++i) {
+    written.push_back(entry(i, i < 6 ? 1 : 2));
+    batch.Put(raft_entry_key(i), replication::encode_entry(written.back()));
+  }
+  ASSERT_TRUE(machine_->leveldb()->Write({}, &batch).ok());
+  {
+    std::filesystem::create_directories(dir_.path() + "/snapshots");
+    std::ofstream file(dir_.path() + "/snapshots/snapshot-4", std::ios::binary);
+    file << "state";
+  }
+  auto log = open_log();
+  ASSERT_TRUE(log.is_ok()) << log.status().to_string();
+  log_ = std::move(log).value();
+  EXPECT_EQ(leveldb_raft_keys(), 0u) << "the migrated keys stay in LevelDB";
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(log_->first_index(), LogIndex(4));
+    EXPECT_EQ(*log_->term(LogIndex(3)), Term(1));
+    EXPECT_EQ(log_->hard_state(), hard);
+    EXPECT_EQ(log_->snapshot_metadata(), snapshot);
+    EXPECT_EQ(all_entries(), written);
+    EXPECT_EQ(*log_->read_snapshot_chunk(LogIndex(4), 0, 100), "state");
+    open();  // and again from the WAL
+  }
+  // Keys an interrupted migration left behind (the WAL was written, the delete never happened) are dropped.
+  ASSERT_TRUE(machine_->leveldb()->Put({}, raft_entry_key(4), replication::encode_entry(entry(4, 7))).ok());
+  open();
+  EXPECT_EQ(leveldb_raft_keys(), 0u);
+  EXPECT_EQ(all_entries(), written);
 }
 
 }  // namespace
