@@ -129,7 +129,7 @@ Metrics::Metrics(uint64_t node_id)
                        .Register(*registry_)),
       fsync_latency_(BuildHistogram()
                          .Name("mayfly_raft_fsync_latency_seconds")
-                         .Help("Time to persist one Ready (one fsync'd LevelDB write batch)")
+                         .Help("Time to persist one Ready (one fsync'd append to the Raft WAL)")
                          .Register(*registry_)),
       proposal_latency_(BuildHistogram()
                             .Name("mayfly_raft_proposal_latency_seconds")

@@ -15,8 +15,8 @@
 //   0E crid 02 kind sort_us pk id               -> record bytes    (change feed: shadow image of a collected item)
 //   0E crid 03 index                            -> ContainerTtlState (change feed: ttl state from index on)
 //   0F index                                    -> ts_us           (change feed: the time index, docs/changefeed.md)
-//   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record
-//   11 index                                    -> raft log entry
+//   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record (until
+//   11 index                                    -> raft log entry                   the WAL: migrated, then deleted)
 //   20 crid                                     -> LocalStats     (node-local: physical items and bytes)
 //
 // Strings are order-preserving escaped (codec::put_ordered_string), integers big-endian, so a prefix scan of a

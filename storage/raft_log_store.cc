@@ -365,32 +365,44 @@ void RaftLogStore::reset_to(LogIndex index, Term term) {
   base_term_ = term;
 }
 
-Status RaftLogStore::start_segment() {
-  const uint64_t sequence = segments_.empty() ? 1 : segments_.back().sequence + 1;
-  if (active_) {
-    // Sealed only once durable: only the newest segment may end in a torn write.
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(active_->Sync(), "fsync " + segment_path(segments_.back().sequence)));
-    active_->Close();
-    active_.reset();
-  }
-  const std::string path = segment_path(sequence);
-  leveldb::WritableFile* raw = nullptr;
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(env_->NewWritableFile(path, &raw), "create " + path));
-  std::unique_ptr<leveldb::WritableFile> file(raw);
-  // What the older segments said, so that they can go once the compaction point passes them.
+std::string RaftLogStore::header_records() const {
   std::string records;
-  if (hard_state_ != HardState{}) put_record(records, RecordType::kHardState, replication::encode_hard_state(hard_state_));
+  if (hard_state_ != HardState{}) {
+    put_record(records, RecordType::kHardState, replication::encode_hard_state(hard_state_));
+  }
   if (snapshot_.index != LogIndex(0)) {
     put_record(records, RecordType::kSnapshot, replication::encode_snapshot_metadata(snapshot_));
   }
   put_record(records, RecordType::kCompact, encode_point(base_index_, base_term_));
-  Status status = from_leveldb(file->Append(records), "write " + path);
-  if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + path);
-  if (status.is_ok() && sync_directory_) status = sync_directory_(wal_dir_);
-  if (!status.is_ok()) {
+  return records;
+}
+
+Status RaftLogStore::start_segment() {
+  if (!failure_.is_ok()) return failure_;
+  const uint64_t sequence = segments_.empty() ? 1 : segments_.back().sequence + 1;
+  const std::string path = segment_path(sequence);
+  // Any failure here is sticky (failure_ is checked before every use of active_, which may be gone).
+  const auto failed = [this](Status status) {
     failure_ = status;
     return status;
+  };
+  if (active_) {
+    // Sealed only once durable: only the newest segment may end in a torn write.
+    Status synced = from_leveldb(active_->Sync(), "fsync " + segment_path(segments_.back().sequence));
+    if (!synced.is_ok()) return failed(synced);
+    active_->Close();
+    active_.reset();
   }
+  leveldb::WritableFile* raw = nullptr;
+  Status status = from_leveldb(env_->NewWritableFile(path, &raw), "create " + path);
+  if (!status.is_ok()) return failed(status);
+  std::unique_ptr<leveldb::WritableFile> file(raw);
+  // What the older segments said, so that they can go once the compaction point passes them.
+  const std::string records = header_records();
+  status = from_leveldb(file->Append(records), "write " + path);
+  if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + path);
+  if (status.is_ok() && sync_directory_) status = sync_directory_(wal_dir_);
+  if (!status.is_ok()) return failed(status);
   segments_.push_back(Segment{.sequence = sequence});
   active_ = std::move(file);
   active_bytes_ = records.size();
@@ -416,7 +428,9 @@ Status RaftLogStore::append_to_active(const std::string& records, bool sync) {
   const std::string path = segment_path(segments_.back().sequence);
   Status status = records.empty() ? Status::ok() : from_leveldb(active_->Append(records), "write " + path);
   // Flushed either way: entries() reads the file through another handle.
-  if (status.is_ok()) status = from_leveldb(sync ? active_->Sync() : active_->Flush(), (sync ? "fsync " : "write ") + path);
+  if (status.is_ok()) {
+    status = from_leveldb(sync ? active_->Sync() : active_->Flush(), (sync ? "fsync " : "write ") + path);
+  }
   if (!status.is_ok()) {
     failure_ = status;  // sticky: the log's state on disk is unknown
     return status;
@@ -454,12 +468,7 @@ Status RaftLogStore::migrate_from_leveldb() {
   // The migrated log goes to segment 1, written and fsync'd before the LevelDB keys are deleted.
   const uint64_t sequence = 1;
   const std::string path = segment_path(sequence);
-  std::string records;
-  if (hard_state_ != HardState{}) put_record(records, RecordType::kHardState, replication::encode_hard_state(hard_state_));
-  if (snapshot_.index != LogIndex(0)) {
-    put_record(records, RecordType::kSnapshot, replication::encode_snapshot_metadata(snapshot_));
-  }
-  put_record(records, RecordType::kCompact, encode_point(base_index_, base_term_));
+  std::string records = header_records();
   const std::string prefix = raft_entry_prefix();
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(log_read_options()));
   uint64_t expected = base_index_.value() + 1;

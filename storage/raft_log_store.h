@@ -34,10 +34,11 @@
 //
 // Reads of the log: hard_state(), snapshot_metadata(), first_index(), last_index() and term() answer from memory
 // (the log's terms and record positions are loaded by open(), which returns any read error as its Status). entries()
-// answers the newest entries written since open (up to Options::recent_entry_bytes) from memory — what followers and the apply loop ask for — and
-// older ones from the segment files, checking each record's checksum and that it holds the entry asked for. An I/O
-// error or corruption there is returned (the core turns it into replication::StorageFailure) and is sticky like a
-// write error: failure() reports it and every later write fails.
+// answers the newest entries written since open (up to Options::recent_entry_bytes) from memory — what followers and
+// the apply loop ask for — and older ones from the segment files, checking each record's checksum and that it holds
+// the entry asked for. An I/O error or corruption there is returned (the core turns it into
+// replication::StorageFailure) and is sticky like a write error: failure() reports it and every later write fails.
+// Replay checks the log it rebuilds: entries without a gap no compaction point covers, terms never going back.
 //
 // Writes follow Ready: persist() takes a Ready's snapshot, entries and hard state and appends them as ONE write to the
 // active segment, fsync'd when asked — group commit: however many entries arrived during the previous fsync go into
@@ -166,6 +167,8 @@ class RaftLogStore final : public replication::LogStorage, public replication::S
   Status replay_segment(const Segment& segment, bool newest, Replay& replay);
   Status migrate_from_leveldb();
   Status delete_leveldb_log();
+  // The records a new segment starts with: the hard state, snapshot record and compaction point as they are now.
+  std::string header_records() const;
   Status start_segment();
   Status remove_compacted_segments();
   std::string segment_path(uint64_t sequence) const;

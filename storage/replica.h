@@ -1,4 +1,4 @@
-// Replica: one node's replicated store — the Raft core, its log on LevelDB and the state machine — and the one
+// Replica: one node's replicated store — the Raft core, its write-ahead log and the state machine — and the one
 // implementation of the driver's duty cycle (persist → send → apply → advance), shared by mayflyd's driver and the
 // deterministic simulator so that what the simulator proves is what production runs.
 //

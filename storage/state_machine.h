@@ -135,7 +135,7 @@ class StateMachine {
 
   // Replicated (or, with include_local, all state-machine) key/value pairs in key order. For tests and tools.
   Result<std::vector<std::pair<std::string, std::string>>> dump(bool include_local) const;
-  // The LevelDB handle, shared with the raft log (which uses its own key prefixes).
+  // The LevelDB handle (the Raft log only reads it to migrate a log an earlier version kept here).
   leveldb::DB* leveldb() const { return db_.get(); }
 
 

@@ -1,6 +1,6 @@
 // One fault-campaign run: a real 3-node mayflyd cluster (each node in its own network namespace when this machine
 // allows it), the workload (workload.h) for a while under a seeded fault schedule — SIGKILL (a power cut for the
-// unsynced LevelDB log, with power_cut_shim) and restart, SIGSTOP
+// unsynced Raft WAL and LevelDB log, with power_cut_shim) and restart, SIGSTOP
 // pauses longer than the election timeout, partitions, the leader restarted with its clock stepped ±5 s or +1 h
 // (libfaketime) — then every fault healed, a bound on recovery, final strong reads, a check that every node's state
 // machine agrees, and the checkers (checker.h) over the history.
@@ -25,8 +25,8 @@ struct CampaignOptions {
   std::vector<std::string> faults = {"kill", "pause", "partition", "clock", "blackout", "membership", "diskfull"};
   std::string mayflyd;   // empty: this build's
   Network* network = nullptr;  // nullptr: nodes on 127.0.0.1, no partitions
-  // Non-empty: every node preloads this library (power_cut_shim.c), so a SIGKILL also loses the LevelDB log writes
-  // the node had not fsync'd, as a power cut would.
+  // Non-empty: every node preloads this library (power_cut_shim.c), so a SIGKILL also loses the WAL and LevelDB log
+  // writes the node had not fsync'd, as a power cut would.
   std::string power_cut_shim;
   int64_t recovery_bound_ms = 15000;
   // The nodes' --snapshot-interval-entries; 0: by seed, 300 / 2000 / 20000 in turn, so snapshots,

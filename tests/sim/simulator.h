@@ -1,5 +1,5 @@
 // The deterministic cluster simulator: 3 or 5 production nodes in one thread — each the real node::Driver (its
-// Replica: Raft core, LevelDB log and state machine; its collector, request-unit account, time entries, expiry
+// Replica: Raft core, WAL log and state machine; its collector, request-unit account, time entries, expiry
 // deadlines, learner promotion, request timeouts) on a ManualLoop (node/event_loop.h) with a simulated wall clock, on
 // an in-memory LevelDB Env that loses unsynced writes on a crash — with a simulated network, and every choice drawn
 // from one seed. Clients reach the drivers as mayflyd's RPC side does (Driver::on_request, replies in DriverBatch);
