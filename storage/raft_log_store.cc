@@ -465,10 +465,25 @@ Status RaftLogStore::migrate_from_leveldb() {
   } else if (!status.IsNotFound()) {
     return from_leveldb(status, "read raft compaction point");
   }
-  // The migrated log goes to segment 1, written and fsync'd before the LevelDB keys are deleted.
+  // The migrated log goes to segment 1, streamed to `<segment>.tmp` (a crash midway leaves only that, which the next
+  // open removes before migrating again), fsync'd and renamed, and only then are the LevelDB keys deleted.
   const uint64_t sequence = 1;
   const std::string path = segment_path(sequence);
+  const std::string temporary = path + ".tmp";
+  std::unique_ptr<leveldb::WritableFile> file;
+  uint64_t written_bytes = 0;
   std::string records = header_records();
+  const auto flush_records = [&]() -> Status {
+    if (!file) {
+      leveldb::WritableFile* raw = nullptr;
+      MAYFLY_RETURN_IF_ERROR(from_leveldb(env_->NewWritableFile(temporary, &raw), "create " + temporary));
+      file.reset(raw);
+    }
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(file->Append(records), "write " + temporary));
+    written_bytes += records.size();
+    records.clear();
+    return Status::ok();
+  };
   const std::string prefix = raft_entry_prefix();
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(log_read_options()));
   uint64_t expected = base_index_.value() + 1;
@@ -480,22 +495,22 @@ Status RaftLogStore::migrate_from_leveldb() {
       return Status::corruption("raft log has a gap: expected entry " + std::to_string(expected) + ", found " +
                                 text(entry.index));
     }
-    const Slot slot{entry.term, sequence, records.size(), put_record(records, RecordType::kEntry, bytes)};
+    const uint64_t offset = written_bytes + records.size();
+    const Slot slot{entry.term, sequence, offset, put_record(records, RecordType::kEntry, bytes)};
     put_entry(std::move(entry), slot, false);
     found = true;
     ++expected;
+    if (records.size() >= (4u << 20)) MAYFLY_RETURN_IF_ERROR(flush_records());  // memory: a few MB, not the log
   }
   MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan raft log"));
   it.reset();
   if (!found) return Status::ok();  // a fresh node
-  leveldb::WritableFile* raw = nullptr;
-  MAYFLY_RETURN_IF_ERROR(from_leveldb(env_->NewWritableFile(path, &raw), "create " + path));
-  std::unique_ptr<leveldb::WritableFile> file(raw);
-  Status written = from_leveldb(file->Append(records), "write " + path);
-  if (written.is_ok()) written = from_leveldb(file->Sync(), "fsync " + path);
-  if (written.is_ok()) written = from_leveldb(file->Close(), "close " + path);
-  if (written.is_ok() && sync_directory_) written = sync_directory_(wal_dir_);
-  MAYFLY_RETURN_IF_ERROR(written);
+  MAYFLY_RETURN_IF_ERROR(flush_records());
+  Status done = from_leveldb(file->Sync(), "fsync " + temporary);
+  if (done.is_ok()) done = from_leveldb(file->Close(), "close " + temporary);
+  if (done.is_ok()) done = from_leveldb(env_->RenameFile(temporary, path), "rename " + temporary);
+  if (done.is_ok() && sync_directory_) done = sync_directory_(wal_dir_);
+  MAYFLY_RETURN_IF_ERROR(done);
   segments_.push_back(Segment{.sequence = sequence, .max_index = last_index().value()});
   return delete_leveldb_log();
 }

@@ -21,8 +21,9 @@
 // after an fsync, so only the newest can have a torn tail.
 //
 // Upgrading: a data directory written by a version that kept the log in LevelDB (its raft keys, storage/layout.h)
-// is migrated at the first open — the log is written to a new segment and fsync'd, then the LevelDB keys are deleted
-// (a crash in between only leaves keys that the next open deletes again).
+// is migrated at the first open — the log is streamed to `<segment>.tmp`, fsync'd and renamed to the first segment,
+// then the LevelDB keys are deleted (a crash before the rename leaves a `.tmp` file the next open removes before it
+// migrates again; a crash after it leaves keys the next open deletes).
 //
 // Durability of names: a snapshot file is written as `snapshot-<index>.tmp`, fsync'd, renamed, and then the directory
 // is fsync'd (the `sync_directory` hook), so a crash never leaves a partial file under a snapshot's name nor loses the

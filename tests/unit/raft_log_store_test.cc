@@ -323,7 +323,8 @@ TEST_F(RaftLogStoreTest, MigratesALogThatAnEarlierVersionKeptInLevelDb) {
   codec::put_varint(base, 1);
   batch.Put(raft_meta_key("base"), base);
   for (uint64_t i = 4; i <= 8; ++i) {
-    written.push_back(entry(i, i < 6 ? 1 : 2));
+    // Entry 6 is large: the migration writes its segment in pieces of a few MB, and the positions must still hold.
+    written.push_back(entry(i, i < 6 ? 1 : 2, i == 6 ? std::string(5 << 20, 'm') : "x"));
     batch.Put(raft_entry_key(i), replication::encode_entry(written.back()));
   }
   ASSERT_TRUE(machine_->leveldb()->Write({}, &batch).ok());
@@ -332,9 +333,18 @@ TEST_F(RaftLogStoreTest, MigratesALogThatAnEarlierVersionKeptInLevelDb) {
     std::ofstream file(dir_.path() + "/snapshots/snapshot-4", std::ios::binary);
     file << "state";
   }
+  // A migration that crashed midway left its partial segment under the temporary name: it is not the log.
+  std::filesystem::create_directories(dir_.path() + "/wal");
+  const std::string partial = dir_.path() + "/wal/00000000000000000001.log.tmp";
+  {
+    std::ofstream file(partial, std::ios::binary);
+    const std::string half = wal_entry_record(written.front());
+    file.write(half.data(), static_cast<std::streamsize>(half.size() / 2));
+  }
   auto log = open_log();
   ASSERT_TRUE(log.is_ok()) << log.status().to_string();
   log_ = std::move(log).value();
+  EXPECT_FALSE(std::filesystem::exists(partial));
   EXPECT_EQ(leveldb_raft_keys(), 0u) << "the migrated keys stay in LevelDB";
   for (int round = 0; round < 2; ++round) {
     EXPECT_EQ(log_->first_index(), LogIndex(4));
