@@ -2,7 +2,6 @@
 
 #include <leveldb/helpers/memenv.h>
 
-#include "tests/sim/table_block.h"
 
 namespace mayfly::sim {
 
@@ -129,19 +128,14 @@ std::unique_ptr<FaultEnv> FaultEnv::crash_copy() {
 // ---- IoFaultEnv -----------------------------------------------------------------------------------------------
 
 // Reads fail once the pattern is set, also on a file opened before (a snapshot file is opened per chunk, LevelDB's
-// tables stay open). A block read is judged by what it holds, so it is made first.
+// tables stay open).
 class IoFaultEnv::RandomAccessFile final : public leveldb::RandomAccessFile {
  public:
   RandomAccessFile(leveldb::RandomAccessFile* inner, IoFaultEnv* env, std::string name)
       : inner_(inner), env_(env), name_(std::move(name)) {}
   leveldb::Status Read(uint64_t offset, size_t n, leveldb::Slice* result, char* scratch) const override {
     if (env_->matches_read(name_)) return env_->injected(name_);
-    leveldb::Status status = inner_->Read(offset, n, result, scratch);
-    if (status.ok() && env_->matches_block(*result)) {
-      *result = leveldb::Slice();
-      return env_->injected(name_);
-    }
-    return status;
+    return inner_->Read(offset, n, result, scratch);
   }
 
  private:
@@ -184,20 +178,6 @@ void IoFaultEnv::fail_syncs_matching(std::string pattern) {
 bool IoFaultEnv::matches_read(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   return !read_pattern_.empty() && name.find(read_pattern_) != std::string::npos;
-}
-
-void IoFaultEnv::fail_block_reads_with_key_prefix(std::string prefix) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  block_key_prefix_ = std::move(prefix);
-}
-
-bool IoFaultEnv::matches_block(const leveldb::Slice& read) {
-  std::string prefix;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    prefix = block_key_prefix_;
-  }
-  return !prefix.empty() && table_block_keys_all_start_with(std::string_view(read.data(), read.size()), prefix);
 }
 
 bool IoFaultEnv::matches_sync(const std::string& name) {

@@ -53,9 +53,7 @@ class FaultEnv final : public leveldb::EnvWrapper {
 
 // IoFaultEnv: wraps another Env (by default the real file system, leveldb::Env::Default()) and makes I/O on files
 // whose path contains a pattern fail with EIO — opening or reading them (fail_reads_matching), or fsyncing them
-// (fail_syncs_matching) — or makes reads of LevelDB table blocks that hold only keys with a given prefix fail
-// (fail_block_reads_with_key_prefix: the Raft log's entries, say, while the state beside them reads fine), until
-// cleared. Counts the failures it injected. Use it as ReplicaOptions::env to test what a
+// (fail_syncs_matching) — until cleared. Counts the failures it injected. Use it as ReplicaOptions::env to test what a
 // node does when its disk returns errors.
 // Thread-safety: patterns may be changed while LevelDB's background thread uses the Env (locked).
 class IoFaultEnv final : public leveldb::EnvWrapper {
@@ -66,8 +64,6 @@ class IoFaultEnv final : public leveldb::EnvWrapper {
   // Empty pattern: no faults of that kind.
   void fail_reads_matching(std::string pattern);
   void fail_syncs_matching(std::string pattern);
-  // Reads of table blocks whose every key starts with `prefix` (tests/sim/table_block.h), in any file.
-  void fail_block_reads_with_key_prefix(std::string prefix);
   uint64_t injected_faults() const { return injected_.load(); }
   // Every successful RenameFile, as (from, to), in order.
   std::vector<std::pair<std::string, std::string>> renames();
@@ -82,13 +78,11 @@ class IoFaultEnv final : public leveldb::EnvWrapper {
   class WritableFile;
   bool matches_read(const std::string& name);
   bool matches_sync(const std::string& name);
-  bool matches_block(const leveldb::Slice& read);
   leveldb::Status injected(const std::string& name);
 
   std::mutex mutex_;
   std::string read_pattern_;
   std::string sync_pattern_;
-  std::string block_key_prefix_;
   std::vector<std::pair<std::string, std::string>> renames_;
   std::atomic<uint64_t> injected_{0};
 };
