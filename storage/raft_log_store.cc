@@ -115,6 +115,25 @@ Status read_whole_file(leveldb::Env* env, const std::string& path, std::string& 
   }
 }
 
+// Write-then-rename: `path` only ever names complete, fsync'd data — written to `<path>.tmp`, fsync'd, renamed over
+// `path`, and the directory entry made durable (`sync_directory`, when given). The temporary goes on failure.
+Status replace_file_durably(leveldb::Env* env, const std::string& path, std::string_view data,
+                            const std::function<Status()>& sync_directory) {
+  const std::string temporary = path + ".tmp";
+  leveldb::WritableFile* raw = nullptr;
+  Status status = from_leveldb(env->NewWritableFile(temporary, &raw), "create " + temporary);
+  if (status.is_ok()) {
+    std::unique_ptr<leveldb::WritableFile> file(raw);
+    status = from_leveldb(file->Append(leveldb::Slice(data.data(), data.size())), "write " + temporary);
+    if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + temporary);
+    if (status.is_ok()) status = from_leveldb(file->Close(), "close " + temporary);
+  }
+  if (status.is_ok()) status = from_leveldb(env->RenameFile(temporary, path), "rename " + temporary);
+  if (status.is_ok() && sync_directory) status = sync_directory();
+  if (!status.is_ok()) env->RemoveFile(temporary);
+  return status;
+}
+
 }  // namespace
 
 std::string wal_entry_record(const Entry& entry) {
@@ -132,12 +151,6 @@ Status sync_directory_posix(const std::string& path) {
   if (synced != 0) return Status::io_error("fsync directory " + path + ": " + std::strerror(error));
   return Status::ok();
 }
-
-struct RaftLogStore::Replay {
-  // An entry arrived past the end of the log: the segments before it were deleted after a compaction point passed
-  // them, and a later compaction point (at or past `gap_floor`) must say so.
-  std::optional<uint64_t> gap_floor;
-};
 
 RaftLogStore::RaftLogStore(leveldb::DB* db, leveldb::Env* env, std::string snapshot_dir,
                            SyncDirectory sync_directory, Options options)
@@ -204,13 +217,13 @@ Status RaftLogStore::open_wal() {
   if (sequences.empty()) {
     MAYFLY_RETURN_IF_ERROR(migrate_from_leveldb());
   } else {
-    Replay replay;
+    std::optional<uint64_t> gap_floor;
     for (size_t i = 0; i < sequences.size(); ++i) {
       segments_.push_back(Segment{.sequence = sequences[i]});
-      MAYFLY_RETURN_IF_ERROR(replay_segment(segments_.back(), i + 1 == sequences.size(), replay));
+      MAYFLY_RETURN_IF_ERROR(replay_segment(segments_.back(), i + 1 == sequences.size(), gap_floor));
     }
-    if (replay.gap_floor) {
-      return Status::corruption("raft log has a gap: no entry before " + std::to_string(*replay.gap_floor + 1) +
+    if (gap_floor) {
+      return Status::corruption("raft log has a gap: no entry before " + std::to_string(*gap_floor + 1) +
                                 " is left and no compaction point covers them (" + wal_dir_ + ")");
     }
     if (snapshot_.index > last_index()) {
@@ -224,14 +237,14 @@ Status RaftLogStore::open_wal() {
   return remove_compacted_segments();
 }
 
-Status RaftLogStore::replay_segment(const Segment& segment, bool newest, Replay& replay) {
+Status RaftLogStore::replay_segment(const Segment& segment, bool newest, std::optional<uint64_t>& gap_floor) {
   const std::string path = segment_path(segment.sequence);
   std::string data;
   MAYFLY_RETURN_IF_ERROR(read_whole_file(env_, path, data).with_context("replay raft log"));
   size_t offset = 0;
   uint64_t max_index = 0;
   while (offset < data.size()) {
-    const std::string where = path + " at offset " + std::to_string(offset);
+    const auto where = [&path, offset] { return path + " at offset " + std::to_string(offset); };  // errors only
     bool intact = data.size() - offset >= kHeaderBytes;
     uint32_t length = 0;
     uint8_t type = 0;
@@ -244,42 +257,34 @@ Status RaftLogStore::replay_segment(const Segment& segment, bool newest, Replay&
     }
     if (!intact) {
       // Only the newest segment can end in a torn write: every older one was fsync'd before the next began.
-      if (!newest) return Status::corruption("raft log record unreadable in " + where);
-      // Cut the tail off — write the valid prefix, fsync, rename over the segment — so that this segment can be
-      // left behind when a new one starts without looking corrupt at the next open.
-      const std::string temporary = path + ".tmp";
-      leveldb::WritableFile* raw = nullptr;
-      MAYFLY_RETURN_IF_ERROR(from_leveldb(env_->NewWritableFile(temporary, &raw), "create " + temporary));
-      std::unique_ptr<leveldb::WritableFile> file(raw);
-      Status status = from_leveldb(file->Append(leveldb::Slice(data.data(), offset)), "write " + temporary);
-      if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + temporary);
-      if (status.is_ok()) status = from_leveldb(file->Close(), "close " + temporary);
-      if (status.is_ok()) status = from_leveldb(env_->RenameFile(temporary, path), "rename " + temporary);
-      if (status.is_ok() && sync_directory_) status = sync_directory_(wal_dir_);
-      MAYFLY_RETURN_IF_ERROR(status);
+      if (!newest) return Status::corruption("raft log record unreadable in " + where());
+      // Cut the tail off — the valid prefix replaces the segment — so that this segment can be left behind when a
+      // new one starts without looking corrupt at the next open.
+      MAYFLY_RETURN_IF_ERROR(replace_file_durably(env_, path, std::string_view(data.data(), offset),
+                                                  [this] { return sync_wal_dir(); }));
       break;
     }
     const std::string_view payload(data.data() + offset + kHeaderBytes, length);
     switch (static_cast<RecordType>(type)) {
       case RecordType::kEntry: {
         Result<Entry> entry = replication::decode_entry(payload);
-        if (!entry.is_ok()) return entry.status().with_context("raft log entry in " + where);
+        if (!entry.is_ok()) return entry.status().with_context("raft log entry in " + where());
         const uint64_t index = entry->index.value();
-        if (index <= base_index_.value() && !replay.gap_floor) {
-          return Status::corruption("raft log entry " + std::to_string(index) + " in " + where +
+        if (index <= base_index_.value() && !gap_floor) {
+          return Status::corruption("raft log entry " + std::to_string(index) + " in " + where() +
                                     " is at or before the compaction point " + text(base_index_));
         }
         if (index > last_index().value() + 1 || index <= base_index_.value()) {
           // Entries before this one were in deleted segments (or, in a gap already open, a conflicting suffix
           // replaced entries back into it): unknown until a compaction point covers them.
           reset_to(LogIndex(index - 1), Term(0));
-          replay.gap_floor = index - 1;
+          gap_floor = index - 1;
         }
         // Terms never go back along a Raft log: a record that says otherwise was not written here in this order.
         const Term previous = index - 1 == base_index_.value() ? base_term_
                                                                : slots_[index - 1 - first_index().value()].term;
         if (entry->term < previous) {
-          return Status::corruption("raft log entry " + std::to_string(index) + " in " + where + " has term " +
+          return Status::corruption("raft log entry " + std::to_string(index) + " in " + where() + " has term " +
                                     std::to_string(entry->term.value()) + ", older than the entry before it (" +
                                     std::to_string(previous.value()) + ")");
         }
@@ -300,17 +305,17 @@ Status RaftLogStore::replay_segment(const Segment& segment, bool newest, Replay&
       case RecordType::kReset: {
         LogIndex index;
         Term term;
-        MAYFLY_RETURN_IF_ERROR(decode_point(payload, index, term).with_context(where));
+        if (Status decoded = decode_point(payload, index, term); !decoded.is_ok()) return decoded.with_context(where());
         if (static_cast<RecordType>(type) == RecordType::kReset) {
           reset_to(index, term);
         } else {
           drop_through(index, term);
         }
-        if (replay.gap_floor && index.value() >= *replay.gap_floor) replay.gap_floor.reset();
+        if (gap_floor && index.value() >= *gap_floor) gap_floor.reset();
         break;
       }
       default:
-        return Status::corruption("raft log record of unknown type " + std::to_string(type) + " in " + where);
+        return Status::corruption("raft log record of unknown type " + std::to_string(type) + " in " + where());
     }
     offset += kHeaderBytes + length;
   }
@@ -331,7 +336,7 @@ void RaftLogStore::put_entry(Entry entry, const Slot& slot, bool cache) {
     }
   }
   slots_.push_back(slot);
-  if (!cache) return;
+  if (!cache || options_.recent_entry_bytes == 0) return;
   recent_bytes_ += entry.size_bytes();
   recent_.push_back(std::move(entry));
   while (!recent_.empty() && recent_bytes_ > options_.recent_entry_bytes) {
@@ -401,7 +406,7 @@ Status RaftLogStore::start_segment() {
   const std::string records = header_records();
   status = from_leveldb(file->Append(records), "write " + path);
   if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + path);
-  if (status.is_ok() && sync_directory_) status = sync_directory_(wal_dir_);
+  if (status.is_ok()) status = sync_wal_dir();
   if (!status.is_ok()) return failed(status);
   segments_.push_back(Segment{.sequence = sequence});
   active_ = std::move(file);
@@ -425,15 +430,15 @@ Status RaftLogStore::remove_compacted_segments() {
 
 Status RaftLogStore::append_to_active(const std::string& records, bool sync) {
   if (!failure_.is_ok()) return failure_;
-  const std::string path = segment_path(segments_.back().sequence);
-  Status status = records.empty() ? Status::ok() : from_leveldb(active_->Append(records), "write " + path);
+  leveldb::Status status = records.empty() ? leveldb::Status::OK() : active_->Append(records);
+  const bool appended = status.ok();
   // Flushed either way: entries() reads the file through another handle.
-  if (status.is_ok()) {
-    status = from_leveldb(sync ? active_->Sync() : active_->Flush(), (sync ? "fsync " : "write ") + path);
-  }
-  if (!status.is_ok()) {
-    failure_ = status;  // sticky: the log's state on disk is unknown
-    return status;
+  if (appended) status = sync ? active_->Sync() : active_->Flush();
+  if (!status.ok()) {
+    // Sticky: the log's state on disk is unknown. (The path is only built here, off the write path.)
+    const char* operation = appended && sync ? "fsync " : "write ";
+    failure_ = from_leveldb(status, operation + segment_path(segments_.back().sequence));
+    return failure_;
   }
   active_bytes_ += records.size();
   if (sync) ++syncs_;
@@ -509,7 +514,7 @@ Status RaftLogStore::migrate_from_leveldb() {
   Status done = from_leveldb(file->Sync(), "fsync " + temporary);
   if (done.is_ok()) done = from_leveldb(file->Close(), "close " + temporary);
   if (done.is_ok()) done = from_leveldb(env_->RenameFile(temporary, path), "rename " + temporary);
-  if (done.is_ok() && sync_directory_) done = sync_directory_(wal_dir_);
+  if (done.is_ok()) done = sync_wal_dir();
   MAYFLY_RETURN_IF_ERROR(done);
   segments_.push_back(Segment{.sequence = sequence, .max_index = last_index().value()});
   return delete_leveldb_log();
@@ -637,6 +642,8 @@ std::string RaftLogStore::incoming_path(LogIndex index) const {
   return snapshot_dir_ + "/incoming-" + std::to_string(index.value());
 }
 
+Status RaftLogStore::sync_wal_dir() const { return sync_directory_ ? sync_directory_(wal_dir_) : Status::ok(); }
+
 Status RaftLogStore::sync_snapshot_dir() const {
   if (!sync_directory_) return Status::ok();
   return sync_directory_(snapshot_dir_);
@@ -654,21 +661,8 @@ void RaftLogStore::remove_snapshot_files_except(LogIndex index) {
 }
 
 Status RaftLogStore::write_snapshot_data(LogIndex index, std::string_view data) const {
-  // Write-then-rename: `snapshot-<index>` only ever names complete, fsync'd data.
-  const std::string path = snapshot_path(index);
-  const std::string temporary = path + ".tmp";
-  leveldb::WritableFile* raw = nullptr;
-  Status status = from_leveldb(env_->NewWritableFile(temporary, &raw), "create " + temporary);
-  if (status.is_ok()) {
-    std::unique_ptr<leveldb::WritableFile> file(raw);
-    status = from_leveldb(file->Append(leveldb::Slice(data.data(), data.size())), "write " + temporary);
-    if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + temporary);
-    if (status.is_ok()) status = from_leveldb(file->Close(), "close " + temporary);
-  }
-  if (status.is_ok()) status = from_leveldb(env_->RenameFile(temporary, path), "rename " + temporary);
-  if (status.is_ok()) status = sync_snapshot_dir();
-  if (!status.is_ok()) env_->RemoveFile(temporary);
-  return status;
+  // `snapshot-<index>` only ever names complete, fsync'd data.
+  return replace_file_durably(env_, snapshot_path(index), data, [this] { return sync_snapshot_dir(); });
 }
 
 Status RaftLogStore::receive_begin(const SnapshotMetadata& metadata) {

@@ -159,13 +159,13 @@ class RaftLogStore final : public replication::LogStorage, public replication::S
     uint64_t sequence = 0;
     uint64_t max_index = 0;  // the highest entry index ever written to it (0: none)
   };
-  // The log as records rebuild it; shared by replay and live writes so both mean the same.
-  struct Replay;
 
   RaftLogStore(leveldb::DB* db, leveldb::Env* env, std::string snapshot_dir, SyncDirectory sync_directory,
                Options options);
   Status open_wal();
-  Status replay_segment(const Segment& segment, bool newest, Replay& replay);
+  // Replays one segment's records. `gap_floor`: an entry arrived past the end of the log, so the segments before it
+  // were deleted after a compaction point passed them — a later compaction point at or past it must say so.
+  Status replay_segment(const Segment& segment, bool newest, std::optional<uint64_t>& gap_floor);
   Status migrate_from_leveldb();
   Status delete_leveldb_log();
   // The records a new segment starts with: the hard state, snapshot record and compaction point as they are now.
@@ -182,6 +182,7 @@ class RaftLogStore final : public replication::LogStorage, public replication::S
   std::string snapshot_path(LogIndex index) const;
   std::string incoming_path(LogIndex index) const;
   Status sync_snapshot_dir() const;
+  Status sync_wal_dir() const;
   Status take_staged_snapshot(const replication::SnapshotMetadata& metadata);
   Status write_snapshot_file(LogIndex index, std::string_view data);
   void remove_snapshot_files_except(LogIndex index);
