@@ -7,6 +7,7 @@ namespace {
 
 constexpr uint8_t kCommandVersion = 1;
 constexpr uint8_t kCommandVersionWithWriteId = 2;  // version 1 followed by the WriteId
+constexpr uint8_t kCommandVersionWithOwner = 3;    // version 2 with the WriteId's owner after it
 constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kSetMemberAddress);
 
 enum Presence : uint8_t { kAbsent = 0, kPresent = 1 };
@@ -39,7 +40,10 @@ std::string encode_command(const Command& command) {
   std::string out;
   out.reserve(command.body.size() + command.database.size() + command.container.size() + 32);
   // Commands without a write id keep version 1's bytes, so logs written before exactly-once read the same.
-  codec::put_u8(out, command.write_id ? kCommandVersionWithWriteId : kCommandVersion);
+  // Writes of the anonymous owner keep version 2's bytes (open nodes: logs read the same by an older node).
+  codec::put_u8(out, !command.write_id          ? kCommandVersion
+                     : command.write_id->owner ? kCommandVersionWithOwner
+                                               : kCommandVersionWithWriteId);
   codec::put_u8(out, static_cast<uint8_t>(command.type));
   codec::put_bytes(out, command.database);
   codec::put_bytes(out, command.container);
@@ -63,6 +67,7 @@ std::string encode_command(const Command& command) {
     codec::put_varint(out, command.write_id->sequence);
     codec::put_varint(out, command.write_id->first_unacknowledged);
     codec::put_u8(out, command.write_id->retry ? 1 : 0);
+    if (command.write_id->owner != 0) codec::put_u64_be(out, command.write_id->owner);
   }
   // Appended only when present, so every command without it keeps its bytes.
   if (command.change_feed) {
@@ -87,7 +92,9 @@ Result<Command> decode_command(std::string_view bytes) {
   Command command;
   uint8_t version = 0, type = 0, change = 0, presence = 0, value = 0;
   std::string_view database, container, path, ttl_json, pk, id, body;
-  bool ok = reader.get_u8(version) && (version == kCommandVersion || version == kCommandVersionWithWriteId) &&
+  bool ok = reader.get_u8(version) &&
+            (version == kCommandVersion || version == kCommandVersionWithWriteId ||
+             version == kCommandVersionWithOwner) &&
             reader.get_u8(type) &&
             type <= kMaxCommandType && reader.get_bytes(database) && reader.get_bytes(container) &&
             reader.get_bytes(path) && reader.get_u8(change) && change <= 2 && reader.get_bytes(ttl_json) &&
@@ -110,12 +117,14 @@ Result<Command> decode_command(std::string_view bytes) {
     command.if_match = std::string(if_match);
   }
   ok = ok && reader.get_bytes(body);
-  if (ok && version == kCommandVersionWithWriteId) {
+  if (ok && version != kCommandVersion) {
     WriteId write_id;
     uint8_t retry = 0;
     ok = reader.get_u64_be(write_id.client) && reader.get_varint(write_id.sequence) &&
          reader.get_varint(write_id.first_unacknowledged) && reader.get_u8(retry) && retry <= 1 &&
          validate_write_id(write_id).is_ok();
+    // Version 3 names a key's owner (never 0: that is version 2's anonymous one).
+    if (ok && version == kCommandVersionWithOwner) ok = reader.get_u64_be(write_id.owner) && write_id.owner != 0;
     write_id.retry = retry == 1;
     command.write_id = write_id;
   }

@@ -39,12 +39,17 @@ bool is_item_write(CommandType type);
 
 // A client write's identity for exactly-once execution (storage/write_dedup.h): the client's random id, the write's
 // sequence number (1, 2, ... per client; re-sent writes keep theirs), the lowest sequence the client still waits for
-// an answer to (outcomes below it may be dropped), and whether this attempt may be a re-send.
+// an answer to (outcomes below it may be dropped), and whether this attempt may be a re-send. `owner`: who made the
+// write — the fingerprint of the key that authenticated the client (storage::dedup_owner_of, write_dedup.h), set by
+// the node that authenticated it and carried through forwarding, never taken from a client; 0: the anonymous
+// identity (an open node, and every command logged before write ids were bound to keys). The exactly-once table
+// keeps each owner's clients apart, so one key cannot answer for, or suppress, another key's writes.
 struct WriteId {
   uint64_t client = 0;
   uint64_t sequence = 0;
   uint64_t first_unacknowledged = 0;
   bool retry = false;
+  uint64_t owner = 0;
   bool operator==(const WriteId&) const = default;
 };
 // Whether a WriteId is well formed: client != 0 and 1 <= first_unacknowledged <= sequence.
@@ -100,6 +105,9 @@ struct OpResult {
   int64_t expired_skipped = 0;   // reads: items passed over because they had expired (metrics)
   double work_charge = 0;        // queries: RU for the work done (query/executor.h); 0: priced by the body size
   bool duplicate = false;        // a re-sent write answered with its first outcome (storage/write_dedup.h)
+  // A write the exactly-once table refused with 429 substatus 6: which bound ("client", "key", "table"), for the
+  // refusal counter; not stored or sent.
+  const char* dedup_refusal = nullptr;
 
   bool ok() const { return code == StatusCode::kOk; }
   // The answer's HTTP status (common/http_status.h).

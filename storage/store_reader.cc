@@ -23,6 +23,7 @@ ReadSnapshot::ReadSnapshot(leveldb::DB* db) : db_(db), snapshot_(db->GetSnapshot
 ReadSnapshot::~ReadSnapshot() { db_->ReleaseSnapshot(snapshot_); }
 
 Result<DedupTotals> StoreReader::dedup_totals() const { return read_dedup_totals(db_); }
+Result<DedupTotals> StoreReader::dedup_key_totals(uint64_t owner) const { return read_dedup_key_totals(db_, owner); }
 
 // ---- lookups ----------------------------------------------------------------------------------------------------
 

@@ -199,6 +199,8 @@ class StoreReader {
 
   // The exactly-once table's totals (storage/write_dedup.h).
   Result<DedupTotals> dedup_totals() const;
+  // One key's share of it (storage::dedup_owner_of), zeros when it holds nothing.
+  Result<DedupTotals> dedup_key_totals(uint64_t owner) const;
 
   // The replicated address book: node id -> HOST:PORT, as set by kSetMemberAddress commands.
   std::map<NodeId, std::string> member_addresses() const;

@@ -3,6 +3,8 @@
 // clients expire by replicated time; the table is bounded; the command codec carries the id.
 #include "storage/write_dedup.h"
 
+#include <map>
+
 #include "tests/unit/store_fixture.h"
 
 namespace mayfly::storage::testing {
@@ -18,6 +20,12 @@ Command incr(uint64_t client, uint64_t sequence, uint64_t first_unacknowledged, 
   return with_id(target_command(CommandType::kPatchItem, "db", "c", "\"p\"", "n",
                                 R"([{"op":"incr","path":"/n","value":1}])"),
                  client, sequence, first_unacknowledged, retry);
+}
+
+// The same write made with the key named `key`.
+Command by(const std::string& key, Command command) {
+  command.write_id->owner = dedup_owner_of(key);
+  return command;
 }
 
 class WriteDedupTest : public StoreFixture {
@@ -39,7 +47,30 @@ class WriteDedupTest : public StoreFixture {
     EXPECT_TRUE(read_back.is_ok()) << read_back.status().to_string();
     return read_back.is_ok() ? *read_back : DedupTotals{};
   }
+  DedupTotals share(const std::string& key) {
+    Result<DedupTotals> read_back = store_->reader().dedup_key_totals(dedup_owner_of(key));
+    EXPECT_TRUE(read_back.is_ok()) << read_back.status().to_string();
+    return read_back.is_ok() ? *read_back : DedupTotals{};
+  }
+  // The client records stored (0A), as key -> value.
+  std::map<std::string, std::string> client_records() {
+    std::map<std::string, std::string> out;
+    auto dump = store_->dump(false);
+    EXPECT_TRUE(dump.is_ok());
+    if (!dump.is_ok()) return out;
+    for (const auto& [key, value] : *dump) {
+      if (static_cast<uint8_t>(key[0]) == 0x0A) out.emplace(key, value);
+    }
+    return out;
+  }
 };
+
+// An item whose stored outcome is about 1.9 MB.
+Command big_create(const std::string& id, uint64_t client, uint64_t sequence) {
+  return with_id(item_command(CommandType::kCreateItem, "db", "c",
+                              R"({"id":")" + id + R"(","pk":"p","s":")" + std::string(1'900'000, 'x') + "\"}"),
+                 client, sequence, 1);
+}
 
 TEST_F(WriteDedupTest, ARetriedIncrAppliesOnceAndGetsTheFirstOutcome) {
   OpResult first = apply(incr(7, 1, 1), kT0 + kSecond);
@@ -179,11 +210,124 @@ TEST_F(WriteDedupTest, ReplicasAgreeByteForByte) {
     log.emplace_back(incr(100 + i % 3, i, i > 4 ? i - 4 : 1, i % 5 == 0), kT0 + static_cast<int64_t>(i) * kSecond);
     if (i % 7 == 0) log.emplace_back(incr(100 + i % 3, i, i > 4 ? i - 4 : 1, true), kT0 + (i + 1) * kSecond);
   }
+  // Two keys' clients with the same ids (records, outcomes and the keys' shares replicated alike).
+  for (uint64_t i = 1; i <= 20; ++i) {
+    log.emplace_back(by(i % 2 == 0 ? "A" : "B", incr(100 + i % 3, i, i > 4 ? i - 4 : 1, i % 5 == 0)),
+                     kT0 + 50 * kSecond);
+  }
   for (size_t i = 3; i < log.size(); ++i) apply(log[i].first, log[i].second);
   for (size_t i = 0; i < log.size(); ++i) {
     ASSERT_TRUE((*other)->apply(log[i].first, LogIndex(i + 1), log[i].second).is_ok());
   }
   EXPECT_EQ(*(*other)->dump(false), *store_->dump(false));
+}
+
+TEST_F(WriteDedupTest, KeysThatShareAClientIdAreKeptApart) {
+  // Key B's write 1 of client 7 applies; key A, which learned client 7, re-sends "write 1 of client 7": it is A's own
+  // write (applied, not B's outcome), and acknowledging B's writes as A drops nothing of B's.
+  OpResult victim = apply(by("B", incr(7, 1, 1)), kT0 + kSecond);
+  ASSERT_EQ(victim.http_status(), 200) << victim.message;
+  OpResult attacker = apply(by("A", incr(7, 1, 1, true)), kT0 + 2 * kSecond);
+  EXPECT_EQ(attacker.http_status(), 200) << attacker.message;
+  EXPECT_FALSE(attacker.duplicate);
+  EXPECT_EQ(counter(), 2);
+  ASSERT_EQ(apply(by("A", incr(7, 5, 5)), kT0 + 3 * kSecond).http_status(), 200);
+  OpResult resent = apply(by("B", incr(7, 1, 1, true)), kT0 + 4 * kSecond);
+  EXPECT_TRUE(resent.duplicate);
+  EXPECT_EQ(resent.body, victim.body);
+  EXPECT_EQ(counter(), 3);
+  // A goes first with the victim's next ids: the victim's write still applies (not answered with A's outcome).
+  ASSERT_EQ(apply(by("A", incr(7, 6, 5)), kT0 + 5 * kSecond).http_status(), 200);
+  OpResult second = apply(by("B", incr(7, 6, 2)), kT0 + 6 * kSecond);
+  EXPECT_EQ(second.http_status(), 200) << second.message;
+  EXPECT_FALSE(second.duplicate);
+  EXPECT_EQ(counter(), 5);
+  // An anonymous client 7 (an open node's) is a third one.
+  OpResult anonymous = apply(incr(7, 6, 6), kT0 + 7 * kSecond);
+  EXPECT_FALSE(anonymous.duplicate);
+  EXPECT_EQ(counter(), 6);
+  EXPECT_EQ(totals().clients, 3u);
+  EXPECT_EQ(share("A").clients, 1u);
+  EXPECT_EQ(share("B").clients, 1u);
+  EXPECT_NE(dedup_owner_of("A"), dedup_owner_of("B"));
+  EXPECT_NE(dedup_table_client(dedup_owner_of("A"), 7), dedup_table_client(dedup_owner_of("B"), 7));
+  EXPECT_EQ(dedup_table_client(0, 7), 7u);
+}
+
+TEST_F(WriteDedupTest, AKeyFillingItsShareIsRefusedWhileOtherKeysWrite) {
+  // Key A's clients keep ~1.9 MB outcomes, four per client (under the 16 MiB client bound), until its share is full.
+  OpResult refused;
+  uint64_t applied = 0;
+  for (uint64_t i = 0; i < 40 && refused.code == StatusCode::kOk; ++i) {
+    OpResult result = apply(by("A", big_create("a" + std::to_string(i), 1000 + i / 4, i % 4 + 1)),
+                            kT0 + kSecond);
+    if (result.http_status() == 201) {
+      ++applied;
+    } else {
+      refused = result;
+    }
+  }
+  ASSERT_EQ(refused.http_status(), 429) << refused.message;
+  EXPECT_EQ(refused.substatus, kDedupSubstatusTableFull);
+  ASSERT_NE(refused.dedup_refusal, nullptr);
+  EXPECT_STREQ(refused.dedup_refusal, "key");
+  EXPECT_GE(share("A").result_bytes, kDedupMaxKeyBytes);
+  EXPECT_LT(share("A").result_bytes, kDedupMaxKeyBytes + 2'100'000);
+  EXPECT_EQ(share("A").result_bytes, totals().result_bytes);
+  EXPECT_EQ(share("A").clients, (applied + 3) / 4);
+  // A new client of A, and an existing one, are refused too; nothing applied.
+  EXPECT_EQ(apply(by("A", incr(2000, 1, 1)), kT0 + kSecond).http_status(), 429);
+  EXPECT_EQ(apply(by("A", incr(1000, 5, 1)), kT0 + kSecond).http_status(), 429);
+  EXPECT_EQ(counter(), 0);
+  // Key B and the anonymous owner keep writing (new clients and big outcomes alike).
+  EXPECT_EQ(apply(by("B", incr(1000, 1, 1)), kT0 + kSecond).http_status(), 200);
+  EXPECT_EQ(apply(by("B", big_create("b", 3000, 1)), kT0 + kSecond).http_status(), 201);
+  EXPECT_EQ(apply(incr(1000, 1, 1), kT0 + kSecond).http_status(), 200);
+  EXPECT_EQ(counter(), 2);
+  EXPECT_EQ(share("B").clients, 2u);
+  // A client of A acknowledging its own outcomes frees the share: its next write applies.
+  OpResult freed = apply(by("A", incr(1000, 5, 5)), kT0 + 2 * kSecond);
+  EXPECT_EQ(freed.http_status(), 200) << freed.message;
+  EXPECT_LT(share("A").result_bytes, kDedupMaxKeyBytes);
+  // Expiry takes the shares down with the clients, to nothing.
+  for (uint64_t i = 0; i < kDedupExpiryEvery * 2; ++i) apply(Command{}, kT0 + 3 * kDedupWindowMicros);
+  EXPECT_EQ(totals().clients, 0u);
+  EXPECT_EQ(share("A"), DedupTotals{});
+  EXPECT_EQ(share("B"), DedupTotals{});
+  auto dump = store_->dump(false);
+  ASSERT_TRUE(dump.is_ok());
+  for (const auto& [key, value] : *dump) EXPECT_NE(static_cast<uint8_t>(key[0]), 0x0B);
+}
+
+TEST_F(WriteDedupTest, RecordsFromBeforeOwnersMapToTheAnonymousOwner) {
+  // Written as every node wrote them before write ids had owners: anonymous, record version 1.
+  OpResult before = apply(incr(41, 1, 1), kT0 + kSecond);
+  ASSERT_EQ(before.http_status(), 200);
+  const std::map<std::string, std::string> records = client_records();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records.begin()->second[0], 1) << "anonymous records keep version 1's bytes";
+  // An upgraded client re-sends that write under its key: answered from the old record, not applied again; the
+  // table is not changed by that answer.
+  const auto dump_before = store_->dump(false);
+  OpResult resent = apply(by("K", incr(41, 1, 1, true)), kT0 + 2 * kSecond);
+  EXPECT_TRUE(resent.duplicate);
+  EXPECT_EQ(resent.body, before.body);
+  EXPECT_EQ(counter(), 1);
+  auto dump_after = store_->dump(false);
+  ASSERT_TRUE(dump_before.is_ok() && dump_after.is_ok());
+  std::vector<std::pair<std::string, std::string>> table_before, table_after;
+  for (const auto& entry : *dump_before) if (entry.first[0] >= 0x0A && entry.first[0] <= 0x0D) table_before.push_back(entry);
+  for (const auto& entry : *dump_after) if (entry.first[0] >= 0x0A && entry.first[0] <= 0x0D) table_after.push_back(entry);
+  EXPECT_EQ(table_after, table_before);
+  // Not a retry, or a number the old record has no outcome for: the key's own write.
+  EXPECT_EQ(apply(by("K", incr(41, 2, 1, true)), kT0 + 3 * kSecond).http_status(), 200);
+  EXPECT_EQ(counter(), 2);
+  EXPECT_EQ(client_records().size(), 2u);
+  EXPECT_EQ(share("K").clients, 1u);
+  // The old record still answers its own (anonymous) client, as before.
+  OpResult anonymous = apply(incr(41, 1, 1, true), kT0 + 4 * kSecond);
+  EXPECT_TRUE(anonymous.duplicate);
+  EXPECT_EQ(counter(), 2);
 }
 
 TEST(WriteIdCodecTest, RoundTripsAndRejectsMalformedIds) {
@@ -192,6 +336,23 @@ TEST(WriteIdCodecTest, RoundTripsAndRejectsMalformedIds) {
   ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
   ASSERT_TRUE(decoded->write_id.has_value());
   EXPECT_EQ(*decoded->write_id, *command.write_id);
+  // The anonymous owner's writes keep version 2's bytes; a key's owner makes version 3 and round-trips.
+  EXPECT_EQ(encode_command(command)[0], 2);
+  Command owned = by("reader", command);
+  EXPECT_EQ(encode_command(owned)[0], 3);
+  Result<Command> owned_back = decode_command(encode_command(owned));
+  ASSERT_TRUE(owned_back.is_ok()) << owned_back.status().to_string();
+  EXPECT_EQ(owned_back->write_id->owner, dedup_owner_of("reader"));
+  EXPECT_EQ(*owned_back->write_id, *owned.write_id);
+  {
+    // Version 3 with owner 0 is not a command anyone writes: refused. (The owner is the last 8 bytes here.)
+    Command one = command;
+    one.write_id->owner = 1;
+    std::string bytes = encode_command(one);
+    ASSERT_EQ(bytes.back(), 1);
+    bytes.back() = 0;
+    EXPECT_FALSE(decode_command(bytes).is_ok());
+  }
   // Without an id the bytes are version 1's, as before exactly-once.
   Command plain = command;
   plain.write_id.reset();
