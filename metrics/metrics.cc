@@ -119,6 +119,12 @@ Metrics::Metrics(uint64_t node_id)
                                .Help("Re-sent client writes this node applied as duplicates: answered with the "
                                      "outcome of their first execution, not executed again")
                                .Register(*registry_)),
+      dedup_refused_(BuildCounter()
+                         .Name("mayfly_dedup_refused_total")
+                         .Help("Client writes this node's exactly-once table refused with 429 substatus 6, by the "
+                               "bound they met: client (1024 outcomes, 16 MiB), key (a key's share of the table), "
+                               "table (256 MiB in all)")
+                         .Register(*registry_)),
       dedup_clients_(BuildGauge()
                          .Name("mayfly_dedup_clients")
                          .Help("Clients the exactly-once table keeps a record of (idle ones go after 10 minutes)")
@@ -262,6 +268,7 @@ Metrics::Metrics(uint64_t node_id)
   leader_changes_.Add({{"node", node_}});
   clock_held_back_.Add({{"node", node_}});
   writes_deduplicated_.Add({{"node", node_}});
+  for (const char* bound : kDedupRefusalBounds) dedup_refused_.Add({{"node", node_}, {"bound", bound}});
   dedup_clients_.Add({{"node", node_}});
   dedup_bytes_.Add({{"node", node_}});
   expired_skipped_.Add({{"node", node_}});
@@ -314,6 +321,15 @@ void Metrics::add_clock_held_back(uint64_t entries) {
 
 void Metrics::add_writes_deduplicated(uint64_t writes) {
   writes_deduplicated_.Add({{"node", node_}}).Increment(static_cast<double>(writes));
+}
+
+void Metrics::add_dedup_refused(std::string_view bound) {
+  for (const char* known : kDedupRefusalBounds) {
+    if (bound == known) {
+      dedup_refused_.Add({{"node", node_}, {"bound", known}}).Increment();
+      return;
+    }
+  }
 }
 
 void Metrics::set_dedup_table(uint64_t clients, int64_t bytes) {

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -40,6 +41,10 @@ struct ExpiringFigures {
 inline constexpr std::array<const char*, 10> kPeerRejectReasons = {
     "undecodable", "wrong_sender", "wrong_recipient", "not_member",   "term_out_of_range",
     "bad_entries", "bad_config",   "bad_snapshot",    "bad_response", "rival_leader"};
+
+// The `bound` label of mayfly_dedup_refused_total (storage/write_dedup.h): one client's outcomes, one key's share of
+// the table, the whole table.
+inline constexpr std::array<const char*, 3> kDedupRefusalBounds = {"client", "key", "table"};
 
 class Metrics {
  public:
@@ -61,6 +66,9 @@ class Metrics {
   // table of client write outcomes (clients it knows, bytes of outcomes it keeps).
   void add_writes_deduplicated(uint64_t writes);
   void set_dedup_table(uint64_t clients, int64_t bytes);
+  // A write the exactly-once table refused with 429 substatus 6 (every node counts its own applies); `bound` is one
+  // of kDedupRefusalBounds (storage::OpResult::dedup_refusal), anything else is not counted.
+  void add_dedup_refused(std::string_view bound);
   // Requests, where they are answered.
   void observe_request(const std::string& op, int status, double seconds);
   // Client reads and writes this node served (any thread): the garbage collector's pacer (node/gc_pacer.h) counts
@@ -126,6 +134,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& clock_offset_;
   prometheus::Family<prometheus::Counter>& clock_held_back_;
   prometheus::Family<prometheus::Counter>& writes_deduplicated_;
+  prometheus::Family<prometheus::Counter>& dedup_refused_;
   prometheus::Family<prometheus::Gauge>& dedup_clients_;
   prometheus::Family<prometheus::Gauge>& dedup_bytes_;
   prometheus::Family<prometheus::Histogram>& fsync_latency_;

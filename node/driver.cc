@@ -337,6 +337,7 @@ void Driver::flush() {
   }
   for (const storage::AppliedEntry& applied : output->applied) {
     if (applied.result.duplicate) metrics_.add_writes_deduplicated(1);
+    if (applied.result.dedup_refusal != nullptr) metrics_.add_dedup_refused(applied.result.dedup_refusal);
     if (storage::is_item_write(applied.command_type)) ++item_writes_unreported_;
     auto write = pending_writes_.find(applied.index.value());
     if (write != pending_writes_.end() && write->second.term == applied.term.value()) {

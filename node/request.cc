@@ -98,6 +98,7 @@ Result<Operation> decode_request(proto::Request::Reader request) {
   if (options.getIfMatch().size() > 0) command.if_match = std::string(options.getIfMatch().cStr());
   if (request.hasWriteId()) {
     auto wire = request.getWriteId();
+    // The owner is never the client's to say: the node that authenticated it sets it (node/rpc_services.cc).
     storage::WriteId id{wire.getClient(), wire.getSequence(), wire.getFirstUnacknowledged(), wire.getRetry()};
     if (Status valid = storage::validate_write_id(id); !valid.is_ok()) {
       return Status::invalid_argument(valid.message());

@@ -363,7 +363,8 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
     if (PeerLink* leader_link = link(leader)) {
       if (std::optional<Reply> shed = shed_if_full("forward")) return kj::mv(*shed);
       ++forwards_in_flight_;
-      auto answered = leader_link->forward(request).attach(kj::defer([this] { --forwards_in_flight_; }));
+      const uint64_t owner = operation.command.write_id ? operation.command.write_id->owner : 0;
+      auto answered = leader_link->forward(request, owner).attach(kj::defer([this] { --forwards_in_flight_; }));
       auto reached = answered.catch_([this, leader](kj::Exception&& exception) {
         Reply failed = Reply::error(StatusCode::kUnavailable,
                                     "could not reach the leader (node " + std::to_string(leader.value()) +

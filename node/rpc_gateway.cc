@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "node/rpc_internal.h"
+#include "storage/write_dedup.h"
 
 namespace mayfly::node {
 void RpcHost::execute_gateway(GatewayCall call, std::function<void(Reply)> done) {
@@ -57,6 +58,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
     return reply;
   };
   Role role = Role::kAdmin;  // open: like a session on a node without keys (README "Security")
+  std::optional<std::string> key_name;  // who signed (exactly-once owner); nullopt: open
   if (!keyring_.open()) {
     if (!call.authorization.is_ok()) {
       security_metrics_.add_auth_failure("no_key");
@@ -64,7 +66,11 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
     }
     std::optional<Keyring::Match> match = keyring_.match_signature(call.signed_text, call.signature);
     role = match ? match->role : Role::kNone;
-    if (!match && call.emulator_key && config_.http_emulator_key) role = Role::kReadWrite;
+    if (match) key_name = match->name;
+    if (!match && call.emulator_key && config_.http_emulator_key) {
+      role = Role::kReadWrite;
+      key_name = std::string("\x01the Cosmos DB emulator key");  // a name no keys file line can give
+    }
     if (role == Role::kNone) {
       security_metrics_.add_auth_failure("unknown_key");
       return refuse(StatusCode::kUnauthorized,
@@ -90,6 +96,8 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
   }
   Result<Operation> operation = decode_request(request);
   if (!operation.is_ok()) return refuse(operation.status().code(), operation.status().message());
+  std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
+  if (write_id && key_name) write_id->owner = storage::dedup_owner_of(*key_name);
   return handle(std::move(operation.value()), request, false);
 }
 

@@ -120,7 +120,9 @@ class PeerLink {
       : host_(host), peer_(peer), address_(std::move(address)), tasks_(kj::heap<kj::TaskSet>(errors_)) {}
 
   void send(std::vector<std::string>& messages);
-  kj::Promise<Reply> forward(proto::Request::Reader request);
+  // `owner`: the owner of the request's write id, which the leader takes from a peer that proved the cluster secret
+  // (set on the forwarded copy whatever the client sent).
+  kj::Promise<Reply> forward(proto::Request::Reader request, uint64_t owner);
   kj::Promise<std::string> node_status();
   const std::string& address() const { return address_; }
 

@@ -28,9 +28,10 @@ void PeerLink::send(std::vector<std::string>& messages) {
   pump();
 }
 
-kj::Promise<Reply> PeerLink::forward(proto::Request::Reader request) {
+kj::Promise<Reply> PeerLink::forward(proto::Request::Reader request, uint64_t owner) {
   auto call = capability().forwardRequest();
   call.setRequest(request);
+  if (request.hasWriteId()) call.getRequest().getWriteId().setOwner(owner);
   return call.send().then([](capnp::Response<proto::Peer::ForwardResults> response) {
     return decode_reply(response.getResponse());
   });

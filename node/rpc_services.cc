@@ -5,6 +5,7 @@
 
 #include "common/auth.h"
 #include "node/rpc_internal.h"
+#include "storage/write_dedup.h"
 
 namespace mayfly::node {
 namespace {
@@ -76,6 +77,10 @@ class SessionImpl final : public proto::Session::Server {
       encode_reply(reply, context.getResults().initResponse());
       return kj::READY_NOW;
     }
+    // The write is the key's: its exactly-once record lives apart from every other key's (storage/write_dedup.h).
+    // An open node's sessions are all the anonymous owner.
+    std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
+    if (write_id && !host_.keyring().open()) write_id->owner = storage::dedup_owner_of(key_name_);
     return host_.handle(std::move(operation.value()), request, false).then([context](Reply reply) mutable {
       encode_reply(reply, context.getResults().initResponse());
     });
@@ -115,10 +120,11 @@ class SessionImpl final : public proto::Session::Server {
   const char* refusal_;
 };
 
-// The peer API for one authenticated node: every message delivered here must come from `from`.
+// The peer API for one authenticated node: every message delivered here must come from `from`. `proven`: the peer
+// proved a cluster secret (a node without one accepts any peer).
 class PeerImpl final : public proto::Peer::Server {
  public:
-  PeerImpl(RpcHost& host, NodeId from) : host_(host), from_(from) {}
+  PeerImpl(RpcHost& host, NodeId from, bool proven) : host_(host), from_(from), proven_(proven) {}
 
   kj::Promise<void> deliver(DeliverContext context) override {
     return host_.receive(from_, context.getParams().getMessages());
@@ -131,6 +137,10 @@ class PeerImpl final : public proto::Peer::Server {
       encode_reply(Reply{storage::OpResult::error(operation.status())}, context.getResults().initResponse());
       return kj::READY_NOW;
     }
+    // The owner of a forwarded write is the one the forwarding node authenticated, trusted only from a peer that
+    // proved the cluster secret; from any other, the write is anonymous (storage/write_dedup.h).
+    std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
+    if (write_id && proven_ && request.hasWriteId()) write_id->owner = request.getWriteId().getOwner();
     return host_.handle(std::move(operation.value()), request, true).then([context](Reply reply) mutable {
       encode_reply(reply, context.getResults().initResponse());
     });
@@ -144,6 +154,7 @@ class PeerImpl final : public proto::Peer::Server {
  private:
   RpcHost& host_;
   NodeId from_;
+  const bool proven_;
 };
 
 // The bootstrap object of one connection: the handshake (hello, then openSession or openPeer).
@@ -241,7 +252,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
       server_nonce_.clear();
     }
     host_.mark_authenticated(connection_, true);
-    results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from)));
+    results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from), !secrets.empty()));
     return kj::READY_NOW;
   }
 

@@ -162,6 +162,10 @@ struct WriteId {
   sequence @1 :UInt64;            # 1, 2, 3, ... per client; a re-sent write keeps its number
   firstUnacknowledged @2 :UInt64; # the lowest sequence the client still waits for (<= sequence): older outcomes go
   retry @3 :Bool;                 # this attempt may be a re-send of an earlier one
+  # Who made the write (storage::dedup_owner_of of the key's name; 0: anonymous): set only by a node forwarding the
+  # write of a client it authenticated to the leader, which takes it only from a peer that proved the cluster secret.
+  # A client's value is ignored: the node that authenticated the client decides it.
+  owner @4 :UInt64;
 }
 
 struct Response {
