@@ -33,7 +33,17 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
                            .Name("mayfly_handoff_messages_dropped_total")
                            .Help("Raft messages the driver produced that were dropped because the RPC thread had "
                                  "64 MiB of them queued already (Raft resends)")
-                           .Register(*metrics.registry())) {
+                           .Register(*metrics.registry())),
+      reads_stopped_(prometheus::BuildCounter()
+                         .Name("mayfly_reads_stopped_total")
+                         .Help("Reads (queries, lists, change feed pages, forecasts, defaultTtl dry runs) stopped on a "
+                               "read thread: reason=deadline (--request-timeout-ms), cancelled (timed out or the "
+                               "connection closed), over_budget (too much work for one page: 400), stopping, "
+                               "sort_bytes and group_bytes (ORDER BY / GROUP BY would hold too many bytes: 400)")
+                         .Register(*metrics.registry())) {
+  for (const char* reason : {"deadline", "cancelled", "over_budget", "stopping", "sort_bytes", "group_bytes"}) {
+    reads_stopped_.Add({{"node", node_}, {"reason", reason}});
+  }
   for (const char* kind : {"driver", "read", "forward"}) shed_.Add({{"node", node_}, {"kind", kind}});
   handoff_dropped_.Add({{"node", node_}});
 }
@@ -42,6 +52,10 @@ void SecurityMetrics::add_shed(const char* kind) { shed_.Add({{"node", node_}, {
 
 void SecurityMetrics::add_handoff_dropped(uint64_t messages) {
   handoff_dropped_.Add({{"node", node_}}).Increment(static_cast<double>(messages));
+}
+
+void SecurityMetrics::add_read_stopped(const char* reason) {
+  reads_stopped_.Add({{"node", node_}, {"reason", reason}}).Increment();
 }
 
 void SecurityMetrics::set_open(bool clients_open, bool peers_open) {

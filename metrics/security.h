@@ -31,6 +31,11 @@ class SecurityMetrics {
   // "read"), and Raft messages dropped between the driver and the RPC thread.
   void add_shed(const char* kind);
   void add_handoff_dropped(uint64_t messages);
+  // Reads stopped on a read thread (README "Limits", common/work_budget.h): "deadline" (past --request-timeout-ms),
+  // "cancelled" (the request timed out or its connection closed), "over_budget" (more steps of work than one page
+  // may take: a 400), "stopping" (the node shuts down), "sort_bytes" / "group_bytes" (ORDER BY / GROUP BY would hold
+  // more than their bytes in memory: a 400).
+  void add_read_stopped(const char* reason);
 
  private:
   std::string node_;
@@ -40,6 +45,7 @@ class SecurityMetrics {
   prometheus::Family<prometheus::Counter>& connections_refused_;
   prometheus::Family<prometheus::Counter>& shed_;
   prometheus::Family<prometheus::Counter>& handoff_dropped_;
+  prometheus::Family<prometheus::Counter>& reads_stopped_;
 };
 
 }  // namespace mayfly::metrics

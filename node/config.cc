@@ -84,6 +84,9 @@ Status NodeConfig::validate() const {
     return invalid("--max-pending-requests must be 16..1000000");
   }
   if (read_threads < 1 || read_threads > 64) return invalid("--read-threads must be 1..64");
+  if (max_read_work < 1'000'000 || max_read_work > 1'000'000'000'000) {
+    return invalid("--max-read-work must be 1000000..1000000000000 steps");
+  }
   if (handshake_timeout_ms < 100 || handshake_timeout_ms > 600'000) {
     return invalid("--handshake-timeout-ms must be 100..600000");
   }
@@ -173,6 +176,10 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "requests waiting on the driver or the read threads at most; beyond, 503 with retry-after")
       ->capture_default_str();
   app.add_option("--read-threads", config.read_threads, "threads that execute item lists and queries")
+      ->capture_default_str();
+  app.add_option("--max-read-work", config.max_read_work,
+                 "steps of work (~1 ns each) one page of a query, list, change feed, forecast or defaultTtl dry run "
+                 "may take; past it, 400")
       ->capture_default_str();
   app.add_option("--tls-cert", config.tls_cert_file,
                  "PEM certificate this node serves TLS with (with --tls-key and --tls-ca; README \"Security\")");

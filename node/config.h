@@ -45,6 +45,9 @@ struct NodeConfig {
   int64_t handshake_timeout_ms = 5000;      // a connection not authenticated by then is closed
   int64_t idle_timeout_ms = 600'000;        // a client connection with no call for this long is closed (0: never)
   int64_t max_pending_requests = 4096;      // requests waiting on the driver or the read threads; beyond: 503
+  // Steps of work (about a nanosecond each: a byte a string function compares, ~200 per item a scan reads) one page
+  // of a read on a read thread may take; past it, 400 (common/work_budget.h). The deadline is --request-timeout-ms.
+  int64_t max_read_work = 1'000'000'000;
   int64_t read_threads = 2;                 // threads that execute item lists and queries (off the RPC thread)
   // TLS on the RPC port: all three or none. With them the node serves TLS only (this certificate and key) and
   // connects to its peers with TLS, trusting only the CA in tls_ca_file (common/tls.h).

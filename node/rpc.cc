@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
+#include "common/work_budget.h"
 #include "node/rpc_internal.h"
 #include "node/forecast.h"
 #include "node/ttl_guard.h"
@@ -80,13 +82,33 @@ kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work) {
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
   ++reads_queued_;
-  boost::asio::post(reads_, [this, id, work = std::move(work)] {
+  // The work stops (common/work_budget.h) at the request's deadline, once nobody waits for it (it timed out, or the
+  // call was cancelled because its connection closed: the promise below is dropped either way), or at shutdown.
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  const auto deadline = WorkBudget::Clock::now() + std::chrono::milliseconds(config_.request_timeout_ms);
+  boost::asio::post(reads_, [this, id, cancel, deadline, work = std::move(work)] {
+    WorkBudget budget(config_.max_read_work, deadline, cancel.get(), &stop_reads_);
     DriverBatch answer;
-    answer.replies.emplace_back(id, work());
+    if (budget.check()) {
+      ScopedWorkBudget scoped(budget);
+      answer.replies.emplace_back(id, work());
+    } else {
+      answer.replies.emplace_back(id, Reply::error(budget.status().code(), budget.status().message()));
+    }
+    if (*budget.refusal() != '\0') security_metrics_.add_read_stopped(budget.refusal());
+    if (budget.stopped()) {
+      security_metrics_.add_read_stopped(budget.reason_name());
+      static std::atomic<int64_t> last_log_ms{0};
+      int64_t last = last_log_ms.load();
+      if (steady_ms() - last >= 1000 && last_log_ms.compare_exchange_strong(last, steady_ms())) {
+        spdlog::warn("a read was stopped ({}) after {} steps of work: {}", budget.reason_name(), budget.steps(),
+                     budget.status().message());
+      }
+    }
     --reads_queued_;
     mailbox_.post(std::move(answer));
   });
-  return await_reply(id, kj::mv(reply.promise));
+  return await_reply(id, kj::mv(reply.promise)).attach(kj::defer([cancel] { cancel->store(true); }));
 }
 
 kj::Promise<Reply> RpcHost::read_async(Operation operation) {
@@ -137,6 +159,10 @@ kj::Promise<void> RpcHost::forecast_loop(int64_t delay_ms) {
     // One refresh at a time: a slow one (many containers, long indexes) is not stacked up behind.
     if (!stopping_ && !forecast_running_.exchange(true)) {
       boost::asio::post(reads_, [this] {
+        // No deadline (it is nobody's request), but it stops at shutdown, in the middle of a container too.
+        WorkBudget budget(std::numeric_limits<int64_t>::max(), WorkBudget::Clock::time_point::max(), nullptr,
+                          &stop_reads_);
+        ScopedWorkBudget scoped(budget);
         metrics_.set_forecast_figures(forecast_figures(state_, driver_.reclaim_rate(),
                                                        static_cast<size_t>(config_.forecast_max_entries),
                                                        &forecast_cancel_));

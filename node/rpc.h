@@ -190,6 +190,7 @@ class RpcHost final : public DriverOutput {
   std::atomic<int64_t> reads_queued_{0};  // handed to reads_ and not finished (timed-out ones included)
   std::atomic<bool> forecast_running_{false};  // a forecast metrics refresh is on a read thread
   std::atomic<bool> forecast_cancel_{false};   // stop(): a refresh in progress ends early
+  std::atomic<bool> stop_reads_{false};        // stop(): every read on a read thread ends (common/work_budget.h)
   kj::Own<kj::PromiseFulfiller<void>> shutdown_;
   bool running_ = false;
 

@@ -329,13 +329,14 @@ void RpcHost::refresh_keys() {
 void RpcHost::stop() {
   if (!running_) return;
   running_ = false;
+  stop_reads_ = true;  // a read running on a read thread stops within a millisecond (common/work_budget.h)
   KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { executor_->executeSync([this] { shutdown_->fulfill(); }); })) {
     spdlog::warn("stopping the RPC loop: {}", exception->getDescription().cStr());
   }
   thread_.join();
   mailbox_.close();
   forecast_cancel_ = true;
-  reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones finish
+  reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones stop at once
   reads_.join();
   backups_->stop();  // exports hold views of the store: joined before it closes
 }

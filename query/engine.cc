@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/codec.h"
+#include "common/work_budget.h"
 #include "storage/json.h"
 
 namespace mayfly::query {
@@ -155,6 +156,7 @@ struct SortedRow {
   SortKeys keys;
   std::string position;
   bj::value document;
+  size_t bytes = 0;  // json_memory_bytes(document)
 };
 
 int compare_sorted(const SortKeys& a_keys, std::string_view a_position, const SortKeys& b_keys,
@@ -219,11 +221,14 @@ Result<Page> run_aggregate(const Evaluator& evaluator, ItemSource& source, const
   // Without WHERE, GROUP BY or a reference to the item in any aggregate (COUNT(1)), the documents are not needed.
   bool with_documents = query.where != nullptr || !query.group_by.empty();
   for (const Expr* aggregate : evaluator.aggregates()) with_documents = with_documents || refers_to_item(*aggregate);
+  size_t group_bytes = 0;  // the groups' keys and first documents in memory
+  bool too_many_bytes = false;
   Status status = source.scan(ScanOrder::kKey, "", with_documents, [&](SourceItem& item) {
     if (static_cast<size_t>(page.stats.items_examined) >= limits.max_items_examined_per_request) {
       over_limit = true;
       return false;
     }
+    if (!charge_work(kStepsPerItem)) return false;
     ++page.stats.items_examined;
     if (!evaluator.matches(item.document)) return true;
     std::string key_text;
@@ -240,6 +245,11 @@ Result<Page> run_aggregate(const Evaluator& evaluator, ItemSource& source, const
         too_many_groups = true;
         return false;
       }
+      group_bytes += key_text.size() + json_memory_bytes(item.document);
+      if (group_bytes > limits.max_group_bytes) {
+        too_many_bytes = true;
+        return false;
+      }
       Group group;
       group.key = std::move(key);
       group.first = item.document;
@@ -254,10 +264,17 @@ Result<Page> run_aggregate(const Evaluator& evaluator, ItemSource& source, const
     return true;
   });
   MAYFLY_RETURN_IF_ERROR(status);
+  MAYFLY_RETURN_IF_ERROR(work_status());
   if (over_limit) return too_much_work(limits.max_items_examined_per_request);
   if (too_many_groups) {
     return Status::invalid_argument("GROUP BY makes more than " + std::to_string(limits.max_groups) +
                                     " groups; filter the items first");
+  }
+  if (too_many_bytes) {
+    note_work_refusal("group_bytes");
+    return Status::invalid_argument("GROUP BY would hold more than " + std::to_string(limits.max_group_bytes) +
+                                    " bytes of groups (each keeps its key and one item) in memory; filter the items "
+                                    "first, or group by fewer or smaller values");
   }
   // Without GROUP BY an aggregate query has exactly one group, even over no items (COUNT = 0).
   if (query.group_by.empty() && groups.empty()) {
@@ -309,6 +326,7 @@ Result<Page> run_streaming(const Evaluator& evaluator, ItemSource& source, ScanO
       stopped = true;  // this item is not consumed: the next page starts with it
       return false;
     }
+    if (!charge_work(kStepsPerItem)) return false;
     ++page.stats.items_examined;
     last_position.assign(item.position);
     if (!evaluator.matches(item.document)) return true;
@@ -328,6 +346,7 @@ Result<Page> run_streaming(const Evaluator& evaluator, ItemSource& source, ScanO
     return true;
   });
   MAYFLY_RETURN_IF_ERROR(status);
+  MAYFLY_RETURN_IF_ERROR(work_status());
   page.body.push_back(']');
   if (stopped && state.limit_left != 0) {
     Token next;
@@ -355,18 +374,21 @@ Result<Page> run_sorted(const Evaluator& evaluator, ItemSource& source, const To
                                     "than _ts would hold more than " + std::to_string(limits.max_sorted_rows) +
                                     " rows; page with continuation tokens instead");
   }
-  const size_t keep = static_cast<size_t>(state.offset_left + page_size);
+  size_t keep = static_cast<size_t>(state.offset_left + page_size);
   auto less = [&](const SortedRow& a, const SortedRow& b) {
     return compare_sorted(a.keys, a.position, b.keys, b.position, order) < 0;
   };
   std::vector<SortedRow> heap;  // max-heap by `less`: the worst kept row on top
+  size_t heap_bytes = 0;        // the kept rows' documents in memory
   int64_t candidates = 0;
   bool over_limit = false;
+  bool too_many_bytes = false;
   Status status = source.scan(ScanOrder::kKey, "", true, [&](SourceItem& item) {
     if (static_cast<size_t>(page.stats.items_examined) >= limits.max_items_examined_per_request) {
       over_limit = true;
       return false;
     }
+    if (!charge_work(kStepsPerItem)) return false;
     ++page.stats.items_examined;
     if (!evaluator.matches(item.document)) return true;
     SortKeys keys = sort_keys_of(evaluator, item);
@@ -376,14 +398,37 @@ Result<Page> run_sorted(const Evaluator& evaluator, ItemSource& source, const To
     if (heap.size() == keep) {
       if (compare_sorted(keys, item.position, heap.front().keys, heap.front().position, order) >= 0) return true;
       std::pop_heap(heap.begin(), heap.end(), less);
+      heap_bytes -= heap.back().bytes;
       heap.pop_back();
     }
-    heap.push_back(SortedRow{std::move(keys), std::string(item.position), std::move(item.document)});
+    const size_t bytes = json_memory_bytes(item.document);
+    heap.push_back(SortedRow{std::move(keys), std::string(item.position), std::move(item.document), bytes});
+    heap_bytes += bytes;
     std::push_heap(heap.begin(), heap.end(), less);
+    // Past max_sorted_bytes the page keeps fewer rows: the worst go (they come on a later page, after the
+    // continuation), as long as at least one row past the OFFSET stays.
+    while (heap_bytes > limits.max_sorted_bytes && heap.size() > 1) {
+      if (heap.size() <= static_cast<size_t>(state.offset_left) + 1) {
+        too_many_bytes = true;
+        return false;
+      }
+      std::pop_heap(heap.begin(), heap.end(), less);
+      heap_bytes -= heap.back().bytes;
+      heap.pop_back();
+      keep = heap.size();
+    }
     return true;
   });
   MAYFLY_RETURN_IF_ERROR(status);
+  MAYFLY_RETURN_IF_ERROR(work_status());
   if (over_limit) return too_much_work(limits.max_items_examined_per_request);
+  if (too_many_bytes) {
+    note_work_refusal("sort_bytes");
+    return Status::invalid_argument("ORDER BY on a property other than _ts would hold more than " +
+                                    std::to_string(limits.max_sorted_bytes) + " bytes of items for OFFSET " +
+                                    std::to_string(state.offset_left) + "; page with continuation tokens instead, "
+                                    "or narrow the query");
+  }
   std::sort_heap(heap.begin(), heap.end(), less);
   page.body = "[";
   int64_t consumed = 0;
@@ -415,6 +460,32 @@ Result<Page> run_sorted(const Evaluator& evaluator, ItemSource& source, const To
 }
 
 }  // namespace
+
+size_t json_memory_bytes(const bj::value& value) {
+  // Iterative (documents nest up to the store's depth limit, but a walk needs no stack of its own).
+  size_t total = 0;
+  std::vector<const bj::value*> pending{&value};
+  while (!pending.empty()) {
+    const bj::value* at = pending.back();
+    pending.pop_back();
+    total += sizeof(bj::value);
+    if (at->is_string()) {
+      total += at->get_string().capacity();
+    } else if (at->is_array()) {
+      const bj::array& array = at->get_array();
+      total += (array.capacity() - array.size()) * sizeof(bj::value);
+      for (const bj::value& element : array) pending.push_back(&element);
+    } else if (at->is_object()) {
+      const bj::object& object = at->get_object();
+      total += object.capacity() * (sizeof(bj::key_value_pair) - sizeof(bj::value) + sizeof(void*));
+      for (const bj::key_value_pair& member : object) {
+        total += member.key().size();
+        pending.push_back(&member.value());
+      }
+    }
+  }
+  return total;
+}
 
 Plan make_plan(const Evaluator& evaluator, std::string_view partition_key_path) {
   const Query& query = evaluator.query();
@@ -484,6 +555,7 @@ Result<Page> run_page(const Evaluator& evaluator, const Plan& plan, ItemSource& 
         if (!evaluator.matches(item.document) || start.offset_left > 0) return;
         if (std::optional<bj::value> row = evaluator.project(item.document)) append_row(*row, page.body, page.stats.rows);
       }));
+      MAYFLY_RETURN_IF_ERROR(work_status());
     }
     page.body.push_back(']');
     return page;

@@ -78,7 +78,14 @@ struct EngineLimits {
   size_t max_items_examined_per_request = 250000;  // full-scan paths: above this the query is rejected (400)
   size_t max_groups = 10000;
   size_t max_sorted_rows = 20000;  // ORDER BY without an index keeps OFFSET + page size rows in memory: at most this
+  // ... and at most this many bytes of them (the documents as parsed in memory, json_memory_bytes): past it the page
+  // keeps fewer rows (and ends with a continuation), and an OFFSET whose rows alone are past it is refused (400).
+  size_t max_sorted_bytes = 64 << 20;
+  size_t max_group_bytes = 64 << 20;  // GROUP BY: the groups' keys and first items in memory; past it, 400
 };
+
+// What a parsed JSON value holds in memory (its nodes, strings, keys and containers' storage), in bytes.
+size_t json_memory_bytes(const boost::json::value& value);
 
 struct PageStats {
   int64_t items_examined = 0;  // alive items the engine evaluated

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/work_budget.h"
 #include "storage/json.h"
 
 namespace mayfly::query {
@@ -68,47 +69,147 @@ std::string ascii_upper(std::string_view text) {
   return out;
 }
 
-// SQL LIKE: % any run, _ one character (one UTF-8 code point), `escape` makes the next pattern character literal.
-// Iterative with one backtrack point per %, so it is O(text * pattern) at worst and never recursive.
-bool like_match(std::string_view text, std::string_view pattern, std::optional<char> escape) {
-  auto next_code_point = [](std::string_view s, size_t i) {
-    ++i;
-    while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
-    return i;
+}  // namespace
+
+size_t find_substring(std::string_view text, std::string_view needle, size_t from) {
+  if (from > text.size() || text.size() - from < needle.size()) return std::string_view::npos;
+  if (needle.empty()) return from;
+  // Knuth-Morris-Pratt: every text byte is looked at a bounded number of times, whatever the two strings are.
+  if (!charge_work(static_cast<int64_t>(needle.size()))) return std::string_view::npos;
+  std::vector<uint32_t> fail(needle.size(), 0);
+  for (size_t i = 1, k = 0; i < needle.size(); ++i) {
+    while (k > 0 && needle[i] != needle[k]) k = fail[k - 1];
+    if (needle[i] == needle[k]) ++k;
+    fail[i] = static_cast<uint32_t>(k);
+  }
+  constexpr size_t kChunk = 4096;
+  size_t k = 0;
+  for (size_t i = from; i < text.size(); ++i) {
+    if ((i - from) % kChunk == kChunk - 1 && !charge_work(2 * kChunk)) return std::string_view::npos;
+    while (k > 0 && text[i] != needle[k]) k = fail[k - 1];
+    if (text[i] == needle[k]) ++k;
+    if (k == needle.size()) return i + 1 - k;
+  }
+  return std::string_view::npos;
+}
+
+namespace {
+
+size_t next_code_point(std::string_view s, size_t i) {
+  ++i;
+  while (i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) ++i;
+  return i;
+}
+
+// One run of a LIKE pattern between two '%': literal bytes and '_' (one code point each).
+struct LikeSegment {
+  struct Piece {
+    bool any = false;     // '_'
+    std::string literal;  // otherwise
   };
-  size_t t = 0, p = 0;
-  std::optional<size_t> star_p, star_t;
-  while (t < text.size()) {
-    if (p < pattern.size()) {
-      const char pc = pattern[p];
-      if (escape && pc == *escape && p + 1 < pattern.size()) {
-        if (text[t] == pattern[p + 1]) {
-          ++t;
-          p += 2;
-          continue;
-        }
-      } else if (pc == '%') {
-        star_p = ++p;
-        star_t = t;
-        continue;
-      } else if (pc == '_') {
-        t = next_code_point(text, t);
-        p = next_code_point(pattern, p);
-        continue;
-      } else if (pc == text[t]) {
-        ++t;
-        ++p;
-        continue;
+  std::vector<Piece> pieces;
+  size_t code_points = 0;  // how many code points of text a match covers
+  size_t bytes = 0;        // pattern bytes (the cost of one attempt)
+  bool has_any = false;
+  std::string flat;  // without '_': the literal bytes
+};
+
+std::vector<LikeSegment> like_segments(std::string_view pattern, std::optional<char> escape) {
+  std::vector<LikeSegment> segments(1);
+  auto add_literal = [&](std::string_view bytes) {
+    LikeSegment& segment = segments.back();
+    if (segment.pieces.empty() || segment.pieces.back().any) segment.pieces.emplace_back();
+    segment.pieces.back().literal.append(bytes);
+    segment.flat.append(bytes);
+    segment.bytes += bytes.size();
+    for (char c : bytes) {
+      if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++segment.code_points;
+    }
+  };
+  size_t p = 0;
+  while (p < pattern.size()) {
+    const char pc = pattern[p];
+    if (escape && pc == *escape && p + 1 < pattern.size()) {
+      const size_t end = next_code_point(pattern, p + 1);
+      add_literal(pattern.substr(p + 1, end - p - 1));
+      p = end;
+    } else if (pc == '%') {
+      segments.emplace_back();
+      ++p;
+    } else if (pc == '_') {
+      LikeSegment& segment = segments.back();
+      segment.pieces.push_back(LikeSegment::Piece{true, {}});
+      segment.has_any = true;
+      ++segment.code_points;
+      ++segment.bytes;
+      ++p;
+    } else {
+      const size_t end = next_code_point(pattern, p);
+      add_literal(pattern.substr(p, end - p));
+      p = end;
+    }
+  }
+  return segments;
+}
+
+// Where a match of `segment` that starts at `at` ends; npos when it does not match there.
+size_t match_segment_at(std::string_view text, size_t at, const LikeSegment& segment) {
+  for (const LikeSegment::Piece& piece : segment.pieces) {
+    if (piece.any) {
+      if (at >= text.size()) return std::string_view::npos;
+      at = next_code_point(text, at);
+    } else {
+      if (text.size() - at < piece.literal.size() || text.compare(at, piece.literal.size(), piece.literal) != 0) {
+        return std::string_view::npos;
+      }
+      at += piece.literal.size();
+    }
+  }
+  return at;
+}
+
+}  // namespace
+
+// SQL LIKE: % any run, _ one character (one UTF-8 code point), `escape` makes the next pattern character literal.
+// The pattern is split at its '%' into segments; the first must match at the start, the last at the end, and each
+// one between at its leftmost place after the one before (leftmost leaves the most room, so this is exact). A
+// segment of plain characters is found by find_substring, in linear time; one with '_' is tried at each code point,
+// every attempt charged to the read's work budget (common/work_budget.h). Never recursive, never quadratic unpaid.
+bool like_match(std::string_view text, std::string_view pattern, std::optional<char> escape) {
+  constexpr size_t npos = std::string_view::npos;
+  if (!charge_work(static_cast<int64_t>(pattern.size()) + 1)) return false;
+  const std::vector<LikeSegment> segments = like_segments(pattern, escape);
+  if (segments.size() == 1) return match_segment_at(text, 0, segments[0]) == text.size();
+  size_t pos = match_segment_at(text, 0, segments.front());
+  if (pos == npos) return false;
+  for (size_t i = 1; i + 1 < segments.size(); ++i) {
+    const LikeSegment& segment = segments[i];
+    size_t end = npos;
+    if (!segment.has_any) {
+      const size_t at = find_substring(text, segment.flat, pos);
+      if (at != npos) end = at + segment.flat.size();
+    } else {
+      for (size_t at = pos; at < text.size() && end == npos; at = next_code_point(text, at)) {
+        if (!charge_work(static_cast<int64_t>(segment.bytes) + 1)) return false;
+        end = match_segment_at(text, at, segment);
       }
     }
-    if (!star_p) return false;
-    p = *star_p;
-    t = next_code_point(text, *star_t);
-    star_t = t;
+    if (end == npos) return false;
+    pos = end;
   }
-  while (p < pattern.size() && pattern[p] == '%') ++p;
-  return p == pattern.size();
+  // The last segment covers exactly its code points at the end of the text.
+  const LikeSegment& last = segments.back();
+  if (!charge_work(static_cast<int64_t>(last.bytes) + 1)) return false;
+  size_t at = text.size();
+  for (size_t i = 0; i < last.code_points; ++i) {
+    if (at <= pos) return false;
+    --at;
+    while (at > pos && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
+  }
+  return match_segment_at(text, at, last) == text.size();
 }
+
+namespace {
 
 // Partial containment for ARRAY_CONTAINS(..., true): every member of `part` equals the member of `whole`.
 bool partially_equal(const bj::value& whole, const bj::value& part) {
@@ -525,7 +626,7 @@ Val Evaluator::eval_call(const Expr& expr, const bj::value& item, const std::vec
       const std::string_view t(text), p(part);
       if (expr.function == Function::kStartsWith) return boolean(t.substr(0, p.size()) == p);
       if (expr.function == Function::kEndsWith) return boolean(t.size() >= p.size() && t.substr(t.size() - p.size()) == p);
-      return boolean(t.find(p) != std::string_view::npos);
+      return boolean(find_substring(t, p) != std::string_view::npos);
     }
     case Function::kLower:
       if (!is_string(a)) return Val();

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -63,6 +64,13 @@ bool json_equal(const boost::json::value& a, const boost::json::value& b);
 boost::json::value number_value(double value);
 // An order-preserving-enough text key for grouping (1 and 1.0 group together; undefined has its own key).
 std::string group_key_text(const boost::json::value* value);
+
+// SQL LIKE (see evaluator.cc): linear in text and pattern except for segments with '_', whose attempts are charged
+// to the thread's work budget (common/work_budget.h); false once that budget stops the read.
+bool like_match(std::string_view text, std::string_view pattern, std::optional<char> escape);
+// The first occurrence of `needle` in `text` at or after `from` (npos when none), in O(text + needle) steps charged
+// to the thread's work budget; npos too once that budget stops the read.
+size_t find_substring(std::string_view text, std::string_view needle, size_t from = 0);
 
 // The running state of one aggregate over the items of a group.
 class Accumulator {

@@ -16,6 +16,8 @@ OpResult bad_request(std::string message) { return OpResult::error(StatusCode::k
 
 OpResult from_status(const Status& status) {
   if (status.code() == StatusCode::kInvalidArgument) return bad_request(status.message());
+  // A read stopped by its deadline, a cancellation or shutdown (common/work_budget.h): 503, nothing was done.
+  if (status.code() == StatusCode::kUnavailable) return OpResult::error(status);
   return OpResult::storage_failure(status);
 }
 
@@ -130,6 +132,10 @@ std::string fingerprint_of(const QueryRequest& request, const Parameters& parame
 Result<Parameters> parse_parameters(std::string_view text) {
   Parameters out;
   if (text.empty()) return out;
+  if (text.size() > kMaxQueryParametersBytes) {
+    return Status::invalid_argument("query parameters are " + std::to_string(text.size()) + " bytes; at most " +
+                                    std::to_string(kMaxQueryParametersBytes));
+  }
   Result<bj::value> parsed = json::parse(text);
   if (!parsed.is_ok()) return Status::invalid_argument("query parameters are not valid JSON: " + parsed.status().message());
   if (!parsed->is_object()) return Status::invalid_argument("query parameters must be a JSON object {\"@name\": value}");

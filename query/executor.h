@@ -25,6 +25,8 @@ namespace mayfly::query {
 
 inline constexpr size_t kMaxQueryPageItems = 1000;
 inline constexpr size_t kMaxQueryParameters = 256;
+// The parameters' JSON text at most (an item is at most 2 MB): what string functions and LIKE get from a query.
+inline constexpr size_t kMaxQueryParametersBytes = 2 << 20;
 
 struct QueryRequest {
   std::string database;

@@ -7,6 +7,7 @@
 #include <array>
 
 #include "common/codec.h"
+#include "common/work_budget.h"
 #include "storage/layout.h"
 #include "storage/store_internal.h"
 
@@ -359,8 +360,11 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   const bool expirations = request.mode == ChangeFeedMode::kAll;
   const bool writes = !request.only_expirations;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
-  while (page.changes.size() < request.max_changes && !(cursor.phase == 1 && cursor.index == applied) &&
+  size_t page_bytes = 0;  // the images of the changes on the page
+  bool full = false;      // the next change would take the page past max_bytes
+  while (!full && page.changes.size() < request.max_changes && !(cursor.phase == 1 && cursor.index == applied) &&
          (page.work == 0 || static_cast<size_t>(page.work) < request.max_work)) {
+    if (!charge_work(kStepsPerItem)) return work_status();  // timed out, cancelled, stopping
     if (cursor.phase == 1) {
       // Past the positions without a change this read could return, straight to the next one that has one.
       MAYFLY_ASSIGN_OR_RETURN(uint64_t next, next_change_position(db_, &snapshot, *it, crid, cursor.index, applied,
@@ -449,6 +453,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
             }
             ++taken;
             page.work += 1;
+            if (!charge_work(kStepsPerItem)) return work_status();
             MAYFLY_ASSIGN_OR_RETURN(EntryKey key, decode_entry_key(view(it->key()), prefix.size()));
             // Its position: the first p in (lo, hi] whose bound passes it.
             uint64_t first = lo + 1, last = hi;
@@ -494,6 +499,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
         }
         ++taken;
         page.work += 1;
+        if (!charge_work(kStepsPerItem)) return work_status();
         MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
         MAYFLY_ASSIGN_OR_RETURN(FeedRecord record, decode_feed_record(view(it->value())));
         Change change;
@@ -513,6 +519,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
               [](const Change& a, const Change& b) { return a.position < b.position; });
     // Each source read at most `limit` entries, so the first `limit` of their merge are the next ones in order; past
     // them (a source stopped at the limit, or together they found more) the step ends at the last one kept.
+    const ChangePosition step_start = cursor;
     if (truncated || found.size() > limit) {
       found.resize(limit);
       cursor = found.back().position;  // limit >= 1, and a truncated source took `limit` entries
@@ -520,7 +527,16 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
       cursor = ChangePosition{};
       cursor.index = hi;
     }
-    for (Change& change : found) {
+    for (size_t i = 0; i < found.size(); ++i) {
+      Change& change = found[i];
+      const size_t bytes = change.image.size() + change.previous.size() + change.partition_key.size() +
+                           change.id.size();
+      if (!page.changes.empty() && page_bytes + bytes > request.max_bytes) {
+        // Full: the page ends right before this change (positions are exact, so nothing is skipped or repeated).
+        cursor = i == 0 ? step_start : found[i - 1].position;
+        full = true;
+        break;
+      }
       if (request.mode == ChangeFeedMode::kLatest) {
         // Only creates and replaces whose version is the item's current, live one.
         if (change.operation == ChangeOperation::kDelete) continue;
@@ -535,6 +551,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
           continue;
         }
       }
+      page_bytes += bytes;
       page.changes.push_back(std::move(change));
     }
   }

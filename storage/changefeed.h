@@ -44,6 +44,8 @@ enum class ChangeFeedMode : uint8_t {
   kAll,     // every create, replace and delete, expirations included
 };
 
+inline constexpr size_t kMaxChangeFeedPageBytes = 4 << 20;
+
 struct ChangeFeedFrom {
   enum class Kind : uint8_t { kBeginning, kNow, kTime, kContinuation };
   Kind kind = Kind::kBeginning;
@@ -62,6 +64,9 @@ struct ChangeFeedRequest {
   // Positions without a change are skipped by a binary search, so a page comes back empty with a continuation only
   // in kLatest, when every version it examined was overwritten since.
   size_t max_work = 10'000;
+  // The images (new and previous) of the changes on one page, in bytes, like a list page: a page stops before the
+  // change that would take it past this, but always holds at least one change, so a reader always moves on.
+  size_t max_bytes = kMaxChangeFeedPageBytes;
 };
 
 // Where a change is in the feed (see the header comment). For an explicit change phase is 1 and the rest is zero.

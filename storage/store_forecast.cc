@@ -3,6 +3,7 @@
 #include <leveldb/db.h>
 
 #include "common/codec.h"
+#include "common/work_budget.h"
 #include "storage/store_internal.h"
 #include "storage/store_reader.h"
 #include "ttl/ttl.h"
@@ -43,6 +44,7 @@ Result<ExpiryForecast> StoreReader::forecast_expiry(std::string_view database, s
   const auto scan = [&](const std::string& prefix, const std::string& start, const auto& past,
                         const auto& take) -> Result<bool> {
     for (it->Seek(start); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+      if (!charge_work(kStepsPerItem)) return work_status();  // timed out, cancelled, stopping
       MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(view(it->key())));
       if (past(key)) break;
       if (static_cast<size_t>(forecast.entries_read) >= max_entries) {

@@ -2,6 +2,7 @@
 // and the guard of updateContainer (README "Time to live").
 #include <leveldb/db.h>
 
+#include "common/work_budget.h"
 #include "storage/store_internal.h"
 #include "storage/store_reader.h"
 
@@ -43,6 +44,7 @@ Result<TtlChangePreview> StoreReader::preview_default_ttl(std::string_view datab
   const std::string prefix = item_prefix(record.crid);
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
   for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    if (!charge_work(kStepsPerItem)) return work_status();  // timed out, cancelled, stopping
     MAYFLY_ASSIGN_OR_RETURN(ItemRecord item,
                             decode_item(std::string_view(it->value().data(), it->value().size())));
     if (!ttl::alive(item.ttl, item.write_ts_micros, record.ttl, now)) continue;  // expired already (not collected)

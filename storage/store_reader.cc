@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/codec.h"
+#include "common/work_budget.h"
 #include "storage/document.h"
 #include "storage/json.h"
 #include "storage/store_internal.h"
@@ -171,6 +172,7 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
       // even an expired one. Positions are keys, so nothing is skipped or repeated.
       break;
     }
+    if (!charge_work(kStepsPerItem)) return OpResult::error(work_status());  // timed out, cancelled, stopping
     ++examined;
     last_read.assign(it->key().data(), it->key().size());
     Result<ItemRecord> item = decode_item(std::string_view(it->value().data(), it->value().size()));
