@@ -20,17 +20,25 @@ class SecurityMetrics {
 
   // 1 while this node accepts any client ("clients") or any process knowing the cluster name as a peer ("peers").
   void set_open(bool clients_open, bool peers_open);
-  // Refusals: "no_key", "unknown_key", "forbidden" (a key without the needed role), "peer" (a failed peer proof).
+  // Refusals: "no_key", "unknown_key", "forbidden" (a key without the needed role), "peer" (a failed peer proof, or a
+  // call on a link whose secret was removed), "peer_not_member" (a forward from a non-member), "replay" (a gateway
+  // signature used again), "replay_cache_full".
   void add_auth_failure(const char* reason);
   // Connections: open ones by state, and those closed or refused by the node: "limit", "evicted",
   // "handshake_timeout", "idle" (a client connection with no call for --idle-timeout-ms), "accept_error", "tls" (a
-  // failed TLS handshake: plaintext, an untrusted CA, or too slow).
+  // failed TLS handshake: plaintext, an untrusted CA, or too slow), "secret_removed" (a peer link proved with a
+  // cluster secret no longer in the file).
   void set_connections(int64_t authenticated, int64_t unauthenticated);
   void add_connection_refused(const char* reason);
   // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver" or
   // "read"), and Raft messages dropped between the driver and the RPC thread.
   void add_shed(const char* kind);
   void add_handoff_dropped(uint64_t messages);
+  // The keys file (file="keys") or the cluster secret file (file="cluster_secret") changed and no longer reads or
+  // parses: counted once per distinct error, and `stale` is 1 until a version parses again (the node
+  // keeps what it had before meanwhile: README "Security").
+  void add_reload_failure(const char* file);
+  void set_file_stale(const char* file, bool stale);
 
  private:
   std::string node_;
@@ -40,6 +48,8 @@ class SecurityMetrics {
   prometheus::Family<prometheus::Counter>& connections_refused_;
   prometheus::Family<prometheus::Counter>& shed_;
   prometheus::Family<prometheus::Counter>& handoff_dropped_;
+  prometheus::Family<prometheus::Counter>& reload_failures_;
+  prometheus::Family<prometheus::Gauge>& file_stale_;
 };
 
 }  // namespace mayfly::metrics
