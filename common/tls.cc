@@ -1,5 +1,9 @@
 #include "common/tls.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +17,18 @@ Result<std::string> read_file(const std::string& path, const char* what) {
   text << in.rdbuf();
   if (text.str().empty()) return Status::invalid_argument(std::string("the TLS ") + what + " file " + path + " is empty");
   return text.str();
+}
+
+// A private key, like the keys file and the cluster secret (node/keyring.h), must not be readable by group or others.
+Status check_private(const std::string& path) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) {
+    return Status::invalid_argument("cannot read the TLS key file " + path + ": " + std::strerror(errno));
+  }
+  if ((info.st_mode & 077) != 0) {
+    return Status::invalid_argument("the TLS key file " + path + " may be read by other users; run: chmod 600 " + path);
+  }
+  return Status::ok();
 }
 
 }  // namespace
@@ -38,6 +54,7 @@ Result<std::unique_ptr<Context>> Context::load(const std::string& ca_file, const
   if (!cert_file.empty() || !key_file.empty()) {
     Result<std::string> cert_text = read_file(cert_file, "certificate");
     if (!cert_text.is_ok()) return cert_text.status();
+    if (Status mode = check_private(key_file); !mode.is_ok()) return mode;
     Result<std::string> key_text = read_file(key_file, "key");
     if (!key_text.is_ok()) return key_text.status();
     cert = std::move(cert_text).value();

@@ -248,6 +248,13 @@ Result<int64_t> parse_http_date(std::string_view text) {
   return days * 86400 + hour * 3600 + minute * 60 + second;
 }
 
+bool replay_guarded(std::string_view verb, Route::Kind kind, bool forces_ttl_change) {
+  if (forces_ttl_change) return true;
+  if (verb == "GET" || verb == "HEAD") return false;
+  return kind == Route::Kind::kDatabases || kind == Route::Kind::kDatabase || kind == Route::Kind::kContainers ||
+         kind == Route::Kind::kContainer;
+}
+
 Status check_signed_date(std::string_view date, int64_t now_seconds) {
   if (trim(date).empty()) return unauthorized("x-ms-date is missing: the signature covers it");
   Result<int64_t> seconds = parse_http_date(date);

@@ -68,6 +68,13 @@ inline constexpr int64_t kSignatureWindowSeconds = 15 * 60;
 // 401 unless `date` parses and is within kSignatureWindowSeconds of `now_seconds`.
 Status check_signed_date(std::string_view date, int64_t now_seconds);
 
+// Whether each signature of this request may be used once only (node/replay_cache.h): a write (any verb but GET and
+// HEAD) to the databases or containers — create, replace, delete — and any request with
+// `x-mayfly-force-ttl-change: true`. Item requests are not: an SDK signs with a date to the second, so two honest
+// upserts in one second carry the same signature, and refusing the second would lose a write; what keeps an item
+// request's signature from being seen by others is TLS (--http off loopback needs it, README "Security").
+bool replay_guarded(std::string_view verb, Route::Kind kind, bool forces_ttl_change);
+
 // The Cosmos DB emulator's published, well-known master key (base64), accepted only with --emulator-key (which
 // config validation allows only with --http on a loopback address).
 inline constexpr std::string_view kEmulatorKeyBase64 =

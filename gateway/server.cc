@@ -248,6 +248,11 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       plan.call.signature = std::move(parsed->signature);
       plan.call.emulator_key = server_->config().http_emulator_key &&
                                signed_with_emulator_key(plan.call.signed_text, plan.call.signature);
+      plan.call.replay_guarded = replay_guarded(request.method, plan.spec.route.kind,
+                                                header_flag(request.header("x-mayfly-force-ttl-change")));
+      if (Result<int64_t> signed_at = parse_http_date(date); signed_at.is_ok()) {
+        plan.call.valid_until_seconds = *signed_at + kSignatureWindowSeconds;
+      }
     } else {
       plan.call.authorization = parsed.status();
     }

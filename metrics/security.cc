@@ -12,7 +12,8 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
       auth_failures_(prometheus::BuildCounter()
                          .Name("mayfly_auth_failures_total")
                          .Help("Requests and handshakes refused: no_key and unknown_key (401), forbidden (403), peer "
-                               "(a failed peer proof)")
+                               "(a failed peer proof, or a link whose secret was removed), peer_not_member (a forward "
+                               "from a non-member), replay (a gateway signature used again), replay_cache_full")
                          .Register(*metrics.registry())),
       connections_(prometheus::BuildGauge()
                        .Name("mayfly_connections")
@@ -21,7 +22,7 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
       connections_refused_(prometheus::BuildCounter()
                                .Name("mayfly_connections_refused_total")
                                .Help("Connections the node refused or closed: limit, evicted, handshake_timeout, "
-                                     "idle, accept_error, tls")
+                                     "idle, accept_error, tls, secret_removed")
                                .Register(*metrics.registry())),
       shed_(prometheus::BuildCounter()
                 .Name("mayfly_requests_shed_total")
@@ -40,12 +41,35 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
                                "read thread: reason=deadline (--request-timeout-ms), cancelled (timed out or the "
                                "connection closed), over_budget (too much work for one page: 400), stopping, "
                                "sort_bytes and group_bytes (ORDER BY / GROUP BY would hold too many bytes: 400)")
-                         .Register(*metrics.registry())) {
+                         .Register(*metrics.registry())),
+      reload_failures_(prometheus::BuildCounter()
+                           .Name("mayfly_secret_file_reload_failures_total")
+                           .Help("Errors reading or parsing the keys file (file=keys) or the cluster secret file "
+                                 "(file=cluster_secret), each distinct one counted once; the node kept the previous "
+                                 "keys or secrets")
+                           .Register(*metrics.registry())),
+      file_stale_(prometheus::BuildGauge()
+                      .Name("mayfly_secret_file_stale")
+                      .Help("1 while the keys file (file=keys) or the cluster secret file (file=cluster_secret) on "
+                            "disk does not parse and the node runs with the previous version")
+                      .Register(*metrics.registry())) {
   for (const char* reason : {"deadline", "cancelled", "over_budget", "stopping", "sort_bytes", "group_bytes"}) {
     reads_stopped_.Add({{"node", node_}, {"reason", reason}});
   }
   for (const char* kind : {"driver", "read", "forward"}) shed_.Add({{"node", node_}, {"kind", kind}});
   handoff_dropped_.Add({{"node", node_}});
+  for (const char* file : {"keys", "cluster_secret"}) {
+    reload_failures_.Add({{"node", node_}, {"file", file}});
+    file_stale_.Add({{"node", node_}, {"file", file}}).Set(0);
+  }
+}
+
+void SecurityMetrics::add_reload_failure(const char* file) {
+  reload_failures_.Add({{"node", node_}, {"file", file}}).Increment();
+}
+
+void SecurityMetrics::set_file_stale(const char* file, bool stale) {
+  file_stale_.Add({{"node", node_}, {"file", file}}).Set(stale ? 1 : 0);
 }
 
 void SecurityMetrics::add_shed(const char* kind) { shed_.Add({{"node", node_}, {"kind", kind}}).Increment(); }

@@ -20,11 +20,14 @@ class SecurityMetrics {
 
   // 1 while this node accepts any client ("clients") or any process knowing the cluster name as a peer ("peers").
   void set_open(bool clients_open, bool peers_open);
-  // Refusals: "no_key", "unknown_key", "forbidden" (a key without the needed role), "peer" (a failed peer proof).
+  // Refusals: "no_key", "unknown_key", "forbidden" (a key without the needed role), "peer" (a failed peer proof, or a
+  // call on a link whose secret was removed), "peer_not_member" (a forward from a non-member), "replay" (a gateway
+  // signature used again), "replay_cache_full".
   void add_auth_failure(const char* reason);
   // Connections: open ones by state, and those closed or refused by the node: "limit", "evicted",
   // "handshake_timeout", "idle" (a client connection with no call for --idle-timeout-ms), "accept_error", "tls" (a
-  // failed TLS handshake: plaintext, an untrusted CA, or too slow).
+  // failed TLS handshake: plaintext, an untrusted CA, or too slow), "secret_removed" (a peer link proved with a
+  // cluster secret no longer in the file).
   void set_connections(int64_t authenticated, int64_t unauthenticated);
   void add_connection_refused(const char* reason);
   // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver" or
@@ -36,6 +39,11 @@ class SecurityMetrics {
   // may take: a 400), "stopping" (the node shuts down), "sort_bytes" / "group_bytes" (ORDER BY / GROUP BY would hold
   // more than their bytes in memory: a 400).
   void add_read_stopped(const char* reason);
+  // The keys file (file="keys") or the cluster secret file (file="cluster_secret") changed and no longer reads or
+  // parses: counted once per distinct error, and `stale` is 1 until a version parses again (the node
+  // keeps what it had before meanwhile: README "Security").
+  void add_reload_failure(const char* file);
+  void set_file_stale(const char* file, bool stale);
 
  private:
   std::string node_;
@@ -46,6 +54,8 @@ class SecurityMetrics {
   prometheus::Family<prometheus::Counter>& shed_;
   prometheus::Family<prometheus::Counter>& handoff_dropped_;
   prometheus::Family<prometheus::Counter>& reads_stopped_;
+  prometheus::Family<prometheus::Counter>& reload_failures_;
+  prometheus::Family<prometheus::Gauge>& file_stale_;
 };
 
 }  // namespace mayfly::metrics

@@ -102,11 +102,25 @@ Status NodeConfig::validate() const {
                                       : "act as a cluster member") +
                    ". Configure both (README \"Security\"), or pass --insecure to run open anyway");
   }
+  // Keys without a cluster secret would be keys in name only: any local process could open the peer API (which runs
+  // no role check: a member's forwarded request is executed as the client's) and do what no key allows.
+  if (!keys_file.empty() && cluster_secret_file.empty()) {
+    return invalid("--keys-file is set but --cluster-secret-file is not: without a cluster secret any process that "
+                   "reaches --listen " + listen + " could open the peer API and read, write or back up everything "
+                   "around the keys. Give every node --cluster-secret-file too (README \"Security\")");
+  }
   if (!http.empty()) {
     if (http.find(':') == std::string::npos) return invalid("--http must be HOST:PORT, not '" + http + "'");
     if (keys_file.empty() && !insecure && !is_loopback_listen(http)) {
       return invalid("--http " + http + " is not a loopback address, but --keys-file is not set: anyone who "
                      "reaches it could read and write every item. Configure keys, or pass --insecure");
+    }
+    // A Cosmos signature covers the verb, the resource and the date, not the body: whoever sees a signed request on
+    // the wire may send another body with it for 15 minutes. Off loopback the gateway needs TLS (HTTPS).
+    if (!tls() && !insecure && !is_loopback_listen(http)) {
+      return invalid("--http " + http + " is not a loopback address and the node has no TLS (--tls-cert, --tls-key, "
+                     "--tls-ca): plain HTTP would show every signed request to the network, and a signature "
+                     "does not cover the body. Configure TLS, or pass --insecure to serve plain HTTP anyway");
     }
   }
   if (http_emulator_key && (http.empty() || !is_loopback_listen(http))) {

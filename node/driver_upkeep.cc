@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "node/driver.h"
+#include "node/virtual_clock.h"
 #include "storage/json.h"
 #include "ttl/ttl.h"
 
@@ -83,6 +84,14 @@ void Driver::handle_advance_clock(uint64_t request_id, const Operation& operatio
   // The log's time, uncommitted entries included: the advance entry comes after them.
   const int64_t from = clock_.now_micros();
   const int64_t target = from + operation.advance_micros;  // both bounded far below overflow (request.h)
+  if (target > kMaxVirtualTimeMicros) {
+    reply(request_id, Reply::error(StatusCode::kInvalidArgument,
+                                   "advance-clock would move virtual time to " + std::to_string(target) +
+                                       " µs, past its bound (9999-12-31T23:59:59Z, " +
+                                       std::to_string(kMaxVirtualTimeMicros) + " µs); it is now " +
+                                       std::to_string(from) + " µs. Nothing changed"));
+    return;
+  }
   Result<replication::Proposal> proposal = replica_->propose_time_entry(target);
   if (!proposal.is_ok()) {
     reply(request_id, not_leader("cannot advance the clock now: " + proposal.status().message()));

@@ -67,7 +67,10 @@ Result<std::vector<ClientKey>> parse_keys(std::string_view text, const std::stri
     const std::string where = origin + " line " + std::to_string(number);
     std::optional<Role> role = parse_role(role_text);
     if (!role) {
-      return Status::invalid_argument(where + ": role '" + role_text + "' is not readonly, readwrite or admin");
+      // The field is not echoed: a line written KEY ROLE, or a key alone, would print the key into the log.
+      return Status::invalid_argument(where + ": the first field (" + std::to_string(role_text.size()) +
+                                      " bytes, not shown: it may be a key) is not readonly, readwrite or admin; "
+                                      "expected ROLE KEY [NAME]");
     }
     if (!(fields >> key)) return Status::invalid_argument(where + ": a key must follow the role");
     if (key.size() < 16) {

@@ -52,6 +52,7 @@
 #include "node/driver.h"
 #include "node/keyring.h"
 #include "node/mailbox.h"
+#include "node/replay_cache.h"
 #include "node/request.h"
 #include "node/warn_limiter.h"
 #include "proto/mayfly.capnp.h"
@@ -71,6 +72,8 @@ struct GatewayCall {
   std::string signature;       // the raw HMAC-SHA256 bytes from the header
   bool emulator_key = false;   // signed with the Cosmos emulator's well-known key (checked by the gateway; honoured
                                // only with --emulator-key)
+  bool replay_guarded = false; // each signature of this request may be used once (node/replay_cache.h)
+  int64_t valid_until_seconds = 0;  // with replay_guarded: when its x-ms-date leaves the window (Unix seconds)
   std::unique_ptr<capnp::MallocMessageBuilder> request;  // root proto::Request; null: authenticate only (GET /)
 };
 
@@ -120,7 +123,16 @@ class RpcHost final : public DriverOutput {
   // Reads the keys file again if it changed (every session opened and every second), logging what changed.
   void refresh_keys();
   // The same for the cluster secret file (every second; peer handshakes are checked against what it held then).
+  // When its secrets changed, peer links proved with one it no longer holds are closed, incoming and outgoing.
   void refresh_cluster_secrets();
+  // Incoming peer connection `connection_id` proved the cluster secret whose SHA-256 (hex) is `secret_id`.
+  void set_peer_proof(uint64_t connection_id, std::string secret_id);
+  // Whether the secret with this SHA-256 (hex) is one the file holds now.
+  bool secret_accepted(const std::string& secret_id) const;
+  // Whether the node that link `from` proved may use the peer API's forward now: a voter or learner of this node's
+  // membership, or any authenticated peer before this node knows one (a --join node), or the leader it follows
+  // (node/peer_admission.h).
+  bool may_forward(NodeId from) const;
 
  private:
   void run(std::promise<Status>& started);
@@ -172,6 +184,7 @@ class RpcHost final : public DriverOutput {
   kj::Promise<Reply> run_gateway(GatewayCall& call);
   PeerLink* link(NodeId peer);
   Reply shutting_down() const;
+  void close_links_of_removed_secrets();
 
   NodeConfig config_;
   Driver& driver_;
@@ -182,6 +195,9 @@ class RpcHost final : public DriverOutput {
   const storage::ChangeFeedReader& feed_;  // const, any thread (storage/changefeed.h)
   Keyring keyring_;
   ClusterSecrets cluster_secrets_;
+  std::string keys_error_;     // kj thread: why the keys file on disk does not parse ("" while it does)
+  std::string secrets_error_;  // the same for the cluster secret file
+  ReplayCache gateway_replays_;  // kj thread: signatures of guarded gateway requests already used
   metrics::SecurityMetrics security_metrics_;
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;  // the kj thread's, for stop()

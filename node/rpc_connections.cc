@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "common/auth.h"
 #include "node/rpc_internal.h"
 
 namespace mayfly::node {
@@ -305,10 +306,60 @@ void RpcHost::refresh_cluster_secrets() {
   static int64_t last_log_ms = 0;
   const uint64_t before = cluster_secrets_.generation();
   if (Status reloaded = cluster_secrets_.reload_if_changed(); !reloaded.is_ok()) {
-    if (log_now(last_log_ms)) spdlog::error("keeping the previous cluster secrets: {}", reloaded.message());
-  } else if (cluster_secrets_.generation() != before) {
+    // The previous secrets stay (a half-written file must not cut every peer link); loud until the file parses.
+    if (reloaded.message() != secrets_error_) {
+      secrets_error_ = reloaded.message();
+      security_metrics_.add_reload_failure("cluster_secret");
+      security_metrics_.set_file_stale("cluster_secret", true);
+      last_log_ms = steady_ms();
+      spdlog::error("the cluster secret file no longer parses; KEEPING THE PREVIOUS SECRETS until it does: {}",
+                    secrets_error_);
+    } else if (log_now(last_log_ms)) {
+      spdlog::error("still keeping the previous cluster secrets: {}", secrets_error_);
+    }
+    return;
+  }
+  if (!secrets_error_.empty()) {
+    secrets_error_.clear();
+    security_metrics_.set_file_stale("cluster_secret", false);
+  }
+  if (cluster_secrets_.generation() != before) {
     spdlog::info("cluster secret file {} reloaded: {} secret(s) accepted, proving with the first",
                  config_.cluster_secret_file, cluster_secrets_.accepted().size());
+    close_links_of_removed_secrets();
+  }
+}
+
+bool RpcHost::secret_accepted(const std::string& secret_id) const {
+  for (const std::string& secret : cluster_secrets_.accepted()) {
+    if (auth::sha256_hex(secret) == secret_id) return true;
+  }
+  return false;
+}
+
+void RpcHost::set_peer_proof(uint64_t connection_id, std::string secret_id) {
+  auto it = connections_.find(connection_id);
+  if (it != connections_.end()) it->second->peer_secret_id = std::move(secret_id);
+}
+
+void RpcHost::close_links_of_removed_secrets() {
+  // Incoming peer connections proved with a secret the file no longer holds: closed (the peer reconnects, proving
+  // what its own file says now; a process that only had the old secret cannot).
+  std::vector<uint64_t> stale;
+  for (const auto& [id, connection] : connections_) {
+    if (connection->peer && !connection->peer_secret_id.empty() && !secret_accepted(connection->peer_secret_id)) {
+      stale.push_back(id);
+    }
+  }
+  for (uint64_t id : stale) close_connection(id, "secret_removed");
+  // Outgoing links proved with a removed secret: dropped, so the next message reconnects with the proving one.
+  size_t dropped = 0;
+  for (auto& [peer, peer_link] : links_) {
+    if (peer_link->drop_if_secret_removed()) ++dropped;
+  }
+  if (!stale.empty() || dropped > 0) {
+    spdlog::info("closed {} incoming and {} outgoing peer link(s) proved with a cluster secret no longer in {}",
+                 stale.size(), dropped, config_.cluster_secret_file);
   }
 }
 
@@ -318,8 +369,26 @@ void RpcHost::refresh_keys() {
   const uint64_t before = keyring_.generation();
   Status reloaded = keyring_.reload_if_changed();
   if (!reloaded.is_ok()) {
-    if (log_now(last_log_ms)) spdlog::error("keeping the previous keys: {}", reloaded.message());
+    // The previous keys stay: a file caught half-written, or with one bad line, must not lock every client (and the
+    // operator) out. But a removal that did not take effect must not go unnoticed: an error line at once (and every
+    // kQuietLogMs while it lasts), mayfly_secret_file_reload_failures_total and mayfly_secret_file_stale. The
+    // messages never hold a key (node/keyring.h parse_keys).
+    if (reloaded.message() != keys_error_) {
+      keys_error_ = reloaded.message();
+      security_metrics_.add_reload_failure("keys");
+      security_metrics_.set_file_stale("keys", true);
+      last_log_ms = steady_ms();
+      spdlog::error("the keys file no longer parses; KEEPING THE PREVIOUS KEYS (a key removed from it still "
+                    "works) until it does: {}",
+                    keys_error_);
+    } else if (log_now(last_log_ms)) {
+      spdlog::error("still keeping the previous keys (a key removed from the file still works): {}", keys_error_);
+    }
     return;
+  }
+  if (!keys_error_.empty()) {
+    keys_error_.clear();
+    security_metrics_.set_file_stale("keys", false);
   }
   if (keyring_.generation() != before) {
     spdlog::info("keys file {} reloaded: {} keys", config_.keys_file, keyring_.size());

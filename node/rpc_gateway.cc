@@ -8,6 +8,8 @@
 // never while it executes; the answer comes back through `done`, which posts to the HTTP connection's executor.
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "node/rpc_internal.h"
 #include "storage/write_dedup.h"
 
@@ -98,6 +100,30 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
   if (!operation.is_ok()) return refuse(operation.status().code(), operation.status().message());
   std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
   if (write_id && key_name) write_id->owner = storage::dedup_owner_of(*key_name);
+  if (!keyring_.open() && call.replay_guarded) {
+    // A signature does not cover the body: each one of a database or container write, or of a forced TTL change,
+    // is good for one request on this node (node/replay_cache.h).
+    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    switch (gateway_replays_.use(call.signature, call.valid_until_seconds, now)) {
+      case ReplayCache::Outcome::kFirstUse: break;
+      case ReplayCache::Outcome::kReplayed:
+        security_metrics_.add_auth_failure("replay");
+        return refuse(StatusCode::kUnauthorized,
+                      "this signature was already used for a database or container change (or a forced TTL change) "
+                      "on node " + std::to_string(config_.id.value()) +
+                          ": each such request is accepted once per signature. Resend it signed with a fresh "
+                          "x-ms-date (a new second)");
+      case ReplayCache::Outcome::kFull: {
+        security_metrics_.add_auth_failure("replay_cache_full");
+        Reply busy = unavailable(kSubstatusOverloaded, 1000,
+                                 "node " + std::to_string(config_.id.value()) + " has " +
+                                     std::to_string(ReplayCache::kMaxEntries) +
+                                     " database or container changes signed in the last 30 minutes; retry later");
+        return busy;
+      }
+    }
+  }
   return handle(std::move(operation.value()), request, false);
 }
 

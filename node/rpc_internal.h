@@ -107,6 +107,7 @@ struct ServedConnection {
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   bool authenticated = false;
   bool peer = false;          // an authenticated peer: never closed for being idle
+  std::string peer_secret_id; // a peer's: SHA-256 (hex) of the cluster secret it proved ("" on an open node)
   int64_t calls = 0;          // client calls in flight
   int64_t last_active_ms = 0; // steady ms of the last call's start or end (or of the handshake)
   kj::Promise<void> watcher = nullptr;  // closes the connection when the other side goes away
@@ -125,6 +126,9 @@ class PeerLink {
   kj::Promise<Reply> forward(proto::Request::Reader request, uint64_t owner);
   kj::Promise<std::string> node_status();
   const std::string& address() const { return address_; }
+  // After a cluster secret reload: when the link was proved with a secret the file no longer holds, drops the
+  // connection (the next message reconnects, proving the current secret) and returns true.
+  bool drop_if_secret_removed();
 
  private:
   class Errors final : public kj::TaskSet::ErrorHandler {
@@ -146,6 +150,7 @@ class PeerLink {
   Errors errors_;
   kj::Own<rpc_detail::OutgoingConnection> connection_;
   kj::Own<proto::Peer::Client> peer_capability_;
+  std::string proved_secret_id_;  // SHA-256 (hex) of the secret the current connection was proved with ("": none)
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;
   uint64_t dropped_ = 0;

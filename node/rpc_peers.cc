@@ -101,6 +101,13 @@ kj::Promise<proto::Peer::Client> PeerLink::connect() {
                                 std::to_string(peer_.value()) + " of this cluster (wrong cluster secret?)",
                     address_));
               }
+              // The file may have been re-read during the handshake: a link never outlives its secret.
+              std::string secret_id = auth::sha256_hex(shared);
+              if (!host_.secret_accepted(secret_id)) {
+                return proto::Peer::Client(KJ_EXCEPTION(
+                    FAILED, "the cluster secret this link proved was removed from the file meanwhile", address_));
+              }
+              proved_secret_id_ = std::move(secret_id);
             }
             return opened.getPeer();
           });
@@ -147,6 +154,7 @@ void PeerLink::on_failure(const kj::Exception& exception) {
                 exception.getDescription().cStr(), backoff_ms_);
   peer_capability_ = nullptr;
   connection_ = nullptr;
+  proved_secret_id_.clear();
   waiting_to_reconnect_ = true;
   // Messages queued meanwhile stay queued (bounded); Raft tolerates the loss of those dropped.
   tasks_->add(host_.timer().afterDelay(backoff_ms_ * kj::MILLISECONDS).then([this] {
@@ -154,6 +162,15 @@ void PeerLink::on_failure(const kj::Exception& exception) {
     pump();
   }));
   backoff_ms_ = std::min(backoff_ms_ * 2, kMaxBackoffMs);
+}
+
+bool PeerLink::drop_if_secret_removed() {
+  if (proved_secret_id_.empty() || host_.secret_accepted(proved_secret_id_)) return false;
+  // A send or forward in flight on it fails (on_failure reconnects; a forwarded write answers "outcome unknown").
+  proved_secret_id_.clear();
+  peer_capability_ = nullptr;
+  connection_ = nullptr;
+  return true;
 }
 
 // ---- RpcHost: the driver's output, peer links, peer deliveries ----------------------------------------------------
@@ -215,6 +232,11 @@ PeerLink* RpcHost::link(NodeId peer) {
   PeerLink* raw = created.get();
   links_.emplace(peer, std::move(created));
   return raw;
+}
+
+bool RpcHost::may_forward(NodeId from) const {
+  const bool knows_membership = !view_.voters.empty() || !view_.learners.empty();
+  return !knows_membership || view_.voters.contains(from) || view_.learners.contains(from) || view_.leader == from;
 }
 
 kj::Promise<void> RpcHost::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {

@@ -120,17 +120,33 @@ class SessionImpl final : public proto::Session::Server {
   const char* refusal_;
 };
 
-// The peer API for one authenticated node: every message delivered here must come from `from`. `proven`: the peer
-// proved a cluster secret (a node without one accepts any peer).
+// The peer API for one authenticated node: it speaks only as `from`, the id it proved. Every message delivered here
+// must come from `from` (node/peer_admission.h); a forwarded request is executed only for a member (or the leader this
+// node follows, or any peer before this node knows its membership); and nothing runs once the secret the link proved
+// has been removed from the file (the reload closes the connection too; this covers the second before it).
 class PeerImpl final : public proto::Peer::Server {
  public:
-  PeerImpl(RpcHost& host, NodeId from, bool proven) : host_(host), from_(from), proven_(proven) {}
+  PeerImpl(RpcHost& host, NodeId from, std::string secret_id)
+      : host_(host), from_(from), secret_id_(std::move(secret_id)) {}
 
   kj::Promise<void> deliver(DeliverContext context) override {
+    if (!proved_secret_still_held()) return secret_removed();
     return host_.receive(from_, context.getParams().getMessages());
   }
 
   kj::Promise<void> forward(ForwardContext context) override {
+    if (!proved_secret_still_held()) return secret_removed();
+    if (!host_.may_forward(from_)) {
+      host_.security_metrics().add_auth_failure("peer_not_member");
+      if (log_now(last_refusal_log_ms_)) {
+        spdlog::warn("refused a request forwarded by node {}: it is not a member of this node's cluster", from_.value());
+      }
+      Reply refused = Reply::error(StatusCode::kForbidden, "node " + std::to_string(from_.value()) +
+                                                               " is not a member: it may not forward requests");
+      refused.served_by = host_.config().id;
+      encode_reply(refused, context.getResults().initResponse());
+      return kj::READY_NOW;
+    }
     auto request = context.getParams().getRequest();
     Result<Operation> operation = decode_request(request);
     if (!operation.is_ok()) {
@@ -140,21 +156,29 @@ class PeerImpl final : public proto::Peer::Server {
     // The owner of a forwarded write is the one the forwarding node authenticated, trusted only from a peer that
     // proved the cluster secret; from any other, the write is anonymous (storage/write_dedup.h).
     std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
-    if (write_id && proven_ && request.hasWriteId()) write_id->owner = request.getWriteId().getOwner();
+    if (write_id && !secret_id_.empty() && request.hasWriteId()) write_id->owner = request.getWriteId().getOwner();
     return host_.handle(std::move(operation.value()), request, true).then([context](Reply reply) mutable {
       encode_reply(reply, context.getResults().initResponse());
     });
   }
 
   kj::Promise<void> nodeStatus(NodeStatusContext context) override {
+    if (!proved_secret_still_held()) return secret_removed();
     context.getResults().setStatus(host_.own_status_json());
     return kj::READY_NOW;
   }
 
  private:
+  bool proved_secret_still_held() const { return secret_id_.empty() || host_.secret_accepted(secret_id_); }
+  kj::Promise<void> secret_removed() {
+    host_.security_metrics().add_auth_failure("peer");
+    return KJ_EXCEPTION(DISCONNECTED, "the cluster secret this peer link proved is no longer accepted; reconnect");
+  }
+
   RpcHost& host_;
   NodeId from_;
-  const bool proven_;
+  const std::string secret_id_;  // SHA-256 (hex) of the secret proved; "" on a node without one
+  static inline int64_t last_refusal_log_ms_ = 0;  // kj thread only
 };
 
 // The bootstrap object of one connection: the handshake (hello, then openSession or openPeer).
@@ -226,6 +250,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
     }
     const std::vector<std::string>& secrets = host_.accepted_cluster_secrets();
     auto results = context.getResults();
+    std::string secret_id;
     if (!secrets.empty()) {
       // Any accepted secret (the file may hold the old and the new one while it rotates); each is tried in constant
       // time whether or not an earlier one matched, and the answer proves the one the peer used.
@@ -250,9 +275,11 @@ class MayflyImpl final : public proto::Mayfly::Server {
       results.setServerProof(data_of(
           auth::peer_server_proof(*matched, config.cluster, config.id.value(), client_nonce_, server_nonce_)));
       server_nonce_.clear();
+      secret_id = auth::sha256_hex(*matched);
     }
     host_.mark_authenticated(connection_, true);
-    results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from), !secrets.empty()));
+    host_.set_peer_proof(connection_, secret_id);
+    results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from), std::move(secret_id)));
     return kj::READY_NOW;
   }
 

@@ -18,6 +18,10 @@ namespace mayfly::node {
 
 // 2001-09-09: a log time below it is a bootstrap log's index stamps, not a time.
 inline constexpr int64_t kVirtualEpochFloorMicros = 1'000'000'000'000'000;
+// 9999-12-31T23:59:59.999999Z: advance-clock never moves virtual time past it (400). Far below the timestamps every
+// node accepts (replication/types.h kMaxTimestampMicros, 2^62 µs), so no number of advances, nor the entries stamped
+// one microsecond apart after the last one, can make a follower refuse the leader's entries.
+inline constexpr int64_t kMaxVirtualTimeMicros = 253'402'300'799'999'999;
 
 class VirtualClock final : public Clock {
  public:

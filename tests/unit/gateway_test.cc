@@ -72,6 +72,24 @@ TEST(GatewaySignature, TheSignedDateMustBeWithinFifteenMinutes) {
   EXPECT_EQ(check_signed_date("", signed_at).code(), StatusCode::kUnauthorized);
 }
 
+TEST(GatewaySignature, DatabaseAndContainerWritesAndForcedTtlChangesAreReplayGuarded) {
+  using Kind = Route::Kind;
+  for (const char* verb : {"POST", "PUT", "DELETE", "PATCH"}) {
+    for (Kind kind : {Kind::kDatabases, Kind::kDatabase, Kind::kContainers, Kind::kContainer}) {
+      EXPECT_TRUE(replay_guarded(verb, kind, false)) << verb << " " << static_cast<int>(kind);
+    }
+    // Item writes are not: two honest upserts in one second carry the same signature.
+    EXPECT_FALSE(replay_guarded(verb, Kind::kItems, false)) << verb;
+    EXPECT_FALSE(replay_guarded(verb, Kind::kItem, false)) << verb;
+  }
+  for (Kind kind : {Kind::kDatabase, Kind::kContainer, Kind::kItems}) {
+    EXPECT_FALSE(replay_guarded("GET", kind, false));
+    EXPECT_FALSE(replay_guarded("HEAD", kind, false));
+  }
+  EXPECT_TRUE(replay_guarded("PUT", Kind::kItem, true));
+  EXPECT_TRUE(replay_guarded("GET", Kind::kContainer, true));
+}
+
 TEST(GatewayBase64, RoundTripsAndRefusesJunk) {
   for (std::string bytes : {std::string(), std::string("a"), std::string("ab"), std::string("abc"),
                             std::string("\0\xff\x10", 3)}) {

@@ -1,6 +1,8 @@
 // The keys file and the cluster secret file (node/keyring.h): parsing errors name the line, never the secret; files
-// readable by others are refused; a changed file is re-read and a broken one keeps what was loaded.
+// readable by others are refused; a changed file is re-read and a broken one keeps what was loaded. And the gateway's
+// replay cache (node/replay_cache.h).
 #include "node/keyring.h"
+#include "node/replay_cache.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -27,6 +29,33 @@ TEST(Keyring, KeysParseWithRolesAndErrorsNameTheLineNotTheKey) {
   EXPECT_EQ(short_key.status().message().find("short-secret"), std::string::npos) << "the key is echoed";
   EXPECT_FALSE(parse_keys("owner aaaaaaaaaaaaaaaaaaaa\n", "keys").is_ok());
   EXPECT_FALSE(parse_keys("admin aaaaaaaaaaaaaaaaaaaa a\nreadonly aaaaaaaaaaaaaaaaaaaa b\n", "keys").is_ok());
+  // A line written the wrong way round (KEY ROLE), or a key alone: the first field is not echoed, it is the key.
+  for (const char* line : {"swapped-key-0123456789abcdef admin\n", "lonely-key-0123456789abcdef\n"}) {
+    Result<std::vector<ClientKey>> swapped = parse_keys(std::string("admin aaaaaaaaaaaaaaaaaaaa\n") + line, "keys");
+    ASSERT_FALSE(swapped.is_ok()) << line;
+    EXPECT_NE(swapped.status().message().find("keys line 2"), std::string::npos) << swapped.status().message();
+    EXPECT_EQ(swapped.status().message().find("-key-0123456789abcdef"), std::string::npos)
+        << "the key is echoed: " << swapped.status().message();
+  }
+}
+
+TEST(ReplayCache, ASignatureIsUsedOnceUntilItsDateLeavesTheWindowAndTheCacheIsBounded) {
+  ReplayCache cache;
+  EXPECT_EQ(cache.use("sig-a", 1000, 100), ReplayCache::Outcome::kFirstUse);
+  EXPECT_EQ(cache.use("sig-b", 1000, 100), ReplayCache::Outcome::kFirstUse);
+  EXPECT_EQ(cache.use("sig-a", 1000, 500), ReplayCache::Outcome::kReplayed);
+  EXPECT_EQ(cache.use("sig-a", 1000, 1000), ReplayCache::Outcome::kReplayed);  // still inside the window
+  // Past its window the date itself is refused (gateway/protocol.h check_signed_date): forgotten.
+  EXPECT_EQ(cache.use("sig-c", 2000, 1001), ReplayCache::Outcome::kFirstUse);
+  EXPECT_EQ(cache.size(), 1u);
+  // Full: refused rather than an unexpired signature forgotten early; room again once they expire.
+  for (size_t i = 1; i < ReplayCache::kMaxEntries; ++i) {
+    ASSERT_EQ(cache.use("fill-" + std::to_string(i), 3000, 1001), ReplayCache::Outcome::kFirstUse);
+  }
+  EXPECT_EQ(cache.use("one-more", 3000, 1001), ReplayCache::Outcome::kFull);
+  EXPECT_EQ(cache.use("fill-1", 3000, 1001), ReplayCache::Outcome::kReplayed);
+  EXPECT_EQ(cache.use("one-more", 3000, 3001), ReplayCache::Outcome::kFirstUse);
+  EXPECT_EQ(cache.size(), 1u);
 }
 
 TEST(Keyring, ClusterSecretsAreOnePerLineTheFirstProvesAndTheyAreBounded) {

@@ -126,6 +126,17 @@ TEST(NodeConfig, RunningOpenOnANonLoopbackAddressNeedsInsecure) {
   std::vector<std::string> both = keys_only;
   both.insert(both.end(), {"--cluster-secret-file", "/etc/mayfly/secret"});
   EXPECT_LT(parse(both).exit_code, 0) << parse(both).output;
+  // Keys without a cluster secret: refused on loopback too (any local process could use the peer API around them),
+  // and with --insecure.
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--id", "1", "--listen", "127.0.0.1:7101", "--data", "/tmp/x", "--peers",
+                                 "1=127.0.0.1:7101", "--keys-file", "/etc/mayfly/keys"},
+        std::vector<std::string>{"--id", "1", "--listen", "0.0.0.0:7101", "--data", "/tmp/x", "--peers",
+                                 "1=mayfly1:7101", "--keys-file", "/etc/mayfly/keys", "--insecure"}}) {
+    const ParsedFlags keys_no_secret = parse(flags);
+    EXPECT_EQ(keys_no_secret.exit_code, 2) << keys_no_secret.output;
+    EXPECT_NE(keys_no_secret.output.find("--cluster-secret-file"), std::string::npos) << keys_no_secret.output;
+  }
   // Loopback addresses may run open (a development machine).
   EXPECT_LT(parse({"--id", "1", "--listen", "127.0.0.1:7101", "--data", "/tmp/x", "--peers", "1=127.0.0.1:7101"})
                 .exit_code,
@@ -196,6 +207,24 @@ TEST(NodeConfig, GatewayBoundsAreChecked) {
   EXPECT_EQ(parse(with({"--http", "127.0.0.1:8081", "--http-max-body-bytes", "100"})).exit_code, 2);
   EXPECT_EQ(parse(with({"--http", "127.0.0.1:8081", "--http-idle-timeout-ms", "0"})).exit_code, 2);
   EXPECT_EQ(parse(with({"--http", "127.0.0.1:8081", "--http-threads", "0"})).exit_code, 2);
+  // Plain HTTP off loopback needs --insecure even with keys (a signature does not cover the body); HTTPS does not.
+  const std::vector<std::string> keyed = {"--id", "1", "--listen", "127.0.0.1:7101", "--data", "/tmp/x", "--peers",
+                                          "1=127.0.0.1:7101", "--keys-file", "/k", "--cluster-secret-file", "/s"};
+  std::vector<std::string> plain = keyed;
+  plain.insert(plain.end(), {"--http", "0.0.0.0:8081"});
+  const ParsedFlags plain_refused = parse(plain);
+  EXPECT_EQ(plain_refused.exit_code, 2);
+  EXPECT_NE(plain_refused.output.find("TLS"), std::string::npos) << plain_refused.output;
+  EXPECT_NE(plain_refused.output.find("--insecure"), std::string::npos) << plain_refused.output;
+  std::vector<std::string> plain_insecure = plain;
+  plain_insecure.push_back("--insecure");
+  EXPECT_LT(parse(plain_insecure).exit_code, 0) << parse(plain_insecure).output;
+  std::vector<std::string> https = plain;
+  https.insert(https.end(), {"--tls-cert", "/c", "--tls-key", "/k", "--tls-ca", "/ca"});
+  EXPECT_LT(parse(https).exit_code, 0) << parse(https).output;
+  std::vector<std::string> plain_loopback = keyed;
+  plain_loopback.insert(plain_loopback.end(), {"--http", "127.0.0.1:8081"});
+  EXPECT_LT(parse(plain_loopback).exit_code, 0) << parse(plain_loopback).output;
   // Open (no keys) on a non-loopback gateway needs --insecure, like the RPC port.
   const ParsedFlags open = parse({"--id", "1", "--listen", "127.0.0.1:7101", "--data", "/tmp/x", "--peers",
                                   "1=127.0.0.1:7101", "--http", "0.0.0.0:8081"});
