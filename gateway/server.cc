@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <type_traits>
@@ -135,6 +137,21 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   const node::NodeConfig& config() const { return config_; }
   node::RpcHost& host() { return host_; }
   std::atomic<int64_t>& open_connections() { return open_connections_; }
+
+  // A connection as the admission table sees it: it can be closed from another thread (on its own executor).
+  class Slot {
+   public:
+    virtual ~Slot() = default;
+    virtual void evict() = 0;
+  };
+  // The accepting thread: a place in the table for a new connection from `address` (0: refused, counted). When the
+  // table (--http-max-connections) or the address's share (--http-max-connections-per-address) is full, the
+  // connection that has waited longest for a request (a silent or slow socket, an idle keep-alive) is closed to make
+  // room; connections with a request being served are never closed for it.
+  uint64_t admit(const asio::ip::address& address, std::weak_ptr<Slot> slot);
+  // The connection is waiting for (and reading) a request, or serving one. false: it was evicted (close it).
+  bool set_waiting(uint64_t id, bool waiting);
+  void release(uint64_t id);
   std::shared_ptr<asio::io_context> context() const { return context_; }
   ssl::context* tls() { return tls_.get(); }
 
@@ -150,7 +167,75 @@ class Server::Impl : public std::enable_shared_from_this<Server::Impl> {
   std::atomic<bool> stopped_{false};
   std::atomic<int64_t> open_connections_{0};
   int64_t last_refusal_log_ms_ = 0;
+  struct Entry {
+    asio::ip::address address;
+    std::weak_ptr<Slot> slot;
+    bool waiting = true;
+    uint64_t since = 0;  // when it began to wait (a sequence number): the smallest is evicted first
+  };
+  std::mutex slots_mutex_;
+  std::map<uint64_t, Entry> slots_;  // every admitted connection not yet destroyed (nor evicted)
+  uint64_t next_slot_ = 1;
+  uint64_t next_since_ = 1;
 };
+
+uint64_t Server::Impl::admit(const asio::ip::address& address, std::weak_ptr<Slot> slot) {
+  std::shared_ptr<Slot> victim;
+  bool evicted = false;
+  uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(slots_mutex_);
+    size_t from_address = 0;
+    for (const auto& [other, entry] : slots_) {
+      if (entry.address == address) ++from_address;
+    }
+    const bool address_full = from_address >= static_cast<size_t>(config_.http_max_connections_per_address);
+    if (address_full || slots_.size() >= static_cast<size_t>(config_.http_max_connections)) {
+      auto pick = slots_.end();
+      for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+        if (!it->second.waiting || (address_full && it->second.address != address)) continue;
+        if (pick == slots_.end() || it->second.since < pick->second.since) pick = it;
+      }
+      if (pick != slots_.end()) {
+        victim = pick->second.slot.lock();
+        slots_.erase(pick);
+        evicted = true;
+      } else {
+        host_.security_metrics().add_http_refused("limit");
+        const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now().time_since_epoch())
+                                .count();
+        if (now - last_refusal_log_ms_ > 5000) {
+          last_refusal_log_ms_ = now;
+          spdlog::warn("HTTP gateway: {} connections are open ({} from {}), all serving requests "
+                       "(--http-max-connections {}, --http-max-connections-per-address {}); closing new ones",
+                       slots_.size(), from_address, address.to_string(), config_.http_max_connections,
+                       config_.http_max_connections_per_address);
+        }
+        return 0;
+      }
+    }
+    id = next_slot_++;
+    slots_.emplace(id, Entry{address, std::move(slot), true, next_since_++});
+  }
+  if (evicted) host_.security_metrics().add_http_refused("evicted");
+  if (victim) victim->evict();
+  return id;
+}
+
+bool Server::Impl::set_waiting(uint64_t id, bool waiting) {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  auto it = slots_.find(id);
+  if (it == slots_.end()) return false;
+  if (waiting && !it->second.waiting) it->second.since = next_since_++;
+  it->second.waiting = waiting;
+  return true;
+}
+
+void Server::Impl::release(uint64_t id) {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  slots_.erase(id);
+}
 
 namespace {
 
@@ -161,25 +246,44 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 beast::tcp_stream& tcp_of(PlainStream& stream) { return stream; }
 beast::tcp_stream& tcp_of(TlsStream& stream) { return beast::get_lowest_layer(stream); }
 
-// One HTTP connection: (for HTTPS, a TLS handshake within the idle timeout, then) read a request (bounded),
-// translate, hand it to the node, write the answer, repeat.
+// One HTTP connection: (for HTTPS, a TLS handshake within --http-header-timeout-ms, then) wait for a request's first
+// byte (--http-idle-timeout-ms), read its line and headers (--http-header-timeout-ms), check its signature before
+// reading a body, read the body (--http-body-timeout-ms), translate, hand it to the node, write the answer, repeat.
 template <typename Stream>
-class Connection : public std::enable_shared_from_this<Connection<Stream>> {
+class Connection : public Server::Impl::Slot, public std::enable_shared_from_this<Connection<Stream>> {
  public:
   template <typename... TlsContext>
   Connection(std::shared_ptr<Server::Impl> server, tcp::socket socket, TlsContext&... tls)
       : server_(std::move(server)), context_(server_->context()), stream_(std::move(socket), tls...) {
     ++server_->open_connections();
   }
-  ~Connection() { --server_->open_connections(); }
+  ~Connection() override {
+    if (slot_ != 0) server_->release(slot_);
+    --server_->open_connections();
+  }
+
+  // The accepting thread: a place in the table (false: refused; the socket closes with this object).
+  bool admit(const asio::ip::address& address) {
+    slot_ = server_->admit(address, this->weak_from_this());
+    return slot_ != 0;
+  }
+
+  // Any thread: closed on the connection's own executor.
+  void evict() override {
+    asio::post(stream_.get_executor(), [self = this->shared_from_this()] {
+      self->slot_ = 0;  // no longer in the table
+      self->close();
+    });
+  }
 
   void start() {
     if constexpr (std::is_same_v<Stream, TlsStream>) {
-      tcp_of(stream_).expires_after(std::chrono::milliseconds(server_->config().http_idle_timeout_ms));
+      tcp_of(stream_).expires_after(std::chrono::milliseconds(server_->config().http_header_timeout_ms));
       stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code error) {
         // Not TLS (plain HTTP to an HTTPS port), a failed handshake or a silent client: closed, nothing answered
         // (there is no TLS session to answer in).
         if (error) {
+          if (error == beast::error::timeout) self->server_->host().security_metrics().add_http_refused("header_timeout");
           self->close();
           return;
         }
@@ -191,50 +295,86 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   }
 
  private:
-  void read() {
-    parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(server_->config().http_max_header_bytes));
-    parser_->body_limit(static_cast<uint64_t>(server_->config().http_max_body_bytes));
-    tcp_of(stream_).expires_after(std::chrono::milliseconds(server_->config().http_idle_timeout_ms));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = this->shared_from_this()](beast::error_code error, size_t) { self->on_read(error); });
-  }
+  const node::NodeConfig& config() const { return server_->config(); }
 
-  void on_read(beast::error_code error) {
-    if (error == http::error::end_of_stream || error == beast::error::timeout || error == asio::error::eof ||
-        error == asio::error::connection_reset || error == asio::error::operation_aborted ||
-        error == ssl::error::stream_truncated) {
+  // Waits for the next request's first byte: an idle connection may wait --http-idle-timeout-ms (and is the first
+  // to be closed when the table is full); from that byte on, the line and headers have --http-header-timeout-ms.
+  void read() {
+    if (slot_ == 0 || !server_->set_waiting(slot_, true)) {
       close();
       return;
     }
-    if (error) {
-      keep_alive_ = false;
-      if (error == http::error::body_limit) {
-        respond(error_response(413, "the request body is larger than --http-max-body-bytes (" +
-                                        std::to_string(server_->config().http_max_body_bytes) + " bytes)"));
-      } else if (error == http::error::header_limit) {
-        respond(error_response(431, "the request line and headers are larger than --http-max-header-bytes (" +
-                                        std::to_string(server_->config().http_max_header_bytes) + " bytes)"));
-      } else {
-        respond(error_response(400, "malformed HTTP request: " + error.message()));
-      }
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(config().http_max_header_bytes));
+    parser_->body_limit(static_cast<uint64_t>(config().http_max_body_bytes));
+    if (buffer_.size() > 0) {  // the client sent the next request already
+      read_header();
       return;
     }
-    http::request<http::string_body> message = parser_->release();
-    keep_alive_ = message.keep_alive();
+    tcp_of(stream_).expires_after(std::chrono::milliseconds(config().http_idle_timeout_ms));
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = this->shared_from_this()](beast::error_code error, size_t bytes) {
+                              if (error) {
+                                self->close();  // idle timeout, closed or reset by the client, evicted
+                                return;
+                              }
+                              self->buffer_.commit(bytes);
+                              self->read_header();
+                            });
+  }
+
+  void read_header() {
+    tcp_of(stream_).expires_after(std::chrono::milliseconds(config().http_header_timeout_ms));
+    http::async_read_header(stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code error,
+                                                                                           size_t) {
+      if (self->refuse_on(error, "header_timeout")) return;
+      if (self->slot_ == 0 || !self->server_->set_waiting(self->slot_, false)) {  // evicted meanwhile
+        self->close();
+        return;
+      }
+      self->on_header();
+    });
+  }
+
+  // A read that failed: closed quietly, or answered (400, 413, 431) and closed. true when it failed.
+  bool refuse_on(beast::error_code error, const char* timeout_reason) {
+    if (!error) return false;
+    if (error == beast::error::timeout) {
+      server_->host().security_metrics().add_http_refused(timeout_reason);
+      close();
+      return true;
+    }
+    if (error == http::error::end_of_stream || error == asio::error::eof ||
+        error == asio::error::connection_reset || error == asio::error::operation_aborted ||
+        error == ssl::error::stream_truncated || error == asio::error::bad_descriptor) {
+      close();
+      return true;
+    }
+    keep_alive_ = false;
+    if (error == http::error::body_limit) {
+      respond(error_response(413, "the request body is larger than --http-max-body-bytes (" +
+                                      std::to_string(config().http_max_body_bytes) + " bytes)"));
+    } else if (error == http::error::header_limit) {
+      respond(error_response(431, "the request line and headers are larger than --http-max-header-bytes (" +
+                                      std::to_string(config().http_max_header_bytes) + " bytes)"));
+    } else {
+      respond(error_response(400, "malformed HTTP request: " + error.message()));
+    }
+    return true;
+  }
+
+  HttpRequest head_of(const http::request<http::string_body>& message) {
     HttpRequest request;
     request.method = std::string(message.method_string());
     request.target = std::string(message.target());
     for (const auto& field : message) request.headers[lower(field.name_string())] = std::string(field.value());
-    request.body = std::move(message.body());
-    Plan plan = plan_request(request);
-    if (plan.answer) {
-      respond(std::move(*plan.answer));
-      return;
-    }
-    // What the signature covers: verb, resource type and link of the path, and the x-ms-date (or Date) header.
-    const std::string_view authorization = request.header("authorization");
-    Result<Authorization> parsed = parse_authorization(authorization);
+    return request;
+  }
+
+  // What the signature covers (verb, resource type and link of the path, and the x-ms-date or Date header), and the
+  // signature: set on `call`, or why there is none (call.authorization, 401 on the node's thread).
+  static void sign(const HttpRequest& request, const Route& route, bool emulator_key, node::GatewayCall& call) {
+    Result<Authorization> parsed = parse_authorization(request.header("authorization"));
     std::string_view date = request.header("x-ms-date");
     if (date.empty()) date = request.header("date");
     if (parsed.is_ok()) {
@@ -243,19 +383,82 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
       if (Status fresh = check_signed_date(date, now); !fresh.is_ok()) parsed = fresh;
     }
     if (parsed.is_ok()) {
-      plan.call.signed_text =
-          string_to_sign(request.method, plan.spec.route.resource_type, plan.spec.route.resource_link, date);
-      plan.call.signature = std::move(parsed->signature);
-      plan.call.emulator_key = server_->config().http_emulator_key &&
-                               signed_with_emulator_key(plan.call.signed_text, plan.call.signature);
-      plan.call.replay_guarded = replay_guarded(request.method, plan.spec.route.kind,
-                                                header_flag(request.header("x-mayfly-force-ttl-change")));
+      call.signed_text = string_to_sign(request.method, route.resource_type, route.resource_link, date);
+      call.signature = std::move(parsed->signature);
+      call.emulator_key = emulator_key && signed_with_emulator_key(call.signed_text, call.signature);
+      call.replay_guarded =
+          replay_guarded(request.method, route.kind, header_flag(request.header("x-mayfly-force-ttl-change")));
       if (Result<int64_t> signed_at = parse_http_date(date); signed_at.is_ok()) {
-        plan.call.valid_until_seconds = *signed_at + kSignatureWindowSeconds;
+        call.valid_until_seconds = *signed_at + kSignatureWindowSeconds;
       }
     } else {
-      plan.call.authorization = parsed.status();
+      call.authorization = parsed.status();
     }
+  }
+
+  // The line and headers are in. A request with a body on a node with keys: its signature is checked first (on the
+  // node's thread, like every call's), and a bad one is answered 401 with the body neither read nor parsed.
+  void on_header() {
+    if (parser_->is_done() || server_->host().clients_open()) {
+      read_body();
+      return;
+    }
+    const HttpRequest head = head_of(parser_->get());
+    Result<Route> route = parse_route(head.target);
+    if (!route.is_ok()) {
+      keep_alive_ = false;
+      respond(error_response(400, route.status().message()));
+      return;
+    }
+    node::GatewayCall call;  // no request: authenticate only
+    sign(head, *route, config().http_emulator_key, call);
+    RenderSpec spec;
+    spec.route = *route;
+    if (!call.authorization.is_ok()) {
+      refuse_unsigned(spec, node::Reply::error(StatusCode::kUnauthorized, call.authorization.message()));
+      return;
+    }
+    server_->host().execute_gateway(
+        std::move(call), [self = this->shared_from_this(), spec = std::move(spec)](node::Reply reply) {
+          asio::post(self->stream_.get_executor(), [self, spec, reply = std::move(reply)] {
+            if (!reply.result.ok()) {
+              self->refuse_unsigned(spec, reply);
+              return;
+            }
+            self->read_body();
+          });
+        });
+  }
+
+  void refuse_unsigned(const RenderSpec& spec, const node::Reply& reply) {
+    server_->host().security_metrics().add_http_refused("unauthorized_body");
+    keep_alive_ = false;  // the body is not read: the connection ends after the answer
+    respond(render_reply(spec, reply));
+  }
+
+  void read_body() {
+    if (parser_->is_done()) {
+      on_request();
+      return;
+    }
+    tcp_of(stream_).expires_after(std::chrono::milliseconds(config().http_body_timeout_ms));
+    http::async_read(stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code error, size_t) {
+      if (self->refuse_on(error, "body_timeout")) return;
+      self->on_request();
+    });
+  }
+
+  void on_request() {
+    http::request<http::string_body> message = parser_->release();
+    keep_alive_ = message.keep_alive();
+    HttpRequest request = head_of(message);
+    request.body = std::move(message.body());
+    Plan plan = plan_request(request);
+    if (plan.answer) {
+      respond(std::move(*plan.answer));
+      return;
+    }
+    sign(request, plan.spec.route, config().http_emulator_key, plan.call);
     server_->host().execute_gateway(
         std::move(plan.call), [self = this->shared_from_this(), spec = std::move(plan.spec)](node::Reply reply) {
           // On the kj thread: render here would hold it up, so hand the reply to this connection's executor.
@@ -332,6 +535,7 @@ class Connection : public std::enable_shared_from_this<Connection<Stream>> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool keep_alive_ = true;
+  uint64_t slot_ = 0;  // its place in the admission table (0: none, or evicted)
   std::vector<char> drain_buffer_;
   size_t drained_bytes_ = 0;
 };
@@ -343,23 +547,17 @@ void Server::Impl::accept() {
                                                                                      tcp::socket socket) {
     if (error == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
     if (!error) {
-      if (self->open_connections_.load() >= self->config_.http_max_connections) {
-        const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                std::chrono::steady_clock::now().time_since_epoch())
-                                .count();
-        if (now - self->last_refusal_log_ms_ > 5000) {
-          self->last_refusal_log_ms_ = now;
-          spdlog::warn("HTTP gateway: --http-max-connections ({}) connections are open; closing new ones",
-                       self->config_.http_max_connections);
-        }
+      beast::error_code no_address;
+      const tcp::endpoint remote = socket.remote_endpoint(no_address);
+      if (no_address) {
         beast::error_code ignored;
-        socket.close(ignored);
+        socket.close(ignored);  // already gone
+      } else if (ssl::context* tls = self->tls()) {
+        auto connection = std::make_shared<Connection<TlsStream>>(self, std::move(socket), *tls);
+        if (connection->admit(remote.address())) connection->start();
       } else {
-        if (ssl::context* tls = self->tls()) {
-          std::make_shared<Connection<TlsStream>>(self, std::move(socket), *tls)->start();
-        } else {
-          std::make_shared<Connection<PlainStream>>(self, std::move(socket))->start();
-        }
+        auto connection = std::make_shared<Connection<PlainStream>>(self, std::move(socket));
+        if (connection->admit(remote.address())) connection->start();
       }
     }
     self->accept();

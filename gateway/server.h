@@ -7,10 +7,15 @@
 // executed by RpcHost::execute_gateway (node/rpc.h), the same code as Session.execute, so the TTL contract,
 // consistency levels, RU charges and 429, forwarding to the leader and key roles hold unchanged.
 //
-// Bounds (flags in node/config.h, README "Use your Cosmos DB SDK"): open connections (--http-max-connections; more
-// are closed at once), request line + headers (--http-max-header-bytes: 431), body (--http-max-body-bytes: 413),
-// idle connections (--http-idle-timeout-ms: closed). A request that is not valid HTTP gets 400 and the connection is
-// closed; bytes from the socket are validated, never asserted on. One request at a time per connection (HTTP/1.1
+// Bounds (flags in node/config.h, README "Limits"): open connections (--http-max-connections, and
+// --http-max-connections-per-address from one client address; when full, the connection that has waited longest for
+// a request is closed to make room, and a new one is closed only when every other is serving a request), request
+// line + headers (--http-max-header-bytes: 431; --http-header-timeout-ms from the first byte: closed), body
+// (--http-max-body-bytes: 413; --http-body-timeout-ms: closed), idle connections (--http-idle-timeout-ms before a
+// request's first byte: closed). On a node with keys a request's signature is checked before its body is read: a bad
+// one gets 401 and the body is never read nor parsed. A request that is not valid HTTP gets 400 and the connection is
+// closed; bytes from the socket are validated, never asserted on. Refusals are counted in
+// mayfly_http_connections_refused_total. One request at a time per connection (HTTP/1.1
 // keep-alive, no pipelining of answers), and the node's own --request-timeout-ms bounds each answer.
 //
 // Thread-safety: start/stop from the main thread; the connections run on --http-threads Boost.Asio threads.

@@ -520,9 +520,14 @@ std::string Metrics::scrape_text() const {
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const std::string& address, const Metrics& metrics,
-                                                            const std::string& basic_auth) {
+                                                            const std::string& basic_auth, int64_t threads,
+                                                            int64_t request_timeout_ms) {
   try {
-    auto exposer = std::make_unique<prometheus::Exposer>(address, 1);
+    // civetweb's options: a pool of worker threads (one accepted socket each, until its request is answered) and a
+    // deadline on reading a request, so no single socket can hold the only worker.
+    auto exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", address, "num_threads", std::to_string(threads), "request_timeout_ms",
+        std::to_string(request_timeout_ms)});
     if (!basic_auth.empty()) {
       const size_t colon = basic_auth.find(':');
       const std::string user = basic_auth.substr(0, colon);

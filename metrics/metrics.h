@@ -186,8 +186,12 @@ class MetricsServer {
  public:
   // `basic_auth` "USER:PASSWORD": scrapes must carry these HTTP basic-auth credentials (compared in constant time),
   // anything else gets 401; empty: no authentication.
+  // `threads` requests are served at once; a request whose line and headers have not all arrived within
+  // `request_timeout_ms` is dropped (civetweb's request_timeout_ms), so a slow or half-sent request holds one thread
+  // for that long at most and the others keep answering scrapes.
   static Result<std::unique_ptr<MetricsServer>> start(const std::string& address, const Metrics& metrics,
-                                                      const std::string& basic_auth = std::string());
+                                                      const std::string& basic_auth = std::string(),
+                                                      int64_t threads = 4, int64_t request_timeout_ms = 5000);
 
  private:
   explicit MetricsServer(std::unique_ptr<prometheus::Exposer> exposer) : exposer_(std::move(exposer)) {}

@@ -30,6 +30,11 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
                       "(--max-pending-requests): kind=driver (writes, strong and catching-up reads), kind=read, "
                       "kind=forward (writes a follower would forward to the leader)")
                 .Register(*metrics.registry())),
+      http_refused_(prometheus::BuildCounter()
+                        .Name("mayfly_http_connections_refused_total")
+                        .Help("Cosmos REST gateway connections closed or refused before a request was served: limit, "
+                              "evicted, header_timeout, body_timeout, unauthorized_body")
+                        .Register(*metrics.registry())),
       handoff_dropped_(prometheus::BuildCounter()
                            .Name("mayfly_handoff_messages_dropped_total")
                            .Help("Raft messages the driver produced that were dropped because the RPC thread had "
@@ -73,6 +78,10 @@ void SecurityMetrics::set_file_stale(const char* file, bool stale) {
 }
 
 void SecurityMetrics::add_shed(const char* kind) { shed_.Add({{"node", node_}, {"kind", kind}}).Increment(); }
+
+void SecurityMetrics::add_http_refused(const char* reason) {
+  http_refused_.Add({{"node", node_}, {"reason", reason}}).Increment();
+}
 
 void SecurityMetrics::add_handoff_dropped(uint64_t messages) {
   handoff_dropped_.Add({{"node", node_}}).Increment(static_cast<double>(messages));

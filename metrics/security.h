@@ -33,6 +33,10 @@ class SecurityMetrics {
   // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver" or
   // "read"), and Raft messages dropped between the driver and the RPC thread.
   void add_shed(const char* kind);
+  // The Cosmos REST gateway's connections closed or refused before a request was served (README "Limits"): "limit"
+  // (full, and no connection waiting for a request to close instead), "evicted" (a connection waiting for a request,
+  // closed to make room), "header_timeout", "body_timeout", "unauthorized_body" (401 before its body was read).
+  void add_http_refused(const char* reason);
   void add_handoff_dropped(uint64_t messages);
   // Reads stopped on a read thread (README "Limits", common/work_budget.h): "deadline" (past --request-timeout-ms),
   // "cancelled" (the request timed out or its connection closed), "over_budget" (more steps of work than one page
@@ -52,6 +56,7 @@ class SecurityMetrics {
   prometheus::Family<prometheus::Gauge>& connections_;
   prometheus::Family<prometheus::Counter>& connections_refused_;
   prometheus::Family<prometheus::Counter>& shed_;
+  prometheus::Family<prometheus::Counter>& http_refused_;
   prometheus::Family<prometheus::Counter>& handoff_dropped_;
   prometheus::Family<prometheus::Counter>& reads_stopped_;
   prometheus::Family<prometheus::Counter>& reload_failures_;

@@ -130,6 +130,19 @@ Status NodeConfig::validate() const {
   if (http_max_connections < 1 || http_max_connections > 100'000) {
     return invalid("--http-max-connections must be 1..100000");
   }
+  if (http_max_connections_per_address < 1 || http_max_connections_per_address > 100'000) {
+    return invalid("--http-max-connections-per-address must be 1..100000");
+  }
+  if (http_header_timeout_ms < 100 || http_header_timeout_ms > 3'600'000) {
+    return invalid("--http-header-timeout-ms must be 100..3600000");
+  }
+  if (http_body_timeout_ms < 100 || http_body_timeout_ms > 3'600'000) {
+    return invalid("--http-body-timeout-ms must be 100..3600000");
+  }
+  if (metrics_threads < 1 || metrics_threads > 64) return invalid("--metrics-threads must be 1..64");
+  if (metrics_request_timeout_ms < 100 || metrics_request_timeout_ms > 600'000) {
+    return invalid("--metrics-request-timeout-ms must be 100..600000");
+  }
   if (http_max_header_bytes < 1024 || http_max_header_bytes > 1 << 20) {
     return invalid("--http-max-header-bytes must be 1024..1048576");
   }
@@ -170,6 +183,12 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--metrics", config.metrics, "HOST:PORT for Prometheus metrics (e.g. 127.0.0.1:9101)");
   app.add_option("--metrics-auth-file", config.metrics_auth_file,
                  "a file holding USER:PASSWORD that metrics scrapes must send as HTTP basic auth (mode 0600)");
+  app.add_option("--metrics-threads", config.metrics_threads,
+                 "scrapes served at once (a slow or half-sent request holds one until its timeout)")
+      ->capture_default_str();
+  app.add_option("--metrics-request-timeout-ms", config.metrics_request_timeout_ms,
+                 "a metrics request not fully received within this is dropped")
+      ->capture_default_str();
   app.add_option("--log-level", config.log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_option("--cluster", config.cluster, "cluster name; peers of another cluster are refused")
       ->capture_default_str();
@@ -204,14 +223,24 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "HOST:PORT for the Cosmos DB REST API (https with --tls-cert/--tls-key, else http; off when not set)");
   app.add_flag("--emulator-key", config.http_emulator_key,
                "also accept the Cosmos emulator's well-known key (only with --http on a loopback address)");
-  app.add_option("--http-max-connections", config.http_max_connections, "open HTTP connections at most")
+  app.add_option("--http-max-connections", config.http_max_connections,
+                 "open HTTP connections at most (when full, the oldest one waiting for a request is closed)")
+      ->capture_default_str();
+  app.add_option("--http-max-connections-per-address", config.http_max_connections_per_address,
+                 "open HTTP connections from one client address at most (the oldest waiting one makes room)")
+      ->capture_default_str();
+  app.add_option("--http-header-timeout-ms", config.http_header_timeout_ms,
+                 "a request's line and headers must arrive within this, from its first byte")
+      ->capture_default_str();
+  app.add_option("--http-body-timeout-ms", config.http_body_timeout_ms,
+                 "a request's body must arrive within this, from the end of its headers")
       ->capture_default_str();
   app.add_option("--http-max-header-bytes", config.http_max_header_bytes, "request line and headers, at most")
       ->capture_default_str();
   app.add_option("--http-max-body-bytes", config.http_max_body_bytes, "one HTTP request body, at most")
       ->capture_default_str();
   app.add_option("--http-idle-timeout-ms", config.http_idle_timeout_ms,
-                 "an HTTP connection with no complete request for this long is closed")
+                 "an HTTP connection that sends no byte of a next request for this long is closed")
       ->capture_default_str();
   app.add_option("--http-threads", config.http_threads, "threads serving HTTP connections")->capture_default_str();
   app.add_option_function<std::string>(

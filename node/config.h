@@ -21,6 +21,8 @@ struct NodeConfig {
   std::string data_dir;
   std::string metrics;                      // host:port for Prometheus (empty: off)
   std::string metrics_auth_file;            // USER:PASSWORD that scrapes must send (HTTP basic auth); empty: none
+  int64_t metrics_threads = 4;              // scrapes served at once (one slow or half-sent request holds one)
+  int64_t metrics_request_timeout_ms = 5000;  // a scrape request not fully received by then is dropped
   std::string log_level = "info";           // trace, debug, info, warn, error
   std::string cluster = "mayfly";           // peers refuse nodes of another cluster
   bool join = false;                        // start empty and wait to be added (cluster add-member)
@@ -59,10 +61,13 @@ struct NodeConfig {
   // The Cosmos DB REST gateway (gateway/server.h): off when `http` is empty.
   std::string http;                         // HOST:PORT for the Cosmos DB REST API (plain http)
   bool http_emulator_key = false;           // also accept the Cosmos emulator's well-known key (loopback --http only)
-  int64_t http_max_connections = 256;       // open HTTP connections at most; more are closed at once
+  int64_t http_max_connections = 256;       // open HTTP connections at most (the oldest waiting one makes room)
+  int64_t http_max_connections_per_address = 64;  // open HTTP connections from one client address at most
+  int64_t http_header_timeout_ms = 10000;   // a request's line and headers, from its first byte
+  int64_t http_body_timeout_ms = 30000;     // a request's body, from the end of its headers
   int64_t http_max_header_bytes = 16384;    // request line and headers of one request
   int64_t http_max_body_bytes = 4 << 20;    // one request body (an item is at most 2 MB; a query text 256 KiB)
-  int64_t http_idle_timeout_ms = 60000;     // a connection with no complete request for this long is closed
+  int64_t http_idle_timeout_ms = 60000;     // a connection that sends no byte of a next request for this long is closed
   int64_t http_threads = 1;                 // threads running the HTTP connections (parsing, rendering)
 
   int64_t tick_interval_ms = 10;            // one Raft tick

@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
       spdlog::warn("metrics on {} without --metrics-auth-file: anyone who reaches it reads them", config.metrics);
     }
     Result<std::unique_ptr<metrics::MetricsServer>> started =
-        metrics::MetricsServer::start(config.metrics, metrics, metrics_auth);
+        metrics::MetricsServer::start(config.metrics, metrics, metrics_auth, config.metrics_threads,
+                                      config.metrics_request_timeout_ms);
     if (!started.is_ok()) {
       spdlog::critical("{}", started.status().to_string());
       return 1;

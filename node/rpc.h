@@ -120,6 +120,8 @@ class RpcHost final : public DriverOutput {
   // while the call is queued, never while it executes) and calls `done` with the answer on the kj thread. `done`
   // must not block; it is called exactly once, also when the node is stopping (503).
   void execute_gateway(GatewayCall call, std::function<void(Reply)> done);
+  // Any thread: true when the node takes clients without a key (no --keys-file; fixed at start).
+  bool clients_open() const { return keyring_.open(); }
   // Reads the keys file again if it changed (every session opened and every second), logging what changed.
   void refresh_keys();
   // The same for the cluster secret file (every second; peer handshakes are checked against what it held then).
@@ -140,6 +142,9 @@ class RpcHost final : public DriverOutput {
   // With TLS: the handshake first (a failure is refused as "tls"), then admit.
   void secure(kj::Own<kj::AsyncIoStream> stream);
   void admit(kj::Own<kj::AsyncIoStream> stream);
+  // The table (connections and TLS handshakes in progress) is full: the oldest that has not authenticated (a
+  // handshake in progress or a connection) is closed to make room; false if every entry has authenticated.
+  bool make_room();
   void close_connection(uint64_t id, const char* reason);
   void publish_connection_counts();
   void apply_batch(DriverBatch& batch);
@@ -215,7 +220,14 @@ class RpcHost final : public DriverOutput {
   kj::Network* network_ = nullptr;
   kj::Own<kj::ConnectionReceiver> listener_;
   std::unique_ptr<tls::Context> tls_;
-  size_t tls_handshakes_ = 0;  // accepted streams in their TLS handshake
+  // Accepted streams in their TLS handshake, by connection id (the same ids as connections_: the oldest first).
+  // They count against --max-connections with the connections and are evicted like unauthenticated ones.
+  struct TlsHandshake {
+    kj::Promise<void> handshake = nullptr;  // destroyed: the handshake is cancelled and the stream closed
+    bool finished = false;                  // done or failed; erased on the next turn of the loop
+  };
+  std::map<uint64_t, TlsHandshake> tls_handshakes_;
+  size_t tls_handshakes_open_ = 0;  // the entries of tls_handshakes_ not finished
   uint64_t next_connection_id_ = 1;
   std::map<uint64_t, kj::Own<ServedConnection>> connections_;  // ordered by id: the oldest first
   size_t authenticated_connections_ = 0;

@@ -1,5 +1,6 @@
 // RpcHost (node/rpc.h), its connections: starting and stopping the kj thread, the listener and its accept loop, TLS,
-// admission under --max-connections (the oldest unauthenticated connection evicted first), the handshake timeout,
+// admission under --max-connections (TLS handshakes in progress count; the oldest unauthenticated connection or
+// handshake evicted first), the handshake timeout,
 // idle client connections, and reloading the keys file and the cluster secret file.
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -151,6 +152,8 @@ void RpcHost::run(std::promise<Status>& started) {
   timer_->afterDelay(kShutdownFlushMs * kj::MILLISECONDS).wait(wait_scope);
   tasks_ = nullptr;
   links_.clear();
+  tls_handshakes_.clear();
+  tls_handshakes_open_ = 0;
   connections_.clear();
   listener_ = nullptr;
   tls_ = nullptr;
@@ -182,50 +185,81 @@ kj::Promise<void> RpcHost::accept_loop() {
 void RpcHost::secure(kj::Own<kj::AsyncIoStream> stream) {
   static int64_t last_log_ms = 0;
   if (stopping_) return;
-  // Handshakes in progress are bounded like connections (and by the handshake timeout, TlsContext's acceptTimeout).
-  if (tls_handshakes_ >= static_cast<size_t>(config_.max_connections)) {
+  // Handshakes in progress share the --max-connections table with the connections: when it is full the oldest entry
+  // that has not authenticated (a handshake or a connection) is closed, so silent sockets cannot hold the table. A
+  // handshake not done within --handshake-timeout-ms fails (TlsContext's acceptTimeout) and is refused as "tls".
+  if (connections_.size() + tls_handshakes_open_ >= static_cast<size_t>(config_.max_connections) && !make_room()) {
     security_metrics_.add_connection_refused("limit");
     return;  // `stream` goes out of scope: closed
   }
-  ++tls_handshakes_;
-  tasks_->add(tls_->wrap_server(kj::mv(stream))
-                  .then(
-                      [this](kj::Own<kj::AsyncIoStream> secured) {
-                        --tls_handshakes_;
-                        admit(kj::mv(secured));
-                      },
-                      [this](kj::Exception&& exception) {
-                        // Plaintext, no TLS version or cipher in common, or no handshake within the timeout: closed.
-                        // (A client that refuses our certificate does so after the handshake: it just disconnects.)
-                        --tls_handshakes_;
-                        security_metrics_.add_connection_refused("tls");
-                        if (log_now(last_log_ms)) {
-                          spdlog::warn("refused a connection: TLS handshake failed: {}",
-                                       exception.getDescription().cStr());
-                        }
-                      }));
+  const uint64_t id = next_connection_id_++;
+  auto finished = [this, id] {
+    auto it = tls_handshakes_.find(id);
+    if (it == tls_handshakes_.end() || it->second.finished) return false;
+    it->second.finished = true;
+    --tls_handshakes_open_;
+    // Not from inside the handshake's own promise: on the next turn of the loop.
+    tasks_->add(kj::evalLater([this, id] { tls_handshakes_.erase(id); }));
+    return true;
+  };
+  kj::Promise<void> handshake =
+      tls_->wrap_server(kj::mv(stream))
+          .then(
+              [this, finished](kj::Own<kj::AsyncIoStream> secured) {
+                if (finished()) admit(kj::mv(secured));
+              },
+              [this, finished](kj::Exception&& exception) {
+                // Plaintext, no TLS version or cipher in common, or no handshake within the timeout: closed.
+                // (A client that refuses our certificate does so after the handshake: it just disconnects.)
+                if (!finished()) return;
+                security_metrics_.add_connection_refused("tls");
+                if (log_now(last_log_ms)) {
+                  spdlog::warn("refused a connection: TLS handshake failed: {}", exception.getDescription().cStr());
+                }
+              })
+          .eagerlyEvaluate(nullptr);
+  ++tls_handshakes_open_;
+  tls_handshakes_.emplace(id, TlsHandshake{kj::mv(handshake), false});
+}
+
+bool RpcHost::make_room() {
+  std::optional<uint64_t> connection;
+  for (const auto& [id, entry] : connections_) {
+    if (!entry->authenticated) {
+      connection = id;
+      break;
+    }
+  }
+  std::optional<uint64_t> handshake;
+  for (const auto& [id, entry] : tls_handshakes_) {
+    if (!entry.finished) {
+      handshake = id;
+      break;
+    }
+  }
+  if (handshake && (!connection || *handshake < *connection)) {
+    --tls_handshakes_open_;
+    tls_handshakes_.erase(*handshake);  // cancels the handshake and closes its stream
+    security_metrics_.add_connection_refused("evicted");
+    return true;
+  }
+  if (connection) {
+    close_connection(*connection, "evicted");
+    return true;
+  }
+  return false;
 }
 
 void RpcHost::admit(kj::Own<kj::AsyncIoStream> stream) {
   static int64_t last_log_ms = 0;
   if (stopping_) return;
-  if (connections_.size() >= static_cast<size_t>(config_.max_connections)) {
-    // Full: the oldest connection that has not authenticated makes room; peers and established sessions stay.
-    std::optional<uint64_t> victim;
-    for (const auto& [id, connection] : connections_) {
-      if (!connection->authenticated) {
-        victim = id;
-        break;
-      }
+  if (connections_.size() + tls_handshakes_open_ >= static_cast<size_t>(config_.max_connections) && !make_room()) {
+    // Full: the oldest entry that has not authenticated made room; peers and established sessions stay.
+    security_metrics_.add_connection_refused("limit");
+    if (log_now(last_log_ms)) {
+      spdlog::warn("refusing connections: {} are open and authenticated (--max-connections)", connections_.size());
     }
-    if (!victim) {
-      security_metrics_.add_connection_refused("limit");
-      if (log_now(last_log_ms)) {
-        spdlog::warn("refusing connections: {} are open and authenticated (--max-connections)", connections_.size());
-      }
-      return;  // `stream` goes out of scope: closed
-    }
-    close_connection(*victim, "evicted");
+    return;  // `stream` goes out of scope: closed
   }
   const uint64_t id = next_connection_id_++;
   auto connection = kj::heap<ServedConnection>(kj::mv(stream), make_bootstrap(*this, id));

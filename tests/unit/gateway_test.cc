@@ -74,10 +74,15 @@ TEST(GatewaySignature, TheSignedDateMustBeWithinFifteenMinutes) {
 
 TEST(GatewaySignature, DatabaseAndContainerWritesAndForcedTtlChangesAreReplayGuarded) {
   using Kind = Route::Kind;
-  for (const char* verb : {"POST", "PUT", "DELETE", "PATCH"}) {
-    for (Kind kind : {Kind::kDatabases, Kind::kDatabase, Kind::kContainers, Kind::kContainer}) {
+  for (const char* verb : {"PUT", "DELETE", "PATCH"}) {
+    for (Kind kind : {Kind::kDatabase, Kind::kContainer}) {
       EXPECT_TRUE(replay_guarded(verb, kind, false)) << verb << " " << static_cast<int>(kind);
     }
+  }
+  // Creates (and POST queries of databases or containers) are not: an SDK creating two containers in one second
+  // signs both with the same date.
+  for (Kind kind : {Kind::kDatabases, Kind::kContainers}) EXPECT_FALSE(replay_guarded("POST", kind, false));
+  for (const char* verb : {"POST", "PUT", "DELETE", "PATCH"}) {
     // Item writes are not: two honest upserts in one second carry the same signature.
     EXPECT_FALSE(replay_guarded(verb, Kind::kItems, false)) << verb;
     EXPECT_FALSE(replay_guarded(verb, Kind::kItem, false)) << verb;
