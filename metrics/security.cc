@@ -21,20 +21,22 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
       connections_refused_(prometheus::BuildCounter()
                                .Name("mayfly_connections_refused_total")
                                .Help("Connections the node refused or closed: limit, evicted, handshake_timeout, "
-                                     "idle, accept_error, tls")
+                                     "idle, accept_error, tls, key_limit, client_limit, reply_backlog")
                                .Register(*metrics.registry())),
       shed_(prometheus::BuildCounter()
                 .Name("mayfly_requests_shed_total")
                 .Help("Requests answered 503 at once because too many were waiting on this node "
                       "(--max-pending-requests): kind=driver (writes, strong and catching-up reads), kind=read, "
-                      "kind=forward (writes a follower would forward to the leader)")
+                      "kind=forward (writes a follower would forward to the leader), kind=key "
+                      "(--max-pending-per-key), kind=connection (--max-pending-per-connection), kind=parked "
+                      "(--max-parked-reads)")
                 .Register(*metrics.registry())),
       handoff_dropped_(prometheus::BuildCounter()
                            .Name("mayfly_handoff_messages_dropped_total")
                            .Help("Raft messages the driver produced that were dropped because the RPC thread had "
                                  "64 MiB of them queued already (Raft resends)")
                            .Register(*metrics.registry())) {
-  for (const char* kind : {"driver", "read", "forward"}) shed_.Add({{"node", node_}, {"kind", kind}});
+  for (const char* kind : {"driver", "read", "forward", "key", "connection", "parked"}) shed_.Add({{"node", node_}, {"kind", kind}});
   handoff_dropped_.Add({{"node", node_}});
 }
 

@@ -24,11 +24,14 @@ class SecurityMetrics {
   void add_auth_failure(const char* reason);
   // Connections: open ones by state, and those closed or refused by the node: "limit", "evicted",
   // "handshake_timeout", "idle" (a client connection with no call for --idle-timeout-ms), "accept_error", "tls" (a
-  // failed TLS handshake: plaintext, an untrusted CA, or too slow).
+  // failed TLS handshake: plaintext, an untrusted CA, or too slow), "key_limit" (--max-connections-per-key),
+  // "client_limit" (client sessions would take a slot reserved for peers), "reply_backlog" (too many reply bytes
+  // queued for the connection).
   void set_connections(int64_t authenticated, int64_t unauthenticated);
   void add_connection_refused(const char* reason);
-  // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver" or
-  // "read"), and Raft messages dropped between the driver and the RPC thread.
+  // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver",
+  // "read" or "forward"), its key's or its connection's budget was spent ("key", "connection"), or too many reads
+  // were parked ("parked"); and Raft messages dropped between the driver and the RPC thread.
   void add_shed(const char* kind);
   void add_handoff_dropped(uint64_t messages);
 

@@ -55,9 +55,13 @@ class SessionImpl final : public proto::Session::Server {
         refusal_(refusal) {}
 
   kj::Promise<void> execute(ExecuteContext context) override {
-    host_.call_started(connection_);
-    return run(context).attach(kj::defer([host = &host_, connection = connection_] {
-      host->call_finished(connection);
+    // Refused before anything is decoded or executed when the key's or the connection's budget is spent.
+    if (std::optional<Reply> refused = host_.call_started(connection_, key_id_)) {
+      encode_reply(*refused, context.getResults().initResponse());
+      return kj::READY_NOW;
+    }
+    return run(context).attach(kj::defer([host = &host_, connection = connection_, key = key_id_] {
+      host->call_finished(connection, key);
     }));
   }
 
@@ -76,7 +80,7 @@ class SessionImpl final : public proto::Session::Server {
       encode_reply(reply, context.getResults().initResponse());
       return kj::READY_NOW;
     }
-    return host_.handle(std::move(operation.value()), request, false).then([context](Reply reply) mutable {
+    return host_.handle(std::move(operation.value()), request, false, key_id_).then([context](Reply reply) mutable {
       encode_reply(reply, context.getResults().initResponse());
     });
   }
@@ -167,7 +171,9 @@ class MayflyImpl final : public proto::Mayfly::Server {
     Keyring& keyring = host_.keyring();
     auto results = context.getResults();
     if (keyring.open()) {
-      host_.mark_authenticated(connection_, false);
+      if (std::optional<std::string> refused = host_.mark_authenticated(connection_, false, std::string())) {
+        return kj::Exception(kj::Exception::Type::OVERLOADED, __FILE__, __LINE__, kj::str(refused->c_str()));
+      }
       results.setSession(kj::heap<SessionImpl>(host_, connection_, std::string(), "open", nullptr));
       return kj::READY_NOW;
     }
@@ -184,7 +190,9 @@ class MayflyImpl final : public proto::Mayfly::Server {
           kj::heap<SessionImpl>(host_, connection_, std::string(), std::string(), had_proof ? "unknown_key" : "no_key"));
       return kj::READY_NOW;
     }
-    host_.mark_authenticated(connection_, false);
+    if (std::optional<std::string> refused = host_.mark_authenticated(connection_, false, match->key_id)) {
+      return kj::Exception(kj::Exception::Type::OVERLOADED, __FILE__, __LINE__, kj::str(refused->c_str()));
+    }
     results.setServerProof(data_of(match->server_proof));
     results.setSession(kj::heap<SessionImpl>(host_, connection_, match->key_id, match->name, nullptr));
     return kj::READY_NOW;
@@ -240,7 +248,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
           auth::peer_server_proof(*matched, config.cluster, config.id.value(), client_nonce_, server_nonce_)));
       server_nonce_.clear();
     }
-    host_.mark_authenticated(connection_, true);
+    host_.mark_authenticated(connection_, true, std::string());
     results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from)));
     return kj::READY_NOW;
   }
