@@ -290,8 +290,9 @@ std::optional<std::string> RpcHost::mark_authenticated(uint64_t connection_id, b
     }
     if (reason != nullptr) {
       if (log_now(last_log_ms)) spdlog::warn("refused a client session: {}", message);
-      // The refusal goes back on the connection first; then it is closed (it may not stay unauthenticated).
-      close_connection_later(connection_id, reason, kRefusalFlushMs);
+      // Counted now (the client may hang up first); the refusal goes back on the connection, then it is closed.
+      security_metrics_.add_connection_refused(reason);
+      close_connection_later(connection_id, nullptr, kRefusalFlushMs);
       return message;
     }
     ++client_sessions_;
