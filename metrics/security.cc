@@ -22,13 +22,16 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
       connections_refused_(prometheus::BuildCounter()
                                .Name("mayfly_connections_refused_total")
                                .Help("Connections the node refused or closed: limit, evicted, handshake_timeout, "
-                                     "idle, accept_error, tls, secret_removed")
+                                     "idle, accept_error, tls, secret_removed, key_limit, client_limit, "
+                                     "reply_backlog")
                                .Register(*metrics.registry())),
       shed_(prometheus::BuildCounter()
                 .Name("mayfly_requests_shed_total")
                 .Help("Requests answered 503 at once because too many were waiting on this node "
                       "(--max-pending-requests): kind=driver (writes, strong and catching-up reads), kind=read, "
-                      "kind=forward (writes a follower would forward to the leader)")
+                      "kind=forward (writes a follower would forward to the leader), kind=key "
+                      "(--max-pending-per-key), kind=connection (--max-pending-per-connection), kind=parked "
+                      "(--max-parked-reads)")
                 .Register(*metrics.registry())),
       http_refused_(prometheus::BuildCounter()
                         .Name("mayfly_http_connections_refused_total")
@@ -61,7 +64,9 @@ SecurityMetrics::SecurityMetrics(Metrics& metrics)
   for (const char* reason : {"deadline", "cancelled", "over_budget", "stopping", "sort_bytes", "group_bytes"}) {
     reads_stopped_.Add({{"node", node_}, {"reason", reason}});
   }
-  for (const char* kind : {"driver", "read", "forward"}) shed_.Add({{"node", node_}, {"kind", kind}});
+  for (const char* kind : {"driver", "read", "forward", "key", "connection", "parked"}) {
+    shed_.Add({{"node", node_}, {"kind", kind}});
+  }
   handoff_dropped_.Add({{"node", node_}});
   for (const char* file : {"keys", "cluster_secret"}) {
     reload_failures_.Add({{"node", node_}, {"file", file}});

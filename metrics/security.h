@@ -27,11 +27,13 @@ class SecurityMetrics {
   // Connections: open ones by state, and those closed or refused by the node: "limit", "evicted",
   // "handshake_timeout", "idle" (a client connection with no call for --idle-timeout-ms), "accept_error", "tls" (a
   // failed TLS handshake: plaintext, an untrusted CA, or too slow), "secret_removed" (a peer link proved with a
-  // cluster secret no longer in the file).
+  // cluster secret no longer in the file), "key_limit" (--max-connections-per-key), "client_limit" (client sessions
+  // would take a slot reserved for peers), "reply_backlog" (too many reply bytes queued for the connection).
   void set_connections(int64_t authenticated, int64_t unauthenticated);
   void add_connection_refused(const char* reason);
-  // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver" or
-  // "read"), and Raft messages dropped between the driver and the RPC thread.
+  // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver",
+  // "read" or "forward"), its key's or its connection's budget was spent ("key", "connection"), or too many reads
+  // were parked ("parked"); and Raft messages dropped between the driver and the RPC thread.
   void add_shed(const char* kind);
   // The Cosmos REST gateway's connections closed or refused before a request was served (README "Limits"): "limit"
   // (full, and no connection waiting for a request to close instead), "evicted" (a connection waiting for a request,

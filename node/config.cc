@@ -83,6 +83,19 @@ Status NodeConfig::validate() const {
   if (max_pending_requests < 16 || max_pending_requests > 1'000'000) {
     return invalid("--max-pending-requests must be 16..1000000");
   }
+  if (max_pending_per_key < 1 || max_pending_per_key > 1'000'000) {
+    return invalid("--max-pending-per-key must be 1..1000000");
+  }
+  if (max_pending_per_connection < 1 || max_pending_per_connection > 1'000'000) {
+    return invalid("--max-pending-per-connection must be 1..1000000");
+  }
+  if (max_parked_reads < 2 || max_parked_reads > 1'000'000) return invalid("--max-parked-reads must be 2..1000000");
+  if (max_connections_per_key < 1 || max_connections_per_key > 1'000'000) {
+    return invalid("--max-connections-per-key must be 1..1000000");
+  }
+  if (reserved_peer_connections < 0 || reserved_peer_connections > 1'000'000) {
+    return invalid("--reserved-peer-connections must be 0..1000000");
+  }
   if (read_threads < 1 || read_threads > 64) return invalid("--read-threads must be 1..64");
   if (max_read_work < 1'000'000 || max_read_work > 1'000'000'000'000) {
     return invalid("--max-read-work must be 1000000..1000000000000 steps");
@@ -207,6 +220,21 @@ ParsedFlags parse_flags(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-pending-requests", config.max_pending_requests,
                  "requests waiting on the driver or the read threads at most; beyond, 503 with retry-after")
+      ->capture_default_str();
+  app.add_option("--max-pending-per-key", config.max_pending_per_key,
+                 "requests of one client key in flight on this node at most; beyond, 503 with retry-after")
+      ->capture_default_str();
+  app.add_option("--max-pending-per-connection", config.max_pending_per_connection,
+                 "requests of one connection in flight at most; beyond, 503 with retry-after")
+      ->capture_default_str();
+  app.add_option("--max-parked-reads", config.max_parked_reads,
+                 "session/bounded reads and change feed long-polls waiting for this replica at most (one key: half)")
+      ->capture_default_str();
+  app.add_option("--max-connections-per-key", config.max_connections_per_key,
+                 "sessions one client key may hold open on this node")
+      ->capture_default_str();
+  app.add_option("--reserved-peer-connections", config.reserved_peer_connections,
+                 "of --max-connections, slots that client sessions never take (for peers reconnecting)")
       ->capture_default_str();
   app.add_option("--read-threads", config.read_threads, "threads that execute item lists and queries")
       ->capture_default_str();

@@ -3,6 +3,7 @@
 // Thread-safety: a value.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -47,6 +48,14 @@ struct NodeConfig {
   int64_t handshake_timeout_ms = 5000;      // a connection not authenticated by then is closed
   int64_t idle_timeout_ms = 600'000;        // a client connection with no call for this long is closed (0: never)
   int64_t max_pending_requests = 4096;      // requests waiting on the driver or the read threads; beyond: 503
+                                            // (reads: beyond three quarters, the last quarter is for writes)
+  int64_t max_pending_per_key = 2048;       // one client key's requests in flight on this node; beyond: 503
+  int64_t max_pending_per_connection = 1024;  // one connection's requests in flight; beyond: 503
+  int64_t max_parked_reads = 1024;          // reads parked for the applied index (a key: half of them); beyond: 503
+  int64_t max_connections_per_key = 256;    // sessions one client key may hold open on this node
+  int64_t reserved_peer_connections = 16;   // of --max-connections, slots client sessions can never take (at
+                                            // most half of them)
+  int64_t peer_reserve() const { return std::min(reserved_peer_connections, max_connections / 2); }
   // Steps of work (about a nanosecond each: a byte a string function compares, ~200 per item a scan reads) one page
   // of a read on a read thread may take; past it, 400 (common/work_budget.h). The deadline is --request-timeout-ms.
   int64_t max_read_work = 1'000'000'000;

@@ -34,31 +34,88 @@ Reply RpcHost::shutting_down() const {
   return reply;
 }
 
-std::optional<Reply> RpcHost::shed_if_full(const char* kind) {
-  const auto limit = static_cast<size_t>(config_.max_pending_requests);
-  // Writes forwarded to the leader count too: a leader that is paused or slow must not let them pile up unbounded.
-  if (pending_.size() + waiting_reads_.size() + forwards_in_flight_ < limit &&
-      static_cast<size_t>(reads_queued_.load()) < limit) {
-    return std::nullopt;
-  }
-  static int64_t last_log_ms = 0;
-  security_metrics_.add_shed(kind);
-  if (log_now(last_log_ms)) {
-    spdlog::warn("shedding load: {} requests are waiting on this node (--max-pending-requests {})",
-                 pending_.size() + waiting_reads_.size() + forwards_in_flight_, config_.max_pending_requests);
-  }
-  Reply reply = Reply::error(StatusCode::kUnavailable, "node " + std::to_string(config_.id.value()) +
-                                                           " is overloaded (too many requests waiting); nothing was "
-                                                           "done: retry shortly or on another node");
+Reply RpcHost::overloaded(std::string message) const {
+  Reply reply = Reply::error(StatusCode::kUnavailable, std::move(message));
   reply.result.substatus = kSubstatusOverloaded;
   reply.retry_after_ms = 100;
   reply.served_by = config_.id;
   return reply;
 }
 
+std::optional<Reply> RpcHost::shed_if_full(const char* kind, bool write) {
+  const auto full = static_cast<size_t>(config_.max_pending_requests);
+  // Reads stop at three quarters: the last quarter is for writes, so no number of reads makes a write wait or fail.
+  const size_t limit = write ? full : full - full / 4;
+  // Writes forwarded to the leader count too: a leader that is paused or slow must not let them pile up unbounded.
+  // Parked reads do not (they hold no thread; --max-parked-reads bounds them).
+  if (pending_.size() + forwards_in_flight_ < limit && static_cast<size_t>(reads_queued_.load()) < limit) {
+    return std::nullopt;
+  }
+  static int64_t last_log_ms = 0;
+  security_metrics_.add_shed(kind);
+  if (log_now(last_log_ms)) {
+    spdlog::warn("shedding load: {} requests are waiting on this node (--max-pending-requests {})",
+                 pending_.size() + forwards_in_flight_, config_.max_pending_requests);
+  }
+  return overloaded("node " + std::to_string(config_.id.value()) +
+                    " is overloaded (too many requests waiting); nothing was done: retry shortly or on another node");
+}
+
+std::optional<Reply> RpcHost::shed_if_parked_full(const std::string& key) {
+  const auto limit = static_cast<size_t>(config_.max_parked_reads);
+  auto use = key_use_.find(key);
+  const int64_t own = use == key_use_.end() ? 0 : use->second.parked;
+  const bool node_full = waiting_reads_.size() >= limit;
+  const bool key_full = !key.empty() && own >= config_.max_parked_reads / 2;
+  if (!node_full && !key_full) return std::nullopt;
+  static int64_t last_log_ms = 0;
+  security_metrics_.add_shed("parked");
+  if (log_now(last_log_ms)) {
+    spdlog::warn("refusing reads that would wait for this replica: {} are waiting ({} of one key; --max-parked-reads "
+                 "{}, a key half of it)",
+                 waiting_reads_.size(), own, config_.max_parked_reads);
+  }
+  return overloaded("node " + std::to_string(config_.id.value()) + " has too many reads waiting for it to catch up" +
+                    (key_full ? " from this key" : "") +
+                    "; nothing was done: retry shortly, on another node, or at eventual consistency");
+}
+
+uint64_t RpcHost::park(uint64_t required, const std::string& key, kj::Own<kj::PromiseFulfiller<bool>> fulfiller) {
+  const uint64_t id = next_wait_id_++;
+  waiting_reads_.emplace(required, WaitingRead{id, key, kj::mv(fulfiller)});
+  ++key_use_[key].parked;
+  return id;
+}
+
+std::multimap<uint64_t, RpcHost::WaitingRead>::iterator RpcHost::erase_waiting(
+    std::multimap<uint64_t, WaitingRead>::iterator it) {
+  auto use = key_use_.find(it->second.key);
+  if (use != key_use_.end()) {
+    --use->second.parked;
+    forget_key_if_unused(use);
+  }
+  return waiting_reads_.erase(it);
+}
+
+void RpcHost::unpark(uint64_t required, uint64_t id) {
+  auto [first, last] = waiting_reads_.equal_range(required);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.id == id) {
+      erase_waiting(it);
+      return;
+    }
+  }
+}
+
+void RpcHost::forget_key_if_unused(std::map<std::string, KeyUse>::iterator it) {
+  if (it->second.sessions <= 0 && it->second.calls <= 0 && it->second.parked <= 0) key_use_.erase(it);
+}
+
 kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   if (stopping_) return shutting_down();  // the driver has stopped: nothing would answer
-  if (std::optional<Reply> shed = shed_if_full("driver")) return kj::mv(*shed);
+  if (std::optional<Reply> shed = shed_if_full("driver", operation.kind != Operation::Kind::kRead)) {
+    return kj::mv(*shed);
+  }
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
@@ -75,9 +132,9 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   return await_reply(id, kj::mv(reply.promise));
 }
 
-kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work) {
+kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, bool write) {
   if (stopping_) return shutting_down();
-  if (std::optional<Reply> shed = shed_if_full("read")) return kj::mv(*shed);
+  if (std::optional<Reply> shed = shed_if_full("read", write)) return kj::mv(*shed);
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
@@ -117,7 +174,7 @@ kj::Promise<Reply> RpcHost::read_async(Operation operation) {
 }
 
 kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
-  return on_read_thread([this, operation] { return ttl_change_verdict(state_, operation); })
+  return on_read_thread([this, operation] { return ttl_change_verdict(state_, operation); }, true)
       .then([this, operation = std::move(operation)](Reply reply) mutable -> kj::Promise<Reply> {
         if (!reply.serve_here) {
           reply.served_by = config_.id;
@@ -174,22 +231,23 @@ kj::Promise<void> RpcHost::forecast_loop(int64_t delay_ms) {
   });
 }
 
-kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation) {
+kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation, const std::string& key) {
   // A point read, one database or container record, or the lists of databases and containers is small, bounded work
   // (one LevelDB lookup, an item of at most 2 MB): here, without two thread hops. Lists of items and queries may read
   // thousands of records: on a read thread.
   const ReadQuery::Kind kind = operation.read.kind;
   if (kind == ReadQuery::Kind::kChangeFeed) {
     const kj::TimePoint deadline = timer_->now() + operation.read.feed_wait_ms * kj::MILLISECONDS;
-    return read_change_feed(std::move(operation), deadline);
+    return read_change_feed(std::move(operation), deadline, key);
   }
   if (kind == ReadQuery::Kind::kItems || kind == ReadQuery::Kind::kQuery) return read_async(std::move(operation));
   return serve_read(operation, view_.leader);
 }
 
-kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint deadline) {
+kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint deadline, std::string key) {
   // Like a list of items: pages may read many records, so on a read thread.
-  return read_async(operation).then([this, operation, deadline](Reply reply) mutable -> kj::Promise<Reply> {
+  return read_async(operation).then([this, operation, deadline, key = kj::mv(key)](Reply reply) mutable
+                                    -> kj::Promise<Reply> {
     const kj::TimePoint now = timer_->now();
     if (!reply.feed_idle || stopping_ || now >= deadline) return kj::mv(reply);
     // Nothing new up to the applied index served (the reply's session token): wait, without a read thread, until a
@@ -198,29 +256,24 @@ kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint 
     operation.read.feed.from = storage::ChangeFeedFrom{storage::ChangeFeedFrom::Kind::kContinuation, 0,
                                                        reply.result.continuation};
     operation.session_token = reply.session_token;
-    return applied_reaches(reply.session_token + 1, deadline - now)
-        .then([this, operation = kj::mv(operation), deadline, reply = kj::mv(reply)](bool go) mutable
+    return applied_reaches(reply.session_token + 1, deadline - now, key)
+        .then([this, operation = kj::mv(operation), deadline, reply = kj::mv(reply), key = kj::mv(key)](bool go) mutable
               -> kj::Promise<Reply> {
           if (!go) return kj::mv(reply);
-          return read_change_feed(kj::mv(operation), deadline);
+          return read_change_feed(kj::mv(operation), deadline, kj::mv(key));
         });
   });
 }
 
-kj::Promise<bool> RpcHost::applied_reaches(uint64_t required, kj::Duration timeout) {
+kj::Promise<bool> RpcHost::applied_reaches(uint64_t required, kj::Duration timeout, const std::string& key) {
   if (stopping_) return false;
   if (view_.applied >= required) return true;
+  // A long-poll beyond --max-parked-reads (or its key's half) answers its empty page at once.
+  if (shed_if_parked_full(key)) return false;
   auto ready = kj::newPromiseAndFulfiller<bool>();
-  const uint64_t id = next_wait_id_++;
-  waiting_reads_.emplace(required, std::make_pair(id, kj::mv(ready.fulfiller)));
+  const uint64_t id = park(required, key, kj::mv(ready.fulfiller));
   return ready.promise.exclusiveJoin(timer_->afterDelay(timeout).then([this, required, id] {
-    auto [first, last] = waiting_reads_.equal_range(required);
-    for (auto it = first; it != last; ++it) {
-      if (it->second.first == id) {
-        waiting_reads_.erase(it);
-        break;
-      }
-    }
+    unpark(required, id);
     return false;
   }));
 }
@@ -239,23 +292,29 @@ kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
   }));
 }
 
-kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t required) {
+kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t required, const std::string& key) {
   if (stopping_) return shutting_down();
-  if (std::optional<Reply> shed = shed_if_full("read")) return kj::mv(*shed);
+  if (std::optional<Reply> shed = shed_if_parked_full(key)) return kj::mv(*shed);
+  // A token beyond the commit index this follower last heard from its leader waits a few heartbeats, not the whole
+  // --session-wait-ms: an honest one is covered by the next heartbeat or two, a made-up one never is.
+  int64_t wait_ms = config_.session_wait_ms;
+  if (operation.consistency == Consistency::kSession && required > view_.commit) {
+    const int64_t heartbeat_ms = config_.heartbeat_interval_ticks * config_.tick_interval_ms;
+    wait_ms = std::min(wait_ms, std::max(kBeyondCommitWaitMinMs, kBeyondCommitWaitHeartbeats * heartbeat_ms));
+  }
   auto ready = kj::newPromiseAndFulfiller<bool>();
-  const uint64_t id = next_wait_id_++;
-  waiting_reads_.emplace(required, std::make_pair(id, kj::mv(ready.fulfiller)));
-  auto served = ready.promise.then([this, operation = kj::mv(operation)](bool go) mutable -> kj::Promise<Reply> {
+  const uint64_t id = park(required, key, kj::mv(ready.fulfiller));
+  auto served = ready.promise.then([this, operation = kj::mv(operation), key](bool go) mutable -> kj::Promise<Reply> {
     if (!go) return shutting_down();
-    return serve_read_here_or_async(kj::mv(operation));
+    return serve_read_here_or_async(kj::mv(operation), key);
   });
-  auto behind = timer_->afterDelay(config_.session_wait_ms * kj::MILLISECONDS).then([this, required, id] {
-    auto [first, last] = waiting_reads_.equal_range(required);
-    for (auto it = first; it != last; ++it) {
-      if (it->second.first == id) {
-        waiting_reads_.erase(it);
-        break;
-      }
+  auto behind = timer_->afterDelay(wait_ms * kj::MILLISECONDS).then([this, required, id] {
+    unpark(required, id);
+    if (required > view_.commit) {
+      return unavailable(kSubstatusReplicaBehind, 50,
+                         "the session token " + std::to_string(required) + " is beyond the commit index " +
+                             std::to_string(view_.commit) + " this node knows of its leader; retry, or read from "
+                             "the leader (a token that did not come from this cluster never becomes readable)");
     }
     return unavailable(kSubstatusReplicaBehind, 50,
                        "this replica has not caught up to the requested session/staleness yet; retry or read from "
@@ -275,8 +334,8 @@ Reply RpcHost::unavailable(uint32_t substatus, uint32_t retry_after_ms, std::str
 
 void RpcHost::release_waiting_reads() {
   while (!waiting_reads_.empty() && waiting_reads_.begin()->first <= view_.applied) {
-    waiting_reads_.begin()->second.second->fulfill(true);
-    waiting_reads_.erase(waiting_reads_.begin());
+    waiting_reads_.begin()->second.ready->fulfill(true);
+    erase_waiting(waiting_reads_.begin());
   }
 }
 
@@ -329,13 +388,14 @@ Reply RpcHost::serve_read(const Operation& operation, NodeId leader_hint) {
   return reply;
 }
 
-kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader request, bool forwarded) {
+kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader request, bool forwarded,
+                                   const std::string& key) {
   const auto started = std::chrono::steady_clock::now();
   std::string op = op_name(operation);
   if (operation.kind == Operation::Kind::kRead || operation.kind == Operation::Kind::kWrite) {
     metrics_.add_foreground_ops(1);
   }
-  return route(std::move(operation), request, forwarded).then([this, started, op = std::move(op)](Reply reply) {
+  return route(std::move(operation), request, forwarded, key).then([this, started, op = std::move(op)](Reply reply) {
     metrics_.observe_request(op, reply.result.http_status(),
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     metrics_.add_expired_skipped(reply.result.expired_skipped);
@@ -343,13 +403,27 @@ kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader r
   });
 }
 
-kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader request, bool forwarded) {
+kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader request, bool forwarded,
+                                  const std::string& key) {
   switch (operation.kind) {
     case Operation::Kind::kRead: {
-      if (fresh_enough(operation)) return serve_read_here_or_async(std::move(operation));
+      if (fresh_enough(operation)) return serve_read_here_or_async(std::move(operation), key);
       if (operation.consistency == Consistency::kSession) {
         const uint64_t required = operation.session_token;
-        return wait_for_applied(std::move(operation), required);
+        // The leader's log holds every entry ever committed (Raft's leader completeness), and a session token is an
+        // index some replica had applied: one past the end of the leader's log never came from this cluster. It is
+        // refused at once instead of waiting (and holding a parked-read slot) for an index that may never come.
+        if (view_.role == replication::Role::kLeader && required > view_.last_index) {
+          Reply refused = Reply::error(
+              StatusCode::kInvalidArgument,
+              "the session token " + std::to_string(required) + " is beyond anything this cluster has written (the "
+                  "leader's log ends at " + std::to_string(view_.last_index) +
+                  "): it did not come from this cluster; drop it (a new session) or read at eventual consistency");
+          refused.served_by = config_.id;
+          refused.leader_hint = view_.leader;
+          return refused;
+        }
+        return wait_for_applied(std::move(operation), required, key);
       }
       if (operation.consistency == Consistency::kBounded) {
         // The commit index we know is only a bound on staleness while the leader keeps talking to us: a follower
@@ -361,12 +435,12 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
                              "another node or read at eventual consistency");
         }
         const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
-        return wait_for_applied(std::move(operation), view_.commit > slack ? view_.commit - slack : 0);
+        return wait_for_applied(std::move(operation), view_.commit > slack ? view_.commit - slack : 0, key);
       }
       // Strong: the driver confirms leadership (ReadIndex) and says when this node has applied that far.
       Operation read = operation;
-      return to_driver(std::move(operation)).then([this, read = std::move(read)](Reply reply) mutable {
-        return reply.serve_here ? serve_read_here_or_async(std::move(read)) : kj::Promise<Reply>(kj::mv(reply));
+      return to_driver(std::move(operation)).then([this, read = std::move(read), key](Reply reply) mutable {
+        return reply.serve_here ? serve_read_here_or_async(std::move(read), key) : kj::Promise<Reply>(kj::mv(reply));
       });
     }
     case Operation::Kind::kClusterStatus:
@@ -387,7 +461,7 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
   if (!forwarded && leader != NodeId(0) && leader != config_.id) {
     if (stopping_) return shutting_down();
     if (PeerLink* leader_link = link(leader)) {
-      if (std::optional<Reply> shed = shed_if_full("forward")) return kj::mv(*shed);
+      if (std::optional<Reply> shed = shed_if_full("forward", true)) return kj::mv(*shed);
       ++forwards_in_flight_;
       const uint64_t owner = operation.command.write_id ? operation.command.write_id->owner : 0;
       auto answered = leader_link->forward(request, owner).attach(kj::defer([this] { --forwards_in_flight_; }));

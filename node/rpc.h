@@ -95,7 +95,9 @@ class RpcHost final : public DriverOutput {
 
   // --- kj thread ---
   // Executes a client (or forwarded) request and records it in the request metrics.
-  kj::Promise<Reply> handle(Operation operation, proto::Request::Reader request, bool forwarded);
+  // `key`: the client key it came with ("" forwarded, gateway or open), whose parked-read budget it counts against.
+  kj::Promise<Reply> handle(Operation operation, proto::Request::Reader request, bool forwarded,
+                            const std::string& key = std::string());
   // Peer messages from `from` (authenticated): validated, then handed to the driver. Resolves once the driver has
   // stepped them (at once when nothing was accepted).
   kj::Promise<void> receive(NodeId from, capnp::List<capnp::Data>::Reader messages);
@@ -110,12 +112,17 @@ class RpcHost final : public DriverOutput {
   // The TLS context (--tls-cert/--tls-key/--tls-ca); nullptr when the node speaks plaintext.
   tls::Context* tls() { return tls_.get(); }
   metrics::SecurityMetrics& security_metrics() { return security_metrics_; }
-  // The connection `id` has authenticated (as a client session or a peer): it is no longer evicted first nor closed
-  // by the handshake timeout.
-  void mark_authenticated(uint64_t connection_id, bool peer);
-  // A call on client connection `connection_id` starts / ends (for --idle-timeout-ms).
-  void call_started(uint64_t connection_id);
-  void call_finished(uint64_t connection_id);
+  // The connection `id` has authenticated (as a client session with `key`, "" on an open node, or a peer): it is no
+  // longer evicted first nor closed by the handshake timeout. A client session is refused (the message says why, and
+  // the connection is closed) when its key holds --max-connections-per-key sessions already, or when client
+  // sessions would take one of the --reserved-peer-connections slots.
+  std::optional<std::string> mark_authenticated(uint64_t connection_id, bool peer, const std::string& key);
+  // A call of `key` ("" unknown or open) on client connection `connection_id` starts / ends (for --idle-timeout-ms
+  // and the budgets per key and per connection). A call refused at its start (the Reply to answer: the key or the
+  // connection has its --max-pending-per-key / --max-pending-per-connection in flight, or the connection has
+  // kMaxReplyBacklogBytes of replies queued) is not counted and must not be finished.
+  std::optional<Reply> call_started(uint64_t connection_id, const std::string& key);
+  void call_finished(uint64_t connection_id, const std::string& key);
   // Any thread: runs a gateway call on the kj thread (handed over with the kj executor, which blocks the caller only
   // while the call is queued, never while it executes) and calls `done` with the answer on the kj thread. `done`
   // must not block; it is called exactly once, also when the node is stopping (503).
@@ -146,6 +153,12 @@ class RpcHost final : public DriverOutput {
   // handshake in progress or a connection) is closed to make room; false if every entry has authenticated.
   bool make_room();
   void close_connection(uint64_t id, const char* reason);
+  // Closes connection `id` on the next turn of the loop (never from inside one of its own calls), or after
+  // `delay_ms` (so that a refusal sent on it reaches the client first).
+  void close_connection_later(uint64_t id, const char* reason, int64_t delay_ms = 0);
+  // True (and the connection is being closed, `reply_backlog`) when more than kMaxReplyBacklogBytes of replies are
+  // queued for it and not yet written to its socket: a client that does not read its answers.
+  bool reply_backlog_exceeded(uint64_t id, ServedConnection& connection);
   void publish_connection_counts();
   void apply_batch(DriverBatch& batch);
   kj::Promise<void> drain_mailbox();
@@ -155,29 +168,40 @@ class RpcHost final : public DriverOutput {
   // A read executed on a read thread.
   kj::Promise<Reply> read_async(Operation operation);
   // A read this replica may serve now: small bounded ones here, lists of items and queries on a read thread.
-  kj::Promise<Reply> serve_read_here_or_async(Operation operation);
-  // 503 (kSubstatusOverloaded) when --max-pending-requests are waiting; counted under `kind`.
-  std::optional<Reply> shed_if_full(const char* kind);
-  kj::Promise<Reply> route(Operation operation, proto::Request::Reader request, bool forwarded);
+  kj::Promise<Reply> serve_read_here_or_async(Operation operation, const std::string& key);
+  // 503 (kSubstatusOverloaded) when --max-pending-requests are waiting; counted under `kind`. A read is refused
+  // already at three quarters of them: the last quarter is kept for writes (and forwarded writes).
+  std::optional<Reply> shed_if_full(const char* kind, bool write);
+  // 503 (kSubstatusOverloaded, shed kind "parked") when --max-parked-reads are parked, or half of them for `key`.
+  std::optional<Reply> shed_if_parked_full(const std::string& key);
+  Reply overloaded(std::string message) const;
+  // Registers a read waiting for the applied index to reach `required` (counted for `key`); its fulfiller is called
+  // with true when it does. Returns the wait's id, for unpark().
+  uint64_t park(uint64_t required, const std::string& key, kj::Own<kj::PromiseFulfiller<bool>> fulfiller);
+  // Forgets the wait `id` (timed out); no-op when it was released already.
+  void unpark(uint64_t required, uint64_t id);
+  kj::Promise<Reply> route(Operation operation, proto::Request::Reader request, bool forwarded,
+                           const std::string& key);
   kj::Promise<Reply> to_driver(Operation operation);
   // A session or bounded read this replica is not fresh enough for: it waits here (not on the driver) until the
   // applied index the driver reports reaches `required`, then is served; 503 (replica behind) after
   // --session-wait-ms.
-  kj::Promise<Reply> wait_for_applied(Operation operation, uint64_t required);
+  kj::Promise<Reply> wait_for_applied(Operation operation, uint64_t required, const std::string& key);
   void release_waiting_reads();
   // Resolves true once this node's applied index reaches `required`, false after `timeout` or at shutdown. Holds no
   // read thread (the wait is an entry of waiting_reads_).
-  kj::Promise<bool> applied_reaches(uint64_t required, kj::Duration timeout);
+  kj::Promise<bool> applied_reaches(uint64_t required, kj::Duration timeout, const std::string& key);
   // readChangeFeed on a read thread; with a long-poll (waitMs), a caught-up empty page waits for the applied index to
   // pass the page's position and reads again from its continuation, until `deadline`.
-  kj::Promise<Reply> read_change_feed(Operation operation, kj::TimePoint deadline);
+  kj::Promise<Reply> read_change_feed(Operation operation, kj::TimePoint deadline, std::string key);
   // A 503 this node answers itself (served by it, with its leader hint).
   Reply unavailable(uint32_t substatus, uint32_t retry_after_ms, std::string message) const;
   // Any thread (a read thread, normally): the read at this node's applied state.
   Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
   // Runs `work` on a read thread (--read-threads) and answers with its Reply, within the request timeout.
-  kj::Promise<Reply> on_read_thread(std::function<Reply()> work);
+  // `write`: the work is part of a write (a defaultTtl change's guard), which may use the quarter kept for writes.
+  kj::Promise<Reply> on_read_thread(std::function<Reply()> work, bool write = false);
   // A defaultTtl change's dry run or guard (node/ttl_guard.h) on a read thread; then, if it may go ahead, the driver.
   kj::Promise<Reply> guard_ttl_change(Operation operation);
   kj::Promise<Reply> cluster_status();
@@ -231,13 +255,30 @@ class RpcHost final : public DriverOutput {
   uint64_t next_connection_id_ = 1;
   std::map<uint64_t, kj::Own<ServedConnection>> connections_;  // ordered by id: the oldest first
   size_t authenticated_connections_ = 0;
+  size_t client_sessions_ = 0;  // authenticated client connections (peers not counted)
+  // What each client key holds on this node (kj thread): sessions open, calls in flight, reads parked. An entry goes
+  // when all three are 0.
+  struct KeyUse {
+    int64_t sessions = 0;
+    int64_t calls = 0;
+    int64_t parked = 0;
+  };
+  std::map<std::string, KeyUse> key_use_;
+  void forget_key_if_unused(std::map<std::string, KeyUse>::iterator it);
   WarnLimiter refused_warnings_{1000};  // one line per sender per second
   NodeView view_;
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;  // waiting on the driver or a read thread
   std::set<uint64_t> pending_writes_;  // the writes among them: at shutdown, their outcome is unknown
-  // Reads waiting for this node's applied index: required index -> (wait id, what to wake).
-  std::multimap<uint64_t, std::pair<uint64_t, kj::Own<kj::PromiseFulfiller<bool>>>> waiting_reads_;  // true: go
+  // Reads waiting for this node's applied index: required index -> the wait (its id, its key, what to wake).
+  struct WaitingRead {
+    uint64_t id;
+    std::string key;
+    kj::Own<kj::PromiseFulfiller<bool>> ready;  // true: go
+  };
+  std::multimap<uint64_t, WaitingRead> waiting_reads_;
+  // Removes a wait and its count on its key (its fulfiller is not called).
+  std::multimap<uint64_t, WaitingRead>::iterator erase_waiting(std::multimap<uint64_t, WaitingRead>::iterator it);
   uint64_t next_wait_id_ = 1;
   uint64_t next_delivery_id_ = 1;
   // Peer deliveries the driver has not taken: who sent each, and (past the first few of a peer) the call waiting.

@@ -14,6 +14,7 @@ namespace mayfly::node {
 namespace {
 
 constexpr int64_t kKeysRefreshMs = 1000;  // the keys file is looked at this often (and at every session opened)
+constexpr int64_t kRefusalFlushMs = 100;   // a refused session's connection is closed this long after the refusal
 
 }  // namespace
 
@@ -142,8 +143,9 @@ void RpcHost::run(std::promise<Status>& started) {
   }
   pending_.clear();
   pending_writes_.clear();
-  for (auto& [index, waiting] : waiting_reads_) waiting.second->fulfill(false);
+  for (auto& [index, waiting] : waiting_reads_) waiting.ready->fulfill(false);
   waiting_reads_.clear();
+  key_use_.clear();
   for (auto& [id, queued] : deliveries_) {
     if (queued.waiting.get() != nullptr) queued.waiting->fulfill();
   }
@@ -280,7 +282,17 @@ void RpcHost::admit(kj::Own<kj::AsyncIoStream> stream) {
 void RpcHost::close_connection(uint64_t id, const char* reason) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
-  if (it->second->authenticated) --authenticated_connections_;
+  if (it->second->authenticated) {
+    --authenticated_connections_;
+    if (!it->second->peer) {
+      --client_sessions_;
+      auto use = key_use_.find(it->second->key);
+      if (use != key_use_.end()) {
+        --use->second.sessions;
+        forget_key_if_unused(use);
+      }
+    }
+  }
   kj::Own<ServedConnection> closing = kj::mv(it->second);
   connections_.erase(it);
   if (reason != nullptr) security_metrics_.add_connection_refused(reason);
@@ -288,28 +300,117 @@ void RpcHost::close_connection(uint64_t id, const char* reason) {
   closing = nullptr;
 }
 
-void RpcHost::mark_authenticated(uint64_t connection_id, bool peer) {
+std::optional<std::string> RpcHost::mark_authenticated(uint64_t connection_id, bool peer, const std::string& key) {
+  static int64_t last_log_ms = 0;
   auto it = connections_.find(connection_id);
-  if (it == connections_.end() || it->second->authenticated) return;
+  if (it == connections_.end() || it->second->authenticated) return std::nullopt;
+  if (it->second->closing) return std::string("this connection is being closed");
+  if (!peer) {
+    // Client sessions never take the slots kept for peers, and one key never takes more than its share: a restarted
+    // member can always reconnect, and another key can always open a session.
+    const char* reason = nullptr;
+    std::string message;
+    const auto client_slots = static_cast<size_t>(config_.max_connections - config_.peer_reserve());
+    auto use = key_use_.find(key);
+    if (!key.empty() && use != key_use_.end() && use->second.sessions >= config_.max_connections_per_key) {
+      reason = "key_limit";
+      message = "this key has " + std::to_string(use->second.sessions) + " sessions open on node " +
+                std::to_string(config_.id.value()) + " (--max-connections-per-key " +
+                std::to_string(config_.max_connections_per_key) + "); close one or use another node";
+    } else if (client_sessions_ >= client_slots) {
+      reason = "client_limit";
+      message = "node " + std::to_string(config_.id.value()) + " has " + std::to_string(client_sessions_) +
+                " client sessions open, all it admits (--max-connections less --reserved-peer-connections); retry "
+                "later or on another node";
+    }
+    if (reason != nullptr) {
+      if (log_now(last_log_ms)) spdlog::warn("refused a client session: {}", message);
+      // Counted now (the client may hang up first); the refusal goes back on the connection, then it is closed.
+      security_metrics_.add_connection_refused(reason);
+      close_connection_later(connection_id, nullptr, kRefusalFlushMs);
+      return message;
+    }
+    ++client_sessions_;
+    ++key_use_[key].sessions;
+    it->second->key = key;
+  }
   it->second->authenticated = true;
   it->second->peer = peer;
   it->second->last_active_ms = steady_ms();
   ++authenticated_connections_;
   publish_connection_counts();
+  return std::nullopt;
 }
 
-void RpcHost::call_started(uint64_t connection_id) {
+void RpcHost::close_connection_later(uint64_t id, const char* reason, int64_t delay_ms) {
+  auto it = connections_.find(id);
+  if (it == connections_.end() || it->second->closing) return;
+  it->second->closing = true;
+  if (delay_ms == 0) {
+    tasks_->add(kj::evalLater([this, id, reason] { close_connection(id, reason); }));
+  } else {
+    tasks_->add(timer_->afterDelay(delay_ms * kj::MILLISECONDS).then([this, id, reason] {
+      close_connection(id, reason);
+    }));
+  }
+}
+
+bool RpcHost::reply_backlog_exceeded(uint64_t id, ServedConnection& connection) {
+  static int64_t last_log_ms = 0;
+  const size_t queued = connection.network.getCurrentQueueSize();
+  if (queued <= kMaxReplyBacklogBytes) return false;
+  if (log_now(last_log_ms)) {
+    spdlog::warn("closing a client connection that does not read its replies: {} bytes of them are queued (at most "
+                 "{})",
+                 queued, kMaxReplyBacklogBytes);
+  }
+  close_connection_later(id, "reply_backlog");
+  return true;
+}
+
+std::optional<Reply> RpcHost::call_started(uint64_t connection_id, const std::string& key) {
   auto it = connections_.find(connection_id);
-  if (it == connections_.end()) return;
-  ++it->second->calls;
-  it->second->last_active_ms = steady_ms();
+  if (it == connections_.end()) return shutting_down();
+  ServedConnection& connection = *it->second;
+  if (connection.closing) return overloaded("this connection is being closed; open a new one");
+  if (reply_backlog_exceeded(connection_id, connection)) {
+    return overloaded("this connection has too many replies queued that it does not read; it is being closed");
+  }
+  if (connection.calls >= config_.max_pending_per_connection) {
+    security_metrics_.add_shed("connection");
+    return overloaded("this connection has " + std::to_string(connection.calls) + " requests in flight on node " +
+                      std::to_string(config_.id.value()) + " (--max-pending-per-connection); nothing was done: wait "
+                      "for some answers first");
+  }
+  // Per key: only keys the node knows (on an open node every client is "", and the node-wide limits apply).
+  if (!key.empty()) {
+    KeyUse& use = key_use_[key];
+    if (use.calls >= config_.max_pending_per_key) {
+      security_metrics_.add_shed("key");
+      return overloaded("this key has " + std::to_string(use.calls) + " requests in flight on node " +
+                        std::to_string(config_.id.value()) + " (--max-pending-per-key); nothing was done: retry "
+                        "shortly");
+    }
+    ++use.calls;
+  }
+  ++connection.calls;
+  connection.last_active_ms = steady_ms();
+  return std::nullopt;
 }
 
-void RpcHost::call_finished(uint64_t connection_id) {
+void RpcHost::call_finished(uint64_t connection_id, const std::string& key) {
+  if (!key.empty()) {
+    auto use = key_use_.find(key);
+    if (use != key_use_.end()) {
+      --use->second.calls;
+      forget_key_if_unused(use);
+    }
+  }
   auto it = connections_.find(connection_id);
   if (it == connections_.end()) return;
   --it->second->calls;
   it->second->last_active_ms = steady_ms();
+  if (!it->second->closing) reply_backlog_exceeded(connection_id, *it->second);
 }
 
 kj::Promise<void> RpcHost::sweep_idle_connections() {

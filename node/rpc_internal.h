@@ -54,6 +54,16 @@ inline capnp::ReaderOptions reader_options() {
 // Calls in flight per connection, in words of their parameters: past this the connection is not read until answers
 // go out (Cap'n Proto's flow limit). 16 MiB holds a peer's largest delivery (8 MiB) or several 2 MB items.
 inline constexpr size_t kFlowLimitWords = (16u << 20) / sizeof(capnp::word);
+// Replies queued for one client connection and not yet written to its socket (Cap'n Proto's write queue, which is
+// otherwise unbounded): past this the connection is closed (`reply_backlog`). A client that pipelines reads of large
+// items and never reads its socket holds at most this much of the node's memory; an honest client reading a few
+// 4 MiB pages at once stays far below it.
+inline constexpr size_t kMaxReplyBacklogBytes = size_t{64} << 20;
+// On a follower, a session read whose token is beyond the commit index this node last heard from its leader waits at
+// most this many heartbeat intervals (at least kBeyondCommitWaitMinMs) for the commit index to cover it, not the
+// whole --session-wait-ms: an honest token is committed within a heartbeat or two.
+inline constexpr int64_t kBeyondCommitWaitHeartbeats = 10;
+inline constexpr int64_t kBeyondCommitWaitMinMs = 200;
 inline constexpr int64_t kQuietLogMs = 5000;  // repeated warnings of one kind: one line per this long
 
 // True at most once per kQuietLogMs for one `last` slot: repeated refusals make one log line, not a flood.
@@ -108,6 +118,8 @@ struct ServedConnection {
   bool authenticated = false;
   bool peer = false;          // an authenticated peer: never closed for being idle
   std::string peer_secret_id; // a peer's: SHA-256 (hex) of the cluster secret it proved ("" on an open node)
+  std::string key;            // an authenticated client session: the key id it proved ("" on an open node)
+  bool closing = false;       // being closed (close_connection_later)
   int64_t calls = 0;          // client calls in flight
   int64_t last_active_ms = 0; // steady ms of the last call's start or end (or of the handshake)
   kj::Promise<void> watcher = nullptr;  // closes the connection when the other side goes away

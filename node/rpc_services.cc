@@ -56,9 +56,13 @@ class SessionImpl final : public proto::Session::Server {
         refusal_(refusal) {}
 
   kj::Promise<void> execute(ExecuteContext context) override {
-    host_.call_started(connection_);
-    return run(context).attach(kj::defer([host = &host_, connection = connection_] {
-      host->call_finished(connection);
+    // Refused before anything is decoded or executed when the key's or the connection's budget is spent.
+    if (std::optional<Reply> refused = host_.call_started(connection_, key_id_)) {
+      encode_reply(*refused, context.getResults().initResponse());
+      return kj::READY_NOW;
+    }
+    return run(context).attach(kj::defer([host = &host_, connection = connection_, key = key_id_] {
+      host->call_finished(connection, key);
     }));
   }
 
@@ -81,7 +85,7 @@ class SessionImpl final : public proto::Session::Server {
     // An open node's sessions are all the anonymous owner.
     std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
     if (write_id && !host_.keyring().open()) write_id->owner = storage::dedup_owner_of(key_name_);
-    return host_.handle(std::move(operation.value()), request, false).then([context](Reply reply) mutable {
+    return host_.handle(std::move(operation.value()), request, false, key_id_).then([context](Reply reply) mutable {
       encode_reply(reply, context.getResults().initResponse());
     });
   }
@@ -202,7 +206,9 @@ class MayflyImpl final : public proto::Mayfly::Server {
     Keyring& keyring = host_.keyring();
     auto results = context.getResults();
     if (keyring.open()) {
-      host_.mark_authenticated(connection_, false);
+      if (std::optional<std::string> refused = host_.mark_authenticated(connection_, false, std::string())) {
+        return kj::Exception(kj::Exception::Type::OVERLOADED, __FILE__, __LINE__, kj::str(refused->c_str()));
+      }
       results.setSession(kj::heap<SessionImpl>(host_, connection_, std::string(), "open", nullptr));
       return kj::READY_NOW;
     }
@@ -219,7 +225,9 @@ class MayflyImpl final : public proto::Mayfly::Server {
           kj::heap<SessionImpl>(host_, connection_, std::string(), std::string(), had_proof ? "unknown_key" : "no_key"));
       return kj::READY_NOW;
     }
-    host_.mark_authenticated(connection_, false);
+    if (std::optional<std::string> refused = host_.mark_authenticated(connection_, false, match->key_id)) {
+      return kj::Exception(kj::Exception::Type::OVERLOADED, __FILE__, __LINE__, kj::str(refused->c_str()));
+    }
     results.setServerProof(data_of(match->server_proof));
     results.setSession(kj::heap<SessionImpl>(host_, connection_, match->key_id, match->name, nullptr));
     return kj::READY_NOW;
@@ -277,7 +285,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
       server_nonce_.clear();
       secret_id = auth::sha256_hex(*matched);
     }
-    host_.mark_authenticated(connection_, true);
+    host_.mark_authenticated(connection_, true, std::string());
     host_.set_peer_proof(connection_, secret_id);
     results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from), std::move(secret_id)));
     return kj::READY_NOW;

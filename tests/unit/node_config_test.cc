@@ -175,6 +175,33 @@ TEST(NodeConfig, ConnectionLimitsAreRangeChecked) {
   EXPECT_EQ(ok.config.handshake_timeout_ms, 2000);
 }
 
+TEST(NodeConfig, BudgetsPerKeyAndPerConnectionHaveDefaultsAndAreRangeChecked) {
+  const NodeConfig defaults = parse(kBase).config;
+  EXPECT_EQ(defaults.max_pending_per_key, 2048);
+  EXPECT_EQ(defaults.max_pending_per_connection, 1024);
+  EXPECT_EQ(defaults.max_parked_reads, 1024);
+  EXPECT_EQ(defaults.max_connections_per_key, 256);
+  EXPECT_EQ(defaults.reserved_peer_connections, 16);
+  EXPECT_EQ(defaults.peer_reserve(), 16);
+  for (const char* flag : {"--max-pending-per-key", "--max-pending-per-connection", "--max-parked-reads",
+                           "--max-connections-per-key"}) {
+    for (const char* bad : {"0", "-1", "1000001"}) {
+      const ParsedFlags parsed = parse(with({flag, bad}));
+      EXPECT_EQ(parsed.exit_code, 2) << flag << " " << bad;
+      EXPECT_NE(parsed.output.find(flag), std::string::npos) << parsed.output;
+    }
+  }
+  EXPECT_EQ(parse(with({"--reserved-peer-connections", "-1"})).exit_code, 2);
+  // The reserve is at most half of --max-connections: a small node still admits clients.
+  const ParsedFlags small = parse(with({"--max-connections", "8", "--reserved-peer-connections", "100"}));
+  ASSERT_LT(small.exit_code, 0) << small.output;
+  EXPECT_EQ(small.config.peer_reserve(), 4);
+  const ParsedFlags none = parse(with({"--reserved-peer-connections", "0", "--max-parked-reads", "2"}));
+  ASSERT_LT(none.exit_code, 0) << none.output;
+  EXPECT_EQ(none.config.peer_reserve(), 0);
+  EXPECT_EQ(none.config.max_parked_reads, 2);
+}
+
 TEST(NodeConfig, MaxClockOffsetDefaultsTo500MsAndIsRangeChecked) {
   EXPECT_EQ(parse(kBase).config.max_clock_offset_ms, 500);
   const ParsedFlags ok = parse(with({"--max-clock-offset", "250"}));
