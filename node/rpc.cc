@@ -411,17 +411,16 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
       if (operation.consistency == Consistency::kSession) {
         const uint64_t required = operation.session_token;
         // The leader's log holds every entry ever committed (Raft's leader completeness), and a session token is an
-        // index some replica had applied: one past the end of the leader's log never came from this cluster. It is
-        // refused at once instead of waiting (and holding a parked-read slot) for an index that may never come.
+        // index some replica had applied: one past the end of the leader's log never came from this cluster — unless
+        // this node was deposed and does not know it yet (a partition). So it is answered at once, without parking,
+        // but as retriable (503 substatus 3: the client library tries another node), never as a 400 that would be
+        // wrong in that case.
         if (view_.role == replication::Role::kLeader && required > view_.last_index) {
-          Reply refused = Reply::error(
-              StatusCode::kInvalidArgument,
-              "the session token " + std::to_string(required) + " is beyond anything this cluster has written (the "
-                  "leader's log ends at " + std::to_string(view_.last_index) +
-                  "): it did not come from this cluster; drop it (a new session) or read at eventual consistency");
-          refused.served_by = config_.id;
-          refused.leader_hint = view_.leader;
-          return refused;
+          return unavailable(kSubstatusReplicaBehind, 50,
+                             "the session token " + std::to_string(required) + " is past the end of this leader's "
+                             "log (" + std::to_string(view_.last_index) + "): it did not come from this cluster, or "
+                             "this node is no longer the leader and does not know it yet; nothing was done: retry on "
+                             "another node, or drop the token (a new session)");
         }
         return wait_for_applied(std::move(operation), required, key);
       }
