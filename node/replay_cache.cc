@@ -19,4 +19,16 @@ ReplayCache::Outcome ReplayCache::use(std::string_view signature, int64_t valid_
   return Outcome::kFirstUse;
 }
 
+void ReplayCache::release(std::string_view signature, int64_t valid_until_seconds) {
+  std::string key(signature);
+  if (seen_.erase(key) == 0) return;
+  auto [first, last] = by_expiry_.equal_range(valid_until_seconds);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == key) {
+      by_expiry_.erase(it);
+      return;
+    }
+  }
+}
+
 }  // namespace mayfly::node

@@ -3,7 +3,8 @@
 // not the body, so whoever saw one signed `PUT /dbs/d/colls/c` could send it again with another body (a forced
 // defaultTtl of 1 s, say) until the date leaves the window. The gateway therefore lets each signature of a guarded
 // request (gateway/protocol.h replay_guarded: database and container writes, and every request that forces a TTL
-// change) be used once on this node: a second use is refused (401, "resend with a fresh x-ms-date").
+// change) be used once on this node: a second use is refused (401, "resend with a fresh x-ms-date"). A use whose
+// request was refused with nothing done is released (see release()), so it is one *successful* use per signature.
 //
 // A signature is remembered until its date leaves the window, then forgotten (nothing older can be accepted anyway).
 // At most kMaxEntries at once: when that many guarded requests were signed in the last 30 minutes, the next is refused
@@ -29,6 +30,10 @@ class ReplayCache {
   // Records `signature` (the raw HMAC bytes) at `now_seconds` unless it was seen; it is remembered until
   // `valid_until_seconds`, when its signed date leaves the window (x-ms-date + 15 minutes).
   Outcome use(std::string_view signature, int64_t valid_until_seconds, int64_t now_seconds);
+  // Forgets a signature `use` recorded whose request was then refused with nothing done (a 4xx: a 412 asking for the
+  // force header, a 409, a 400), so the client may send it again corrected within the same second (the SDKs' dates
+  // are to the second). A request whose outcome is unknown (a 5xx) keeps its signature used.
+  void release(std::string_view signature, int64_t valid_until_seconds);
   size_t size() const { return seen_.size(); }
 
  private:

@@ -124,7 +124,15 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
       }
     }
   }
-  return handle(std::move(operation.value()), request, false);
+  if (keyring_.open() || !call.replay_guarded) return handle(std::move(operation.value()), request, false);
+  // Refused with nothing done (4xx): the signature may be used again, e.g. for the same replace with the
+  // x-mayfly-force-ttl-change header a 412 asked for, sent within the same second.
+  return handle(std::move(operation.value()), request, false)
+      .then([this, signature = call.signature, valid_until = call.valid_until_seconds](Reply reply) {
+        const int status = reply.result.http_status();
+        if (status >= 400 && status < 500) gateway_replays_.release(signature, valid_until);
+        return reply;
+      });
 }
 
 }  // namespace mayfly::node

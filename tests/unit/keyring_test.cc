@@ -58,6 +58,20 @@ TEST(ReplayCache, ASignatureIsUsedOnceUntilItsDateLeavesTheWindowAndTheCacheIsBo
   EXPECT_EQ(cache.size(), 1u);
 }
 
+TEST(ReplayCache, AUseWhoseRequestWasRefusedIsReleasedForTheCorrectedRequest) {
+  ReplayCache cache;
+  ASSERT_EQ(cache.use("sig-a", 1000, 100), ReplayCache::Outcome::kFirstUse);
+  cache.release("sig-a", 1000);  // e.g. a 412 asking for the force header: nothing was done
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.use("sig-a", 1000, 101), ReplayCache::Outcome::kFirstUse);  // the corrected request, same second
+  EXPECT_EQ(cache.use("sig-a", 1000, 102), ReplayCache::Outcome::kReplayed);  // and no more once it succeeded
+  cache.release("never-used", 1000);  // nothing to release: no effect
+  EXPECT_EQ(cache.size(), 1u);
+  // The released entry left no expiry record behind: past the window the cache is empty.
+  EXPECT_EQ(cache.use("sig-b", 5000, 1001), ReplayCache::Outcome::kFirstUse);
+  EXPECT_EQ(cache.size(), 1u);
+}
+
 TEST(Keyring, ClusterSecretsAreOnePerLineTheFirstProvesAndTheyAreBounded) {
   Result<std::vector<std::string>> two =
       parse_cluster_secrets("# rotating\nnew-secret-0123456789\n  old-secret-0123456789  \n\n", "secret");
