@@ -27,6 +27,7 @@
 #include "client/wire.h"
 #include "proto/mayfly.capnp.h"
 #include "tests/integration/cluster_harness.h"
+#include "tests/integration/proc_status.h"
 
 namespace mayfly::it {
 namespace {
@@ -36,16 +37,6 @@ using client::Request;
 using client::Response;
 
 constexpr const char* kMadeUpToken = "18446744073709551615";
-
-// A memory figure of a process in kB from /proc/PID/status ("VmRSS:" now, "VmHWM:" its peak); 0 if unreadable.
-int64_t status_kb(pid_t pid, const std::string& field) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
-  }
-  return 0;
-}
 
 double counter(Cluster& cluster, size_t n, const std::string& name, const std::map<std::string, std::string>& labels) {
   std::optional<Scrape> scrape = cluster.scrape(n);

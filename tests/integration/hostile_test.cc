@@ -25,6 +25,7 @@
 #include "replication/codec.h"
 #include "common/auth.h"
 #include "tests/integration/cluster_harness.h"
+#include "tests/integration/proc_status.h"
 
 namespace mayfly::it {
 namespace {
@@ -87,17 +88,6 @@ bool deliver(PeerConnection& connection, const std::vector<std::string>& message
 }
 
 uint64_t other_node(uint64_t n) { return n % 3 + 1; }
-
-// A memory figure of a process in kB from /proc/PID/status ("VmRSS:" resident now, "VmHWM:" its peak); 0 if
-// unreadable.
-int64_t status_kb(pid_t pid, const std::string& field) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
-  }
-  return 0;
-}
 
 double rejected(Cluster& cluster, size_t n, const std::string& reason) {
   std::optional<Scrape> scrape = cluster.scrape(n);

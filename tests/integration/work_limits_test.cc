@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "tests/integration/cluster_harness.h"
+#include "tests/integration/proc_status.h"
 
 namespace mayfly::it {
 namespace {
@@ -24,16 +25,6 @@ namespace bj = boost::json;
 using client::Op;
 using client::Request;
 using client::Response;
-
-// A memory figure of a process in kB from /proc/PID/status ("VmRSS:"); 0 if unreadable.
-int64_t status_kb(pid_t pid, const std::string& field) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(field.size()));
-  }
-  return 0;
-}
 
 // Readers see the node's own answers (no retries); writers retry as applications do (a write may meet an election).
 client::ClientOptions with_key(const Cluster& cluster, const std::string& key, uint32_t timeout_ms,
