@@ -87,32 +87,36 @@ uint16_t free_port() {
 
 // ---- finding 12: the peer API around the keys ----------------------------------------------------------------------
 
+// Opens the peer API on `rpc` as node `from`, proving `secret` (nothing when empty); throws what the node answers.
+proto::Peer::Client open_peer(capnp::EzRpcClient& rpc, uint64_t from, const std::string& secret) {
+  auto& wait = rpc.getWaitScope();
+  proto::Mayfly::Client main = rpc.getMain<proto::Mayfly>();
+  const std::string client_nonce = auth::random_nonce();
+  auto hello = main.helloRequest();
+  hello.setClientNonce(data_of(client_nonce));
+  auto greeted = hello.send().wait(wait);
+  const capnp::Data::Reader nonce = greeted.getServerNonce();
+  const std::string server_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+  auto open = main.openPeerRequest();
+  open.setFrom(from);
+  open.setCluster("mayfly");
+  if (!secret.empty()) {
+    open.setProof(data_of(auth::peer_client_proof(secret, "mayfly", from, client_nonce, server_nonce)));
+  }
+  return open.send().wait(wait).getPeer();
+}
+
 // Opens the peer API on `endpoint` as node `from` (proving `secret`, none when empty) and forwards `request`. Returns
 // the response's status, or nullopt when the node refused the link (the exception's text in `failure`).
 std::optional<uint32_t> forward_as_peer(const std::string& endpoint, uint64_t from, const std::string& secret,
                                         const std::function<void(proto::Request::Builder)>& build,
                                         std::string* failure) {
   capnp::EzRpcClient rpc(endpoint);
-  auto& wait = rpc.getWaitScope();
-  proto::Mayfly::Client main = rpc.getMain<proto::Mayfly>();
   std::optional<uint32_t> status;
   KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] {
-    const std::string client_nonce = auth::random_nonce();
-    auto hello = main.helloRequest();
-    hello.setClientNonce(data_of(client_nonce));
-    auto greeted = hello.send().wait(wait);
-    const capnp::Data::Reader nonce = greeted.getServerNonce();
-    const std::string server_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
-    auto open = main.openPeerRequest();
-    open.setFrom(from);
-    open.setCluster("mayfly");
-    if (!secret.empty()) {
-      open.setProof(data_of(auth::peer_client_proof(secret, "mayfly", from, client_nonce, server_nonce)));
-    }
-    auto opened = open.send().wait(wait);
-    auto forward = opened.getPeer().forwardRequest();
+    auto forward = open_peer(rpc, from, secret).forwardRequest();
     build(forward.initRequest());
-    auto answered = forward.send().wait(wait);
+    auto answered = forward.send().wait(rpc.getWaitScope());
     status = answered.getResponse().getStatus();
   })) {
     if (failure != nullptr) *failure = exception->getDescription().cStr();
@@ -196,19 +200,7 @@ std::string read_secret(const Cluster& cluster) {
 // A peer link held open by the attacker: opened once, then used again and again.
 struct HeldPeerLink {
   HeldPeerLink(const std::string& endpoint, uint64_t from, const std::string& secret) : rpc(endpoint) {
-    proto::Mayfly::Client main = rpc.getMain<proto::Mayfly>();
-    auto& wait = rpc.getWaitScope();
-    const std::string client_nonce = auth::random_nonce();
-    auto hello = main.helloRequest();
-    hello.setClientNonce(data_of(client_nonce));
-    auto greeted = hello.send().wait(wait);
-    const capnp::Data::Reader nonce = greeted.getServerNonce();
-    const std::string server_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
-    auto open = main.openPeerRequest();
-    open.setFrom(from);
-    open.setCluster("mayfly");
-    open.setProof(data_of(auth::peer_client_proof(secret, "mayfly", from, client_nonce, server_nonce)));
-    peer = open.send().wait(wait).getPeer();
+    peer = open_peer(rpc, from, secret);
   }
   // Whether the node still answers on this link.
   bool answers() {
