@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 
 #include "common/auth.h"
 #include "gateway/protocol.h"
@@ -248,10 +249,26 @@ TEST(Keys, RotatingTheClusterSecretClosesLinksProvedWithTheOldOneAndANonMemberCa
     ASSERT_TRUE(held.back()->answers()) << "node " << node;
   }
   // The rotation, without restarts: the new secret accepted, then proved (first), then the old one removed.
-  replace_private_file(cluster.secret_file(), old_secret + "\n" + new_secret + "\n");
-  std::this_thread::sleep_for(milliseconds(1500));  // every node reloads within a second
-  replace_private_file(cluster.secret_file(), new_secret + "\n" + old_secret + "\n");
-  std::this_thread::sleep_for(milliseconds(1500));
+  // Each step waits until every node logged that it reloaded the file (they re-read it within a second of a change).
+  const auto reloads = [&](size_t node) {
+    std::istringstream log(cluster.log_text(node));
+    size_t count = 0;
+    for (std::string line; std::getline(log, line);) {
+      if (line.find("cluster secret file") != std::string::npos && line.find("reloaded") != std::string::npos) ++count;
+    }
+    return count;
+  };
+  const auto replace_and_wait = [&](const std::string& contents) {
+    std::vector<size_t> before;
+    for (size_t node = 1; node <= cluster.size(); ++node) before.push_back(reloads(node));
+    replace_private_file(cluster.secret_file(), contents);
+    for (size_t node = 1; node <= cluster.size(); ++node) {
+      ASSERT_TRUE(wait_until([&] { return reloads(node) > before[node - 1]; }, milliseconds(5000)))
+          << "node " << node << " did not reload the cluster secret file";
+    }
+  };
+  replace_and_wait(old_secret + "\n" + new_secret + "\n");
+  replace_and_wait(new_secret + "\n" + old_secret + "\n");
   for (size_t node = 1; node <= cluster.size(); ++node) {
     EXPECT_TRUE(held[node - 1]->answers()) << "node " << node << " closed a link while its secret was still accepted";
   }
