@@ -18,7 +18,7 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The whole suite (labels: unit, sim, integration, conformance, fuzz, chaos). One label: make test CTEST_ARGS="-L unit"
+# The whole suite (labels: unit, sim, integration, security, hostile, fuzz, chaos, gateway). One label: make test CTEST_ARGS="-L unit"
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
