@@ -1,10 +1,10 @@
-"""The Python example of README "Use your Cosmos DB SDK", run as written against a node of the test cluster, so the
-README stays true."""
+"""The Python example of docs/cosmos.md "Use your Cosmos DB SDK", run as written against a node of the test cluster,
+so the manual stays true."""
 import os
 import subprocess
 import sys
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+README = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "cosmos.md")
 
 
 def readme_example():
