@@ -23,7 +23,7 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
 
 # A 3-node cluster on 127.0.0.1 in the foreground (Ctrl-C stops it); prints endpoints and a tour.
-# make run ARGS=--virtual-clock (or make run-virtual): every node with --clock virtual (README "Virtual clock").
+# make run ARGS=--virtual-clock (or make run-virtual): every node with --clock virtual (docs/ttl.md, "Virtual clock").
 run: build
 	bash deploy/local-cluster.sh --build-dir $(BUILD_DIR) $(ARGS)
 
@@ -47,9 +47,9 @@ bench-compare: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target mayfly-bench mayfly-gc-bench mayflyd
 	/usr/bin/python3 bench/compare/run.py --build-dir $(BUILD_DIR) $(BENCH_COMPARE_ARGS)
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build and the whole suite under it, in its own build directory (README
-# "Tests": what runs, how long, what is scaled). Compiles through ccache when it is installed (an empty launcher
-# otherwise, which also clears one a previous configure set).
+# AddressSanitizer + UndefinedBehaviorSanitizer build and the whole suite under it, in its own build directory
+# (docs/tests.md, "Running the tests": what runs, how long, what is scaled). Compiles through ccache when it is
+# installed (an empty launcher otherwise, which also clears one a previous configure set).
 CCACHE := $(shell command -v ccache 2>/dev/null)
 sanitize: deps
 	@cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMAYFLY_SANITIZE=ON \

@@ -91,7 +91,7 @@ struct Settings {
   int runs = 3;
   uint64_t max_requests = 200000;
   size_t connections = 4;
-  bool change_feed = false;  // the container is created with its change feed on (README "Change feed")
+  bool change_feed = false;  // the container is created with its change feed on (docs/changefeed.md)
   uint32_t feed_page = 100;  // feed: changes per page (max_items)
 };
 

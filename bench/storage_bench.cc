@@ -5,7 +5,8 @@
 //                                    [--dir PATH]
 //
 // Each throughput figure is the median of --runs runs (default 3). Replicated times are synthetic (1µs apart), as a
-// leader would stamp them; applies are not fsynced (the raft log is the durable record — see storage/README).
+// leader would stamp them; applies are not fsynced (the raft log is the durable record — see docs/design.md, "The state
+// machine").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

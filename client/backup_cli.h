@@ -1,8 +1,9 @@
-// `mayfly backup create --out FILE [--node ID]`: downloads an online backup (README "Backup and restore") from one node
-// — a follower by default, the most caught-up one that answers — in bounded chunks (proto Request.backupRead), to
-// FILE.partial, checks it end to end (the SHA-256 in its trailer, storage/backup_file.h) and renames it to FILE. On a
-// terminal, stderr shows a progress line (bytes, rate). stdout gets one JSON summary (applied index, replicated time,
-// items, bytes, checksum). Exit: 0 done, 1 failed (nothing left at FILE), 2 usage (FILE exists).
+// `mayfly backup create --out FILE [--node ID]`: downloads an online backup (docs/operations.md, "Backup and restore")
+// from one node — a follower by default, the most caught-up one that answers — in bounded chunks (proto
+// Request.backupRead), to FILE.partial, checks it end to end (the SHA-256 in its trailer, storage/backup_file.h) and
+// renames it to FILE. On a terminal, stderr shows a progress line (bytes, rate). stdout gets one JSON summary (applied
+// index, replicated time, items, bytes, checksum). Exit: 0 done, 1 failed (nothing left at FILE), 2 usage (FILE
+// exists).
 #pragma once
 
 #include <cstdint>

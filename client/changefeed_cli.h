@@ -1,4 +1,4 @@
-// `mayfly changefeed DB CONTAINER [...] [--follow]` (README "Change feed"): reads a container's change feed page after
+// `mayfly changefeed DB CONTAINER [...] [--follow]` (docs/changefeed.md): reads a container's change feed page after
 // page and prints one JSON change per line (JSON Lines, whatever -o says), then the continuation on stderr. Without
 // --follow it stops at the first caught-up page; with it, it keeps asking with a server-side long-poll (waitMs: the
 // node holds the request until a later position is applied, at most kFollowWaitMs) until `stop` is set (SIGINT).

@@ -433,7 +433,7 @@ class Grammar {
   void add_query() {
     CLI::App* query = leaf(&app_, "query", "run a SQL query (Cosmos DB subset), a page at a time", Op::kQuery);
     database_and_container(query);
-    query->add_option("SQL", arguments_.sql, "SELECT ... FROM c [WHERE ...] [ORDER BY ...] (see the README), @file or -")
+    query->add_option("SQL", arguments_.sql, "SELECT ... FROM c [WHERE ...] [ORDER BY ...] (see docs/cosmos.md), @file or -")
         ->required();
     query->add_option("--param", arguments_.params, "a parameter, @name=JSON, @name=@file or @name=- (repeatable)");
     query->add_option("--pk", arguments_.partition_key, "only this partition key value");

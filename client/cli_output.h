@@ -1,7 +1,7 @@
 // How the `mayfly` CLI prints a response: one line of JSON (for scripts; the default when stdout is not a terminal)
 // or tables for people (the default on a terminal), chosen with -o json|table.
 //
-// Tables (README "Command line"):
+// Tables (docs/operations.md, "Command line"):
 //   cluster status     ENDPOINT, ID, IS LEADER, ROLE, TERM, COMMIT INDEX, APPLIED INDEX, APPLIED LAG, ERRORS —
 //                      one row per member, like `etcdctl endpoint status -w table`; APPLIED LAG is how far the node's
 //                      applied replicated time trails the newest applied time among the reachable nodes

@@ -23,7 +23,7 @@
 
 namespace mayfly::client {
 
-// How fresh a read must be (DESIGN.md §3, proto Consistency).
+// How fresh a read must be (docs/design.md, "Reads and consistency levels"; proto Consistency).
 enum class Consistency { kSession, kStrong, kBounded, kEventual };
 
 // The operations of the client API, one per member of proto Request's union.
@@ -155,7 +155,7 @@ inline constexpr uint32_t kSubstatusServerOutcomeUnknown = 2;
 // was applied (its exactly-once record was evicted: more clients than the table holds). The outcome is unknown.
 inline constexpr uint32_t kSubstatusServerWriteRecordLost = 5;
 // Exactly-once retries of a write stop this long after it was first sent, well inside the cluster's 10-minute
-// window for idle clients (README "Exactly-once writes").
+// window for idle clients (docs/tests.md, "Exactly-once writes").
 inline constexpr uint32_t kExactlyOnceRetryHorizonMs = 5 * 60 * 1000;
 // At most this many numbered writes between a client's oldest unanswered one and its newest: the cluster keeps that
 // many outcomes per client (storage/write_dedup.h kDedupMaxUnacknowledged) and refuses more with 429; a write that
@@ -206,19 +206,19 @@ struct ClientOptions {
   // go elsewhere instead of ending as "outcome unknown".
   uint32_t write_probe_idle_ms = 1000;
   uint64_t jitter_seed = 0x6d617966;          // seeds the backoff jitter (reproducible runs)
-  // Exactly-once writes (README "Exactly-once writes"): every write carries this client's id and a sequence number,
-  // and the cluster answers a re-sent write with the outcome of its first execution instead of applying it again.
-  // So a write whose outcome is unknown (a 503 with kSubstatusServerOutcomeUnknown, or a connection lost after it was
-  // sent) is retried, on any node, within request_timeout_ms. false: writes carry no id, and such a write is never
-  // re-sent (the caller gets the 503 and must read to find out).
+  // Exactly-once writes (docs/tests.md, "Exactly-once writes"): every write carries this client's id and a sequence
+  // number, and the cluster answers a re-sent write with the outcome of its first execution instead of applying it
+  // again. So a write whose outcome is unknown (a 503 with kSubstatusServerOutcomeUnknown, or a connection lost after
+  // it was sent) is retried, on any node, within request_timeout_ms. false: writes carry no id, and such a write is
+  // never re-sent (the caller gets the 503 and must read to find out).
   bool exactly_once = true;
   // The id writes carry with exactly_once; 0: a random one drawn when the Client is made. Two live Clients must never
   // share an id (their sequence numbers would collide): set it only to tell clients apart in a test's history.
   uint64_t client_id = 0;
-  // The client key (README "Security"); empty: none, for a cluster that runs without keys. The key never crosses the
+  // The client key (docs/security.md); empty: none, for a cluster that runs without keys. The key never crosses the
   // wire: each connection proves it holds it (and checks that the node holds it too, refusing a node that cannot).
   std::string key;
-  // A PEM file with the CA that signed the nodes' certificates (README "Security"); empty: plaintext. When set, every
+  // A PEM file with the CA that signed the nodes' certificates (docs/security.md); empty: plaintext. When set, every
   // connection is TLS, trusting only this CA (not the system store), and the node's certificate must name the host
   // of the endpoint dialled (for 127.0.0.1, a DNS SAN "127.0.0.1": deploy/make-certs.sh writes DNS and IP SANs).
   std::string tls_ca;

@@ -1,4 +1,4 @@
-// The TTL forecast from the library (README "Time to live", "Forecast"): every node answers for itself — its own
+// The TTL forecast from the library (docs/ttl.md, "Forecast"): every node answers for itself — its own
 // applied state, backlog and collector — so `container_forecast` asks each reachable member (or one) in turn, each
 // over a connection pinned to that node (proto Request.containerForecast is never forwarded).
 // Thread-safety: one thread, like Client.

@@ -1,4 +1,4 @@
-// `mayfly container forecast DB C [--node ID]` (README "Time to live", "Forecast"): asks every reachable node (or
+// `mayfly container forecast DB C [--node ID]` (docs/ttl.md, "Forecast"): asks every reachable node (or
 // one) for its TTL forecast of the container (client/forecast.h) and prints, with -o json, one object
 // {"nodes":[{"node","address","status","message","body"}...]} with every node's full figures; with -o table, per node
 // a summary (backlog, reclaim capacity and whether it was measured, expiring within the hour and the day, the

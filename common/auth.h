@@ -1,7 +1,7 @@
 // Authentication primitives shared by the node and the client: the challenge-response proofs of the connection
 // handshake (HMAC-SHA256 over both sides' nonces), random nonces, constant-time comparison, and secret files.
 //
-// The handshake (README "Security"): the caller sends `hello(clientNonce)` and gets the node's `serverNonce`; it then
+// The handshake (docs/security.md): the caller sends `hello(clientNonce)` and gets the node's `serverNonce`; it then
 // opens a session (or a peer link) with a proof computed from its key (or the cluster secret) over both nonces, and
 // the node answers with a proof of its own over the same nonces. A secret never crosses the wire, a proof is good for
 // one connection only (the node's nonce is fresh per connection), and the caller learns that the node holds the same

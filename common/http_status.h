@@ -1,7 +1,8 @@
 // The one mapping between Mayfly's error currency (StatusCode, common/status.h) and the HTTP status numbers of the
-// document API (spec §9). Everything inside the node speaks StatusCode; the HTTP number is made here, and only where
-// an answer leaves in that form: the wire (node/request.cc encode_reply), the request metrics, and the exactly-once
-// table's stored outcomes, whose format (storage/write_dedup.cc) has held HTTP numbers since it was introduced.
+// document API (docs/ttl.md §9). Everything inside the node speaks StatusCode; the HTTP number is made here, and only
+// where an answer leaves in that form: the wire (node/request.cc encode_reply), the request metrics, and the
+// exactly-once table's stored outcomes, whose format (storage/write_dedup.cc) has held HTTP numbers since it was
+// introduced.
 //
 // Thread-safety: pure functions.
 #pragma once

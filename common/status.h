@@ -27,7 +27,7 @@ enum class StatusCode {
   kIoError,          // the disk or the OS failed; sticky in storage
   kUnavailable,      // not ready / shutting down / not applied / try elsewhere
   kInternal,         // a bug or an invariant that does not hold
-  // Refusals of the document API (spec §9).
+  // Refusals of the document API (docs/ttl.md §9).
   kUnauthorized,        // no valid key
   kForbidden,           // the key's role is not enough
   kConflict,            // the thing to create exists already

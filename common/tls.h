@@ -1,4 +1,4 @@
-// TLS on the RPC port (README "Security"): the node's and the client's kj::TlsContext, built from PEM files.
+// TLS on the RPC port (docs/security.md): the node's and the client's kj::TlsContext, built from PEM files.
 //
 // A node with --tls-cert/--tls-key/--tls-ca serves TLS only (its certificate and key) and connects to its peers with
 // TLS, trusting only --tls-ca. A client with ClientOptions::tls_ca connects with TLS, trusting only that CA. Neither

@@ -6,7 +6,7 @@
 #                           [--http-base-port 8081] [--virtual-clock]
 # Every node also serves the Cosmos DB REST API (--http) on 127.0.0.1:8081, 8082, ... (8081 is the emulator's port).
 #
-# --virtual-clock: every node runs with --clock virtual (README "Virtual clock"); its data goes to
+# --virtual-clock: every node runs with --clock virtual (docs/ttl.md, "Virtual clock"); its data goes to
 # build/cluster-data-virtual by default, since a data directory keeps the clock mode it was created with.
 set -euo pipefail
 
@@ -54,7 +54,7 @@ for i in $(seq 1 "$nodes"); do
 done
 
 mkdir -p "$data_dir"
-# Keys and the cluster secret (README "Security"), made once and kept with the data: an admin, a readwrite and a
+# Keys and the cluster secret (docs/security.md), made once and kept with the data: an admin, a readwrite and a
 # readonly key, each also alone in its own file for the CLI's --key-file / $MAYFLY_KEY_FILE.
 secrets="$data_dir/secrets"
 if [ ! -s "$secrets/keys" ] || [ ! -s "$secrets/cluster-secret" ]; then
@@ -111,7 +111,7 @@ Mayfly: $nodes nodes running on 127.0.0.1.
 
   keys       $secrets/{admin,readwrite,readonly}.key (roles as named; the nodes read $secrets/keys)
 
-  Cosmos DB SDKs (README "Use your Cosmos DB SDK"):
+  Cosmos DB SDKs (docs/cosmos.md):
     URL      $gateways
     key      $(tr -d '\n' < "$secrets/readwrite.key" | base64 -w0)
              (the Cosmos key of a Mayfly key K is base64(K); this one is readwrite.key's)

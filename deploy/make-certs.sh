@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make-certs.sh DIR [NAME[,ALIAS...]]...: TLS material for a Mayfly cluster (README "Security"), with openssl.
+# make-certs.sh DIR [NAME[,ALIAS...]]...: TLS material for a Mayfly cluster (docs/security.md), with openssl.
 #
 #   DIR/ca.crt, DIR/ca.key        the cluster CA (made once; reused when DIR already has it, so new nodes join)
 #   DIR/NAME.crt, DIR/NAME.key    one certificate and key per NAME, signed by the CA

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Makes the secrets a keyed Mayfly cluster needs (README "Deploy"; the nodes refuse to listen on a non-loopback
-# address without them), in DIR (default deploy/secrets/, git-ignored: secrets are never committed):
+# Makes the secrets a keyed Mayfly cluster needs (docs/operations.md, "Deploy"; the nodes refuse to listen on a
+# non-loopback address without them), in DIR (default deploy/secrets/, git-ignored: secrets are never committed):
 #
 #   keys            the nodes' --keys-file: one line per client key, `ROLE KEY NAME` (an admin, a readwrite and a
 #                   readonly key)

@@ -72,7 +72,7 @@ Status check_signed_date(std::string_view date, int64_t now_seconds);
 // HEAD) to the databases or containers — create, replace, delete — and any request with
 // `x-mayfly-force-ttl-change: true`. Item requests are not: an SDK signs with a date to the second, so two honest
 // upserts in one second carry the same signature, and refusing the second would lose a write; what keeps an item
-// request's signature from being seen by others is TLS (--http off loopback needs it, README "Security").
+// request's signature from being seen by others is TLS (--http off loopback needs it, docs/security.md).
 bool replay_guarded(std::string_view verb, Route::Kind kind, bool forces_ttl_change);
 
 // The Cosmos DB emulator's published, well-known master key (base64), accepted only with --emulator-key (which

@@ -7,7 +7,7 @@
 // executed by RpcHost::execute_gateway (node/rpc.h), the same code as Session.execute, so the TTL contract,
 // consistency levels, RU charges and 429, forwarding to the leader and key roles hold unchanged.
 //
-// Bounds (flags in node/config.h, README "Limits"): open connections (--http-max-connections, and
+// Bounds (flags in node/config.h, docs/operations.md, "Limits"): open connections (--http-max-connections, and
 // --http-max-connections-per-address from one client address; when full, the connection that has waited longest for
 // a request is closed to make room, and a new one is closed only when every other is serving a request), request
 // line + headers (--http-max-header-bytes: 431; --http-header-timeout-ms from the first byte: closed), body

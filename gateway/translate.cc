@@ -161,7 +161,7 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
       }
     }
   }
-  // Mayfly's guard (README "Containers"): a defaultTtl change that would expire more than 10 % of the container's
+  // Mayfly's guard (docs/ttl.md, "Containers"): a defaultTtl change that would expire more than 10 % of the container's
   // items at once is refused with 412 and the figures, unless the caller says it is intended. The SDKs cannot say so
   // in the definition; they can send a header (the Python SDK: `headers={...}`, azure-core's per-call headers; its
   // replace_container drops `initial_headers`).
@@ -243,7 +243,7 @@ std::optional<std::string> page_options(const HttpRequest& http, proto::Options:
   return std::nullopt;
 }
 
-// GET .../docs with A-IM: the container's change feed (README "Change feed", "Use your Cosmos DB SDK"), as the SDKs
+// GET .../docs with A-IM: the container's change feed (docs/changefeed.md, docs/cosmos.md), as the SDKs
 // send it: the mode in A-IM, where to start in If-None-Match (a previous page's etag, or * for now) or
 // If-Modified-Since (a time), the page size in x-ms-max-item-count. The whole container only: Mayfly has one
 // partition key range, so a feed range narrower than it (a partition key, x-ms-start-epk/x-ms-end-epk) is refused.
@@ -425,7 +425,7 @@ Plan plan_request(const HttpRequest& http) {
   if (!parsed.is_ok()) return bad_request(parsed.status().message());
   const Route& route = *parsed;
   if (route.kind == Route::Kind::kUnsupported) {
-    return answer(error_response(501, route.feature + " are not supported by Mayfly (see README \"Use your Cosmos "
+    return answer(error_response(501, route.feature + " are not supported by Mayfly (see docs/cosmos.md, \"Use your Cosmos "
                                                      "DB SDK\", compatibility)"));
   }
   const std::string& method = http.method;

@@ -1,4 +1,4 @@
-// Metrics of the trust boundary and the connection limits (README "Security", "Metrics"), registered in the node's
+// Metrics of the trust boundary and the connection limits (docs/security.md, docs/metrics.md), registered in the node's
 // Metrics registry. Every series has a fixed, small label set: keys and client addresses never become labels.
 //
 // Thread-safety: every method may be called from any thread (prometheus-cpp metrics are atomic).
@@ -31,23 +31,24 @@ class SecurityMetrics {
   // would take a slot reserved for peers), "reply_backlog" (too many reply bytes queued for the connection).
   void set_connections(int64_t authenticated, int64_t unauthenticated);
   void add_connection_refused(const char* reason);
-  // Load shedding (README "Limits"): a request refused because --max-pending-requests were waiting ("driver",
-  // "read" or "forward"), its key's or its connection's budget was spent ("key", "connection"), or too many reads
-  // were parked ("parked"); and Raft messages dropped between the driver and the RPC thread.
+  // Load shedding (docs/operations.md, "Limits"): a request refused because --max-pending-requests were waiting
+  // ("driver", "read" or "forward"), its key's or its connection's budget was spent ("key", "connection"), or too many
+  // reads were parked ("parked"); and Raft messages dropped between the driver and the RPC thread.
   void add_shed(const char* kind);
-  // The Cosmos REST gateway's connections closed or refused before a request was served (README "Limits"): "limit"
-  // (full, and no connection waiting for a request to close instead), "evicted" (a connection waiting for a request,
-  // closed to make room), "header_timeout", "body_timeout", "unauthorized_body" (401 before its body was read).
+  // The Cosmos REST gateway's connections closed or refused before a request was served (docs/operations.md, "Limits"):
+  // "limit" (full, and no connection waiting for a request to close instead), "evicted" (a connection waiting for a
+  // request, closed to make room), "header_timeout", "body_timeout", "unauthorized_body" (401 before its body was
+  // read).
   void add_http_refused(const char* reason);
   void add_handoff_dropped(uint64_t messages);
-  // Reads stopped on a read thread (README "Limits", common/work_budget.h): "deadline" (past --request-timeout-ms),
-  // "cancelled" (the request timed out or its connection closed), "over_budget" (more steps of work than one page
-  // may take: a 400), "stopping" (the node shuts down), "sort_bytes" / "group_bytes" (ORDER BY / GROUP BY would hold
-  // more than their bytes in memory: a 400).
+  // Reads stopped on a read thread (docs/operations.md, "Limits"; common/work_budget.h): "deadline" (past
+  // --request-timeout-ms), "cancelled" (the request timed out or its connection closed), "over_budget" (more steps of
+  // work than one page may take: a 400), "stopping" (the node shuts down), "sort_bytes" / "group_bytes" (ORDER BY /
+  // GROUP BY would hold more than their bytes in memory: a 400).
   void add_read_stopped(const char* reason);
   // The keys file (file="keys") or the cluster secret file (file="cluster_secret") changed and no longer reads or
   // parses: counted once per distinct error, and `stale` is 1 until a version parses again (the node
-  // keeps what it had before meanwhile: README "Security").
+  // keeps what it had before meanwhile: docs/security.md).
   void add_reload_failure(const char* file);
   void set_file_stale(const char* file, bool stale);
 

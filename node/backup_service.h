@@ -1,9 +1,9 @@
-// BackupService: the node's side of online backups (README "Backup and restore"; proto Request.backupOpen/backupRead).
-// open() has the driver open a consistent view of the state machine at its applied index (between applies, as for a
-// Raft snapshot) and a thread of the backup's own export it, through the Raft snapshot export, into a backup file
-// (storage/backup_file.h) under the data directory, a piece at a time (memory stays at about one piece). read()
-// serves that file by offset in bounded chunks. No node stops and nothing waits on the export: the driver only opens
-// the view.
+// BackupService: the node's side of online backups (docs/operations.md, "Backup and restore"; proto
+// Request.backupOpen/backupRead). open() has the driver open a consistent view of the state machine at its applied
+// index (between applies, as for a Raft snapshot) and a thread of the backup's own export it, through the Raft snapshot
+// export, into a backup file (storage/backup_file.h) under the data directory, a piece at a time (memory stays at about
+// one piece). read() serves that file by offset in bounded chunks. No node stops and nothing waits on the export: the
+// driver only opens the view.
 //
 // Limits: at most kMaxBackups in progress on a node (more: 429); a backup not read for kIdleMs is dropped (its
 // file removed); reading at its end releases it. Files left by a previous run are removed at start.

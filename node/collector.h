@@ -1,9 +1,9 @@
-// Collector: the node-local, request-unit-aware garbage collector (spec §7, DESIGN.md §6). On the driver thread,
-// between Ready iterations (never racing apply), it deletes per container the expired items that the spare request
-// units of the current window pay for, up to a batch ceiling, oldest expiry first, only up to the applied time.
-// Provisioned containers: spare = (provisioned − consumed by users on this node − already spent by the collector)
-// × ru_share, and nothing while users are being throttled here; the deletes are free for users. Serverless: no RU
-// limit (the batch ceiling paces it) and the deletes are reported as consumed RU (op ttl_delete).
+// Collector: the node-local, request-unit-aware garbage collector (docs/ttl.md §7, docs/design.md "Garbage
+// collection"). On the driver thread, between Ready iterations (never racing apply), it deletes per container the
+// expired items that the spare request units of the current window pay for, up to a batch ceiling, oldest expiry first,
+// only up to the applied time. Provisioned containers: spare = (provisioned − consumed by users on this node − already
+// spent by the collector) × ru_share, and nothing while users are being throttled here; the deletes are free for users.
+// Serverless: no RU limit (the batch ceiling paces it) and the deletes are reported as consumed RU (op ttl_delete).
 //
 // A pass is bounded by work, not by the number of containers or the size of a backlog: it holds the driver thread,
 // which also ticks Raft (heartbeats every 50 ms, elections after 300–600 ms of silence). Each pass has a budget of

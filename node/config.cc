@@ -58,7 +58,7 @@ Status NodeConfig::validate() const {
   if (!restore_file.empty()) {
     if (join) return invalid("--restore starts a new cluster from a backup: it cannot be combined with --join");
     if (restore_ttl != "preserve" && restore_ttl != "pause" && restore_ttl != "rebase" && !restore_dry_run) {
-      return invalid("--restore needs --ttl preserve, pause or rebase (see README \"Backup and restore\"), or "
+      return invalid("--restore needs --ttl preserve, pause or rebase (see docs/operations.md, \"Backup and restore\"), or "
                      "--dry-run to see what each would expire");
     }
   }
@@ -113,14 +113,14 @@ Status NodeConfig::validate() const {
                    " is not set: anyone who reaches the port could " +
                    (keys_file.empty() ? "read and write every item and change membership"
                                       : "act as a cluster member") +
-                   ". Configure both (README \"Security\"), or pass --insecure to run open anyway");
+                   ". Configure both (docs/security.md), or pass --insecure to run open anyway");
   }
   // Keys without a cluster secret would be keys in name only: any local process could open the peer API (which runs
   // no role check: a member's forwarded request is executed as the client's) and do what no key allows.
   if (!keys_file.empty() && cluster_secret_file.empty()) {
     return invalid("--keys-file is set but --cluster-secret-file is not: without a cluster secret any process that "
                    "reaches --listen " + listen + " could open the peer API and read, write or back up everything "
-                   "around the keys. Give every node --cluster-secret-file too (README \"Security\")");
+                   "around the keys. Give every node --cluster-secret-file too (docs/security.md)");
   }
   if (!http.empty()) {
     if (http.find(':') == std::string::npos) return invalid("--http must be HOST:PORT, not '" + http + "'");
@@ -243,7 +243,7 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "may take; past it, 400")
       ->capture_default_str();
   app.add_option("--tls-cert", config.tls_cert_file,
-                 "PEM certificate this node serves TLS with (with --tls-key and --tls-ca; README \"Security\")");
+                 "PEM certificate this node serves TLS with (with --tls-key and --tls-ca; docs/security.md)");
   app.add_option("--tls-key", config.tls_key_file, "PEM private key of --tls-cert");
   app.add_option("--tls-ca", config.tls_ca_file,
                  "PEM CA certificate: peers' certificates must be signed by it (the system store is not used)");

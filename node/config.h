@@ -27,18 +27,18 @@ struct NodeConfig {
   std::string log_level = "info";           // trace, debug, info, warn, error
   std::string cluster = "mayfly";           // peers refuse nodes of another cluster
   bool join = false;                        // start empty and wait to be added (cluster add-member)
-  // --clock virtual (README "Virtual clock"): replicated time stands still until an admin advances it (`mayfly
+  // --clock virtual (docs/ttl.md, "Virtual clock"): replicated time stands still until an admin advances it (`mayfly
   // cluster advance-clock`); every member of the cluster must run so (peers with another mode are refused, and a data
   // directory remembers the mode it was created with).
   bool virtual_clock = false;
-  // Restore (README "Backup and restore"): start a new cluster from a backup file, this node its only voter (the
-  // others join with --join and `cluster add-member`). The data directory must be empty. With restore_dry_run the
-  // node prints what each --ttl mode would expire at once and exits, changing nothing.
+  // Restore (docs/operations.md, "Backup and restore"): start a new cluster from a backup file, this node its only
+  // voter (the others join with --join and `cluster add-member`). The data directory must be empty. With
+  // restore_dry_run the node prints what each --ttl mode would expire at once and exits, changing nothing.
   std::string restore_file;
   std::string restore_ttl;                  // preserve | pause | rebase (required with restore_file)
   bool restore_dry_run = false;
 
-  // Trust (README "Security"). Without --keys-file every client may do everything; without --cluster-secret-file any
+  // Trust (docs/security.md). Without --keys-file every client may do everything; without --cluster-secret-file any
   // process that knows the cluster name may act as a peer. Such a node runs open: it says so at start and in
   // mayfly_security_open, and refuses a non-loopback --listen unless --insecure is given.
   std::string keys_file;                    // client keys with roles; re-read when it changes (rotation, no restart)

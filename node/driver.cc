@@ -262,7 +262,7 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
     }
   }
   if (container) {
-    // Over the container's RU/s: 429 and nothing is proposed (spec §8).
+    // Over the container's RU/s: 429 and nothing is proposed (docs/ttl.md §8).
     const int64_t wait_ms = request_units_.throttle_ms(command.database + "/" + command.container,
                                                        container->throughput, ttl::write_charge(command.body.size()));
     if (wait_ms > 0) {
@@ -348,7 +348,7 @@ void Driver::flush() {
       reply(write->second.request_id, std::move(result));
       pending_writes_.erase(write);
     } else {
-      charge_applied(applied, nullptr);  // every node counts the writes it applies (DESIGN.md §6)
+      charge_applied(applied, nullptr);  // every node counts the writes it applies (docs/design.md, "Request units")
       if (write != pending_writes_.end()) {
         reply(write->second.request_id, not_leader("the write was not applied (lost in a leader change); retry"));
         pending_writes_.erase(write);

@@ -74,7 +74,7 @@ void Driver::handle_advance_clock(uint64_t request_id, const Operation& operatio
     reply(request_id, Reply::error(StatusCode::kPreconditionFailed,
                                    "this cluster runs on the real clock (mayflyd --clock real): its time follows the "
                                    "wall clock and cannot be advanced. advance-clock is for clusters whose every node "
-                                   "was started with --clock virtual (README \"Virtual clock\")"));
+                                   "was started with --clock virtual (docs/ttl.md, \"Virtual clock\")"));
     return;
   }
   if (replica_->core().role() != Role::kLeader) {

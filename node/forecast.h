@@ -1,4 +1,4 @@
-// The TTL forecast on a node (README "Time to live", "Forecast"): the collector's reclaim capacity (ReclaimRate), the
+// The TTL forecast on a node (docs/ttl.md, "Forecast"): the collector's reclaim capacity (ReclaimRate), the
 // answer to `mayfly container forecast` (proto Request.containerForecast), and the figures the forecast metrics
 // export. The counting is storage::StoreReader::forecast_expiry (one snapshot, bounded by --forecast-max-entries),
 // the projection ttl::project_backlog; both run on a read thread, never on the driver thread.

@@ -97,7 +97,7 @@ Result<Keyring> Keyring::load(const std::string& path) {
   Status loaded = keyring.reload_if_changed();
   if (!loaded.is_ok()) return loaded;
   if (keyring.keys_.empty()) {
-    return Status::invalid_argument(path + " holds no key; add lines ROLE KEY [NAME] (README \"Security\")");
+    return Status::invalid_argument(path + " holds no key; add lines ROLE KEY [NAME] (docs/security.md)");
   }
   return keyring;
 }

@@ -76,7 +76,7 @@ struct Reply {
   }
 };
 
-// 429 with retry-after: the container's provisioned RU/s are used up for this second (spec §8).
+// 429 with retry-after: the container's provisioned RU/s are used up for this second (docs/ttl.md §8).
 Reply throttled_reply(int64_t wait_ms);
 
 // advance-clock's duration: a positive integer with an optional unit ms, s (the default), m, h or d, at most
@@ -97,7 +97,7 @@ std::string op_name(const Operation& operation);
 // Runs a read at replicated time `now_micros`. Not for kChangeFeed (execute_change_feed).
 storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros);
 
-// A page of a change feed as JSON (README "Change feed"): {"changes":[...],"partitionKeyPath":"/pk",
+// A page of a change feed as JSON (docs/changefeed.md): {"changes":[...],"partitionKeyPath":"/pk",
 // "continuation":"...","caughtUp":bool}, each change {"operationType","position","lsn","ts","tsMicros","partitionKey",
 // "id","current","previous"[,"timeToLiveExpired":true]}, the images' _expiresAt under the defaultTtl in force at the
 // change's position. `caught_up` (may be null) says whether the page reached the applied position and held no change

@@ -4,7 +4,7 @@
 // leader, and serves eventual/session/bounded reads straight from the state machine when this replica is fresh
 // enough — everything else goes to the Driver.
 //
-// The trust boundary (README "Security") is here: every connection gets its own bootstrap object, which runs the
+// The trust boundary (docs/security.md) is here: every connection gets its own bootstrap object, which runs the
 // challenge-response handshake (common/auth.h). A session carries the role of the key that opened it, re-checked
 // against the keyring (node/keyring.h) on every request, so a removed key stops working at once; a peer connection is
 // bound to the node id it proved, and every Raft message on it must come from that node and from a member. The
@@ -12,7 +12,7 @@
 // established clients keep their slots), closes connections that do not authenticate in time, and limits the calls
 // in flight per connection (Cap'n Proto's flow limit).
 //
-// Threads (README "Code map"): the kj thread runs the RPC system and never waits on the others; the driver thread
+// Threads (README "Threads"): the kj thread runs the RPC system and never waits on the others; the driver thread
 // (Boost.Asio) runs Raft and applies; --read-threads (a Boost.Asio thread pool) execute lists of items and queries on
 // the state machine's thread-safe read methods, so a large query never delays a heartbeat (point reads, bounded and
 // small, are served on the kj thread). RPC →

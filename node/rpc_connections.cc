@@ -43,12 +43,12 @@ RpcHost::~RpcHost() noexcept { stop(); }
 Status RpcHost::start() {
   if (keyring_.open()) {
     spdlog::warn("OPEN TO EVERY CLIENT: no --keys-file, so anyone who reaches {} may read, write and change "
-                 "membership (README \"Security\")",
+                 "membership (docs/security.md)",
                  config_.listen);
   }
   if (cluster_secrets_.empty()) {
     spdlog::warn("OPEN TO EVERY PEER: no --cluster-secret-file, so any process that reaches {} and knows the cluster "
-                 "name may act as a member (README \"Security\")",
+                 "name may act as a member (docs/security.md)",
                  config_.listen);
   }
   // Each connection takes a descriptor: let --max-connections be reached before the process's file limit is.

@@ -59,7 +59,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
     reply.leader_hint = view_.leader;
     return reply;
   };
-  Role role = Role::kAdmin;  // open: like a session on a node without keys (README "Security")
+  Role role = Role::kAdmin;  // open: like a session on a node without keys (docs/security.md)
   std::optional<std::string> key_name;  // who signed (exactly-once owner); nullopt: open
   if (!keyring_.open()) {
     if (!call.authorization.is_ok()) {
@@ -78,7 +78,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
       return refuse(StatusCode::kUnauthorized,
                     "the authorization signature does not match any key of node " +
                         std::to_string(config_.id.value()) +
-                        ": sign with the Cosmos key of a Mayfly key K, which is base64(K) (README \"Use your Cosmos "
+                        ": sign with the Cosmos key of a Mayfly key K, which is base64(K) (docs/cosmos.md, \"Use your Cosmos "
                         "DB SDK\"), and send the x-ms-date you signed");
     }
   }

@@ -243,8 +243,8 @@ class MayflyImpl final : public proto::Mayfly::Server {
     if (from == 0 || from == config.id.value()) {
       return KJ_EXCEPTION(FAILED, "a peer must name another node of the cluster", from);
     }
-    // Every member runs on the same clock (README "Time to live"): a real-clock leader would move a virtual cluster's
-    // time, and a virtual one would freeze a real cluster's.
+    // Every member runs on the same clock (docs/ttl.md, "Virtual clock"): a real-clock leader would move a virtual
+    // cluster's time, and a virtual one would freeze a real cluster's.
     const std::string peer_clock = params.getClock() == kj::StringPtr("virtual") ? "virtual" : "real";
     const std::string own_clock = clock_mode_name(config.virtual_clock);
     if (peer_clock != own_clock) {

@@ -1,7 +1,8 @@
-// RequestUnitAccount: this node's request-unit account, per container (DESIGN.md §6). It meters what users consumed
-// here in the last second (requests served on this node and writes applied on it) and what the local garbage
-// collector spent, decides the 429s of provisioned containers, and gives the collector its spare budget. Figures go
-// to the metrics as they come. The pricing rules themselves (what a read or a write costs) are ttl/request_units.h.
+// RequestUnitAccount: this node's request-unit account, per container (docs/design.md, "Request units"). It meters what
+// users consumed here in the last second (requests served on this node and writes applied on it) and what the local
+// garbage collector spent, decides the 429s of provisioned containers, and gives the collector its spare budget.
+// Figures go to the metrics as they come. The pricing rules themselves (what a read or a write costs) are
+// ttl/request_units.h.
 //
 // Thread-safety: all methods lock; used by the driver thread and the RPC thread.
 #pragma once
@@ -28,7 +29,7 @@ class RequestUnitAccount {
   // 0 when `request_units` more fit within the container's provisioned RU/s in the current second; otherwise how
   // many milliseconds to wait (and the throttle is counted). Serverless containers are never throttled.
   int64_t throttle_ms(const std::string& container, const storage::Throughput& throughput, double request_units);
-  // What the collector may still spend on this container in the current second (spec §7): provisioned minus what
+  // What the collector may still spend on this container in the current second (docs/ttl.md §7): provisioned minus what
   // users consumed minus what it already spent. Users who were throttled here in the last second wanted more than
   // the budget, so there is nothing spare then, whatever the meter shows (user work always wins). Serverless:
   // unlimited (the caller's batch ceiling applies).

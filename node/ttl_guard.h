@@ -1,4 +1,4 @@
-// The dry-run and the guard of a defaultTtl change (README "Time to live", "Containers"): what the change would
+// The dry-run and the guard of a defaultTtl change (docs/ttl.md, "Containers"): what the change would
 // expire — live items and bytes expired at once, within an hour, within a day — counted at one consistent snapshot of
 // the leader's applied state at its replicated time (never a wall clock), and the verdict: answer the dry run, refuse
 // with 412 when more than kTtlGuardPercent of the live items would expire at once (unless forced), or let it through.

@@ -1,9 +1,9 @@
-// VirtualClock: the clock a --clock virtual node stamps log entries with (README "Virtual clock"). It reads the time
-// of the last entry in the node's own log, so a leader stamps each new entry one microsecond after the previous one
-// (RaftCore stamps strictly increasing times) and replicated time stands still; `mayfly cluster advance-clock` is the
-// only thing that moves it, with a time entry stamped that much later. A log still at bootstrap (its entries stamped
-// with their index, below kVirtualEpochFloorMicros) has no time yet: the wall clock then gives the start of virtual
-// time, which the first entry stamped with it freezes.
+// VirtualClock: the clock a --clock virtual node stamps log entries with (docs/ttl.md, "Virtual clock"). It reads the
+// time of the last entry in the node's own log, so a leader stamps each new entry one microsecond after the previous
+// one (RaftCore stamps strictly increasing times) and replicated time stands still; `mayfly cluster advance-clock` is
+// the only thing that moves it, with a time entry stamped that much later. A log still at bootstrap (its entries
+// stamped with their index, below kVirtualEpochFloorMicros) has no time yet: the wall clock then gives the start of
+// virtual time, which the first entry stamped with it freezes.
 //
 // Thread-safety: the driver thread only (it reads the Raft core's log).
 #pragma once

@@ -7,7 +7,8 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("mayfly::proto");
 
-# How fresh a read must be (DESIGN.md §3). Every level decides expiry at the serving replica's applied time.
+# How fresh a read must be (docs/design.md, "Reads and consistency levels"). Every level decides expiry at the serving
+# replica's applied time.
 enum Consistency {
   session @0;   # default: any replica that has applied the request's session token
   strong @1;    # the leader confirms leadership with a quorum (ReadIndex); linearizable
@@ -42,12 +43,12 @@ struct ContainerSettings {
     provisioned @8 :UInt32;   # RU/s
     serverless @9 :Void;
   }
-  # updateContainer with a defaultTtl change (README "Containers"): `dryRun` answers what the change would expire
+  # updateContainer with a defaultTtl change (docs/ttl.md, "Containers"): `dryRun` answers what the change would expire
   # (live items and bytes, expired at once / within 1 h / within 1 day) and changes nothing; `force` applies a change
   # that would expire more than 10 % of the container's live items at once (refused with 412 otherwise).
   dryRun @10 :Bool;
   force @11 :Bool;
-  # The change feed (README "Change feed"): off unless asked for. `on` carries the retention in seconds (1 .. 90
+  # The change feed (docs/changefeed.md): off unless asked for. `on` carries the retention in seconds (1 .. 90
   # days); 0: the leader's --changefeed-retention. Turning it on again over an enabled feed changes the retention.
   changeFeed :union {
     unchanged @12 :Void;
@@ -61,7 +62,7 @@ struct ItemKey {
   id @1 :Text;
 }
 
-# A query in Mayfly's Cosmos-style SQL subset (README "Queries"). Page size and continuation travel in Options.
+# A query in Mayfly's Cosmos-style SQL subset (docs/cosmos.md, "Queries"). Page size and continuation travel in Options.
 struct Query {
   sql @0 :Text;
   parameters @1 :Text;     # one JSON object {"@name": value, ...}; empty: none
@@ -108,26 +109,26 @@ struct Request {
     removeMember @22 :UInt64;
     transferLeader @23 :UInt64;
     query @24 :Query;        # a read: follows the consistency level like listItems
-    # Admin, --clock virtual clusters only (README "Virtual clock"): move replicated time forward by this duration
+    # Admin, --clock virtual clusters only (docs/ttl.md, "Virtual clock"): move replicated time forward by this duration
     # ("90s", "1500ms", "30m", "2h", "1d"; a bare number is seconds). 412 on a real-clock cluster, 400 if not > 0.
     advanceClock @26 :Text;
-    # Online backup (admin; README "Backup and restore"), served by the node called, never forwarded: backupOpen
-    # starts exporting this node's state at its applied index to a file of its own and answers {"backup": ID};
-    # backupRead returns that file's bytes from `offset` in Response.data (at most `maxBytes`, capped at 1 MiB) with
-    # {"state":"exporting"|"ready", "bytes", "appliedIndex", ...} in the body. A read at the end releases the file.
+    # Online backup (admin; docs/operations.md, "Backup and restore"), served by the node called, never forwarded:
+    # backupOpen starts exporting this node's state at its applied index to a file of its own and answers {"backup":
+    # ID}; backupRead returns that file's bytes from `offset` in Response.data (at most `maxBytes`, capped at 1 MiB)
+    # with {"state":"exporting"|"ready", "bytes", "appliedIndex", ...} in the body. A read at the end releases the file.
     backupOpen @27 :Void;
     backupRead @28 :BackupRead;
-    # The TTL forecast of container `database`/`container` (README "Time to live", "Forecast"), served by the node
+    # The TTL forecast of container `database`/`container` (docs/ttl.md, "Forecast"), served by the node
     # called from its own applied state, never forwarded: live items and bytes expiring per minute for the next hour
     # and per hour for the next day, this node's backlog and reclaim capacity, and the projected backlog peak and
     # drain time, as JSON in the body. Read role.
     containerForecast @29 :Void;
-    # The change feed of container `database`/`container` (README "Change feed"): a read at the request's consistency
+    # The change feed of container `database`/`container` (docs/changefeed.md): a read at the request's consistency
     # level, from any replica. Body {"changes":[...],"continuation":"...","caughtUp":bool}; 410 for a start before
     # the feed was turned on or older than its retention.
     readChangeFeed @30 :ReadChangeFeed;
   }
-  # Database, container and item writes from a client that asks for exactly-once execution (README "Exactly-once
+  # Database, container and item writes from a client that asks for exactly-once execution (docs/tests.md, "Exactly-once
   # writes"): the node answers a re-sent write with the outcome of its first execution. Absent: no deduplication.
   writeId @25 :WriteId;
 }
@@ -184,7 +185,7 @@ struct Response {
   data @12 :Data;           # backupRead: the bytes of the backup file from the requested offset
 }
 
-# The bootstrap capability every mayflyd offers, one per connection. Authentication (README "Security") is a
+# The bootstrap capability every mayflyd offers, one per connection. Authentication (docs/security.md) is a
 # challenge-response over both sides' nonces, so no key or secret ever crosses the wire:
 #   1. hello(clientNonce) -> serverNonce (fresh for this connection; a second hello on it is refused);
 #   2. openSession(proof = HMAC(key, ...)) or openPeer(from, cluster, proof = HMAC(cluster secret, ...)), answered with
@@ -199,7 +200,7 @@ interface Mayfly {
   # The peer API for node `from` of cluster `cluster`. Fails (an RPC exception) unless `proof` shows the caller
   # holds the cluster secret; every message later delivered on it must come from `from`.
   # `clock` is the caller's --clock mode ("" or "real", "virtual"): a node refuses a peer whose mode differs from
-  # its own (README "Virtual clock").
+  # its own (docs/ttl.md, "Virtual clock").
   openPeer @1 (from :UInt64, cluster :Text, proof :Data, clock :Text) -> (peer :Peer, serverProof :Data);
   hello @2 (clientNonce :Data) -> (serverNonce :Data);
 }

@@ -1,4 +1,4 @@
-// The syntax tree of Mayfly's query language, a Cosmos DB SQL subset (README "Queries"):
+// The syntax tree of Mayfly's query language, a Cosmos DB SQL subset (docs/cosmos.md, "Queries"):
 //
 //   SELECT [TOP n] [VALUE] <projection> FROM <root> [WHERE <expr>] [GROUP BY <path>, ...]
 //          [ORDER BY <path> [ASC|DESC], ...] [OFFSET n LIMIT m]

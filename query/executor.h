@@ -1,9 +1,10 @@
 // Executing a query against the state machine: parse, bind parameters, plan, choose the partition, run one page
 // over a storage snapshot (query/engine.h), and price the work in request units.
 //
-// Link graph (DESIGN.md §1): query → storage, ttl, common. Storage knows nothing of the query language; it offers
-// storage::ItemReader (storage/store_reader.h), which hands out only items alive at the read's replicated time. The
-// node calls execute_query from its read paths, so a query follows the consistency levels exactly like a list.
+// Link graph (docs/design.md, "Modules and the link graph"): query → storage, ttl, common. Storage knows nothing of the
+// query language; it offers storage::ItemReader (storage/store_reader.h), which hands out only items alive at the
+// read's replicated time. The node calls execute_query from its read paths, so a query follows the consistency levels
+// exactly like a list.
 //
 // Request units: 1 RU per query, plus 0.1 RU per item record read (expired ones too: reading them is work), 0.01 RU
 // per `_ts` index entry walked, plus 1 RU per KB returned; rounded to 0.01 RU. Deterministic for the same state

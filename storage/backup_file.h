@@ -1,4 +1,4 @@
-// The online backup file (README "Backup and restore"): the state machine's Raft snapshot export
+// The online backup file (docs/operations.md, "Backup and restore"): the state machine's Raft snapshot export
 // (storage/state_snapshot.cc: every replicated key at one applied index) between a fixed header and a trailer.
 //
 //   header  (48 bytes)  "MAYFLYBK" | u32 format version (1) | u64 applied index | i64 applied (replicated) time µs |

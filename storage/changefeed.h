@@ -119,7 +119,7 @@ class ChangeFeedReader {
 // The continuation token that resumes right after `position` of container `crid` (a change's "position" on the wire).
 std::string change_feed_token(uint64_t crid, const ChangePosition& position);
 
-// What a container's feed holds on this node, for the metrics (README "Metrics"): LevelDB's approximate on-disk size
+// What a container's feed holds on this node, for the metrics (docs/metrics.md): LevelDB's approximate on-disk size
 // of its feed keys (0E crid: records, shadows, policy history; the memtable not counted) and the oldest position a
 // reader may start from now (the retention's start) with its replicated time, and the applied time.
 struct ChangeFeedUsage {

@@ -91,8 +91,9 @@ Result<Command> decode_command(std::string_view bytes);
 
 // The answer to a command or a read. A refusal has a code (common/status.h) and a message a user can act on; a
 // success says how it was done (200, 201 created, 204 deleted) and carries the JSON body (item with system
-// properties, container, database, or an array for lists). The HTTP number (spec §9) is made from code and `done`
-// by the one mapping, common/http_status.h, only where the answer leaves: the wire, metrics, the exactly-once table.
+// properties, container, database, or an array for lists). The HTTP number (docs/ttl.md §9) is made from code and
+// `done` by the one mapping, common/http_status.h, only where the answer leaves: the wire, metrics, the exactly-once
+// table.
 struct OpResult {
   StatusCode code = StatusCode::kOk;  // kOk: the request did its work
   Done done = Done::kOk;              // how, when code is kOk

@@ -13,7 +13,7 @@
 
 namespace mayfly::storage {
 
-inline constexpr size_t kMaxItemBytes = 2 * 1024 * 1024;  // spec §9: larger items are 413
+inline constexpr size_t kMaxItemBytes = 2 * 1024 * 1024;  // docs/ttl.md §9: larger items are 413
 inline constexpr size_t kMaxIdCharacters = 255;
 
 struct PreparedItem {
@@ -23,8 +23,8 @@ struct PreparedItem {
   std::string json;           // compact user JSON without system properties
 };
 
-// Validates an item body (spec §1–§2, §9): a JSON object ≤ 2 MB with a valid string `id`, a partition key value at
-// `partition_key_path` (string, number, bool or null), and a valid `ttl` if present. kInvalidArgument or kTooLarge
+// Validates an item body (docs/ttl.md §1–§2, §9): a JSON object ≤ 2 MB with a valid string `id`, a partition key value
+// at `partition_key_path` (string, number, bool or null), and a valid `ttl` if present. kInvalidArgument or kTooLarge
 // on failure.
 Result<PreparedItem> prepare_item(std::string_view body, std::string_view partition_key_path);
 // The same for a document already parsed (after a patch); `id` and the key are re-checked, size is measured.

@@ -1,7 +1,7 @@
 // ExpiryKeeper: the node-local side of expiry — garbage collection of expired items (collect_expired), the
 // backlog of expired but not yet deleted items and each container's stored/live figures, the next expiry deadline,
 // and reclaiming the keys of dropped containers. Nothing here is replicated: deletes of expired items never change
-// what a read at any time >= the applied time sees (spec §7), and the figures are derived from the store.
+// what a read at any time >= the applied time sees (docs/ttl.md §7), and the figures are derived from the store.
 //
 // It keeps what the collector and the figures need between calls: the backlog trackers, the collect and reclaim
 // cursors and the cache of the persisted local stats. The apply path (StateMachine) updates them through
@@ -61,7 +61,7 @@ struct ContainerStats {
   int64_t stored_items = 0;  // physically present on this node, expired or not
   int64_t stored_bytes = 0;
   Backlog backlog;
-  // What users can see: stored minus expired (spec §4: expired items are not billed). An upper bound while
+  // What users can see: stored minus expired (docs/ttl.md §4: expired items are not billed). An upper bound while
   // backlog.complete is false.
   int64_t live_items = 0;
   int64_t live_bytes = 0;
@@ -79,7 +79,7 @@ class ExpiryKeeper {
   const StoreReader& reader() const { return reader_; }
 
   // Physically deletes up to `max_items` items of the container that are expired at `up_to_micros`, oldest expiry
-  // first. up_to_micros must not exceed the applied time (spec §7). Node-local: not replicated.
+  // first. up_to_micros must not exceed the applied time (docs/ttl.md §7). Node-local: not replicated.
   Result<CollectResult> collect_expired(std::string_view database, std::string_view container, int64_t up_to_micros,
                                         size_t max_items);
   // Backlog at the applied time. Maintained incrementally: after open (or a snapshot install) the expired part is

@@ -1,5 +1,5 @@
-// The on-disk layout of a node's LevelDB: key prefixes and key encodings (DESIGN.md §4). The values' records and
-// their encodings are in storage/records.h.
+// The on-disk layout of a node's LevelDB: key prefixes and key encodings (docs/design.md, "The state machine"). The
+// values' records and their encodings are in storage/records.h.
 //
 //   01 "state"                                  -> MetaState (applied index and time, counters)
 //   02 db                                       -> DatabaseRecord

@@ -335,7 +335,7 @@ OpResult StateMachine::delete_database(const Command& command, ApplyContext& con
 
 namespace {
 
-// Parses the JSON text of a defaultTtl value and validates it (spec §2).
+// Parses the JSON text of a defaultTtl value and validates it (docs/ttl.md §2).
 Result<ttl::DefaultTtl> parse_default_ttl(std::string_view text) {
   Result<boost::json::value> parsed = json::parse(text);
   if (!parsed.is_ok()) return Status::invalid_argument("defaultTtl is not valid JSON: " + parsed.status().message());
@@ -466,7 +466,7 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   }
 
   if (command.default_ttl_change != DefaultTtlChange::kKeep) {
-    record.ttl = ttl::change_policy(record.ttl, policy, ts);  // spec §4: once expired, always expired
+    record.ttl = ttl::change_policy(record.ttl, policy, ts);  // docs/ttl.md §4: once expired, always expired
   }
   // The feed's policy history: the ttl state from this position on, when it changed or the feed was turned on.
   if (feed.enabled && (command.default_ttl_change != DefaultTtlChange::kKeep || feed.since_index == context.index)) {

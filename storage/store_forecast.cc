@@ -1,5 +1,5 @@
 // StoreReader::forecast_expiry (storage/store_reader.h): the TTL forecast of a container on this node, for
-// `mayfly container forecast` and the forecast metrics (README "Time to live", "Forecast").
+// `mayfly container forecast` and the forecast metrics (docs/ttl.md, "Forecast").
 #include <leveldb/db.h>
 
 #include "common/codec.h"

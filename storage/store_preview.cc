@@ -1,5 +1,5 @@
 // StoreReader::preview_default_ttl (storage/store_reader.h): what a defaultTtl change would expire, for the dry-run
-// and the guard of updateContainer (README "Time to live").
+// and the guard of updateContainer (docs/ttl.md, "Containers").
 #include <leveldb/db.h>
 
 #include "common/work_budget.h"

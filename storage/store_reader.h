@@ -94,7 +94,7 @@ struct ExpiringSoon {
   bool truncated = false;  // the container's entry cap was reached: the counts are lower bounds
 };
 
-// What a defaultTtl change would expire (README "Containers": dry-run and the guard), at one snapshot and its
+// What a defaultTtl change would expire (docs/ttl.md, "Containers": dry-run and the guard), at one snapshot and its
 // applied replicated time: live items (and their record bytes) in the container now, and those of them that the new
 // policy would have expired at once, within an hour and within a day of that time (cumulative: the hour includes
 // the ones at once).
@@ -108,7 +108,7 @@ struct TtlChangePreview {
   std::string to_json() const;
 };
 
-// The TTL forecast of one container on this node (README "Time to live", "Forecast"), read from one snapshot at its
+// The TTL forecast of one container on this node (docs/ttl.md, "Forecast"), read from one snapshot at its
 // applied replicated time: live items and bytes by the minute / hour they expire (ttl/forecast.h) from the two
 // expiry indexes — own-ttl entries by their instant, inheriting ones by write ts + the defaultTtl when the policy has
 // a number of seconds — and the backlog: index entries already expired (watermarks included) but still stored here.

@@ -1,4 +1,4 @@
-// The TTL forecast (README "Time to live", "Forecast"): live items and bytes expiring per minute for the next hour
+// The TTL forecast (docs/ttl.md, "Forecast"): live items and bytes expiring per minute for the next hour
 // and per hour for the next day, and the projection of the collector's backlog over that day — its peak, when, and
 // how long the collector needs to work it off. Pure functions over values; the counting itself is
 // storage::StoreReader::forecast_expiry, the capacity node/forecast.h.

@@ -1,5 +1,5 @@
-// Request units (spec §8) and the garbage collector's budget (spec §7, DESIGN.md §6), as pure functions and a meter
-// that is told the time. No clock, no I/O.
+// Request units (docs/ttl.md §8) and the garbage collector's budget (docs/ttl.md §7, docs/design.md "Request units"),
+// as pure functions and a meter that is told the time. No clock, no I/O.
 //
 // Charges are deterministic: a point read of an item of up to 1 KB costs 1 RU and 1 RU per further KB; a write
 // (create, replace, upsert, patch, delete) 5 RU per KB, at least 5; strong reads cost twice; a failed request still

@@ -1,4 +1,4 @@
-// The TTL contract (shared/spec/ttl.md) as pure functions: validation of item `ttl` and container `defaultTtl`,
+// The TTL contract (docs/ttl.md) as pure functions: validation of item `ttl` and container `defaultTtl`,
 // the effective-TTL matrix, expiry instants, visibility, and the "once expired, always expired" watermarks that a
 // container TTL change leaves behind.
 //
@@ -62,20 +62,20 @@ struct DefaultTtl {
 
 enum class IndexingMode : uint8_t { kConsistent, kNone };
 
-// spec §2. Errors are InvalidArgument with the user-facing message (the item one is the spec's exact text).
+// docs/ttl.md §2. Errors are InvalidArgument with the user-facing message (the item one is the contract's exact text).
 Result<ItemTtl> validate_item_ttl(const TtlLiteral& literal);
 Result<DefaultTtl> validate_default_ttl(const TtlLiteral& literal);
-// spec §2: defaultTtl (on, either -1 or n) with indexingMode none is rejected.
+// docs/ttl.md §2: defaultTtl (on, either -1 or n) with indexingMode none is rejected.
 Status validate_indexing(DefaultTtl default_ttl, IndexingMode mode);
 std::string invalid_item_ttl_message(const std::string& text);
 
-// spec §3: the effective TTL in seconds, or nullopt when the item never expires.
+// docs/ttl.md §3: the effective TTL in seconds, or nullopt when the item never expires.
 std::optional<int64_t> effective_ttl_seconds(ItemTtl item, DefaultTtl container);
 
-// spec §3: E = _ts + e, in whole seconds: `_ts` is the write time truncated to seconds (what users see), so the
+// docs/ttl.md §3: E = _ts + e, in whole seconds: `_ts` is the write time truncated to seconds (what users see), so the
 // instant a user computes from `_ts` and `ttl` is exactly when the item disappears. Returned in microseconds.
 int64_t expiry_instant_micros(int64_t write_ts_micros, int64_t ttl_seconds);
-// `_expiresAt` (README "Time to live"): E in Unix seconds (_ts + effective TTL) for an item written at `write_ts`
+// `_expiresAt` (docs/ttl.md, "_expiresAt"): E in Unix seconds (_ts + effective TTL) for an item written at `write_ts`
 // with `item` ttl in a container whose defaultTtl is `container`; nullopt when it never expires. Computed at read
 // time from the current policy, never stored.
 std::optional<int64_t> expires_at_seconds(ItemTtl item, int64_t write_ts_micros, DefaultTtl container);
@@ -83,7 +83,7 @@ std::optional<int64_t> expires_at_seconds(ItemTtl item, int64_t write_ts_micros,
 inline int64_t ts_seconds(int64_t ts_micros) { return ts_micros / kMicrosPerSecond; }
 
 // Per-container TTL state carried in the container record. Besides the policy it keeps two watermarks that make
-// "once expired, always expired" hold when the policy changes (spec §4, §6) without touching any item:
+// "once expired, always expired" hold when the policy changes (docs/ttl.md §4, §6) without touching any item:
 //  - own_dead_below: items with their own positive ttl whose expiry instant is < this are gone for good;
 //  - default_dead_below: items that inherit the default and were written (ts) before this are gone for good.
 // Both only ever rise. Items written after a change always lie above both, so a change never kills later items.
@@ -100,14 +100,14 @@ struct ContainerTtlState {
 // stays dead, then the new policy applies. Pure; the caller persists the result in the same write as the change.
 ContainerTtlState change_policy(const ContainerTtlState& state, DefaultTtl new_policy, int64_t change_ts_micros);
 
-// spec §3/§4: is an item written at `write_ts` with `item_ttl` visible at time `now` (T) in a container in `state`?
-// Visible iff not killed by a watermark and (effective TTL never, or T < E).
+// docs/ttl.md §3/§4: is an item written at `write_ts` with `item_ttl` visible at time `now` (T) in a container in
+// `state`? Visible iff not killed by a watermark and (effective TTL never, or T < E).
 bool alive(ItemTtl item_ttl, int64_t write_ts_micros, const ContainerTtlState& state, int64_t now_micros);
 
 // The expired part of the container at time `now`, as exclusive upper bounds on its two expiry indexes
-// (DESIGN.md §4): items with their own ttl ordered by expiry instant, items that inherit ordered by write ts.
-// Every item in the index below its bound is expired at `now`, every one at or above it is alive (items with
-// ttl -1 are in neither index). Both bounds only grow as `now` grows and across policy changes.
+// (docs/design.md, "The state machine"): items with their own ttl ordered by expiry instant, items that inherit ordered
+// by write ts. Every item in the index below its bound is expired at `now`, every one at or above it is alive (items
+// with ttl -1 are in neither index). Both bounds only grow as `now` grows and across policy changes.
 struct ExpiredBounds {
   int64_t own_expiry_below_micros;   // index of own-ttl items: expiry instant < this  => expired
   int64_t default_ts_below_micros;   // index of inheriting items: write ts < this    => expired

@@ -428,7 +428,7 @@ def targets_report(results, ttl):
     else:
         lines.append("| 5. foreground p99 with a backlog draining | ≤ 1.1× idle | not run (add `--gc-foreground`, "
                      "~5 min) | — |")
-    lines += ["", f"Targets 3–5: `{ttl['command']}` (fresh 3-node clusters, default flags; README \"Garbage "
+    lines += ["", f"Targets 3–5: `{ttl['command']}` (fresh 3-node clusters, default flags; docs/benchmarks.md, \"Garbage "
               "collection\" explains each figure)."]
     return lines
 

@@ -167,7 +167,7 @@ class Campaign {
     expect_recovery("re-adding node " + std::to_string(n));
   }
 
-  // Node disk_node_'s tmpfs filled to ENOSPC: the node must stop cleanly (exit 1 with the cause, README "Disk
+  // Node disk_node_'s tmpfs filled to ENOSPC: the node must stop cleanly (exit 1 with the cause, docs/tests.md, "Disk
   // faults"), never abort; once the space is back it restarts and catches up.
   void fault_disk_full() {
     if (disk_ == nullptr) return;

@@ -1,4 +1,4 @@
-// mayfly-chaos: the fault campaign (README "Fault campaign", tests/chaos/README.md) as a program.
+// mayfly-chaos: the fault campaign (docs/tests.md, "Fault campaign"; tests/chaos/README.md) as a program.
 //
 //   mayfly-chaos --seed 42 --seconds 30          # one run; a failure prints the seed, anomalies and history excerpts
 //   mayfly-chaos --seeds 15 --seconds 120        # seeds 1..15 (or --first-seed S), e.g. a 30-minute campaign

@@ -27,7 +27,7 @@ struct KeyState {
   }
 };
 
-// The effective ttl (README / spec §3), or nullopt: never expires.
+// The effective ttl (docs/ttl.md §3), or nullopt: never expires.
 std::optional<int64_t> effective_ttl(int64_t ttl_own, int64_t policy) {
   if (policy == kPolicyOff || ttl_own == -1) return std::nullopt;
   if (ttl_own != kTtlAbsent) return ttl_own;

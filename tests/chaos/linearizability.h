@@ -6,7 +6,7 @@
 // backwards along the log, so:
 //   * a write the server acknowledged with a `_ts` happened at replicated second `_ts`: it needs `_ts` >= L and
 //     sets L = `_ts`; the item it replaces is expired at it iff `_ts` >= E (E = the item's `_ts` + effective ttl,
-//     in seconds, as the README's "Expiry instant" says: expired at T iff T >= E, and T >= E iff floor(T) >= E);
+//     in seconds, as docs/ttl.md §3 says: expired at T iff T >= E, and T >= E iff floor(T) >= E);
 //   * an operation whose replicated time is not known (a read, a delete, a refusal, an unknown write) happens at
 //     some second >= L. Expiry is modelled as a write of "absent" at E: before such an operation the search may let
 //     the item expire (then L = max(L, E)) or not (possible only while L < E). Taking the least time consistent with

@@ -13,15 +13,15 @@ must get 401 while Prometheus, with basic_auth, has every target up):
   1. TTL: writes items with TTLs and watches them expire on all three containers, at every consistency level, and
      the collector delete them on every node;
   2. failover under a steady writer: `docker stop` of the leader, `docker kill` of the next leader, `docker network
-     disconnect` of the next one — each time writes resume on a new leader, the node is brought back and catches up,
-     and nothing acknowledged is lost (checked on every node); then the README's procedures as written: a rolling
-     restart with leadership transfer under the writer; an online backup under the writer (`mayfly backup create`
-     inside a node container, `docker cp` out: a follower serves it, no node stops, the file's header, trailer and
-     SHA-256 match the JSON summary) restored into new one-node clusters (one-off containers of the image on empty
-     volumes, removed afterwards): `mayflyd --restore --dry-run` figures for every TTL mode, then `--ttl preserve`
-     and `--ttl rebase`, each holding exactly the acknowledged writes at or below the backup's index (a create's
-     answer names the log index it was applied at) — an item whose TTL ran out between backup and restore is gone
-     with preserve and back with rebase, `_ts` and `_expiresAt` moved by shiftSeconds; and a fourth node added from
+     disconnect` of the next one — each time writes resume on a new leader, the node is brought back and catches up, and
+     nothing acknowledged is lost (checked on every node); then the procedures of docs/operations.md as written: a
+     rolling restart with leadership transfer under the writer; an online backup under the writer (`mayfly backup
+     create` inside a node container, `docker cp` out: a follower serves it, no node stops, the file's header, trailer
+     and SHA-256 match the JSON summary) restored into new one-node clusters (one-off containers of the image on empty
+     volumes, removed afterwards): `mayflyd --restore --dry-run` figures for every TTL mode, then `--ttl preserve` and
+     `--ttl rebase`, each holding exactly the acknowledged writes at or below the backup's index (a create's answer
+     names the log index it was applied at) — an item whose TTL ran out between backup and restore is gone with preserve
+     and back with rebase, `_ts` and `_expiresAt` moved by shiftSeconds; and a fourth node added from
      deploy/docker-compose.node4.yml with `cluster add-member` (then removed);
   3. the GC-backlog alert: a provisioned container's RU/s used up by a load loop while its items expire, so the
      collector is starved; the alert must fire in the Prometheus inside compose, then resolve once RU are given back;
@@ -118,10 +118,10 @@ def wait_until(what, condition, timeout, poll=0.25):
 
 
 class Cli:
-    """The host-built `mayfly` CLI against the published ports (endpoint i = node i), with the admin key
-    (--key-file, as README "Deploy" says) unless key_file=None is passed, and the cluster CA (--tls-ca: the nodes
-    serve TLS only) unless tls_ca=None is passed. With container=NAME it is the image's `mayfly` run by `docker exec`
-    in that container instead: its own node (MAYFLY_ENDPOINTS), key (MAYFLY_KEY_FILE) and CA (MAYFLY_TLS_CA)."""
+    """The host-built `mayfly` CLI against the published ports (endpoint i = node i), with the admin key (--key-file, as
+    docs/operations.md, "Deploy", says) unless key_file=None is passed, and the cluster CA (--tls-ca: the nodes serve
+    TLS only) unless tls_ca=None is passed. With container=NAME it is the image's `mayfly` run by `docker exec` in that
+    container instead: its own node (MAYFLY_ENDPOINTS), key (MAYFLY_KEY_FILE) and CA (MAYFLY_TLS_CA)."""
 
     def __init__(self, binary, endpoints, key_file=None, tls_ca=None, container=None):
         self.binary = binary
@@ -505,7 +505,7 @@ class Deployment:
             check(mode == ["mayfly", "600"] * 2, f"mayfly{n}: secret files are {mode}, want mayfly 600")
         log("without a key: 401 on every node; readonly key: 403 on db create; docker exec mayfly uses the admin key; "
             "secrets in the containers are mayfly's, mode 600")
-        # README: a new client key = a new line in the keys file, then `docker-compose up -d mayfly-secrets`
+        # docs/operations.md: a new client key = a new line in the keys file, then `docker-compose up -d mayfly-secrets`
         # (copied again; the nodes re-read it, no restart).
         new_key = os.path.join(self.tmp, "rotated.key")
         key = run(["openssl", "rand", "-base64", "32"]).stdout.strip()
@@ -691,9 +691,10 @@ class Deployment:
         self.acked_ledger.extend(writer.acked)
         self.unknown_ledger.extend(u[0] for u in writer.unknown)
 
-    # README procedures -------------------------------------------------------------------------------------------
+    # docs/operations.md procedures -------------------------------------------------------------------------------
     def rolling_restart(self):
-        """README: followers first (recreated, as for a new image), then leadership moved away and the old leader."""
+        """docs/operations.md: followers first (recreated, as for a new image), then leadership moved away and the old
+        leader."""
         writer = self.Writer(self.cli, "r")
         writer.start()
         try:
@@ -723,9 +724,10 @@ class Deployment:
         self.finish_writer(writer)
 
     def backup(self):
-        """README "Backup and restore", as written for compose: under the steady writer `mayfly backup create` from
-        inside a node container (no node stops), `docker cp` to the host; then the file restored into new one-node
-        clusters, one-off containers of the image on fresh volumes: `--dry-run`, `--ttl preserve`, `--ttl rebase`."""
+        """docs/operations.md, "Backup and restore", as written for compose: under the steady writer `mayfly backup
+        create` from inside a node container (no node stops), `docker cp` to the host; then the file restored into new
+        one-node clusters, one-off containers of the image on fresh volumes: `--dry-run`, `--ttl preserve`, `--ttl
+        rebase`."""
         # Items with TTLs: `brief` ones are alive at the backup's replicated time B and expired before the restores,
         # `long` outlives the test.
         self.cli.ok("container", "create", "shop", "kept", "--pk", "/user", "--default-ttl", "-1")  # TTL on, per item
@@ -764,7 +766,8 @@ class Deployment:
             f"({len(at_or_below)} of this writer's), {len(above)} above; brief items expire "
             f"{expiry - b_micros / 1e6:.1f} s after the backup's time")
 
-        # The file into a volume the image's `mayfly` user can read (the host file is 0600), as README shows.
+        # The file into a volume the image's `mayfly` user can read (the host file is 0600), as docs/operations.md
+        # shows.
         backups = self.docker_volume("restore-in")
         run(["docker", "run", "--rm", "--user", "root", "--network", "none", "--label", self.label,
              "-v", f"{host_file}:/in/backup.mfb:ro", "-v", f"{backups}:/out", "--entrypoint", "install", self.image,
@@ -935,7 +938,7 @@ class Deployment:
         raise Failure("listing did not end after 100 pages")
 
     def fourth_node(self):
-        """README: docker-compose.node4.yml, add-member from inside the network, then remove it again."""
+        """docs/operations.md: docker-compose.node4.yml, add-member from inside the network, then remove it again."""
         self.compose_files.append(os.path.join(self.deploy, "docker-compose.node4.yml"))
         self.compose("up", "-d", "--no-build", "mayfly4")
         self.cli.endpoints[4] = f"127.0.0.1:{self.rpc_ports[4]}"
@@ -1207,9 +1210,9 @@ def main():
         d.phase("docker-compose up (3 nodes + Prometheus, keyed)", d.bring_up)
         d.phase("TTL: items expire on all three containers", d.ttl_expiry)
         d.phase("failover: docker stop, docker kill, network disconnect", d.failover)
-        d.phase("README: rolling restart with leadership transfer", d.rolling_restart)
-        d.phase("README: online backup under the writer, restored into new clusters", d.backup)
-        d.phase("README: adding (and removing) a fourth node", d.fourth_node)
+        d.phase("docs/operations.md: rolling restart with leadership transfer", d.rolling_restart)
+        d.phase("docs/operations.md: online backup under the writer, restored into new clusters", d.backup)
+        d.phase("docs/operations.md: adding (and removing) a fourth node", d.fourth_node)
         d.phase("GC starved by throughput: the backlog alert fires", d.gc_starved)
         d.phase("every dashboard query returns data", d.dashboard)
         d.phase("docker-compose down + up keeps the data (volumes)", d.recreate)

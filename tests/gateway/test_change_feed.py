@@ -1,10 +1,12 @@
-"""The change feed through the gateway with the official SDK's query_items_change_feed (issue #15; README "Change
-feed"): latest version from the beginning in write order with paging, the continuation (the response etag) resuming
-with no duplicates, start "Now" and a start time, all versions and deletes with previous images and a TTL expiration
-at its logical position, the read-only key, and the refusals (400 naming the header, 410 before the feed, 501).
+"""The change feed through the gateway with the official SDK's query_items_change_feed (issue #15;
+docs/changefeed.md): latest version from the beginning in write order with paging, the continuation (the response etag)
+resuming with no duplicates, start "Now" and a start time, all versions and deletes with previous images and a TTL
+expiration at its logical position, the read-only key, and the refusals (400 naming the header, 410 before the feed,
+501).
 
 A Cosmos container cannot ask for Mayfly's change feed (it is off by default: it costs a copy of every write), so the
-tests turn it on with the mayfly CLI (`mayfly container set DB C --change-feed on`), as README tells users to."""
+tests turn it on with the mayfly CLI (`mayfly container set DB C --change-feed on`), as docs/changefeed.md tells users
+to."""
 import base64
 import datetime
 import json

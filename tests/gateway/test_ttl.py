@@ -1,4 +1,4 @@
-"""The TTL contract (shared/spec/ttl.md) through the official SDK: validation errors with Cosmos's messages,
+"""The TTL contract (docs/ttl.md) through the official SDK: validation errors with Cosmos's messages,
 inheritance, the item's own ttl, -1, 404 after expiry through every node's gateway, expired items absent from
 queries and COUNT, and no resurrection once defaultTtl is removed."""
 from azure.cosmos import PartitionKey, exceptions

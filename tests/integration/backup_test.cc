@@ -1,9 +1,9 @@
-// Online backup and restore against real mayflyd processes (README "Backup and restore"): a backup taken with
-// `mayfly backup create` from a 3-node cluster under write load restores, on a new 3-node cluster (node 1 restored
-// with `mayflyd --restore FILE --ttl MODE`, nodes 2 and 3 joined), to exactly the state at the backup's applied index
-// — every item of the loaded container checked against the acknowledged writes at or below that index — in each TTL
-// mode with the expected expirations; items expired at backup time never come back; `--dry-run` predicts the
-// expirations and changes nothing.
+// Online backup and restore against real mayflyd processes (docs/operations.md, "Backup and restore"): a backup taken
+// with `mayfly backup create` from a 3-node cluster under write load restores, on a new 3-node cluster (node 1 restored
+// with `mayflyd --restore FILE --ttl MODE`, nodes 2 and 3 joined), to exactly the state at the backup's applied index —
+// every item of the loaded container checked against the acknowledged writes at or below that index — in each TTL mode
+// with the expected expirations; items expired at backup time never come back; `--dry-run` predicts the expirations and
+// changes nothing.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// The change feed (issue #15, README "Change feed") on real 3-node clusters with a virtual clock: turned on through
+// The change feed (issue #15, docs/changefeed.md) on real 3-node clusters with a virtual clock: turned on through
 // the CLI (the leader fills in its --changefeed-retention), writes, replaces, deletes and expirations read from EACH
 // node give the same sequence byte for byte (expirations at the same positions, previous images present), 410 for a
 // start before the feed was on, a `changefeed --follow` reader sees an expiration after advance-clock and ends cleanly

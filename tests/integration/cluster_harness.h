@@ -69,7 +69,7 @@ struct ClusterOptions {
   bool metrics = false;
   // With metrics: USER:PASSWORD every node requires of scrapes (--metrics-auth-file); Cluster::scrape sends it.
   std::string metrics_auth;
-  // Keys and a cluster secret (README "Security"): every node gets --keys-file and --cluster-secret-file, and the
+  // Keys and a cluster secret (docs/security.md): every node gets --keys-file and --cluster-secret-file, and the
   // harness's clients and CLI runs use the admin key. false: the nodes run open, as on a loopback dev machine.
   bool auth = true;
   // The nodes' addresses ("HOST:PORT", node n is [n-1]); empty: free ports on 127.0.0.1 that the harness finds (and

@@ -278,7 +278,7 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
   read_all(item_key(Op::kReadItem, db, "c", "nobody", "nothing"), 404);
   read_all(item_key(Op::kReadItem, db, "nope", "p1", "a"), 404);
 
-  // ttl validation (spec §2): 400 with the exact message, also when the container's TTL is off; nothing written.
+  // ttl validation (docs/ttl.md §2): 400 with the exact message, also when the container's TTL is off; nothing written.
   for (const auto& [json, text] : std::vector<std::pair<std::string, std::string>>{
            {"0", "0"}, {"-2", "-2"}, {"2147483648", "2147483648"}, {"1.5", "1.5"}, {"\"5\"", "5"},
            {"true", "true"}, {"{}", "{}"}, {"null", "null"}}) {
@@ -302,7 +302,7 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
   EXPECT_EQ(none.message, kIndexingNoneMessage) << none.raw;
   read_all(container_req(Op::kGetContainer, db, "bad"), 404);
 
-  // Expiry on every node, and `defaultTtl off` never resurrects (spec §4, §6).
+  // Expiry on every node, and `defaultTtl off` never resurrects (docs/ttl.md §4, §6).
   write(create_container(db, "e", "/pk", "1"), 201);
   Request to_none = container_req(Op::kUpdateContainer, db, "e");
   to_none.settings.indexing = client::ContainerSettings::Indexing::kNone;

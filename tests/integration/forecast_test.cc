@@ -1,4 +1,4 @@
-// The TTL forecast (README "Time to live", "Forecast") on a 3-node cluster with --clock virtual: every node's
+// The TTL forecast (docs/ttl.md, "Forecast") on a 3-node cluster with --clock virtual: every node's
 // forecast of a container (through the library, one request pinned to each node) says, minute by minute, exactly how
 // many items then disappear on that node as replicated time is advanced a minute at a time; the forecast metrics
 // carry the same figures; the CLI prints it as JSON and as tables, to a read-only key, for one node or all.

@@ -1,4 +1,4 @@
-// The trust boundary against real mayflyd processes (README "Security"): keys and roles (401, 403, nothing applied),
+// The trust boundary against real mayflyd processes (docs/security.md): keys and roles (401, 403, nothing applied),
 // key rotation without restarts, and the peer handshake — a connection without the cluster secret cannot deliver a
 // single Raft message, and an authenticated peer cannot speak for another node. The raw peer connections are made
 // with Cap'n Proto directly, as an attacker would.

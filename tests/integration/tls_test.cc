@@ -1,4 +1,4 @@
-// TLS on the RPC port (README "Security") against real mayflyd processes. Certificates come from
+// TLS on the RPC port (docs/security.md) against real mayflyd processes. Certificates come from
 // deploy/make-certs.sh in each test's temp dir. A TLS client's writes and reads work and replicate (so the peers speak
 // TLS to each other); a plaintext client and a client trusting another CA are refused before any request is sent
 // (the node counts the plaintext ones as failed handshakes); a node whose certificate is signed by another CA is cut off from the

@@ -1,7 +1,7 @@
-// The virtual clock (README "Time to live") on real mayflyd processes: replicated time stands still until `mayfly
-// cluster advance-clock`, an advance expires exactly the items whose instants it passed on every node, writes are
-// stamped with the virtual time, advance-clock is refused on a real-clock cluster and with a bad duration, and a node
-// whose --clock disagrees with its data directory or with its peers is refused.
+// The virtual clock (docs/ttl.md, "Virtual clock") on real mayflyd processes: replicated time stands still until
+// `mayfly cluster advance-clock`, an advance expires exactly the items whose instants it passed on every node, writes
+// are stamped with the virtual time, advance-clock is refused on a real-clock cluster and with a bad duration, and a
+// node whose --clock disagrees with its data directory or with its peers is refused.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -309,7 +309,7 @@ TEST(VirtualClock, ANodeWhoseClockDisagreesIsRefused) {
   EXPECT_NE(refused_view->role, "leader");
 }
 
-// The dry-run and the guard of a defaultTtl change (README "Time to live"), on a virtual clock so that the figures
+// The dry-run and the guard of a defaultTtl change (docs/ttl.md, "Containers"), on a virtual clock so that the figures
 // and the change are at the same replicated time: the dry-run's figures are what the change then does on every node,
 // the guard refuses (412, nothing changed) above 10 % expired at once, and the forced change applies.
 TEST(TtlChangeGuard, DryRunEqualsTheChangeAndTheGuardRefusesUnlessForced) {

@@ -1,4 +1,4 @@
-// The change feed's wire (issue #15, README "Change feed"): readChangeFeed and the container setting decoded from
+// The change feed's wire (issue #15, docs/changefeed.md): readChangeFeed and the container setting decoded from
 // proto requests (with their refusals), and a page rendered as JSON from a real store: operation types, positions
 // that resume right after a change, images with their system properties, previous images, expirations and 410.
 #include <gtest/gtest.h>

@@ -43,7 +43,7 @@ Result<int> quarter(int x) {
   return q;
 }
 
-// The one mapping to HTTP (spec §9) and back: every code and every way of being done has its number, and the
+// The one mapping to HTTP (docs/ttl.md §9) and back: every code and every way of being done has its number, and the
 // numbers read back to what made them (the wire and the exactly-once table's stored outcomes depend on it).
 TEST(HttpStatus, EveryCodeMapsToItsNumberAndBack) {
   const std::vector<std::pair<StatusCode, int>> refusals = {

@@ -1,4 +1,4 @@
-// The TTL contract (shared/spec/ttl.md §2–§7, §9) at the state-machine level: every rule is exercised end to end
+// The TTL contract (docs/ttl.md §2–§7, §9) at the state-machine level: every rule is exercised end to end
 // through StateMachine::apply / read_item / list_items / collect_expired / backlog on a real LevelDB, at explicit
 // replicated timestamps (no clocks, no sleeps). Each test is named after the rule it checks.
 #include <boost/json.hpp>
@@ -37,7 +37,7 @@ std::string item_ttl_message(const std::string& value_text) {
 const std::string kIndexingNoneMessage =
     "Indexing mode value cannot be 'none' when 'defaultTtl' is specified in the collection";
 
-// Invalid ttl / defaultTtl values (spec §2) as JSON text, and how they read inside the error message.
+// Invalid ttl / defaultTtl values (docs/ttl.md §2) as JSON text, and how they read inside the error message.
 struct BadTtl {
   std::string json;
   std::string text;

@@ -1,4 +1,4 @@
-// Request-unit charges (spec §8) and the collector's budget math (spec §7).
+// Request-unit charges (docs/ttl.md §8) and the collector's budget math (docs/ttl.md §7).
 #include <gtest/gtest.h>
 
 #include <limits>

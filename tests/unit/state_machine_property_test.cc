@@ -34,7 +34,7 @@ constexpr size_t kCountStep = 2;
 
 // ---- the naive model ----
 
-// A policy as the spec states it: absent (off), -1, or n seconds.
+// A policy as docs/ttl.md states it: absent (off), -1, or n seconds.
 struct Policy {
   enum Kind { kOff, kMinusOne, kSeconds } kind = kOff;
   int64_t seconds = 0;
@@ -52,7 +52,7 @@ struct ModelItem {
   bool deleted = false;
 };
 
-// spec §3 matrix, written out independently of ttl/.
+// docs/ttl.md §3 matrix, written out independently of ttl/.
 std::optional<int64_t> model_effective(ModelTtl item, Policy policy) {
   if (policy.kind == Policy::kOff) return std::nullopt;
   if (item.kind == ModelTtl::kSeconds) return item.seconds;

@@ -1,4 +1,4 @@
-// The TTL forecast (README "Time to live", "Forecast"): StoreReader::forecast_expiry's buckets and backlog equal a
+// The TTL forecast (docs/ttl.md, "Forecast"): StoreReader::forecast_expiry's buckets and backlog equal a
 // naive count over the stored item records (ttl::alive at each bucket's edges) on a real LevelDB, across random items
 // (own ttl, inherited defaultTtl, -1), policy changes that leave watermark-killed items behind, TTL off, items
 // exactly on bucket edges, and partly collected backlogs; the entry cap answers "truncated"; and the projection's

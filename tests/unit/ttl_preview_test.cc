@@ -1,4 +1,4 @@
-// StoreReader::preview_default_ttl (the dry-run and the guard of a defaultTtl change, README "Time to live"): its
+// StoreReader::preview_default_ttl (the dry-run and the guard of a defaultTtl change, docs/ttl.md, "Containers"): its
 // figures equal what applying the change then does, item by item, on a real LevelDB; expired items and other
 // containers are not counted.
 #include <gtest/gtest.h>

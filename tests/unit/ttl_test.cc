@@ -1,4 +1,4 @@
-// Tests for the TTL contract (shared/spec/ttl.md) as implemented by the pure module ttl/ttl.h:
+// Tests for the TTL contract (docs/ttl.md) as implemented by the pure module ttl/ttl.h:
 //  §2 validation (from real JSON text, through json::parse and json::ttl_literal), the indexing rule,
 //  §3 the effective-TTL matrix and the whole-second expiry instant,
 //  §4/§6 "once expired, always expired" across defaultTtl changes (ContainerTtlState, change_policy, alive),
@@ -34,7 +34,7 @@ constexpr int64_t kSec = kMicrosPerSecond;
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers for §2: validate the `ttl` / `defaultTtl` member of a real JSON document.
 
-// The spec's item message, written out here independently of invalid_item_ttl_message.
+// The contract's item message (docs/ttl.md §2), written out here independently of invalid_item_ttl_message.
 std::string spec_item_message(const std::string& value_text) {
   return "The input ttl '" + value_text +
          "' is invalid. Ensure to provide a nonzero positive integer less than or equal to '2147483647', or '-1' "
@@ -58,7 +58,7 @@ Result<DefaultTtl> validate_default_json(const std::string& ttl_json) {
   return validate_default_ttl(literal_of_member(R"({"id":"c","defaultTtl":)" + ttl_json + "}", "defaultTtl"));
 }
 
-// A JSON value the spec rejects, and how it must read in the item error message.
+// A JSON value the contract rejects, and how it must read in the item error message.
 struct InvalidValue {
   std::string json;
   std::string message_text;

@@ -1,6 +1,6 @@
-// `_expiresAt` (README "Time to live"): the read-only system property E = _ts + effective TTL (seconds) on every item
-// a write, read, read-feed page or query returns when its effective TTL is set; computed at read time (a defaultTtl
-// change moves it), usable in WHERE and ORDER BY, and dropped from write bodies like `_ts`. Real LevelDB.
+// `_expiresAt` (docs/ttl.md, "_expiresAt"): the read-only system property E = _ts + effective TTL (seconds) on every
+// item a write, read, read-feed page or query returns when its effective TTL is set; computed at read time (a
+// defaultTtl change moves it), usable in WHERE and ORDER BY, and dropped from write bodies like `_ts`. Real LevelDB.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -33,7 +33,7 @@ std::optional<int64_t> expires_at(const std::string& body) { return expires_at(b
 TEST(ExpiresAtPure, IsTsPlusTheEffectiveTtlInSeconds) {
   using ttl::DefaultTtl;
   using ttl::ItemTtl;
-  // Every cell of the effective-TTL matrix (spec §3).
+  // Every cell of the effective-TTL matrix (docs/ttl.md §3).
   EXPECT_EQ(ttl::expires_at_seconds(ItemTtl::inherit(), kTs, DefaultTtl::off()), std::nullopt);
   EXPECT_EQ(ttl::expires_at_seconds(ItemTtl::inherit(), kTs, DefaultTtl::no_default()), std::nullopt);
   EXPECT_EQ(ttl::expires_at_seconds(ItemTtl::inherit(), kTs, DefaultTtl::of_seconds(10)), kTsSeconds + 10);

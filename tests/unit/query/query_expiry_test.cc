@@ -4,7 +4,7 @@
 //
 // The data: 36 items in 3 partitions, written 0.25 s apart from +1 s to +9.75 s; two thirds carry their own ttl
 // (6..14 s, so they expire between +7 s and +23 s, in no particular order), one third never expire. A model computes
-// what is alive at any time (spec §3: expired iff T >= _ts + ttl, in whole seconds). Queries run at or after the
+// what is alive at any time (docs/ttl.md §3: expired iff T >= _ts + ttl, in whole seconds). Queries run at or after the
 // last write (a read is never evaluated at a time older than the state it reads).
 #include <algorithm>
 #include <map>
