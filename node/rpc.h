@@ -1,36 +1,38 @@
-// RpcHost: the node's Cap'n Proto side, on its own kj event-loop thread. It serves the client API (Mayfly →
-// Session.execute) and the peer API (Peer.deliver / forward / nodeStatus) on one listener, keeps one outgoing link
-// per peer (batched Raft messages, reconnect with backoff, bounded queue), forwards writes from this follower to the
-// leader, and serves eventual/session/bounded reads straight from the state machine when this replica is fresh
-// enough — everything else goes to the Driver.
+// RpcHost: the node's Cap'n Proto side for clients, on its own kj event-loop thread (the RPC thread). It owns the
+// node's listener and serves the client API (Mayfly -> Session.execute) and the request side of the peer API
+// (Peer.forward / nodeStatus), keeps one request link per peer (node/peer_link.h) to forward writes from this follower
+// to the leader, and serves eventual/session/bounded reads straight from the state machine when this replica is fresh
+// enough; everything else goes to the Driver. Raft messages never pass through this thread: a connection that begins
+// with the peer preamble is handed, unread, to the Raft transport (node/peer_transport.h), which this host starts and
+// stops, and which delivers and receives every Raft message on a thread of its own.
 //
 // The trust boundary (docs/security.md) is here: every connection gets its own bootstrap object, which runs the
 // challenge-response handshake (common/auth.h). A session carries the role of the key that opened it, re-checked
 // against the keyring (node/keyring.h) on every request, so a removed key stops working at once; a peer connection is
-// bound to the node id it proved, and every Raft message on it must come from that node and from a member. The
-// listener caps open connections (--max-connections; the oldest unauthenticated one is evicted first, so peers and
-// established clients keep their slots), closes connections that do not authenticate in time, and limits the calls
-// in flight per connection (Cap'n Proto's flow limit).
+// bound to the node id it proved. The listener caps open connections (--max-connections; the oldest unauthenticated
+// one, or handshake in progress, is evicted first, so peers and established clients keep their slots), closes
+// connections that do not authenticate in time, and limits the calls in flight per connection (Cap'n Proto's flow
+// limit) and per key.
 //
-// Threads (README "Threads"): the kj thread runs the RPC system and never waits on the others; the driver thread
+// Threads (README "Threads"): the RPC thread runs this class and never waits on the others; the driver thread
 // (Boost.Asio) runs Raft and applies; --read-threads (a Boost.Asio thread pool) execute lists of items and queries on
 // the state machine's thread-safe read methods, so a large query never delays a heartbeat (point reads, bounded and
-// small, are served on the kj thread). RPC →
-// driver and RPC → read threads by boost::asio::post; back to the kj thread through the Mailbox (node/mailbox.h),
-// which never blocks the sender. What waits is bounded: requests waiting on the driver or the read threads by
-// --max-pending-requests (beyond: 503 at once), a peer's deliveries in the driver's queue (past a few, its deliver
-// call returns only when the driver has stepped them), Raft messages queued for the kj thread by the mailbox.
+// small, are served on the RPC thread); the Raft thread is the transport's. RPC -> driver and RPC -> read threads by
+// boost::asio::post; back to the RPC thread through the Mailbox (node/mailbox.h), which never blocks the sender. What
+// waits is bounded: requests waiting on the driver or the read threads by --max-pending-requests (beyond: 503 at
+// once), replies queued for the RPC thread by the mailbox.
 //
-// Files: rpc.cc (routing requests, reads, waiting, shedding), rpc_connections.cc (start/stop, listener, TLS,
-// admission, idle connections, key reloads), rpc_services.cc (handshake, client session, peer API), rpc_peers.cc
-// (peer links, peer deliveries, the driver's batches); rpc_internal.h holds what they share.
+// Files: rpc.cc (routing requests, reads, waiting, shedding), rpc_connections.cc (start/stop, listener, the preamble
+// check, TLS, admission, idle connections, key reloads), rpc_services.cc (handshake, client session, peer API),
+// rpc_peers.cc (the driver's batches, request links); rpc_internal.h holds what they share.
 //
-// Thread-safety: start/stop from the main thread; deliver from the driver thread and the read threads; everything
-// else on the kj thread.
+// Thread-safety: start/stop from the main thread; deliver from the driver thread and the read threads;
+// execute_gateway and clients_open from any thread; everything else on the RPC thread.
 #pragma once
 
 #include <capnp/message.h>
 #include <kj/async-io.h>
+#include <kj/async-unix.h>
 #include <kj/async.h>
 #include <kj/timer.h>
 
@@ -52,6 +54,8 @@
 #include "node/driver.h"
 #include "node/keyring.h"
 #include "node/mailbox.h"
+#include "node/peer_link.h"
+#include "node/peer_transport.h"
 #include "node/replay_cache.h"
 #include "node/request.h"
 #include "node/warn_limiter.h"
@@ -59,7 +63,6 @@
 
 namespace mayfly::node {
 
-class PeerLink;
 struct ServedConnection;
 
 // A request from the Cosmos DB REST gateway (gateway/server.h), authenticated by a master-key signature rather than
@@ -77,7 +80,7 @@ struct GatewayCall {
   std::unique_ptr<capnp::MallocMessageBuilder> request;  // root proto::Request; null: authenticate only (GET /)
 };
 
-class RpcHost final : public DriverOutput {
+class RpcHost final : public DriverOutput, public LinkContext {
  public:
   // `keyring` holds the client keys (open when --keys-file is not set); `cluster_secrets` is empty when
   // --cluster-secret-file is not set (peers are then not authenticated).
@@ -90,7 +93,8 @@ class RpcHost final : public DriverOutput {
   // Stops the loop and joins the thread. Idempotent.
   void stop();
 
-  // DriverOutput (driver thread, read threads): queued for the kj thread, never waits for it.
+  // DriverOutput (driver thread, read threads): Raft messages and deliveries taken to the Raft transport, replies and
+  // the view to the RPC thread; never waits for either.
   void deliver(DriverBatch batch) override;
 
   // --- kj thread ---
@@ -98,20 +102,18 @@ class RpcHost final : public DriverOutput {
   // `key`: the client key it came with ("" forwarded, gateway or open), whose parked-read budget it counts against.
   kj::Promise<Reply> handle(Operation operation, proto::Request::Reader request, bool forwarded,
                             const std::string& key = std::string());
-  // Peer messages from `from` (authenticated): validated, then handed to the driver. Resolves once the driver has
-  // stepped them (at once when nothing was accepted).
-  kj::Promise<void> receive(NodeId from, capnp::List<capnp::Data>::Reader messages);
   std::string own_status_json() const;
-  const NodeConfig& config() const { return config_; }
-  kj::Timer& timer() { return *timer_; }
-  kj::Network& network() { return *network_; }
+  // LinkContext (the request links).
+  const NodeConfig& config() const override { return config_; }
+  kj::Timer& timer() override { return *timer_; }
+  kj::Network& network() override { return *network_; }
   // The cluster secret this node proves with ("" when none), and every one it accepts from peers.
-  const std::string& cluster_secret() const { return cluster_secrets_.proving(); }
+  std::string cluster_secret() const override { return cluster_secrets_.proving(); }
   const std::vector<std::string>& accepted_cluster_secrets() const { return cluster_secrets_.accepted(); }
   Keyring& keyring() { return keyring_; }
   // The TLS context (--tls-cert/--tls-key/--tls-ca); nullptr when the node speaks plaintext.
-  tls::Context* tls() { return tls_.get(); }
-  metrics::SecurityMetrics& security_metrics() { return security_metrics_; }
+  tls::Context* tls() override { return tls_.get(); }
+  metrics::SecurityMetrics& security_metrics() override { return security_metrics_; }
   // The connection `id` has authenticated (as a client session with `key`, "" on an open node, or a peer): it is no
   // longer evicted first nor closed by the handshake timeout. A client session is refused (the message says why, and
   // the connection is closed) when its key holds --max-connections-per-key sessions already, or when client
@@ -137,7 +139,7 @@ class RpcHost final : public DriverOutput {
   // Incoming peer connection `connection_id` proved the cluster secret whose SHA-256 (hex) is `secret_id`.
   void set_peer_proof(uint64_t connection_id, std::string secret_id);
   // Whether the secret with this SHA-256 (hex) is one the file holds now.
-  bool secret_accepted(const std::string& secret_id) const;
+  bool secret_accepted(const std::string& secret_id) const override;
   // Whether the node that link `from` proved may use the peer API's forward now: a voter or learner of this node's
   // membership, or any authenticated peer before this node knows one (a --join node), or the leader it follows
   // (node/peer_admission.h).
@@ -146,6 +148,9 @@ class RpcHost final : public DriverOutput {
  private:
   void run(std::promise<Status>& started);
   kj::Promise<void> accept_loop();
+  // Every accepted connection: its first bytes peeked (an entry of tls_handshakes_ meanwhile). The peer preamble: the
+  // descriptor goes to the Raft transport; anything else: secure() with TLS, else admit().
+  void classify(kj::Own<kj::AsyncIoStream> stream);
   // With TLS: the handshake first (a failure is refused as "tls"), then admit.
   void secure(kj::Own<kj::AsyncIoStream> stream);
   void admit(kj::Own<kj::AsyncIoStream> stream);
@@ -232,6 +237,7 @@ class RpcHost final : public DriverOutput {
   kj::Own<const kj::Executor> executor_;  // the kj thread's, for stop()
   Mailbox mailbox_;                       // driver and read threads -> kj thread
   boost::asio::thread_pool reads_;        // --read-threads
+  std::unique_ptr<PeerTransport> transport_;  // the Raft thread (started before the RPC thread, stopped after)
   std::atomic<int64_t> reads_queued_{0};  // handed to reads_ and not finished (timed-out ones included)
   std::atomic<bool> forecast_running_{false};  // a forecast metrics refresh is on a read thread
   std::atomic<bool> forecast_cancel_{false};   // stop(): a refresh in progress ends early
@@ -242,10 +248,12 @@ class RpcHost final : public DriverOutput {
   // kj thread only.
   kj::Timer* timer_ = nullptr;
   kj::Network* network_ = nullptr;
+  kj::UnixEventPort* event_port_ = nullptr;  // for the preamble check's FdObserver
   kj::Own<kj::ConnectionReceiver> listener_;
   std::unique_ptr<tls::Context> tls_;
-  // Accepted streams in their TLS handshake, by connection id (the same ids as connections_: the oldest first).
-  // They count against --max-connections with the connections and are evicted like unauthenticated ones.
+  // Accepted streams in their preamble check or TLS handshake, by connection id (the same ids as connections_: the
+  // oldest first). They count against --max-connections with the connections and are evicted like unauthenticated
+  // ones.
   struct TlsHandshake {
     kj::Promise<void> handshake = nullptr;  // destroyed: the handshake is cancelled and the stream closed
     bool finished = false;                  // done or failed; erased on the next turn of the loop
@@ -280,14 +288,6 @@ class RpcHost final : public DriverOutput {
   // Removes a wait and its count on its key (its fulfiller is not called).
   std::multimap<uint64_t, WaitingRead>::iterator erase_waiting(std::multimap<uint64_t, WaitingRead>::iterator it);
   uint64_t next_wait_id_ = 1;
-  uint64_t next_delivery_id_ = 1;
-  // Peer deliveries the driver has not taken: who sent each, and (past the first few of a peer) the call waiting.
-  struct QueuedDelivery {
-    NodeId from;
-    kj::Own<kj::PromiseFulfiller<void>> waiting;  // null: the call already returned
-  };
-  std::map<uint64_t, QueuedDelivery> deliveries_;
-  std::map<NodeId, size_t> queued_deliveries_;  // per sender
   bool stopping_ = false;           // shutting down: no new work for the driver or the leader
   size_t forwards_in_flight_ = 0;  // writes forwarded to the leader, not answered yet
   std::map<NodeId, std::unique_ptr<PeerLink>> links_;

@@ -1,13 +1,20 @@
-// RpcHost (node/rpc.h), its connections: starting and stopping the kj thread, the listener and its accept loop, TLS,
-// admission under --max-connections (TLS handshakes in progress count; the oldest unauthenticated connection or
+// RpcHost (node/rpc.h), its connections: starting and stopping the kj thread (and the Raft transport's), the listener
+// and its accept loop, the peer preamble check (Raft links handed to node/peer_transport.h), TLS, admission under
+// --max-connections (preamble checks and TLS handshakes in progress count; the oldest unauthenticated connection or
 // handshake evicted first), the handshake timeout,
 // idle client connections, and reloading the keys file and the cluster secret file.
 #include <spdlog/spdlog.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "common/auth.h"
+#include "common/peer_preamble.h"
 #include "node/rpc_internal.h"
 
 namespace mayfly::node {
@@ -32,7 +39,9 @@ RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& met
       keyring_(std::move(keyring)),
       cluster_secrets_(std::move(cluster_secrets)),
       security_metrics_(metrics),
-      reads_(static_cast<size_t>(config.read_threads)) {
+      reads_(static_cast<size_t>(config.read_threads)),
+      transport_(std::make_unique<PeerTransport>(config, driver, metrics, security_metrics_, state_,
+                                                 cluster_secrets_.proving(), cluster_secrets_.accepted())) {
   view_.self = config.id;
   security_metrics_.set_open(keyring_.open(), cluster_secrets_.empty());
   security_metrics_.set_connections(0, 0);
@@ -57,12 +66,15 @@ Status RpcHost::start() {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
+  // The Raft thread first: the listener hands it Raft links from its first connection on.
+  if (Status transport = transport_->start(); !transport.is_ok()) return transport;
   std::promise<Status> started;
   std::future<Status> result = started.get_future();
   thread_ = std::thread([this, &started] { run(started); });
   Status status = result.get();
   if (!status.is_ok()) {
     thread_.join();
+    transport_->stop();
     return status;
   }
   running_ = true;
@@ -74,6 +86,7 @@ void RpcHost::run(std::promise<Status>& started) {
   kj::WaitScope& wait_scope = io.waitScope;
   timer_ = &io.provider->getTimer();
   network_ = &io.provider->getNetwork();
+  event_port_ = &io.unixEventPort;
   KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] {
     listener_ = network_->parseAddress(config_.listen).wait(wait_scope)->listen();
   })) {
@@ -146,11 +159,6 @@ void RpcHost::run(std::promise<Status>& started) {
   for (auto& [index, waiting] : waiting_reads_) waiting.ready->fulfill(false);
   waiting_reads_.clear();
   key_use_.clear();
-  for (auto& [id, queued] : deliveries_) {
-    if (queued.waiting.get() != nullptr) queued.waiting->fulfill();
-  }
-  deliveries_.clear();
-  queued_deliveries_.clear();
   timer_->afterDelay(kShutdownFlushMs * kj::MILLISECONDS).wait(wait_scope);
   tasks_ = nullptr;
   links_.clear();
@@ -165,11 +173,7 @@ kj::Promise<void> RpcHost::accept_loop() {
   return listener_->accept()
       .then(
           [this](kj::Own<kj::AsyncIoStream> stream) -> kj::Promise<void> {
-            if (tls_ != nullptr) {
-              secure(kj::mv(stream));
-            } else {
-              admit(kj::mv(stream));
-            }
+            classify(kj::mv(stream));
             return kj::READY_NOW;
           },
           [this](kj::Exception&& exception) -> kj::Promise<void> {
@@ -182,6 +186,93 @@ kj::Promise<void> RpcHost::accept_loop() {
             return timer_->afterDelay(50 * kj::MILLISECONDS);
           })
       .then([this] { return accept_loop(); });
+}
+
+namespace {
+
+// Resolves true once the first bytes on `fd` are kPeerPreamble, false as soon as they cannot be (other bytes, end of
+// stream, an error). Peeks: nothing is consumed. `observer` watches `fd` (edge-triggered: every new segment wakes it).
+kj::Promise<bool> starts_with_preamble(int fd, kj::UnixEventPort::FdObserver& observer) {
+  char first[kPeerPreamble.size()];
+  const ssize_t got = ::recv(fd, first, sizeof first, MSG_PEEK | MSG_DONTWAIT);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    return observer.whenBecomesReadable().then([fd, &observer] { return starts_with_preamble(fd, observer); });
+  }
+  if (got <= 0) return false;
+  if (std::memcmp(first, kPeerPreamble.data(), static_cast<size_t>(got)) != 0) return false;
+  if (static_cast<size_t>(got) == kPeerPreamble.size()) return true;
+  return observer.whenBecomesReadable().then([fd, &observer] { return starts_with_preamble(fd, observer); });
+}
+
+}  // namespace
+
+void RpcHost::classify(kj::Own<kj::AsyncIoStream> stream) {
+  static int64_t last_log_ms = 0;
+  if (stopping_) return;
+  if (connections_.size() + tls_handshakes_open_ >= static_cast<size_t>(config_.max_connections) && !make_room()) {
+    security_metrics_.add_connection_refused("limit");
+    return;  // `stream` goes out of scope: closed
+  }
+  // The check watches a duplicate of the descriptor (the stream's own is registered with the loop already). A Raft
+  // link's duplicate goes to the Raft transport and the stream is dropped here; a client's is closed.
+  int duplicate = -1;
+  const kj::Maybe<int> own_fd = stream->getFd();
+  KJ_IF_MAYBE(fd, own_fd) { duplicate = ::fcntl(*fd, F_DUPFD_CLOEXEC, 0); }
+  if (duplicate < 0) {
+    security_metrics_.add_connection_refused("accept_error");
+    if (log_now(last_log_ms)) spdlog::warn("cannot check a new connection: {}", std::strerror(errno));
+    return;
+  }
+  const uint64_t id = next_connection_id_++;
+  auto finished = [this, id] {
+    auto it = tls_handshakes_.find(id);
+    if (it == tls_handshakes_.end() || it->second.finished) return false;
+    it->second.finished = true;
+    --tls_handshakes_open_;
+    tasks_->add(kj::evalLater([this, id] { tls_handshakes_.erase(id); }));
+    return true;
+  };
+  struct Check {
+    kj::AutoCloseFd fd;
+    kj::Own<kj::AsyncIoStream> stream;
+    kj::Own<kj::UnixEventPort::FdObserver> observer;
+  };
+  auto check = kj::heap<Check>();
+  check->fd = kj::AutoCloseFd(duplicate);
+  check->stream = kj::mv(stream);
+  check->observer =
+      kj::heap<kj::UnixEventPort::FdObserver>(*event_port_, duplicate, kj::UnixEventPort::FdObserver::OBSERVE_READ);
+  Check& checked = *check;
+  kj::Promise<void> classified =
+      starts_with_preamble(duplicate, *checked.observer)
+          .then(
+              [this, finished, check = kj::mv(check)](bool peer) mutable {
+                if (!finished()) return;
+                check->observer = nullptr;  // off this loop before the descriptor moves
+                if (peer) {
+                  tasks_->add(transport_->adopt(kj::mv(check->fd)));
+                  return;  // check->stream is dropped: its descriptor closes, the duplicate lives on
+                }
+                check->fd = nullptr;
+                if (tls_ != nullptr) {
+                  secure(kj::mv(check->stream));
+                } else {
+                  admit(kj::mv(check->stream));
+                }
+              },
+              [this, finished](kj::Exception&& exception) {
+                if (!finished()) return;
+                security_metrics_.add_connection_refused("accept_error");
+                if (log_now(last_log_ms)) {
+                  spdlog::warn("cannot check a new connection: {}", exception.getDescription().cStr());
+                }
+              })
+          .exclusiveJoin(timer_->afterDelay(config_.handshake_timeout_ms * kj::MILLISECONDS).then([this, finished] {
+            if (finished()) security_metrics_.add_connection_refused("handshake_timeout");
+          }))
+          .eagerlyEvaluate(nullptr);
+  ++tls_handshakes_open_;
+  tls_handshakes_.emplace(id, TlsHandshake{kj::mv(classified), false});
 }
 
 void RpcHost::secure(kj::Own<kj::AsyncIoStream> stream) {
@@ -462,6 +553,7 @@ void RpcHost::refresh_cluster_secrets() {
     spdlog::info("cluster secret file {} reloaded: {} secret(s) accepted, proving with the first",
                  config_.cluster_secret_file, cluster_secrets_.accepted().size());
     close_links_of_removed_secrets();
+    tasks_->add(transport_->update_secrets(cluster_secrets_.proving(), cluster_secrets_.accepted()));
   }
 }
 
@@ -539,6 +631,7 @@ void RpcHost::stop() {
   }
   thread_.join();
   mailbox_.close();
+  transport_->stop();  // after the RPC thread: the driver has stopped, and no connection is handed over any more
   forecast_cancel_ = true;
   reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones stop at once
   reads_.join();

@@ -1,9 +1,11 @@
 // The Cap'n Proto interfaces a connection of RpcHost (node/rpc.h) serves: the bootstrap object with the handshake
 // (hello, then openSession with a client key's proof or openPeer with the cluster secret's), a client Session (its
-// key's role re-checked on every request: 401/403), and the Peer API of an authenticated node.
+// key's role re-checked on every request: 401/403), and the Peer API of an authenticated node's request link
+// (forwarded requests, nodeStatus; its Raft messages come over node/peer_transport.h).
 #include <spdlog/spdlog.h>
 
 #include "common/auth.h"
+#include "node/peer_handshake.h"
 #include "node/rpc_internal.h"
 #include "storage/write_dedup.h"
 
@@ -11,9 +13,6 @@ namespace mayfly::node {
 namespace {
 
 using namespace rpc_detail;
-
-constexpr size_t kMinNonceBytes = 16;
-constexpr size_t kMaxNonceBytes = 64;
 
 }  // namespace
 
@@ -124,8 +123,8 @@ class SessionImpl final : public proto::Session::Server {
   const char* refusal_;
 };
 
-// The peer API for one authenticated node: it speaks only as `from`, the id it proved. Every message delivered here
-// must come from `from` (node/peer_admission.h); a forwarded request is executed only for a member (or the leader this
+// The peer API for one authenticated node on the RPC host's listener (its request link): it speaks only as `from`,
+// the id it proved. Raft messages are refused here (they come over the Raft transport); a forwarded request is executed only for a member (or the leader this
 // node follows, or any peer before this node knows its membership); and nothing runs once the secret the link proved
 // has been removed from the file (the reload closes the connection too; this covers the second before it).
 class PeerImpl final : public proto::Peer::Server {
@@ -133,9 +132,11 @@ class PeerImpl final : public proto::Peer::Server {
   PeerImpl(RpcHost& host, NodeId from, std::string secret_id)
       : host_(host), from_(from), secret_id_(std::move(secret_id)) {}
 
-  kj::Promise<void> deliver(DeliverContext context) override {
-    if (!proved_secret_still_held()) return secret_removed();
-    return host_.receive(from_, context.getParams().getMessages());
+  // Raft messages go over the Raft transport only (node/peer_transport.h), never the thread that serves clients.
+  kj::Promise<void> deliver(DeliverContext) override {
+    return KJ_EXCEPTION(FAILED, "Raft messages are taken only on the Raft transport: a connection that begins with the "
+                                "peer preamble (common/peer_preamble.h); a node that sends them here runs an older "
+                                "Mayfly");
   }
 
   kj::Promise<void> forward(ForwardContext context) override {
@@ -192,9 +193,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
 
   kj::Promise<void> hello(HelloContext context) override {
     const capnp::Data::Reader nonce = context.getParams().getClientNonce();
-    if (nonce.size() < kMinNonceBytes || nonce.size() > kMaxNonceBytes) {
-      return KJ_EXCEPTION(FAILED, "hello: the client nonce must be 16 to 64 random bytes");
-    }
+    if (const char* refusal = hello_nonce_refusal(nonce.size())) return KJ_EXCEPTION(FAILED, refusal);
     client_nonce_ = bytes_of(nonce);
     server_nonce_ = auth::random_nonce();
     context.getResults().setServerNonce(data_of(server_nonce_));
@@ -234,60 +233,16 @@ class MayflyImpl final : public proto::Mayfly::Server {
   }
 
   kj::Promise<void> openPeer(OpenPeerContext context) override {
-    auto params = context.getParams();
-    const NodeConfig& config = host_.config();
-    if (params.getCluster() != kj::StringPtr(config.cluster.c_str())) {
-      return KJ_EXCEPTION(FAILED, "peer belongs to another cluster", params.getCluster());
-    }
-    const uint64_t from = params.getFrom();
-    if (from == 0 || from == config.id.value()) {
-      return KJ_EXCEPTION(FAILED, "a peer must name another node of the cluster", from);
-    }
-    // Every member runs on the same clock (docs/ttl.md, "Virtual clock"): a real-clock leader would move a virtual
-    // cluster's time, and a virtual one would freeze a real cluster's.
-    const std::string peer_clock = params.getClock() == kj::StringPtr("virtual") ? "virtual" : "real";
-    const std::string own_clock = clock_mode_name(config.virtual_clock);
-    if (peer_clock != own_clock) {
-      if (log_now(last_refusal_log_ms_)) {
-        spdlog::error("refused node {} as a peer: it runs with --clock {}, this node with --clock {}; start every "
-                      "node of a cluster with the same --clock",
-                      from, peer_clock, own_clock);
-      }
-      return KJ_EXCEPTION(FAILED, "peer refused: it runs with --clock " + peer_clock + ", this node with --clock " +
-                                      own_clock + "; every node of a cluster needs the same --clock");
-    }
-    const std::vector<std::string>& secrets = host_.accepted_cluster_secrets();
+    Result<PeerOpened> opened =
+        check_open_peer(host_.config(), host_.accepted_cluster_secrets(), context.getParams(), client_nonce_,
+                        server_nonce_, host_.security_metrics(), last_refusal_log_ms_);
+    server_nonce_.clear();  // one open per hello
+    if (!opened.is_ok()) return KJ_EXCEPTION(FAILED, opened.status().message());
     auto results = context.getResults();
-    std::string secret_id;
-    if (!secrets.empty()) {
-      // Any accepted secret (the file may hold the old and the new one while it rotates); each is tried in constant
-      // time whether or not an earlier one matched, and the answer proves the one the peer used.
-      const std::string* matched = nullptr;
-      for (const std::string& secret : secrets) {
-        const bool equal =
-            !server_nonce_.empty() &&
-            auth::constant_time_equal(auth::peer_client_proof(secret, config.cluster, from, client_nonce_, server_nonce_),
-                                      bytes_of(params.getProof()));
-        if (equal && matched == nullptr) matched = &secret;
-      }
-      if (matched == nullptr) {
-        server_nonce_.clear();
-        host_.security_metrics().add_auth_failure("peer");
-        if (log_now(last_refusal_log_ms_)) {
-          spdlog::warn("refused a peer connection claiming to be node {}: it did not prove it holds the cluster "
-                       "secret",
-                       from);
-        }
-        return KJ_EXCEPTION(FAILED, "peer authentication failed: hello first, then prove the cluster secret");
-      }
-      results.setServerProof(data_of(
-          auth::peer_server_proof(*matched, config.cluster, config.id.value(), client_nonce_, server_nonce_)));
-      server_nonce_.clear();
-      secret_id = auth::sha256_hex(*matched);
-    }
+    if (!opened->server_proof.empty()) results.setServerProof(data_of(opened->server_proof));
     host_.mark_authenticated(connection_, true, std::string());
-    host_.set_peer_proof(connection_, secret_id);
-    results.setPeer(kj::heap<PeerImpl>(host_, NodeId(from), std::move(secret_id)));
+    host_.set_peer_proof(connection_, opened->secret_id);
+    results.setPeer(kj::heap<PeerImpl>(host_, opened->from, std::move(opened->secret_id)));
     return kj::READY_NOW;
   }
 

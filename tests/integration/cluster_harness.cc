@@ -23,6 +23,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "common/peer_preamble.h"
+
 #ifndef MAYFLY_IT_MAYFLYD
 #error "MAYFLY_IT_MAYFLYD (path of mayflyd) must be defined"
 #endif
@@ -76,6 +78,24 @@ uint64_t test_seed() {
     return std::strtoull(text, nullptr, 10);
   }
   return static_cast<uint64_t>(wall_micros());
+}
+
+int connect_raft_transport(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  if (colon == std::string::npos) return -1;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+  if (::inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &address.sin_addr) != 1) return -1;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::send(fd, kPeerPreamble.data(), kPeerPreamble.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(kPeerPreamble.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 boost::json::value parse_json(const std::string& text) {

@@ -55,6 +55,11 @@ std::vector<std::string> sanitizer_reports(const std::string& text);
 // A seed for randomised tests: $MAYFLY_IT_SEED if set, else from the clock. Printed by the caller.
 uint64_t test_seed();
 
+// A plaintext TCP connection to `endpoint` ("127.0.0.1:PORT") that has sent the Raft transport's preamble
+// (common/peer_preamble.h), as a node's Raft link does: give it to capnp::EzRpcClient(fd) to speak the peer API on the
+// node's Raft thread. -1 when it cannot connect. The caller closes it.
+int connect_raft_transport(const std::string& endpoint);
+
 struct ClusterOptions {
   std::string name = "cluster";  // prefix of the temp dir
   size_t nodes = 3;

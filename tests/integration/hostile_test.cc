@@ -37,9 +37,17 @@ using replication::MessageType;
 
 constexpr milliseconds kElectionTimeout{600};  // the harness's 30 ticks of 10 ms, randomized up to twice
 
-// --- The one place that opens a peer connection (today: openPeer with the cluster name; the trust-boundary work
-// switches this to its authenticated handshake). ---
+// --- The one place that opens a peer connection: the Raft transport (the peer preamble, then hello and openPeer). ---
 struct PeerConnection {
+  PeerConnection() = default;
+  PeerConnection(PeerConnection&&) = default;
+  PeerConnection& operator=(PeerConnection&&) = default;
+  ~PeerConnection() {
+    peer.reset();
+    rpc.reset();
+    if (fd >= 0) ::close(fd);
+  }
+  int fd = -1;
   std::unique_ptr<capnp::EzRpcClient> rpc;
   std::unique_ptr<proto::Peer::Client> peer;
 };
@@ -52,7 +60,9 @@ PeerConnection connect_as_peer(const Cluster& cluster, size_t n, uint64_t from) 
   std::string secret;
   secret_file >> secret;
   PeerConnection connection;
-  connection.rpc = std::make_unique<capnp::EzRpcClient>(cluster.endpoint(n));
+  connection.fd = connect_raft_transport(cluster.endpoint(n));
+  EXPECT_GE(connection.fd, 0) << "cannot connect to node " << n;
+  connection.rpc = std::make_unique<capnp::EzRpcClient>(connection.fd);
   auto& wait = connection.rpc->getWaitScope();
   proto::Mayfly::Client main = connection.rpc->getMain<proto::Mayfly>();
   const std::string client_nonce = auth::random_nonce();

@@ -283,7 +283,7 @@ TEST(Keys, RotatingTheClusterSecretClosesLinksProvedWithTheOldOneAndANonMemberCa
     EXPECT_TRUE(wait_until(
         [&] {
           const std::string log = cluster.log_text(node);
-          static const std::regex closed(R"(closed \d+ incoming and [1-9]\d* outgoing peer link)");
+          static const std::regex closed(R"(closed \d+ incoming and [1-9]\d* outgoing (peer|Raft) link)");
           return std::regex_search(log, closed);
         },
         milliseconds(5000)))

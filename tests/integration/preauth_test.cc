@@ -5,11 +5,15 @@
 //  - slow sockets to the Cosmos REST gateway do not lock it (a header deadline, eviction of the oldest connection
 //    waiting for a request, a per-address cap), and a request with a bad signature is answered 401 before its body is
 //    read (finding 8);
-//  - a half-sent request to the metrics port does not blind scrapes (several workers, a request timeout) (finding 9).
+//  - a half-sent request to the metrics port does not blind scrapes (several workers, a request timeout) (finding 9);
+//  - floods of full TLS handshakes, on the client path and with the Raft transport's preamble, with 1100 silent
+//    sockets, do not move leadership: Raft runs on a thread of its own (finding 10).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -24,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/peer_preamble.h"
 #include "gateway/protocol.h"
 #include "tests/integration/cluster_harness.h"
 
@@ -149,6 +154,74 @@ class Flood {
   std::atomic<size_t> opened_{0};
   std::atomic<size_t> reopened_{0};
   std::thread thread_;
+};
+
+// `threads` threads that each open a connection, complete a full TLS handshake (no session resumption: every one
+// costs the node its key exchange and signature) and close it, again and again. With `preamble` each connection
+// first sends the Raft transport's preamble (common/peer_preamble.h), as a stranger posing as a peer would. Bounded:
+// stop(), or `limit`.
+class HandshakeFlood {
+ public:
+  HandshakeFlood(int port, int threads, bool preamble, milliseconds limit = milliseconds(60000))
+      : port_(port), preamble_(preamble), limit_(limit) {
+    context_ = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_verify(context_, SSL_VERIFY_NONE, nullptr);
+    SSL_CTX_set_session_cache_mode(context_, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_options(context_, SSL_OP_NO_TICKET);
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+  }
+  ~HandshakeFlood() {
+    stop();
+    SSL_CTX_free(context_);
+  }
+  void stop() {
+    stopping_ = true;
+    for (std::thread& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+  size_t handshakes() const { return handshakes_; }
+  size_t failures() const { return failures_; }
+
+ private:
+  void run() {
+    const auto end = steady_clock::now() + limit_;
+    while (!stopping_ && steady_clock::now() < end) {
+      const int fd = open_socket(port_, true);
+      if (fd < 0) {
+        ++failures_;
+        std::this_thread::sleep_for(milliseconds(5));
+        continue;
+      }
+      timeval timeout{2, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+      bool ok = !preamble_ || ::send(fd, kPeerPreamble.data(), kPeerPreamble.size(), MSG_NOSIGNAL) ==
+                                  static_cast<ssize_t>(kPeerPreamble.size());
+      if (ok) {
+        SSL* ssl = SSL_new(context_);
+        SSL_set_fd(ssl, fd);
+        ok = SSL_connect(ssl) == 1;
+        SSL_free(ssl);
+        ERR_clear_error();
+      }
+      ::close(fd);
+      if (ok) {
+        ++handshakes_;
+      } else {
+        ++failures_;
+      }
+    }
+  }
+
+  const int port_;
+  const bool preamble_;
+  const milliseconds limit_;
+  SSL_CTX* context_ = nullptr;
+  std::atomic<bool> stopping_{false};
+  std::atomic<size_t> handshakes_{0};
+  std::atomic<size_t> failures_{0};
+  std::vector<std::thread> threads_;
 };
 
 // Sends `request` on a new connection and reads the answer's head: its status, or -1 when none came within
@@ -400,6 +473,65 @@ TEST(PreAuth, HalfSentMetricsRequestsDoNotBlindScrapes) {
     }
     EXPECT_TRUE(closed) << "a half-sent metrics request was still open after 15 s";
     ::close(fd);
+  }
+}
+
+
+// Finding 10. A stranger with no key floods the leader with 1100 silent sockets and two threads of full TLS
+// handshakes, first on the client path, then with the Raft transport's preamble (posing as a peer), while a
+// readwrite client writes through a follower. Raft traffic runs on the Raft transport's own thread, which takes at most
+// a few handshakes at a time: no node's term moves, the leader stays, and every write succeeds. Mutation check: run
+// against the mayflyd of 137b4fb (Raft on the RPC thread with the listener and its TLS handshakes; --mayflyd below),
+// the leader lost its followers and a new term began in both runs.
+TEST(PreAuth, TlsHandshakeFloodsDoNotMoveLeadership) {
+  raise_file_limit();
+  ClusterOptions options{.name = "tls-flood", .metrics = true};
+  if (const char* binary = std::getenv("MAYFLY_IT_FLOOD_MAYFLYD")) options.mayflyd = binary;
+  Cluster cluster(options);
+  start_tls_cluster(cluster);
+  if (HasFatalFailure()) return;
+  client::Client writer(quick(cluster.client_options()));
+  ASSERT_EQ(run(writer, db_req(Op::kCreateDatabase, "t"), 1).status, 201);
+  ASSERT_EQ(run(writer, create_container("t", "c", "/pk"), 1).status, 201);
+  ASSERT_TRUE(cluster.transfer_leader(1));
+  std::vector<uint64_t> terms;
+  for (size_t n = 1; n <= 3; ++n) {
+    std::optional<NodeStatus> status = cluster.status(n);
+    ASSERT_TRUE(status.has_value());
+    terms.push_back(status->term);
+  }
+  for (const bool preamble : {false, true}) {
+    SCOPED_TRACE(preamble ? "flood with the peer preamble" : "flood on the client path");
+    Flood silent(port_of(cluster.endpoint(1)), 1100);
+    HandshakeFlood handshakes(port_of(cluster.endpoint(1)), 2, preamble);
+    size_t written = 0;
+    std::vector<std::string> failed;
+    const auto end = steady_clock::now() + milliseconds(15000);
+    for (int i = 0; steady_clock::now() < end; ++i) {
+      const std::string id = std::string(preamble ? "p" : "c") + std::to_string(i);
+      const client::Response response =
+          run(writer, item_write(Op::kUpsertItem, "t", "c", R"({"id":")" + id + R"(","pk":"p"})"), 2);
+      if (response.ok()) {
+        ++written;
+      } else if (failed.size() < 5) {
+        failed.push_back(std::to_string(response.status) + "/" + std::to_string(response.substatus) + " " +
+                         response.message);
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    handshakes.stop();
+    silent.stop();
+    std::cerr << (preamble ? "preamble" : "client path") << ": " << handshakes.handshakes() << " TLS handshakes ("
+              << handshakes.failures() << " refused), " << written << " writes through node 2\n";
+    EXPECT_GT(handshakes.handshakes() + handshakes.failures(), 200u) << "the flood did not run";
+    EXPECT_GT(written, 50u);
+    EXPECT_TRUE(failed.empty()) << failed.size() << " writes failed, the first: " << failed.front();
+    for (size_t n = 1; n <= 3; ++n) {
+      std::optional<NodeStatus> status = cluster.status(n);
+      ASSERT_TRUE(status.has_value());
+      EXPECT_EQ(status->term, terms[n - 1]) << "node " << n << ": an election happened during the flood";
+      EXPECT_EQ(status->leader, 1u) << "node " << n;
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 // with Cap'n Proto directly, as an attacker would.
 #include <capnp/ez-rpc.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -252,9 +253,24 @@ capnp::Data::Reader data_of(const std::string& bytes) {
 
 // Opens the peer API on `endpoint` as node `from`, proving `secret` (empty: no proof, no hello), and delivers one
 // message. Returns the failure's description, or "" if the node took the delivery.
+// `raft_transport`: over the Raft transport, as a node's Raft link does (the peer preamble first); false: on the
+// node's listener as a client connects, where no Raft message is taken at all.
 std::string deliver_as_peer(const std::string& endpoint, uint64_t from, const std::string& secret,
-                            const std::string& message) {
-  capnp::EzRpcClient rpc(endpoint);
+                            const std::string& message, bool raft_transport = true) {
+  std::unique_ptr<capnp::EzRpcClient> client;
+  int fd = -1;
+  if (raft_transport) {
+    fd = connect_raft_transport(endpoint);
+    if (fd < 0) return "cannot connect";
+    client = std::make_unique<capnp::EzRpcClient>(fd);
+  } else {
+    client = std::make_unique<capnp::EzRpcClient>(endpoint);
+  }
+  KJ_DEFER({
+    client.reset();  // before its descriptor closes
+    if (fd >= 0) ::close(fd);
+  });
+  capnp::EzRpcClient& rpc = *client;
   auto& wait = rpc.getWaitScope();
   proto::Mayfly::Client main = rpc.getMain<proto::Mayfly>();
   std::string failure;
@@ -302,6 +318,11 @@ TEST(Security, APeerWithoutTheClusterSecretCannotDeliverASingleMessage) {
   EXPECT_NE(deliver_as_peer(cluster.endpoint(target), claimed, "wrong-secret-0123456789abcdef",
                             forged_heartbeat(claimed, target, term + 1000)),
             "");
+  // With the secret, but on the listener without the peer preamble: peers and forwarded requests are served there,
+  // Raft messages are not (they run on the Raft thread only).
+  const std::string refused = deliver_as_peer(cluster.endpoint(target), claimed, read_secret(cluster),
+                                              forged_heartbeat(claimed, target, term + 1000), false);
+  EXPECT_NE(refused.find("only on the Raft transport"), std::string::npos) << refused;
   EXPECT_EQ(term_of(cluster, target), term) << "a forged message moved the term";
   EXPECT_EQ(cluster.wait_for_leader(), leader);
   std::optional<Scrape> scrape = cluster.scrape(target);
