@@ -15,12 +15,18 @@ constexpr size_t kMaxNonceBytes = 64;
 
 using namespace rpc_detail;
 
-const char* hello_nonce_refusal(size_t nonce_bytes) {
-  if (nonce_bytes < kMinNonceBytes || nonce_bytes > kMaxNonceBytes) {
-    return "hello: the client nonce must be 16 to 64 random bytes";
+kj::Promise<void> HandshakeNonces::hello(HelloCall& context) {
+  const capnp::Data::Reader nonce = context.getParams().getClientNonce();
+  if (nonce.size() < kMinNonceBytes || nonce.size() > kMaxNonceBytes) {
+    return KJ_EXCEPTION(FAILED, "hello: the client nonce must be 16 to 64 random bytes");
   }
-  return nullptr;
+  client_ = bytes_of(nonce);
+  server_ = auth::random_nonce();
+  context.getResults().setServerNonce(data_of(server_));
+  return kj::READY_NOW;
 }
+
+namespace {
 
 Result<PeerOpened> check_open_peer(const NodeConfig& config, const std::vector<std::string>& accepted_secrets,
                                    proto::Mayfly::OpenPeerParams::Reader params, const std::string& client_nonce,
@@ -69,6 +75,20 @@ Result<PeerOpened> check_open_peer(const NodeConfig& config, const std::vector<s
   opened.server_proof =
       auth::peer_server_proof(*matched, config.cluster, config.id.value(), client_nonce, server_nonce);
   opened.secret_id = auth::sha256_hex(*matched);
+  return opened;
+}
+
+}  // namespace
+
+Result<PeerOpened> open_peer(const NodeConfig& config, const std::vector<std::string>& accepted_secrets,
+                             OpenPeerCall& context, HandshakeNonces& nonces, metrics::SecurityMetrics& security_metrics,
+                             int64_t& last_log_ms) {
+  Result<PeerOpened> opened = check_open_peer(config, accepted_secrets, context.getParams(), nonces.client(),
+                                              nonces.server(), security_metrics, last_log_ms);
+  nonces.used();
+  if (opened.is_ok() && !opened->server_proof.empty()) {
+    context.getResults().setServerProof(data_of(opened->server_proof));
+  }
   return opened;
 }
 

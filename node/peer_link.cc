@@ -12,6 +12,12 @@ namespace mayfly::node {
 
 using namespace rpc_detail;
 
+Result<std::unique_ptr<tls::Context>> node_tls(const NodeConfig& config, kj::Timer& timer) {
+  if (!config.tls()) return std::unique_ptr<tls::Context>();
+  return tls::Context::load(config.tls_ca_file, config.tls_cert_file, config.tls_key_file, &timer,
+                            config.handshake_timeout_ms);
+}
+
 std::optional<std::string> peer_address(const NodeConfig& config, const storage::StoreReader& state, NodeId peer) {
   auto configured = config.peers.find(peer);
   if (configured != config.peers.end()) return configured->second;

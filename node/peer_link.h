@@ -14,9 +14,12 @@
 #include <kj/async-io.h>
 #include <kj/async.h>
 #include <kj/timer.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdint>
 #include <deque>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +50,10 @@ class LinkContext {
   virtual bool secret_accepted(const std::string& secret_id) const = 0;
   virtual metrics::SecurityMetrics& security_metrics() = 0;
 };
+
+// The TLS context one of the node's kj threads serves and dials with (its certificate and key, trusting --tls-ca;
+// handshakes served time out after --handshake-timeout-ms on `timer`); nullptr when the node speaks plaintext.
+Result<std::unique_ptr<tls::Context>> node_tls(const NodeConfig& config, kj::Timer& timer);
 
 // Where to dial `peer`: its --peers address, else the one the membership records (nullopt, logged: none known).
 std::optional<std::string> peer_address(const NodeConfig& config, const storage::StoreReader& state, NodeId peer);
@@ -101,5 +108,29 @@ class PeerLink {
   int64_t last_tls_log_ms_ = 0;
   kj::Own<kj::TaskSet> tasks_;  // last: destroyed first, cancelling callbacks that use the members above
 };
+
+// After a cluster secret reload: the incoming connections of `connections` (id -> connection) that proved a secret
+// `context` no longer accepts are closed through `close(id)` (`proved_secret(connection)`: the SHA-256 (hex) of the
+// secret it proved, "" when none or not a peer), and the outgoing `links` proved with one are dropped (the next call
+// reconnects with the proving secret). Logged when it closed anything; `kind` names the links ("peer", "Raft").
+template <typename Connections, typename ProvedSecret, typename Close>
+void close_links_of_removed_secrets(const LinkContext& context, const char* kind, const Connections& connections,
+                                    std::map<NodeId, std::unique_ptr<PeerLink>>& links, ProvedSecret proved_secret,
+                                    Close close) {
+  std::vector<uint64_t> stale;
+  for (const auto& [id, connection] : connections) {
+    const std::string& secret_id = proved_secret(*connection);
+    if (!secret_id.empty() && !context.secret_accepted(secret_id)) stale.push_back(id);
+  }
+  for (uint64_t id : stale) close(id);
+  size_t dropped = 0;
+  for (auto& [peer, peer_link] : links) {
+    if (peer_link->drop_if_secret_removed()) ++dropped;
+  }
+  if (!stale.empty() || dropped > 0) {
+    spdlog::info("closed {} incoming and {} outgoing {} link(s) proved with a cluster secret no longer in {}",
+                 stale.size(), dropped, kind, context.config().cluster_secret_file);
+  }
+}
 
 }  // namespace mayfly::node

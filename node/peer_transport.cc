@@ -71,14 +71,7 @@ class RaftGate final : public proto::Mayfly::Server {
  public:
   RaftGate(PeerTransport& transport, uint64_t connection) : transport_(transport), connection_(connection) {}
 
-  kj::Promise<void> hello(HelloContext context) override {
-    const capnp::Data::Reader nonce = context.getParams().getClientNonce();
-    if (const char* refusal = hello_nonce_refusal(nonce.size())) return KJ_EXCEPTION(FAILED, refusal);
-    client_nonce_ = bytes_of(nonce);
-    server_nonce_ = auth::random_nonce();
-    context.getResults().setServerNonce(data_of(server_nonce_));
-    return kj::READY_NOW;
-  }
+  kj::Promise<void> hello(HelloContext context) override { return nonces_.hello(context); }
 
   kj::Promise<void> openSession(OpenSessionContext) override {
     return KJ_EXCEPTION(FAILED, "this connection began with the Raft transport's preamble: it serves peers only; "
@@ -86,13 +79,10 @@ class RaftGate final : public proto::Mayfly::Server {
   }
 
   kj::Promise<void> openPeer(OpenPeerContext context) override {
-    Result<PeerOpened> opened =
-        check_open_peer(transport_.config(), transport_.accepted_secrets(), context.getParams(), client_nonce_,
-                        server_nonce_, transport_.security_metrics(), last_refusal_log_ms_);
-    server_nonce_.clear();  // one open per hello
+    Result<PeerOpened> opened = open_peer(transport_.config(), transport_.accepted_secrets(), context, nonces_,
+                                          transport_.security_metrics(), last_refusal_log_ms_);
     if (!opened.is_ok()) return KJ_EXCEPTION(FAILED, opened.status().message());
     auto results = context.getResults();
-    if (!opened->server_proof.empty()) results.setServerProof(data_of(opened->server_proof));
     if (!transport_.authenticate(connection_, opened->from, opened->secret_id)) {
       return KJ_EXCEPTION(OVERLOADED, "this node holds as many peer connections as it admits; retry later");
     }
@@ -103,8 +93,7 @@ class RaftGate final : public proto::Mayfly::Server {
  private:
   PeerTransport& transport_;
   const uint64_t connection_;
-  std::string client_nonce_;
-  std::string server_nonce_;
+  HandshakeNonces nonces_;
   static inline int64_t last_refusal_log_ms_ = 0;  // Raft thread only
 };
 
@@ -144,16 +133,12 @@ void PeerTransport::run(std::promise<Status>& started) {
   timer_ = &io.provider->getTimer();
   network_ = &io.provider->getNetwork();
   low_level_ = io.lowLevelProvider.get();
-  if (config_.tls()) {
-    Result<std::unique_ptr<tls::Context>> loaded =
-        tls::Context::load(config_.tls_ca_file, config_.tls_cert_file, config_.tls_key_file, timer_,
-                           config_.handshake_timeout_ms);
-    if (!loaded.is_ok()) {
-      started.set_value(loaded.status());
-      return;
-    }
-    tls_ = std::move(loaded).value();
+  Result<std::unique_ptr<tls::Context>> loaded = node_tls(config_, *timer_);
+  if (!loaded.is_ok()) {
+    started.set_value(loaded.status());
+    return;
   }
+  tls_ = std::move(loaded).value();
   tasks_ = kj::heap<kj::TaskSet>(task_errors_);
   executor_ = kj::getCurrentThreadExecutor().addRef();
   auto shutdown = kj::newPromiseAndFulfiller<void>();
@@ -359,21 +344,10 @@ void PeerTransport::close_connection(uint64_t id, const char* reason) {
 }
 
 void PeerTransport::close_removed_secrets() {
-  std::vector<uint64_t> stale;
-  for (const auto& [id, connection] : connections_) {
-    if (connection->authenticated && !connection->secret_id.empty() && !secret_accepted(connection->secret_id)) {
-      stale.push_back(id);
-    }
-  }
-  for (uint64_t id : stale) close_connection(id, "secret_removed");
-  size_t dropped = 0;
-  for (auto& [peer, peer_link] : links_) {
-    if (peer_link->drop_if_secret_removed()) ++dropped;
-  }
-  if (!stale.empty() || dropped > 0) {
-    spdlog::info("closed {} incoming and {} outgoing Raft link(s) proved with a cluster secret no longer in {}",
-                 stale.size(), dropped, config_.cluster_secret_file);
-  }
+  close_links_of_removed_secrets(
+      *this, "Raft", connections_, links_,
+      [](const RaftConnection& connection) -> const std::string& { return connection.secret_id; },
+      [this](uint64_t id) { close_connection(id, "secret_removed"); });
 }
 
 // ---- Deliveries in -------------------------------------------------------------------------------------------------

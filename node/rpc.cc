@@ -21,6 +21,9 @@ using namespace rpc_detail;
 
 namespace {
 
+// The read-thread lane of defaultTtl guards (node/read_queue.h): a name no key id has (they are hex digests).
+const std::string kGuardLane = "\x01guard";
+
 std::string role_text(replication::Role role) { return std::string(replication::role_name(role)); }
 
 }  // namespace
@@ -132,7 +135,7 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   return await_reply(id, kj::mv(reply.promise));
 }
 
-kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, bool write) {
+kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, const std::string& lane, bool write) {
   if (stopping_) return shutting_down();
   if (std::optional<Reply> shed = shed_if_full("read", write)) return kj::mv(*shed);
   const uint64_t id = next_request_id_++;
@@ -140,9 +143,19 @@ kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, bool wri
   pending_.emplace(id, kj::mv(reply.fulfiller));
   ++reads_queued_;
   // The work stops (common/work_budget.h) at the request's deadline, once nobody waits for it (it timed out, or the
-  // call was cancelled because its connection closed: the promise below is dropped either way), or at shutdown.
+  // call was cancelled because its connection closed: the promise below is dropped either way), or at shutdown. The
+  // deadline runs from now: a job that waited in its lane past it is not started.
   auto cancel = std::make_shared<std::atomic<bool>>(false);
   const auto deadline = WorkBudget::Clock::now() + std::chrono::milliseconds(config_.request_timeout_ms);
+  read_jobs_.insert(id);
+  read_queue_.submit(lane, [this, id, cancel, deadline, work = std::move(work)]() mutable {
+    post_read(id, std::move(cancel), deadline, std::move(work));
+  });
+  return await_reply(id, kj::mv(reply.promise)).attach(kj::defer([cancel] { cancel->store(true); }));
+}
+
+void RpcHost::post_read(uint64_t id, std::shared_ptr<std::atomic<bool>> cancel, WorkBudget::Clock::time_point deadline,
+                        std::function<Reply()> work) {
   boost::asio::post(reads_, [this, id, cancel, deadline, work = std::move(work)] {
     WorkBudget budget(config_.max_read_work, deadline, cancel.get(), &stop_reads_);
     DriverBatch answer;
@@ -165,16 +178,15 @@ kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, bool wri
     --reads_queued_;
     mailbox_.post(std::move(answer));
   });
-  return await_reply(id, kj::mv(reply.promise)).attach(kj::defer([cancel] { cancel->store(true); }));
 }
 
-kj::Promise<Reply> RpcHost::read_async(Operation operation) {
+kj::Promise<Reply> RpcHost::read_async(Operation operation, const std::string& key) {
   return on_read_thread(
-      [this, leader = view_.leader, operation = std::move(operation)] { return serve_read(operation, leader); });
+      [this, leader = view_.leader, operation = std::move(operation)] { return serve_read(operation, leader); }, key);
 }
 
 kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
-  return on_read_thread([this, operation] { return ttl_change_verdict(state_, operation); }, true)
+  return on_read_thread([this, operation] { return ttl_change_verdict(state_, operation); }, kGuardLane, true)
       .then([this, operation = std::move(operation)](Reply reply) mutable -> kj::Promise<Reply> {
         if (!reply.serve_here) {
           reply.served_by = config_.id;
@@ -186,7 +198,7 @@ kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
       });
 }
 
-kj::Promise<Reply> RpcHost::container_forecast(Operation operation) {
+kj::Promise<Reply> RpcHost::container_forecast(Operation operation, const std::string& key) {
   const std::string container = operation.read.database + "/" + operation.read.container;
   std::optional<storage::ContainerRecord> record =
       state_.container_record(operation.read.database, operation.read.container);
@@ -208,7 +220,7 @@ kj::Promise<Reply> RpcHost::container_forecast(Operation operation) {
     reply.leader_hint = leader;
     if (exists && reply.result.ok()) request_units_.charge(container, op_name(operation), reply.request_charge);
     return reply;
-  });
+  }, key);
 }
 
 kj::Promise<void> RpcHost::forecast_loop(int64_t delay_ms) {
@@ -240,13 +252,13 @@ kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation, const 
     const kj::TimePoint deadline = timer_->now() + operation.read.feed_wait_ms * kj::MILLISECONDS;
     return read_change_feed(std::move(operation), deadline, key);
   }
-  if (kind == ReadQuery::Kind::kItems || kind == ReadQuery::Kind::kQuery) return read_async(std::move(operation));
+  if (kind == ReadQuery::Kind::kItems || kind == ReadQuery::Kind::kQuery) return read_async(std::move(operation), key);
   return serve_read(operation, view_.leader);
 }
 
 kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint deadline, std::string key) {
   // Like a list of items: pages may read many records, so on a read thread.
-  return read_async(operation).then([this, operation, deadline, key = kj::mv(key)](Reply reply) mutable
+  return read_async(operation, key).then([this, operation, deadline, key = kj::mv(key)](Reply reply) mutable
                                     -> kj::Promise<Reply> {
     const kj::TimePoint now = timer_->now();
     if (!reply.feed_idle || stopping_ || now >= deadline) return kj::mv(reply);
@@ -449,7 +461,7 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
     case Operation::Kind::kBackupRead:
       return backups_->read(operation.backup_id, operation.backup_offset, operation.backup_max_bytes);
     case Operation::Kind::kContainerForecast:  // this node's own figures (its backlog, its collector): never forwarded
-      return container_forecast(std::move(operation));
+      return container_forecast(std::move(operation), key);
     default:
       break;
   }

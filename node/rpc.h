@@ -53,9 +53,11 @@
 #include "node/config.h"
 #include "node/driver.h"
 #include "node/keyring.h"
+#include "common/work_budget.h"
 #include "node/mailbox.h"
 #include "node/peer_link.h"
 #include "node/peer_transport.h"
+#include "node/read_queue.h"
 #include "node/replay_cache.h"
 #include "node/request.h"
 #include "node/warn_limiter.h"
@@ -125,6 +127,10 @@ class RpcHost final : public DriverOutput, public LinkContext {
   // kMaxReplyBacklogBytes of replies queued) is not counted and must not be finished.
   std::optional<Reply> call_started(uint64_t connection_id, const std::string& key);
   void call_finished(uint64_t connection_id, const std::string& key);
+  // The per-key part of those: a call of `key` ("" counts nowhere) starts (refused: the Reply to answer, nothing
+  // counted) / ends.
+  std::optional<Reply> key_call_started(const std::string& key);
+  void key_call_finished(const std::string& key);
   // Any thread: runs a gateway call on the kj thread (handed over with the kj executor, which blocks the caller only
   // while the call is queued, never while it executes) and calls `done` with the answer on the kj thread. `done`
   // must not block; it is called exactly once, also when the node is stopping (503).
@@ -154,6 +160,8 @@ class RpcHost final : public DriverOutput, public LinkContext {
   // With TLS: the handshake first (a failure is refused as "tls"), then admit.
   void secure(kj::Own<kj::AsyncIoStream> stream);
   void admit(kj::Own<kj::AsyncIoStream> stream);
+  // Ends the entry `id` of tls_handshakes_ (its preamble check or TLS handshake is over): true the first time only.
+  bool finish_handshake(uint64_t id);
   // The table (connections and TLS handshakes in progress) is full: the oldest that has not authenticated (a
   // handshake in progress or a connection) is closed to make room; false if every entry has authenticated.
   bool make_room();
@@ -170,8 +178,8 @@ class RpcHost final : public DriverOutput, public LinkContext {
   kj::Promise<void> sweep_idle_connections();
   // Waits for the reply to request `id` (registered in pending_), or answers 503 after --request-timeout-ms.
   kj::Promise<Reply> await_reply(uint64_t id, kj::Promise<Reply> reply);
-  // A read executed on a read thread.
-  kj::Promise<Reply> read_async(Operation operation);
+  // A read executed on a read thread, in `key`'s lane.
+  kj::Promise<Reply> read_async(Operation operation, const std::string& key);
   // A read this replica may serve now: small bounded ones here, lists of items and queries on a read thread.
   kj::Promise<Reply> serve_read_here_or_async(Operation operation, const std::string& key);
   // 503 (kSubstatusOverloaded) when --max-pending-requests are waiting; counted under `kind`. A read is refused
@@ -204,14 +212,18 @@ class RpcHost final : public DriverOutput, public LinkContext {
   // Any thread (a read thread, normally): the read at this node's applied state.
   Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
-  // Runs `work` on a read thread (--read-threads) and answers with its Reply, within the request timeout.
-  // `write`: the work is part of a write (a defaultTtl change's guard), which may use the quarter kept for writes.
-  kj::Promise<Reply> on_read_thread(std::function<Reply()> work, bool write = false);
+  // Runs `work` on a read thread (--read-threads) when `lane` (the client key; node/read_queue.h) has its turn, and
+  // answers with its Reply, within the request timeout. `write`: the work is part of a write (a defaultTtl change's
+  // guard), which may use the quarter kept for writes.
+  kj::Promise<Reply> on_read_thread(std::function<Reply()> work, const std::string& lane, bool write = false);
+  // Hands read `id` to the pool; its answer comes back through the mailbox (and ends its turn: read_jobs_).
+  void post_read(uint64_t id, std::shared_ptr<std::atomic<bool>> cancel, WorkBudget::Clock::time_point deadline,
+                 std::function<Reply()> work);
   // A defaultTtl change's dry run or guard (node/ttl_guard.h) on a read thread; then, if it may go ahead, the driver.
   kj::Promise<Reply> guard_ttl_change(Operation operation);
   kj::Promise<Reply> cluster_status();
   // containerForecast (node/forecast.h) on a read thread, from this node's applied state; charged like a scan.
-  kj::Promise<Reply> container_forecast(Operation operation);
+  kj::Promise<Reply> container_forecast(Operation operation, const std::string& key);
   // Every --forecast-interval-ms: the forecast metrics of every container, recomputed on a read thread.
   kj::Promise<void> forecast_loop(int64_t delay_ms);
   // kj thread: the signature and role check of a gateway call (401/403, like a session's), then handle().
@@ -278,6 +290,8 @@ class RpcHost final : public DriverOutput, public LinkContext {
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;  // waiting on the driver or a read thread
   std::set<uint64_t> pending_writes_;  // the writes among them: at shutdown, their outcome is unknown
+  ReadQueue read_queue_;               // the read threads' turns, by key
+  std::set<uint64_t> read_jobs_;       // reads started on the pool whose answer has not come back
   // Reads waiting for this node's applied index: required index -> the wait (its id, its key, what to wake).
   struct WaitingRead {
     uint64_t id;

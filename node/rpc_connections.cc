@@ -41,7 +41,8 @@ RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& met
       security_metrics_(metrics),
       reads_(static_cast<size_t>(config.read_threads)),
       transport_(std::make_unique<PeerTransport>(config, driver, metrics, security_metrics_, state_,
-                                                 cluster_secrets_.proving(), cluster_secrets_.accepted())) {
+                                                 cluster_secrets_.proving(), cluster_secrets_.accepted())),
+      read_queue_(static_cast<size_t>(config.read_threads)) {
   view_.self = config.id;
   security_metrics_.set_open(keyring_.open(), cluster_secrets_.empty());
   security_metrics_.set_connections(0, 0);
@@ -94,17 +95,13 @@ void RpcHost::run(std::promise<Status>& started) {
                                           exception->getDescription().cStr()));
     return;
   }
-  if (config_.tls()) {
-    Result<std::unique_ptr<tls::Context>> loaded =
-        tls::Context::load(config_.tls_ca_file, config_.tls_cert_file, config_.tls_key_file, timer_,
-                           config_.handshake_timeout_ms);
-    if (!loaded.is_ok()) {
-      listener_ = nullptr;
-      started.set_value(loaded.status());
-      return;
-    }
-    tls_ = std::move(loaded).value();
+  Result<std::unique_ptr<tls::Context>> loaded = node_tls(config_, *timer_);
+  if (!loaded.is_ok()) {
+    listener_ = nullptr;
+    started.set_value(loaded.status());
+    return;
   }
+  tls_ = std::move(loaded).value();
   tasks_ = kj::heap<kj::TaskSet>(task_errors_);
   executor_ = kj::getCurrentThreadExecutor().addRef();
   auto shutdown = kj::newPromiseAndFulfiller<void>();
@@ -224,14 +221,7 @@ void RpcHost::classify(kj::Own<kj::AsyncIoStream> stream) {
     return;
   }
   const uint64_t id = next_connection_id_++;
-  auto finished = [this, id] {
-    auto it = tls_handshakes_.find(id);
-    if (it == tls_handshakes_.end() || it->second.finished) return false;
-    it->second.finished = true;
-    --tls_handshakes_open_;
-    tasks_->add(kj::evalLater([this, id] { tls_handshakes_.erase(id); }));
-    return true;
-  };
+  auto finished = [this, id] { return finish_handshake(id); };
   struct Check {
     kj::AutoCloseFd fd;
     kj::Own<kj::AsyncIoStream> stream;
@@ -286,15 +276,7 @@ void RpcHost::secure(kj::Own<kj::AsyncIoStream> stream) {
     return;  // `stream` goes out of scope: closed
   }
   const uint64_t id = next_connection_id_++;
-  auto finished = [this, id] {
-    auto it = tls_handshakes_.find(id);
-    if (it == tls_handshakes_.end() || it->second.finished) return false;
-    it->second.finished = true;
-    --tls_handshakes_open_;
-    // Not from inside the handshake's own promise: on the next turn of the loop.
-    tasks_->add(kj::evalLater([this, id] { tls_handshakes_.erase(id); }));
-    return true;
-  };
+  auto finished = [this, id] { return finish_handshake(id); };
   kj::Promise<void> handshake =
       tls_->wrap_server(kj::mv(stream))
           .then(
@@ -313,6 +295,16 @@ void RpcHost::secure(kj::Own<kj::AsyncIoStream> stream) {
           .eagerlyEvaluate(nullptr);
   ++tls_handshakes_open_;
   tls_handshakes_.emplace(id, TlsHandshake{kj::mv(handshake), false});
+}
+
+bool RpcHost::finish_handshake(uint64_t id) {
+  auto it = tls_handshakes_.find(id);
+  if (it == tls_handshakes_.end() || it->second.finished) return false;
+  it->second.finished = true;
+  --tls_handshakes_open_;
+  // Not from inside the handshake's own promise: on the next turn of the loop.
+  tasks_->add(kj::evalLater([this, id] { tls_handshakes_.erase(id); }));
+  return true;
 }
 
 bool RpcHost::make_room() {
@@ -473,30 +465,35 @@ std::optional<Reply> RpcHost::call_started(uint64_t connection_id, const std::st
                       std::to_string(config_.id.value()) + " (--max-pending-per-connection); nothing was done: wait "
                       "for some answers first");
   }
-  // Per key: only keys the node knows (on an open node every client is "", and the node-wide limits apply).
-  if (!key.empty()) {
-    KeyUse& use = key_use_[key];
-    if (use.calls >= config_.max_pending_per_key) {
-      security_metrics_.add_shed("key");
-      return overloaded("this key has " + std::to_string(use.calls) + " requests in flight on node " +
-                        std::to_string(config_.id.value()) + " (--max-pending-per-key); nothing was done: retry "
-                        "shortly");
-    }
-    ++use.calls;
-  }
+  if (std::optional<Reply> refused = key_call_started(key)) return refused;
   ++connection.calls;
   connection.last_active_ms = steady_ms();
   return std::nullopt;
 }
 
-void RpcHost::call_finished(uint64_t connection_id, const std::string& key) {
-  if (!key.empty()) {
-    auto use = key_use_.find(key);
-    if (use != key_use_.end()) {
-      --use->second.calls;
-      forget_key_if_unused(use);
-    }
+std::optional<Reply> RpcHost::key_call_started(const std::string& key) {
+  // Only keys the node knows (on an open node every client is "", and the node-wide limits apply).
+  if (key.empty()) return std::nullopt;
+  KeyUse& use = key_use_[key];
+  if (use.calls >= config_.max_pending_per_key) {
+    security_metrics_.add_shed("key");
+    return overloaded("this key has " + std::to_string(use.calls) + " requests in flight on node " +
+                      std::to_string(config_.id.value()) + " (--max-pending-per-key); nothing was done: retry "
+                      "shortly");
   }
+  ++use.calls;
+  return std::nullopt;
+}
+
+void RpcHost::key_call_finished(const std::string& key) {
+  auto use = key.empty() ? key_use_.end() : key_use_.find(key);
+  if (use == key_use_.end()) return;
+  --use->second.calls;
+  forget_key_if_unused(use);
+}
+
+void RpcHost::call_finished(uint64_t connection_id, const std::string& key) {
+  key_call_finished(key);
   auto it = connections_.find(connection_id);
   if (it == connections_.end()) return;
   --it->second->calls;
@@ -571,23 +568,14 @@ void RpcHost::set_peer_proof(uint64_t connection_id, std::string secret_id) {
 
 void RpcHost::close_links_of_removed_secrets() {
   // Incoming peer connections proved with a secret the file no longer holds: closed (the peer reconnects, proving
-  // what its own file says now; a process that only had the old secret cannot).
-  std::vector<uint64_t> stale;
-  for (const auto& [id, connection] : connections_) {
-    if (connection->peer && !connection->peer_secret_id.empty() && !secret_accepted(connection->peer_secret_id)) {
-      stale.push_back(id);
-    }
-  }
-  for (uint64_t id : stale) close_connection(id, "secret_removed");
-  // Outgoing links proved with a removed secret: dropped, so the next message reconnects with the proving one.
-  size_t dropped = 0;
-  for (auto& [peer, peer_link] : links_) {
-    if (peer_link->drop_if_secret_removed()) ++dropped;
-  }
-  if (!stale.empty() || dropped > 0) {
-    spdlog::info("closed {} incoming and {} outgoing peer link(s) proved with a cluster secret no longer in {}",
-                 stale.size(), dropped, config_.cluster_secret_file);
-  }
+  // what its own file says now; a process that only had the old secret cannot); outgoing request links: dropped.
+  static const std::string kNone;
+  node::close_links_of_removed_secrets(
+      *this, "peer", connections_, links_,
+      [](const ServedConnection& connection) -> const std::string& {
+        return connection.peer ? connection.peer_secret_id : kNone;
+      },
+      [this](uint64_t id) { close_connection(id, "secret_removed"); });
 }
 
 void RpcHost::refresh_keys() {

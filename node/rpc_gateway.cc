@@ -61,6 +61,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
   };
   Role role = Role::kAdmin;  // open: like a session on a node without keys (docs/security.md)
   std::optional<std::string> key_name;  // who signed (exactly-once owner); nullopt: open
+  std::string key_id;                   // the signing key's id, for its budgets ("": open)
   if (!keyring_.open()) {
     if (!call.authorization.is_ok()) {
       security_metrics_.add_auth_failure("no_key");
@@ -68,10 +69,14 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
     }
     std::optional<Keyring::Match> match = keyring_.match_signature(call.signed_text, call.signature);
     role = match ? match->role : Role::kNone;
-    if (match) key_name = match->name;
+    if (match) {
+      key_name = match->name;
+      key_id = match->key_id;
+    }
     if (!match && call.emulator_key && config_.http_emulator_key) {
       role = Role::kReadWrite;
       key_name = std::string("\x01the Cosmos DB emulator key");  // a name no keys file line can give
+      key_id = "\x01emulator";                                    // nor an id
     }
     if (role == Role::kNone) {
       security_metrics_.add_auth_failure("unknown_key");
@@ -124,10 +129,17 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
       }
     }
   }
-  if (keyring_.open() || !call.replay_guarded) return handle(std::move(operation.value()), request, false);
+  // The key's budgets, as for a session's calls: --max-pending-per-key in flight, its parked reads, its read-thread
+  // lane (node/read_queue.h).
+  if (std::optional<Reply> refused = key_call_started(key_id)) return kj::mv(*refused);
+  auto counted = kj::defer([this, key_id] { key_call_finished(key_id); });
+  if (keyring_.open() || !call.replay_guarded) {
+    return handle(std::move(operation.value()), request, false, key_id).attach(kj::mv(counted));
+  }
   // Refused with nothing done (4xx): the signature may be used again, e.g. for the same replace with the
   // x-mayfly-force-ttl-change header a 412 asked for, sent within the same second.
-  return handle(std::move(operation.value()), request, false)
+  return handle(std::move(operation.value()), request, false, key_id)
+      .attach(kj::mv(counted))
       .then([this, signature = call.signature, valid_until = call.valid_until_seconds](Reply reply) {
         const int status = reply.result.http_status();
         if (status >= 400 && status < 500) gateway_replays_.release(signature, valid_until);

@@ -39,6 +39,7 @@ void RpcHost::apply_batch(DriverBatch& batch) {
     release_waiting_reads();
   }
   for (auto& [id, reply] : batch.replies) {
+    if (read_jobs_.erase(id) != 0) read_queue_.finished();  // its read thread is free: the next lane's turn
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;  // timed out already
     it->second->fulfill(kj::mv(reply));

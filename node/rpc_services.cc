@@ -124,9 +124,10 @@ class SessionImpl final : public proto::Session::Server {
 };
 
 // The peer API for one authenticated node on the RPC host's listener (its request link): it speaks only as `from`,
-// the id it proved. Raft messages are refused here (they come over the Raft transport); a forwarded request is executed only for a member (or the leader this
-// node follows, or any peer before this node knows its membership); and nothing runs once the secret the link proved
-// has been removed from the file (the reload closes the connection too; this covers the second before it).
+// the id it proved. Raft messages are refused here (they come over the Raft transport); a forwarded request is
+// executed only for a member (or the leader this node follows, or any peer before this node knows its membership); and
+// nothing runs once the secret the link proved has been removed from the file (the reload closes the connection too;
+// this covers the second before it).
 class PeerImpl final : public proto::Peer::Server {
  public:
   PeerImpl(RpcHost& host, NodeId from, std::string secret_id)
@@ -191,14 +192,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
  public:
   MayflyImpl(RpcHost& host, uint64_t connection) : host_(host), connection_(connection) {}
 
-  kj::Promise<void> hello(HelloContext context) override {
-    const capnp::Data::Reader nonce = context.getParams().getClientNonce();
-    if (const char* refusal = hello_nonce_refusal(nonce.size())) return KJ_EXCEPTION(FAILED, refusal);
-    client_nonce_ = bytes_of(nonce);
-    server_nonce_ = auth::random_nonce();
-    context.getResults().setServerNonce(data_of(server_nonce_));
-    return kj::READY_NOW;
-  }
+  kj::Promise<void> hello(HelloContext context) override { return nonces_.hello(context); }
 
   kj::Promise<void> openSession(OpenSessionContext context) override {
     host_.refresh_keys();
@@ -213,11 +207,11 @@ class MayflyImpl final : public proto::Mayfly::Server {
     }
     const capnp::Data::Reader proof = context.getParams().getProof();
     std::optional<Keyring::Match> match;
-    if (!server_nonce_.empty() && proof.size() > 0) {
-      match = keyring.match(client_nonce_, server_nonce_, bytes_of(proof));
+    if (!nonces_.server().empty() && proof.size() > 0) {
+      match = keyring.match(nonces_.client(), nonces_.server(), bytes_of(proof));
     }
     const bool had_proof = proof.size() > 0;
-    server_nonce_.clear();  // one open per hello
+    nonces_.used();  // one open per hello
     if (!match) {
       // Still a session, so the caller gets a 401 with a message rather than a broken connection.
       results.setSession(
@@ -233,13 +227,10 @@ class MayflyImpl final : public proto::Mayfly::Server {
   }
 
   kj::Promise<void> openPeer(OpenPeerContext context) override {
-    Result<PeerOpened> opened =
-        check_open_peer(host_.config(), host_.accepted_cluster_secrets(), context.getParams(), client_nonce_,
-                        server_nonce_, host_.security_metrics(), last_refusal_log_ms_);
-    server_nonce_.clear();  // one open per hello
+    Result<PeerOpened> opened = open_peer(host_.config(), host_.accepted_cluster_secrets(), context, nonces_,
+                                          host_.security_metrics(), last_refusal_log_ms_);
     if (!opened.is_ok()) return KJ_EXCEPTION(FAILED, opened.status().message());
     auto results = context.getResults();
-    if (!opened->server_proof.empty()) results.setServerProof(data_of(opened->server_proof));
     host_.mark_authenticated(connection_, true, std::string());
     host_.set_peer_proof(connection_, opened->secret_id);
     results.setPeer(kj::heap<PeerImpl>(host_, opened->from, std::move(opened->secret_id)));
@@ -249,8 +240,7 @@ class MayflyImpl final : public proto::Mayfly::Server {
  private:
   RpcHost& host_;
   const uint64_t connection_;
-  std::string client_nonce_;
-  std::string server_nonce_;
+  HandshakeNonces nonces_;
   static inline int64_t last_refusal_log_ms_ = 0;  // kj thread only
 };
 

@@ -11,11 +11,14 @@ every node's metrics are scraped once a second. The attackers hold a readonly ke
   - readonly: session reads with a made-up token (2^64-1) at the leader and a follower, 16 at a time (finding 2);
   - readonly: 30 clients listing items in a loop on node 2;
   - no key: 1,100 silent TCP sockets on node 2's RPC port, reopened when closed (findings 7, 10);
+  - no key: at the leader, two threads opening connections that send a few random bytes and close, two that send
+    the Raft transport's peer preamble and then random bytes, and 200 silent sockets that sent only the preamble,
+    reopened when closed (finding 10: Raft has a thread of its own, which takes 16 unproved connections at a time);
   - no key: 300 slow sockets on node 3's gateway, one byte every 2 s (finding 8);
   - no key: a half-sent request on every metrics port, reopened when closed (finding 9).
 At the end it prints the victim's writes (ok / failed, with the first failures), the scrapes (answered / not), each
-node's RSS before, at its peak and after, and exits 1 if any victim write or scrape failed or a node's RSS grew by more
-than --rss-growth-mb. Every loop is bounded by --seconds; every socket and process it opens is closed at the end.
+node's RSS before, at its peak and after, and each node's Raft term before and after, and exits 1 if any victim write
+or scrape failed, a node's RSS grew by more than --rss-growth-mb, or a term moved (an election happened). Every loop is bounded by --seconds; every socket and process it opens is closed at the end.
 Run it with nothing else loading the machine.
 """
 import argparse
@@ -195,12 +198,14 @@ def sessions_hog(run):
         p.wait()
 
 
-def silent_sockets(run, port, count, name, trickle=False):
+def silent_sockets(run, port, count, name, trickle=False, first=b""):
     socks = []
     while run.running():
         while len(socks) < count and run.running():
             try:
                 s = socket.create_connection(("127.0.0.1", port), timeout=2)
+                if first:
+                    s.send(first)
                 if trickle:
                     s.send(b"G")
                 socks.append(s)
@@ -228,6 +233,39 @@ def silent_sockets(run, port, count, name, trickle=False):
         time.sleep(2 if trickle else 0.5)
     for s in socks:
         s.close()
+
+
+PEER_PREAMBLE = b"\xf5mfR"  # common/peer_preamble.h
+
+
+def connect_churn(run, port, preamble, name):
+    """Connections that send a few random bytes (after the peer preamble, with `preamble`) and close, back to back."""
+    while run.running():
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+            s.send((PEER_PREAMBLE if preamble else b"") + random.randbytes(32))
+            s.close()
+            run.count(name)
+        except OSError:
+            time.sleep(0.01)
+
+
+def terms(run):
+    """Each node's Raft term, by node id, from `cluster status` (every "term" of an object with an "id")."""
+    status, text = run.mayfly("admin", "cluster", "status")
+    found = {}
+
+    def walk(value):
+        if isinstance(value, dict):
+            if "id" in value and "term" in value:
+                found[int(value["id"])] = int(value["term"])
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+    walk(status)
+    return found
 
 
 def half_sent_metrics(run):
@@ -268,6 +306,7 @@ def main():
         sys.exit("setup failed: " + text)
     leader = leader_of(run)
     follower = 1 + (leader % 3)
+    terms_before = terms(run)
     pids = node_pids()
     before = {port: rss_mb(pid) for port, pid in pids.items()}
     peak = dict(before)
@@ -279,7 +318,13 @@ def main():
                threading.Thread(target=sessions_hog, args=(run,)),
                threading.Thread(target=silent_sockets, args=(run, RPC[1], 1100, "silent RPC sockets")),
                threading.Thread(target=silent_sockets, args=(run, HTTP[2], 300, "slow gateway sockets", True)),
-               threading.Thread(target=half_sent_metrics, args=(run,))]
+               threading.Thread(target=half_sent_metrics, args=(run,)),
+               threading.Thread(target=silent_sockets, args=(run, RPC[leader - 1], 200, "silent preamble sockets",
+                                                             False, PEER_PREAMBLE))]
+    for preamble in (False, True):
+        for _ in range(2):
+            threads.append(threading.Thread(target=connect_churn, args=(
+                run, RPC[leader - 1], preamble, "preamble connections" if preamble else "churned connections")))
     for node in (leader - 1, follower - 1):
         for _ in range(8):
             threads.append(threading.Thread(target=token_flood, args=(run, node)))
@@ -305,7 +350,10 @@ def main():
         worst = max(worst, growth)
         print("node %d RSS: %.0f MB before, %.0f MB peak (+%.0f), %.0f MB after" % (
             RPC.index(port) + 1, before[port], peak[port], growth, after[port]))
-    failed = run.victim["failed"] > 0 or run.scrapes["failed"] > 0 or worst > args.rss_growth_mb
+    terms_after = terms(run)
+    print("terms before: %s, after: %s" % (terms_before, terms_after))
+    moved = not terms_before or terms_before != terms_after
+    failed = run.victim["failed"] > 0 or run.scrapes["failed"] > 0 or worst > args.rss_growth_mb or moved
     print("RESULT:", "FAIL" if failed else "PASS")
     return 1 if failed else 0
 

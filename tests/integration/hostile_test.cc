@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -40,8 +41,9 @@ constexpr milliseconds kElectionTimeout{600};  // the harness's 30 ticks of 10 m
 // --- The one place that opens a peer connection: the Raft transport (the peer preamble, then hello and openPeer). ---
 struct PeerConnection {
   PeerConnection() = default;
-  PeerConnection(PeerConnection&&) = default;
-  PeerConnection& operator=(PeerConnection&&) = default;
+  PeerConnection(PeerConnection&& other) noexcept
+      : fd(std::exchange(other.fd, -1)), rpc(std::move(other.rpc)), peer(std::move(other.peer)) {}
+  PeerConnection& operator=(PeerConnection&&) = delete;
   ~PeerConnection() {
     peer.reset();
     rpc.reset();

@@ -535,5 +535,57 @@ TEST(PreAuth, TlsHandshakeFloodsDoNotMoveLeadership) {
   }
 }
 
+
+// Fair share on the gateway (issue #28): a gateway call counts against the key that signed it
+// (--max-pending-per-key) and takes that key's read-thread lane, as a session's call does. A readonly key sends four
+// slow queries at once (each runs to the read work limit, ~1 s); with --max-pending-per-key 2, two are refused at once
+// with 503, and a readwrite key's call meanwhile is served. Mutation check: with run_gateway handing the call on without
+// its key (as before), all four run (400 past the work limit) and none is refused.
+TEST(GatewayShare, AKeysGatewayCallsCountAgainstItsBudget) {
+  const int http_port = free_port();
+  ASSERT_GT(http_port, 0);
+  Cluster cluster({.name = "gw-share", .nodes = 1, .extra_flags = {"--max-pending-per-key", "2"}, .metrics = true});
+  cluster.set_node_flags(1, {"--http", "127.0.0.1:" + std::to_string(http_port)});
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  client::Client admin(quick(cluster.client_options()));
+  ASSERT_EQ(run(admin, db_req(Op::kCreateDatabase, "w"), 1).status, 201);
+  ASSERT_EQ(run(admin, create_container("w", "c", "/pk"), 1).status, 201);
+  ASSERT_LT(run(admin, item_write(Op::kUpsertItem, "w", "c",
+                                  R"({"id":"long","pk":"p","t":")" + std::string(262144, 'a') + R"("})"),
+                1)
+                .status,
+            300);
+  const std::string body = R"({"query":"SELECT VALUE c.id FROM c WHERE c.t LIKE @u","parameters":[{"name":"@u",)"
+                           R"("value":"%)" + std::string(100000, '_') + R"(b%"}]})";
+  const auto slow_query = [&] {
+    std::string request = signed_request("POST", "/dbs/w/colls/c/docs", "docs", "dbs/w/colls/c",
+                                         cluster.readonly_key(), body.size());
+    request.resize(request.size() - 2);  // before the blank line: one more header
+    return request + "x-ms-documentdb-isquery: true\r\n\r\n" + body;
+  };
+  std::vector<int> statuses(4, 0);
+  std::vector<std::thread> attackers;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    attackers.emplace_back([&, i] { statuses[i] = http_status(http_port, slow_query(), milliseconds(20000)); });
+  }
+  std::this_thread::sleep_for(milliseconds(200));
+  const int other = http_status(http_port, signed_request("GET", "/dbs/w", "dbs", "dbs/w", cluster.readwrite_key(), 0),
+                                milliseconds(10000));
+  for (std::thread& attacker : attackers) attacker.join();
+  int refused_now = 0, ran = 0;
+  for (int status : statuses) {
+    if (status == 503) ++refused_now;
+    if (status == 400) ++ran;
+  }
+  std::cerr << "slow gateway queries: " << ran << " ran to the work limit, " << refused_now << " refused at once\n";
+  EXPECT_EQ(other, 200) << "another key's gateway call was not served";
+  EXPECT_EQ(refused_now, 2);
+  EXPECT_EQ(ran, 2);
+  std::optional<Scrape> scrape = cluster.scrape(1);
+  ASSERT_TRUE(scrape.has_value());
+  EXPECT_GE(scrape->sum("mayfly_requests_shed_total", {{"kind", "key"}}), 2) << scrape->text();
+}
+
 }  // namespace
 }  // namespace mayfly::it

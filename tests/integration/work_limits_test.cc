@@ -5,7 +5,8 @@
 //  - change feed pages stop at 4 MiB of images (at least one change each), so a reader of a 1.9 MB item's versions
 //    moves on;
 //  - ORDER BY and GROUP BY over big documents hold a bounded number of bytes: the node's RSS stays bounded, GROUP BY
-//    past its bytes is a 400 that says what to do.
+//    past its bytes is a 400 that says what to do;
+//  - one key's queued reads do not hold another key's behind them (the read threads' lanes, node/read_queue.h).
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -155,6 +156,64 @@ TEST(WorkLimits, PathologicalLikeAndContainsDoNotStarveReadsAndSigtermIsPrompt) 
   runaways.join();
   EXPECT_NE(cluster.log_text(node).find("a read was stopped (stopping)"), std::string::npos)
       << "no read was stopped by the shutdown";
+}
+
+// Fair share of the read threads (node/read_queue.h): a readonly key keeps 48 reads queued that each run to the read
+// work limit (about 300 ms here), again as soon as they are answered: about seven seconds of work for the two read
+// threads. Another key's lists on that node start at the next free read thread, not behind the 48, so each is
+// answered well within the 4 s its client waits. Mutation check: with one lane for every key (ReadQueue::submit
+// ignoring `lane`), the victim's lists wait behind the attacker's queue and its client gives up (408).
+TEST(WorkLimits, AKeysQueuedReadsDoNotHoldAnotherKeysReadsBehindThem) {
+  ClusterOptions options{.name = "read-share"};
+  options.extra_flags = {"--request-timeout-ms", "30000"};
+  Cluster cluster(options);
+  ASSERT_TRUE(cluster.start());
+  const uint64_t leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0u);
+  const size_t node = leader % 3 + 1;
+  client::Client writer(with_key(cluster, cluster.readwrite_key(), 20000, true));
+  {
+    client::Client admin(cluster.client_options());
+    ASSERT_EQ(admin.execute(db_req(Op::kCreateDatabase, "w")).status, 201);
+    ASSERT_EQ(admin.execute(create_container("w", "c", "/pk")).status, 201);
+  }
+  ASSERT_LT(writer.execute(item_write(Op::kUpsertItem, "w", "c",
+                                      R"({"id":"long","pk":"p","t":")" + std::string(262144, 'a') + R"("})"))
+                .status,
+            300);
+  ASSERT_TRUE(wait_until([&] { return writer.execute(list_on(node)).status == 200; }, milliseconds(10000)));
+
+  // Each tries every position of the long text with a run of 100,000 '_': stopped at --max-read-work (400).
+  const Request slow = query_on(node, "SELECT VALUE c.id FROM c WHERE c.t LIKE @u",
+                                R"({"@u":"%)" + std::string(100000, '_') + R"(b%"})");
+  std::atomic<bool> attacking{true};
+  std::atomic<int> attack_rounds{0};
+  std::thread attacker([&] {
+    client::Client readonly(with_key(cluster, cluster.readonly_key(), 60000));
+    const auto started = Clock::now();
+    while (attacking && Clock::now() - started < milliseconds(30000)) {
+      readonly.execute_all(std::vector<Request>(48, slow));
+      ++attack_rounds;
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(1000));  // the attacker's reads are queued
+  client::Client victim(with_key(cluster, cluster.readwrite_key(), 4000));
+  int served = 0;
+  std::vector<std::string> failures;
+  for (int i = 0; i < 6; ++i) {
+    const Response answer = victim.execute(list_on(node));
+    if (answer.status == 200) {
+      ++served;
+    } else {
+      failures.push_back(std::to_string(answer.status) + " " + answer.message);
+    }
+    std::this_thread::sleep_for(milliseconds(300));
+  }
+  attacking = false;
+  attacker.join();
+  std::printf("%d of 6 victim lists served during %d attack rounds of 48 slow queries\n", served,
+              attack_rounds.load());
+  EXPECT_EQ(served, 6) << "first failure: " << (failures.empty() ? "" : failures.front());
 }
 
 // Finding 3: 20 versions of a 1.9 MB item make 20 changes of ~3.8 MB (image and previous). A page of 100 changes
