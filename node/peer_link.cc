@@ -44,17 +44,39 @@ void PeerLink::send(std::vector<std::string>& messages) {
 }
 
 kj::Promise<Reply> PeerLink::forward(proto::Request::Reader request, uint64_t owner) {
+  const uint64_t generation = generation_;
   auto call = capability().forwardRequest();
   call.setRequest(request);
   if (request.hasWriteId()) call.getRequest().getWriteId().setOwner(owner);
-  return call.send().then([](capnp::Response<proto::Peer::ForwardResults> response) {
-    return decode_reply(response.getResponse());
-  });
+  return call.send().then(
+      [](capnp::Response<proto::Peer::ForwardResults> response) { return decode_reply(response.getResponse()); },
+      [this, generation](kj::Exception&& exception) -> Reply {
+        drop_later(generation);  // the next call connects again
+        kj::throwFatalException(kj::mv(exception));
+      });
 }
 
 kj::Promise<std::string> PeerLink::node_status() {
+  const uint64_t generation = generation_;
   return capability().nodeStatusRequest().send().then(
-      [](capnp::Response<proto::Peer::NodeStatusResults> response) { return std::string(response.getStatus()); });
+      [](capnp::Response<proto::Peer::NodeStatusResults> response) { return std::string(response.getStatus()); },
+      [this, generation](kj::Exception&& exception) -> std::string {
+        drop_later(generation);
+        kj::throwFatalException(kj::mv(exception));
+      });
+}
+
+void PeerLink::warm() { capability(); }
+
+void PeerLink::drop_later(uint64_t generation) {
+  // Not from inside a callback of the connection being dropped: on the next turn of the loop.
+  tasks_->add(kj::evalLater([this, generation] {
+    if (generation != generation_) return;  // dropped (and maybe connected again) already
+    ++generation_;
+    peer_capability_ = nullptr;
+    connection_ = nullptr;
+    proved_secret_id_.clear();
+  }));
 }
 
 void PeerLink::Errors::taskFailed(kj::Exception&& exception) {
@@ -63,7 +85,12 @@ void PeerLink::Errors::taskFailed(kj::Exception&& exception) {
 
 proto::Peer::Client PeerLink::capability() {
   if (peer_capability_.get() == nullptr) {
-    peer_capability_ = kj::heap<proto::Peer::Client>(connect());
+    // A connection or handshake that fails is dropped, so the next call tries again rather than failing with it.
+    peer_capability_ = kj::heap<proto::Peer::Client>(
+        connect().catch_([this, generation = generation_](kj::Exception&& exception) -> proto::Peer::Client {
+          drop_later(generation);
+          kj::throwFatalException(kj::mv(exception));
+        }));
   }
   return *peer_capability_;
 }
@@ -94,6 +121,13 @@ kj::Promise<proto::Peer::Client> PeerLink::connect() {
       })
       .then([this](kj::Own<kj::AsyncIoStream> stream) {
         connection_ = kj::heap<OutgoingConnection>(kj::mv(stream));
+        if (kind_ == Kind::kRequests) {
+          // A request link sends nothing on its own: it learns of a lost connection here (a Raft link from its next
+          // delivery), so the next call connects again instead of failing on the dead one.
+          tasks_->add(connection_->network.onDisconnect().then([this, generation = generation_] {
+            drop_later(generation);
+          }));
+        }
         const std::string client_nonce = auth::random_nonce();
         auto hello = connection_->bootstrap.helloRequest();
         hello.setClientNonce(data_of(client_nonce));
@@ -173,6 +207,7 @@ void PeerLink::on_failure(const kj::Exception& exception) {
   }
   spdlog::debug("link to node {} at {} failed ({}); retrying in {} ms", peer_.value(), address_,
                 exception.getDescription().cStr(), backoff_ms_);
+  ++generation_;
   peer_capability_ = nullptr;
   connection_ = nullptr;
   proved_secret_id_.clear();
@@ -189,6 +224,7 @@ bool PeerLink::drop_if_secret_removed() {
   if (proved_secret_id_.empty() || context_.secret_accepted(proved_secret_id_)) return false;
   // A send or forward in flight on it fails (on_failure reconnects; a forwarded write answers "outcome unknown").
   proved_secret_id_.clear();
+  ++generation_;
   peer_capability_ = nullptr;
   connection_ = nullptr;
   return true;

@@ -72,6 +72,8 @@ class PeerLink {
   // leader takes from a peer that proved the cluster secret (set on the forwarded copy whatever the client sent).
   kj::Promise<Reply> forward(proto::Request::Reader request, uint64_t owner);
   kj::Promise<std::string> node_status();
+  // Connects now if it is not connected (a request link connects on its first call otherwise).
+  void warm();
   const std::string& address() const { return address_; }
   // After a cluster secret reload: when the link was proved with a secret no longer accepted, drops the connection
   // (the next call reconnects, proving the current secret) and returns true.
@@ -89,6 +91,8 @@ class PeerLink {
   kj::Promise<proto::Peer::Client> connect();
   void pump();
   void on_failure(const kj::Exception& exception);
+  // Drops the connection of `generation` (if still current) on the next turn of the loop; the next call reconnects.
+  void drop_later(uint64_t generation);
 
   LinkContext& context_;
   const Kind kind_;
@@ -98,6 +102,7 @@ class PeerLink {
   kj::Own<rpc_detail::OutgoingConnection> connection_;
   kj::Own<proto::Peer::Client> peer_capability_;
   std::string proved_secret_id_;  // SHA-256 (hex) of the secret the current connection was proved with ("": none)
+  uint64_t generation_ = 0;       // bumped each time the connection is dropped
   std::deque<std::string> queue_;
   size_t queued_bytes_ = 0;
   uint64_t dropped_ = 0;

@@ -35,8 +35,18 @@ kj::Promise<void> RpcHost::drain_mailbox() {
 
 void RpcHost::apply_batch(DriverBatch& batch) {
   if (batch.view) {
+    const bool members_changed = batch.view->voters != view_.voters || batch.view->learners != view_.learners;
     view_ = *batch.view;
     release_waiting_reads();
+    // Request links to every member connect ahead of the first forwarded write or status call.
+    if (members_changed) {
+      for (const std::set<NodeId>* members : {&view_.voters, &view_.learners}) {
+        for (NodeId member : *members) {
+          if (member == config_.id) continue;
+          if (PeerLink* peer_link = link(member)) peer_link->warm();
+        }
+      }
+    }
   }
   for (auto& [id, reply] : batch.replies) {
     if (read_jobs_.erase(id) != 0) read_queue_.finished();  // its read thread is free: the next lane's turn

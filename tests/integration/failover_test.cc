@@ -448,3 +448,68 @@ TEST(IntegrationFailover, AFollowerStoppingAnswersTheWritesItWasForwarding) {
 
 }  // namespace
 }  // namespace mayfly::it
+
+namespace mayfly::it {
+namespace {
+
+// A node's request links (node/peer_link.h: forwarded writes, cluster status) reconnect after the peer they lead to
+// restarts. Raft messages travel on links of their own (the Raft transport), so nothing else would notice a request
+// link to a restarted node going dead. Mutation check: with PeerLink::drop_later doing nothing, node 1's status keeps
+// showing the restarted node unreachable, and writes it forwards to that node (the leader) keep failing.
+TEST(IntegrationFailover, RequestLinksReconnectAfterThePeerRestarts) {
+  ClusterOptions options;
+  options.name = "request-links";
+  Cluster cluster(options);
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  ASSERT_TRUE(cluster.transfer_leader(2));
+  client::Client admin(cluster.client_options());
+  setup(admin);
+  client::ClientOptions pinned = cluster.client_options();
+  pinned.max_retries_unavailable = 0;  // node 1's own answers
+  client::Client through_one(pinned);
+  auto status_through_one = [&] {
+    Request status;
+    status.op = Op::kClusterStatus;
+    status.endpoint = 1;
+    return through_one.execute(status);
+  };
+  auto reachable_from_one = [&](uint64_t node) {
+    const Response status = status_through_one();
+    if (!status.ok()) return false;
+    const boost::json::value body = boost::json::parse(status.body);
+    for (const boost::json::value& entry : body.at("nodes").as_array()) {
+      const boost::json::object& n = entry.as_object();
+      if (n.at("id").to_number<uint64_t>() == node) return n.at("reachable").as_bool();
+    }
+    return false;
+  };
+  // Node 1's links to node 2 carry a status call and a forwarded write.
+  ASSERT_TRUE(wait_until([&] { return reachable_from_one(2); }, milliseconds(10000)));
+  Request write = upsert("before", 1);
+  write.endpoint = 1;
+  ASSERT_TRUE(through_one.execute(write).ok());
+
+  // Node 2, the leader, restarts on the same address; it is made leader again.
+  ASSERT_TRUE(cluster.stop_node(2));
+  ASSERT_TRUE(cluster.start_node(2));
+  ASSERT_TRUE(wait_until([&] { return cluster.transfer_leader(2); }, milliseconds(30000), milliseconds(500)));
+
+  // Node 1 sees node 2 again and forwards to it.
+  EXPECT_TRUE(wait_until([&] { return reachable_from_one(2); }, milliseconds(10000), milliseconds(200)))
+      << "node 1's request link to the restarted node 2 stayed dead";
+  bool forwarded = false;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        Request again = upsert("after", 2);
+        again.endpoint = 1;
+        const Response response = through_one.execute(again);
+        forwarded = response.ok() && response.served_by == 2;
+        return forwarded;
+      },
+      milliseconds(10000), milliseconds(200)))
+      << "node 1 could not forward a write to the restarted leader";
+}
+
+}  // namespace
+}  // namespace mayfly::it
