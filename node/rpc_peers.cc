@@ -34,6 +34,7 @@ kj::Promise<void> RpcHost::drain_mailbox() {
 }
 
 void RpcHost::apply_batch(DriverBatch& batch) {
+  owner_.check();
   if (batch.view) {
     view_ = *batch.view;
     release_waiting_reads();
