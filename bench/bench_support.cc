@@ -67,7 +67,7 @@ std::vector<std::string> split(const std::string& text, char separator) {
 std::string default_mayflyd_path() {
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return (self.parent_path().parent_path() / "node" / "mayflyd").string();
+  return (self.parent_path().parent_path() / "mayflyd" / "mayflyd").string();
 }
 
 namespace {

@@ -28,7 +28,7 @@ const std::string& program_name();
 double seconds_since(Clock::time_point start);
 std::vector<std::string> split(const std::string& text, char separator = ',');
 
-// <build>/node/mayflyd for a benchmark binary that lives in <build>/bench/.
+// <build>/mayflyd/mayflyd for a benchmark binary that lives in <build>/bench/.
 std::string default_mayflyd_path();
 
 // True if 127.0.0.1:port can be bound right now (SO_REUSEADDR: sockets in TIME_WAIT do not count).

@@ -469,7 +469,7 @@ int main(int argc, char** argv) {
         cluster->stop();
         cluster.reset();
       }
-      // This binary is <build>/bench/mayfly-bench; mayflyd is <build>/node/mayflyd.
+      // This binary is <build>/bench/mayfly-bench; mayflyd is <build>/mayflyd/mayflyd.
       LocalClusterOptions cluster_options;
       cluster_options.mayflyd = mayflyd.empty() ? default_mayflyd_path() : mayflyd;
       cluster_options.ports = {base_port, base_port + 1, base_port + 2};

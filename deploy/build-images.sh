@@ -8,7 +8,7 @@
 #   deploy/build-images.sh [--base mayfly-base:bookworm] [--tag mayfly:latest] [--prometheus]
 #                          [--prometheus-tag mayfly-prometheus:bookworm] [--prebuilt BUILD_DIR]
 #
-# --prebuilt BUILD_DIR: fast path; instead of compiling inside Docker, puts BUILD_DIR/node/mayflyd and
+# --prebuilt BUILD_DIR: fast path; instead of compiling inside Docker, puts BUILD_DIR/mayflyd/mayflyd and
 # BUILD_DIR/client/mayfly (built on this Debian 12 host) on the Dockerfile's `runtime-base` stage
 # (deploy/Dockerfile.prebuilt). Same runtime image otherwise. Every build uses Docker's layer cache.
 set -euo pipefail
@@ -66,7 +66,7 @@ build_tagged() {
 case "$tag" in *:*) ;; *) tag="$tag:latest" ;; esac
 started=$(date +%s)
 if [ -n "$prebuilt" ]; then
-  for binary in "$prebuilt/node/mayflyd" "$prebuilt/client/mayfly"; do
+  for binary in "$prebuilt/mayflyd/mayflyd" "$prebuilt/client/mayfly"; do
     [ -x "$binary" ] || { log "$binary is not built"; exit 1; }
   done
   runtime_base="${tag%%:*}-runtime-base:${tag##*:}"
@@ -74,7 +74,7 @@ if [ -n "$prebuilt" ]; then
   trap 'rm -rf "$context"' EXIT
   log "runtime-base stage of deploy/Dockerfile -> $runtime_base (BASE=$base)"
   build_tagged "$runtime_base" --target runtime-base --build-arg BASE="$base" -f "$here/Dockerfile" "$context"
-  strip -o "$context/mayflyd" "$prebuilt/node/mayflyd"
+  strip -o "$context/mayflyd" "$prebuilt/mayflyd/mayflyd"
   strip -o "$context/mayfly" "$prebuilt/client/mayfly"
   log "$tag from host binaries in $prebuilt (deploy/Dockerfile.prebuilt)"
   build_tagged "$tag" --build-arg RUNTIME_BASE="$runtime_base" -f "$here/Dockerfile.prebuilt" "$context"

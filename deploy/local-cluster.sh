@@ -37,7 +37,7 @@ if [ "$virtual_clock" = 1 ]; then
   data_dir="${data_dir:-$build_dir/cluster-data-virtual}"
 fi
 data_dir="${data_dir:-$build_dir/cluster-data}"
-mayflyd="$build_dir/node/mayflyd"
+mayflyd="$build_dir/mayflyd/mayflyd"
 mayfly="$build_dir/client/mayfly"
 [ -x "$mayflyd" ] || { echo "local-cluster: $mayflyd is not built (run make)" >&2; exit 1; }
 

@@ -129,6 +129,7 @@ Status PeerTransport::start() {
 }
 
 void PeerTransport::run(std::promise<Status>& started) {
+  owner_.bind();
   kj::AsyncIoContext io = kj::setupAsyncIo();
   timer_ = &io.provider->getTimer();
   network_ = &io.provider->getNetwork();
@@ -216,6 +217,7 @@ size_t PeerTransport::unauthenticated() const {
 }
 
 void PeerTransport::accept(kj::AutoCloseFd fd) {
+  owner_.check();
   if (stopping_) return;
   if (unauthenticated() >= kMaxPeerHandshakes && !make_room()) {
     security_metrics_.add_connection_refused("limit");
@@ -307,6 +309,7 @@ bool PeerTransport::make_room() {
 }
 
 bool PeerTransport::authenticate(uint64_t connection, NodeId from, const std::string& secret_id) {
+  owner_.check();
   auto it = connections_.find(connection);
   if (it == connections_.end() || it->second->authenticated) return false;
   if (authenticated_ >= kMaxPeerConnections) {
@@ -327,6 +330,7 @@ bool PeerTransport::authenticate(uint64_t connection, NodeId from, const std::st
 }
 
 void PeerTransport::close_connection(uint64_t id, const char* reason) {
+  owner_.check();
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   if (it->second->authenticated) {
@@ -344,6 +348,7 @@ void PeerTransport::close_connection(uint64_t id, const char* reason) {
 }
 
 void PeerTransport::close_removed_secrets() {
+  owner_.check();
   close_links_of_removed_secrets(
       *this, "Raft", connections_, links_,
       [](const RaftConnection& connection) -> const std::string& { return connection.secret_id; },
@@ -353,6 +358,7 @@ void PeerTransport::close_removed_secrets() {
 // ---- Deliveries in -------------------------------------------------------------------------------------------------
 
 kj::Promise<void> PeerTransport::receive(NodeId from, capnp::List<capnp::Data>::Reader messages) {
+  owner_.check();
   // A sender never puts more than kMaxMessagesPerDelivery in one delivery; a list of millions of empty elements fits
   // in the traversal limit (8 bytes each) but is not decoded, nor is room reserved for it.
   if (messages.size() > kMaxMessagesPerDelivery) {
@@ -410,6 +416,7 @@ kj::Promise<void> PeerTransport::drain_mailbox() {
 }
 
 void PeerTransport::apply(DriverBatch& batch) {
+  owner_.check();
   if (batch.view) view_ = *batch.view;
   for (uint64_t delivery : batch.deliveries_taken) {
     auto it = deliveries_.find(delivery);

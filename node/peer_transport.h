@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/thread_owner.h"
 #include "common/tls.h"
 #include "metrics/security.h"
 #include "node/config.h"
@@ -125,7 +126,8 @@ class PeerTransport final : public LinkContext {
   kj::Own<kj::PromiseFulfiller<void>> shutdown_;
   bool running_ = false;
 
-  // Raft thread only.
+  // Raft thread only (bound when its loop runs; checked by the methods that touch what follows).
+  ThreadOwner owner_{"PeerTransport"};
   std::string proving_;
   std::vector<std::string> accepted_;
   std::vector<std::string> accepted_ids_;  // SHA-256 (hex) of each accepted secret

@@ -51,7 +51,7 @@ std::optional<Reply> RpcHost::shed_if_full(const char* kind, bool write) {
   const size_t limit = write ? full : full - full / 4;
   // Writes forwarded to the leader count too: a leader that is paused or slow must not let them pile up unbounded.
   // Parked reads do not (they hold no thread; --max-parked-reads bounds them).
-  if (pending_.size() + forwards_in_flight_ < limit && static_cast<size_t>(reads_queued_.load()) < limit) {
+  if (pending_.size() + forwards_in_flight_ < limit && static_cast<size_t>(reads_.queued()) < limit) {
     return std::nullopt;
   }
   static int64_t last_log_ms = 0;
@@ -136,12 +136,12 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
 }
 
 kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, const std::string& lane, bool write) {
+  owner_.check();
   if (stopping_) return shutting_down();
   if (std::optional<Reply> shed = shed_if_full("read", write)) return kj::mv(*shed);
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
-  ++reads_queued_;
   // The work stops (common/work_budget.h) at the request's deadline, once nobody waits for it (it timed out, or the
   // call was cancelled because its connection closed: the promise below is dropped either way), or at shutdown. The
   // deadline runs from now: a job that waited in its lane past it is not started.
@@ -149,44 +149,21 @@ kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, const st
   const auto deadline = WorkBudget::Clock::now() + std::chrono::milliseconds(config_.request_timeout_ms);
   read_jobs_.insert(id);
   read_queue_.submit(lane, [this, id, cancel, deadline, work = std::move(work)]() mutable {
-    post_read(id, std::move(cancel), deadline, std::move(work));
+    reads_.run(id, std::move(cancel), deadline, std::move(work));
   });
   return await_reply(id, kj::mv(reply.promise)).attach(kj::defer([cancel] { cancel->store(true); }));
 }
 
-void RpcHost::post_read(uint64_t id, std::shared_ptr<std::atomic<bool>> cancel, WorkBudget::Clock::time_point deadline,
-                        std::function<Reply()> work) {
-  boost::asio::post(reads_, [this, id, cancel, deadline, work = std::move(work)] {
-    WorkBudget budget(config_.max_read_work, deadline, cancel.get(), &stop_reads_);
-    DriverBatch answer;
-    if (budget.check()) {
-      ScopedWorkBudget scoped(budget);
-      answer.replies.emplace_back(id, work());
-    } else {
-      answer.replies.emplace_back(id, Reply::error(budget.status().code(), budget.status().message()));
-    }
-    if (*budget.refusal() != '\0') security_metrics_.add_read_stopped(budget.refusal());
-    if (budget.stopped()) {
-      security_metrics_.add_read_stopped(budget.reason_name());
-      static std::atomic<int64_t> last_log_ms{0};
-      int64_t last = last_log_ms.load();
-      if (steady_ms() - last >= 1000 && last_log_ms.compare_exchange_strong(last, steady_ms())) {
-        spdlog::warn("a read was stopped ({}) after {} steps of work: {}", budget.reason_name(), budget.steps(),
-                     budget.status().message());
-      }
-    }
-    --reads_queued_;
-    mailbox_.post(std::move(answer));
-  });
-}
-
 kj::Promise<Reply> RpcHost::read_async(Operation operation, const std::string& key) {
   return on_read_thread(
-      [this, leader = view_.leader, operation = std::move(operation)] { return serve_read(operation, leader); }, key);
+      [service = &reads_, leader = view_.leader, operation = std::move(operation)] {
+        return service->serve(operation, leader);
+      },
+      key);
 }
 
 kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
-  return on_read_thread([this, operation] { return ttl_change_verdict(state_, operation); }, kGuardLane, true)
+  return on_read_thread([service = &reads_, operation] { return service->ttl_verdict(operation); }, kGuardLane, true)
       .then([this, operation = std::move(operation)](Reply reply) mutable -> kj::Promise<Reply> {
         if (!reply.serve_here) {
           reply.served_by = config_.id;
@@ -212,33 +189,15 @@ kj::Promise<Reply> RpcHost::container_forecast(Operation operation, const std::s
       return throttled;
     }
   }
-  return on_read_thread([this, leader = view_.leader, operation = std::move(operation), container,
-                         exists = record.has_value()] {
-    Reply reply = forecast_reply(state_, driver_.reclaim_rate(), operation,
-                                 static_cast<size_t>(config_.forecast_max_entries), config_.id);
-    reply.served_by = config_.id;
-    reply.leader_hint = leader;
-    if (exists && reply.result.ok()) request_units_.charge(container, op_name(operation), reply.request_charge);
-    return reply;
-  }, key);
+  return on_read_thread(
+      [service = &reads_, leader = view_.leader, operation = std::move(operation), container,
+       exists = record.has_value()] { return service->forecast(operation, leader, container, exists); },
+      key);
 }
 
 kj::Promise<void> RpcHost::forecast_loop(int64_t delay_ms) {
   return timer_->afterDelay(delay_ms * kj::MILLISECONDS).then([this] {
-    // One refresh at a time: a slow one (many containers, long indexes) is not stacked up behind.
-    if (!stopping_ && !forecast_running_.exchange(true)) {
-      boost::asio::post(reads_, [this] {
-        // No deadline (it is nobody's request), but it stops at shutdown, in the middle of a container too.
-        WorkBudget budget(std::numeric_limits<int64_t>::max(), WorkBudget::Clock::time_point::max(), nullptr,
-                          &stop_reads_);
-        ScopedWorkBudget scoped(budget);
-        metrics_.set_forecast_figures(forecast_figures(state_, driver_.reclaim_rate(),
-                                                       static_cast<size_t>(config_.forecast_max_entries),
-                                                       &forecast_cancel_));
-        metrics_.set_changefeed_figures(changefeed_figures(state_, driver_.state().leveldb()));
-        forecast_running_ = false;
-      });
-    }
+    if (!stopping_) reads_.refresh_forecasts();
     return forecast_loop(config_.forecast_interval_ms);
   });
 }
@@ -253,7 +212,7 @@ kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation, const 
     return read_change_feed(std::move(operation), deadline, key);
   }
   if (kind == ReadQuery::Kind::kItems || kind == ReadQuery::Kind::kQuery) return read_async(std::move(operation), key);
-  return serve_read(operation, view_.leader);
+  return reads_.serve(operation, view_.leader);
 }
 
 kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint deadline, std::string key) {
@@ -366,42 +325,9 @@ bool RpcHost::fresh_enough(const Operation& operation) const {
   return false;
 }
 
-Reply RpcHost::serve_read(const Operation& operation, NodeId leader_hint) {
-  const ReadQuery& query = operation.read;
-  const std::string container = query.database + "/" + query.container;
-  // Meters and metric series exist only for containers that exist: reads of made-up names create neither.
-  bool container_exists = false;
-  if (!query.container.empty()) {
-    if (std::optional<storage::ContainerRecord> record = state_.container_record(query.database, query.container)) {
-      container_exists = true;
-      const int64_t wait_ms = request_units_.throttle_ms(container, record->throughput, ttl::read_charge(0, false));
-      if (wait_ms > 0) {
-        Reply throttled = throttled_reply(wait_ms);
-        throttled.served_by = config_.id;
-        throttled.leader_hint = leader_hint;
-        return throttled;
-      }
-    }
-  }
-  const storage::AppliedState applied = state_.applied();
-  Reply reply;
-  if (query.kind == ReadQuery::Kind::kChangeFeed) {
-    // The page is read on its own snapshot, at or after `applied`: the session token below never claims more.
-    reply.result = execute_change_feed(feed_, query.feed, &reply.feed_idle);
-  } else {
-    reply.result = execute_read(state_, query, applied.ts_micros);
-  }
-  reply.session_token = std::max(applied.index.value(), operation.session_token);
-  reply.served_by = config_.id;
-  reply.leader_hint = leader_hint;
-  reply.request_charge = ttl::read_request_charge(reply.result.ok(), reply.result.work_charge, reply.result.body.size(),
-                                                 operation.consistency == Consistency::kStrong);
-  if (container_exists) request_units_.charge(container, op_name(operation), reply.request_charge);
-  return reply;
-}
-
 kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader request, bool forwarded,
                                    const std::string& key) {
+  owner_.check();
   const auto started = std::chrono::steady_clock::now();
   std::string op = op_name(operation);
   if (operation.kind == Operation::Kind::kRead || operation.kind == Operation::Kind::kWrite) {

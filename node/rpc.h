@@ -15,19 +15,20 @@
 // limit) and per key.
 //
 // Threads (README "Threads"): the RPC thread runs this class and never waits on the others; the driver thread
-// (Boost.Asio) runs Raft and applies; --read-threads (a Boost.Asio thread pool) execute lists of items and queries on
-// the state machine's thread-safe read methods, so a large query never delays a heartbeat (point reads, bounded and
-// small, are served on the RPC thread); the Raft thread is the transport's. RPC -> driver and RPC -> read threads by
-// boost::asio::post; back to the RPC thread through the Mailbox (node/mailbox.h), which never blocks the sender. What
-// waits is bounded: requests waiting on the driver or the read threads by --max-pending-requests (beyond: 503 at
-// once), replies queued for the RPC thread by the mailbox.
+// (Boost.Asio) runs Raft and applies; the read threads (node/read_service.h) execute lists of items, queries and
+// other long reads on the state machine's thread-safe readers, in each key's turn (node/read_queue.h), so a large
+// query never delays a heartbeat nor another key's reads (point reads, bounded and small, are served on the RPC
+// thread); the Raft thread is the transport's. RPC -> driver by boost::asio::post, RPC -> read threads through the
+// ReadService, whose jobs capture it and never this class; back to the RPC thread through the Mailbox
+// (node/mailbox.h), which never blocks the sender. What waits is bounded: requests waiting on the driver or the read
+// threads by --max-pending-requests (beyond: 503 at once), replies queued for the RPC thread by the mailbox.
 //
 // Files: rpc.cc (routing requests, reads, waiting, shedding), rpc_connections.cc (start/stop, listener, the preamble
 // check, TLS, admission, idle connections, key reloads), rpc_services.cc (handshake, client session, peer API),
 // rpc_peers.cc (the driver's batches, request links); rpc_internal.h holds what they share.
 //
-// Thread-safety: start/stop from the main thread; deliver from the driver thread and the read threads;
-// execute_gateway and clients_open from any thread; everything else on the RPC thread.
+// Thread-safety: start/stop from the main thread; deliver from the driver thread; execute_gateway and clients_open
+// from any thread; everything else on the RPC thread (checked in debug builds: ThreadOwner, common/thread_owner.h).
 #pragma once
 
 #include <capnp/message.h>
@@ -35,8 +36,6 @@
 #include <kj/async-unix.h>
 #include <kj/async.h>
 #include <kj/timer.h>
-
-#include <boost/asio/thread_pool.hpp>
 
 #include <atomic>
 #include <functional>
@@ -47,6 +46,7 @@
 #include <string>
 #include <thread>
 
+#include "common/thread_owner.h"
 #include "common/tls.h"
 #include "metrics/security.h"
 #include "node/backup_service.h"
@@ -58,6 +58,7 @@
 #include "node/peer_link.h"
 #include "node/peer_transport.h"
 #include "node/read_queue.h"
+#include "node/read_service.h"
 #include "node/replay_cache.h"
 #include "node/request.h"
 #include "node/warn_limiter.h"
@@ -209,16 +210,11 @@ class RpcHost final : public DriverOutput, public LinkContext {
   kj::Promise<Reply> read_change_feed(Operation operation, kj::TimePoint deadline, std::string key);
   // A 503 this node answers itself (served by it, with its leader hint).
   Reply unavailable(uint32_t substatus, uint32_t retry_after_ms, std::string message) const;
-  // Any thread (a read thread, normally): the read at this node's applied state.
-  Reply serve_read(const Operation& operation, NodeId leader_hint);
   bool fresh_enough(const Operation& operation) const;
   // Runs `work` on a read thread (--read-threads) when `lane` (the client key; node/read_queue.h) has its turn, and
   // answers with its Reply, within the request timeout. `write`: the work is part of a write (a defaultTtl change's
   // guard), which may use the quarter kept for writes.
   kj::Promise<Reply> on_read_thread(std::function<Reply()> work, const std::string& lane, bool write = false);
-  // Hands read `id` to the pool; its answer comes back through the mailbox (and ends its turn: read_jobs_).
-  void post_read(uint64_t id, std::shared_ptr<std::atomic<bool>> cancel, WorkBudget::Clock::time_point deadline,
-                 std::function<Reply()> work);
   // A defaultTtl change's dry run or guard (node/ttl_guard.h) on a read thread; then, if it may go ahead, the driver.
   kj::Promise<Reply> guard_ttl_change(Operation operation);
   kj::Promise<Reply> cluster_status();
@@ -238,7 +234,6 @@ class RpcHost final : public DriverOutput, public LinkContext {
   metrics::Metrics& metrics_;
   RequestUnitAccount& request_units_;
   const storage::StoreReader& state_;
-  const storage::ChangeFeedReader& feed_;  // const, any thread (storage/changefeed.h)
   Keyring keyring_;
   ClusterSecrets cluster_secrets_;
   std::string keys_error_;     // kj thread: why the keys file on disk does not parse ("" while it does)
@@ -248,16 +243,13 @@ class RpcHost final : public DriverOutput, public LinkContext {
   std::thread thread_;
   kj::Own<const kj::Executor> executor_;  // the kj thread's, for stop()
   Mailbox mailbox_;                       // driver and read threads -> kj thread
-  boost::asio::thread_pool reads_;        // --read-threads
+  ReadService reads_;                     // the read threads and the reads of the applied state
   std::unique_ptr<PeerTransport> transport_;  // the Raft thread (started before the RPC thread, stopped after)
-  std::atomic<int64_t> reads_queued_{0};  // handed to reads_ and not finished (timed-out ones included)
-  std::atomic<bool> forecast_running_{false};  // a forecast metrics refresh is on a read thread
-  std::atomic<bool> forecast_cancel_{false};   // stop(): a refresh in progress ends early
-  std::atomic<bool> stop_reads_{false};        // stop(): every read on a read thread ends (common/work_budget.h)
   kj::Own<kj::PromiseFulfiller<void>> shutdown_;
   bool running_ = false;
 
-  // kj thread only.
+  // RPC thread only (bound when its loop runs; checked by the methods that touch what follows).
+  ThreadOwner owner_{"RpcHost"};
   kj::Timer* timer_ = nullptr;
   kj::Network* network_ = nullptr;
   kj::UnixEventPort* event_port_ = nullptr;  // for the preamble check's FdObserver

@@ -35,11 +35,10 @@ RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& met
       metrics_(metrics),
       request_units_(request_units),
       state_(driver.state().reader()),
-      feed_(driver.state().change_feed()),
       keyring_(std::move(keyring)),
       cluster_secrets_(std::move(cluster_secrets)),
       security_metrics_(metrics),
-      reads_(static_cast<size_t>(config.read_threads)),
+      reads_(config_, driver, metrics, security_metrics_, request_units, mailbox_),
       transport_(std::make_unique<PeerTransport>(config, driver, metrics, security_metrics_, state_,
                                                  cluster_secrets_.proving(), cluster_secrets_.accepted())),
       read_queue_(static_cast<size_t>(config.read_threads)) {
@@ -83,6 +82,7 @@ Status RpcHost::start() {
 }
 
 void RpcHost::run(std::promise<Status>& started) {
+  owner_.bind();
   kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::WaitScope& wait_scope = io.waitScope;
   timer_ = &io.provider->getTimer();
@@ -204,6 +204,7 @@ kj::Promise<bool> starts_with_preamble(int fd, kj::UnixEventPort::FdObserver& ob
 }  // namespace
 
 void RpcHost::classify(kj::Own<kj::AsyncIoStream> stream) {
+  owner_.check();
   static int64_t last_log_ms = 0;
   if (stopping_) return;
   if (connections_.size() + tls_handshakes_open_ >= static_cast<size_t>(config_.max_connections) && !make_room()) {
@@ -363,6 +364,7 @@ void RpcHost::admit(kj::Own<kj::AsyncIoStream> stream) {
 }
 
 void RpcHost::close_connection(uint64_t id, const char* reason) {
+  owner_.check();
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   if (it->second->authenticated) {
@@ -384,6 +386,7 @@ void RpcHost::close_connection(uint64_t id, const char* reason) {
 }
 
 std::optional<std::string> RpcHost::mark_authenticated(uint64_t connection_id, bool peer, const std::string& key) {
+  owner_.check();
   static int64_t last_log_ms = 0;
   auto it = connections_.find(connection_id);
   if (it == connections_.end() || it->second->authenticated) return std::nullopt;
@@ -452,6 +455,7 @@ bool RpcHost::reply_backlog_exceeded(uint64_t id, ServedConnection& connection) 
 }
 
 std::optional<Reply> RpcHost::call_started(uint64_t connection_id, const std::string& key) {
+  owner_.check();
   auto it = connections_.find(connection_id);
   if (it == connections_.end()) return shutting_down();
   ServedConnection& connection = *it->second;
@@ -472,6 +476,7 @@ std::optional<Reply> RpcHost::call_started(uint64_t connection_id, const std::st
 }
 
 std::optional<Reply> RpcHost::key_call_started(const std::string& key) {
+  owner_.check();
   // Only keys the node knows (on an open node every client is "", and the node-wide limits apply).
   if (key.empty()) return std::nullopt;
   KeyUse& use = key_use_[key];
@@ -526,6 +531,7 @@ void RpcHost::publish_connection_counts() {
 }
 
 void RpcHost::refresh_cluster_secrets() {
+  owner_.check();
   static int64_t last_log_ms = 0;
   const uint64_t before = cluster_secrets_.generation();
   if (Status reloaded = cluster_secrets_.reload_if_changed(); !reloaded.is_ok()) {
@@ -579,6 +585,7 @@ void RpcHost::close_links_of_removed_secrets() {
 }
 
 void RpcHost::refresh_keys() {
+  owner_.check();
   static int64_t last_log_ms = 0;
   if (keyring_.open()) return;
   const uint64_t before = keyring_.generation();
@@ -613,16 +620,14 @@ void RpcHost::refresh_keys() {
 void RpcHost::stop() {
   if (!running_) return;
   running_ = false;
-  stop_reads_ = true;  // a read running on a read thread stops within a millisecond (common/work_budget.h)
+  reads_.interrupt();  // a read running on a read thread stops within a millisecond (common/work_budget.h)
   KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { executor_->executeSync([this] { shutdown_->fulfill(); }); })) {
     spdlog::warn("stopping the RPC loop: {}", exception->getDescription().cStr());
   }
   thread_.join();
   mailbox_.close();
   transport_->stop();  // after the RPC thread: the driver has stopped, and no connection is handed over any more
-  forecast_cancel_ = true;
   reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones stop at once
-  reads_.join();
   backups_->stop();  // exports hold views of the store: joined before it closes
 }
 

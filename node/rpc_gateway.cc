@@ -53,6 +53,7 @@ void RpcHost::execute_gateway(GatewayCall call, std::function<void(Reply)> done)
 }
 
 kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
+  owner_.check();
   auto refuse = [this](StatusCode code, std::string message) {
     Reply reply = Reply::error(code, std::move(message));
     reply.served_by = config_.id;

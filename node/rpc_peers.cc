@@ -34,6 +34,7 @@ kj::Promise<void> RpcHost::drain_mailbox() {
 }
 
 void RpcHost::apply_batch(DriverBatch& batch) {
+  owner_.check();
   if (batch.view) {
     const bool members_changed = batch.view->voters != view_.voters || batch.view->learners != view_.learners;
     view_ = *batch.view;

@@ -21,7 +21,7 @@ from free_ports import free_ports  # noqa: E402 - tests/free_ports.py, shared wi
 
 MAYFLYD = os.environ.get("MAYFLY_MAYFLYD", "")
 # The mayfly CLI, for what the Cosmos API cannot say (e.g. turning a container's change feed on): $MAYFLY_CLI, else
-# next to mayflyd in the build tree (build/node/mayflyd -> build/client/mayfly).
+# next to mayflyd in the build tree (build/mayflyd/mayflyd -> build/client/mayfly).
 MAYFLY_CLI = os.environ.get("MAYFLY_CLI") or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(MAYFLYD))),
                                                            "client", "mayfly")
 MAKE_CERTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "make-certs.sh")

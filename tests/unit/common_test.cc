@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -10,6 +11,7 @@
 #include "common/crc32c.h"
 #include "common/http_status.h"
 #include "common/ids.h"
+#include "common/thread_owner.h"
 #include "common/prng.h"
 #include "common/status.h"
 
@@ -252,6 +254,31 @@ TEST(Crc32c, KnownValuesAndTheHardwareAndTableVersionsAgree) {
                                         std::string_view(data).substr(cut)))
         << "seed " << seed << " round " << round;
   }
+}
+
+}  // namespace
+}  // namespace mayfly
+
+namespace mayfly {
+namespace {
+
+TEST(ThreadOwner, OnlyTheBoundThreadIsTheOwner) {
+  ThreadOwner owner("test state");
+  EXPECT_TRUE(owner.on_owner());  // before bind(): start-up may touch it
+  bool other_before_bind = false;
+  std::thread([&] { other_before_bind = owner.on_owner(); }).join();
+  EXPECT_TRUE(other_before_bind);
+  bool bound_there = false;
+  bool here_after = true;
+  std::thread([&] {
+    owner.bind();
+    bound_there = owner.on_owner();
+  }).join();
+  here_after = owner.on_owner();
+  EXPECT_TRUE(bound_there);
+  EXPECT_FALSE(here_after) << "another thread is not the owner";
+  owner.release();
+  EXPECT_TRUE(owner.on_owner());
 }
 
 }  // namespace
