@@ -21,10 +21,11 @@
 
 #include <kj/async.h>
 
+#include "common/wire.h"
+
 namespace mayfly::client {
 
-// How fresh a read must be (docs/design.md, "Reads and consistency levels"; proto Consistency).
-enum class Consistency { kSession, kStrong, kBounded, kEventual };
+using mayfly::Consistency;  // how fresh a read must be (common/wire.h)
 
 // The operations of the client API, one per member of proto Request's union.
 enum class Op {
@@ -150,10 +151,10 @@ struct Request {
 // With ClientOptions::exactly_once (the default) the library re-sends it with the same write id, and the cluster
 // answers with the first execution's outcome if there was one; without, it is never re-sent (a retried patch `incr`
 // would apply twice) and the caller reads to find out.
-inline constexpr uint32_t kSubstatusServerOutcomeUnknown = 2;
+inline constexpr uint32_t kSubstatusServerOutcomeUnknown = kSubstatusOutcomeUnknown;  // common/wire.h
 // The 503 substatus for a re-sent write the cluster will not apply because it cannot tell whether the first attempt
 // was applied (its exactly-once record was evicted: more clients than the table holds). The outcome is unknown.
-inline constexpr uint32_t kSubstatusServerWriteRecordLost = 5;
+inline constexpr uint32_t kSubstatusServerWriteRecordLost = kSubstatusWriteRecordLost;
 // Exactly-once retries of a write stop this long after it was first sent, well inside the cluster's 10-minute
 // window for idle clients (docs/tests.md, "Exactly-once writes").
 inline constexpr uint32_t kExactlyOnceRetryHorizonMs = 5 * 60 * 1000;

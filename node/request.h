@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/ids.h"
+#include "common/wire.h"
 #include "proto/mayfly.capnp.h"
 #include "query/executor.h"
 #include "storage/changefeed.h"
@@ -17,7 +18,7 @@
 
 namespace mayfly::node {
 
-enum class Consistency { kSession, kStrong, kBounded, kEventual };
+using mayfly::Consistency;  // common/wire.h
 
 struct ReadQuery {
   enum class Kind { kItem, kItems, kContainer, kContainers, kDatabases, kQuery, kChangeFeed };
@@ -105,14 +106,6 @@ storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuer
 storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::ChangeFeedRequest& request,
                                       bool* caught_up_and_empty);
 
-// Substatus values Mayfly adds to 503s, so clients can tell "retry anywhere" from "outcome unknown".
-inline constexpr uint32_t kSubstatusNoLeader = 1;         // not applied; retry (the leader hint may help)
-inline constexpr uint32_t kSubstatusOutcomeUnknown = 2;   // a write whose fate is unknown (leader lost mid-commit)
-inline constexpr uint32_t kSubstatusReplicaBehind = 3;    // a read this replica cannot serve fresh enough yet
-inline constexpr uint32_t kSubstatusOverloaded = 4;       // not executed: too many requests waiting on this node; retry
-// From the exactly-once table (storage/write_dedup.h): a retry whose first outcome may be lost (503), and a client
-// with too many unacknowledged writes (429).
-inline constexpr uint32_t kSubstatusWriteRecordLost = storage::kDedupSubstatusRecordLost;
-inline constexpr uint32_t kSubstatusDedupTableFull = storage::kDedupSubstatusTableFull;
+// The substatus values the node adds to its refusals (kSubstatusNoLeader ...) are in common/wire.h.
 
 }  // namespace mayfly::node

@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/wire.h"
 #include "storage/command.h"
 
 namespace leveldb {
@@ -87,9 +88,10 @@ inline constexpr int64_t kDedupMaxKeyBytes = kDedupMaxTotalBytes / static_cast<i
 inline constexpr uint64_t kDedupExpiryEvery = 16;  // entries whose index is a multiple of this expire idle clients
 inline constexpr size_t kDedupExpiryBatch = 32;
 
-// Substatuses of the table's refusals (the node's 503 substatuses 1–4 are in node/request.h).
-inline constexpr int kDedupSubstatusRecordLost = 5;  // 503: a retry whose first outcome may have been evicted
-inline constexpr int kDedupSubstatusTableFull = 6;   // 429: too many outcomes kept for this client, or in all
+// Substatuses of the table's refusals (common/wire.h): a retry whose first outcome may have been evicted (503), too
+// many outcomes kept for this client, its key or in all (429).
+inline constexpr int kDedupSubstatusRecordLost = static_cast<int>(kSubstatusWriteRecordLost);
+inline constexpr int kDedupSubstatusTableFull = static_cast<int>(kSubstatusDedupTableFull);
 
 struct DedupTotals {
   uint64_t clients = 0;

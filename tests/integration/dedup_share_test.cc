@@ -16,7 +16,7 @@ using client::Op;
 using client::Request;
 using client::Response;
 
-constexpr int kSubstatusTableFull = 6;  // storage::kDedupSubstatusTableFull
+constexpr int kSubstatusTableFull = static_cast<int>(kSubstatusDedupTableFull);  // common/wire.h
 
 // Two nodes other than the leader (a 3-node cluster).
 std::pair<size_t, size_t> followers(uint64_t leader) {

@@ -87,7 +87,7 @@ TEST(FairShare, MadeUpSessionTokensAreAnsweredAtOnceAndWritesKeepSucceeding) {
       if (response.status < 300) {
         ++writes_ok;
       } else {
-        if (response.status == 503 && response.substatus == 4) ++writes_shed;
+        if (response.status == 503 && response.substatus == kSubstatusOverloaded) ++writes_shed;
         if (writes_failed++ == 0) {
           first_failure = "via node " + std::to_string(*write.endpoint) + ": " + std::to_string(response.status) +
                           " substatus " + std::to_string(response.substatus) + " " + response.message;

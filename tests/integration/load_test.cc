@@ -16,7 +16,6 @@ namespace {
 using client::Op;
 using client::Request;
 
-constexpr uint32_t kSubstatusOverloaded = 4;  // node/request.h
 
 TEST(Load, RequestsBeyondThePendingLimitAreShedWithA503AndApplyNothing) {
   ClusterOptions options{.name = "shed", .metrics = true};

@@ -188,7 +188,7 @@ TEST(RetryPolicy, AWriteWhoseOutcomeTheServerDoesNotKnowIsNotResent) {
   EXPECT_TRUE(decide_retry(options, read_state, answered(unknown), false, prng).retry);
   // Other 503s of a write (no leader, overloaded: nothing was done) are retried as before.
   Response overloaded = answer(503, 1, 0);
-  overloaded.substatus = 4;
+  overloaded.substatus = kSubstatusOverloaded;
   RetryState shed_state;
   EXPECT_TRUE(decide_retry(options, shed_state, answered(overloaded), true, prng).retry);
 }
