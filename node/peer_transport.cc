@@ -116,37 +116,24 @@ PeerTransport::PeerTransport(const NodeConfig& config, Driver& driver, metrics::
 PeerTransport::~PeerTransport() noexcept { stop(); }
 
 Status PeerTransport::start() {
-  std::promise<Status> started;
-  std::future<Status> result = started.get_future();
-  thread_ = std::thread([this, &started] { run(started); });
-  Status status = result.get();
-  if (!status.is_ok()) {
-    thread_.join();
-    return status;
-  }
-  running_ = true;
-  return status;
+  return loop_.start([this](kj::AsyncIoContext& io) { return set_up(io); },
+                     [this](kj::AsyncIoContext&) { tear_down(); });
 }
 
-void PeerTransport::run(std::promise<Status>& started) {
+Status PeerTransport::set_up(kj::AsyncIoContext& io) {
   owner_.bind();
-  kj::AsyncIoContext io = kj::setupAsyncIo();
   timer_ = &io.provider->getTimer();
   network_ = &io.provider->getNetwork();
   low_level_ = io.lowLevelProvider.get();
   Result<std::unique_ptr<tls::Context>> loaded = node_tls(config_, *timer_);
-  if (!loaded.is_ok()) {
-    started.set_value(loaded.status());
-    return;
-  }
+  if (!loaded.is_ok()) return loaded.status();
   tls_ = std::move(loaded).value();
   tasks_ = kj::heap<kj::TaskSet>(task_errors_);
-  executor_ = kj::getCurrentThreadExecutor().addRef();
-  auto shutdown = kj::newPromiseAndFulfiller<void>();
-  shutdown_ = kj::mv(shutdown.fulfiller);
   tasks_->add(drain_mailbox());
-  started.set_value(Status::ok());
-  shutdown.promise.wait(io.waitScope);
+  return Status::ok();
+}
+
+void PeerTransport::tear_down() {
   stopping_ = true;
   // Calls waiting for the driver (which has stopped) return; then links, connections and handshakes go, here.
   for (auto& [id, queued] : deliveries_) {
@@ -164,23 +151,21 @@ void PeerTransport::run(std::promise<Status>& started) {
 }
 
 void PeerTransport::stop() {
-  if (!running_) return;
-  running_ = false;
-  KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { executor_->executeSync([this] { shutdown_->fulfill(); }); })) {
-    spdlog::warn("stopping the Raft transport: {}", exception->getDescription().cStr());
-  }
-  thread_.join();
+  if (!loop_.running()) return;
+  loop_.stop();
   mailbox_.close();
 }
 
 kj::Promise<void> PeerTransport::adopt(kj::AutoCloseFd fd) {
-  if (executor_.get() == nullptr) return kj::READY_NOW;  // not started: `fd` is closed
-  return executor_->executeAsync([this, fd = kj::mv(fd)]() mutable { accept(kj::mv(fd)); });
+  const kj::Executor* executor = loop_.executor();
+  if (executor == nullptr) return kj::READY_NOW;  // not started: `fd` is closed
+  return executor->executeAsync([this, fd = kj::mv(fd)]() mutable { accept(kj::mv(fd)); });
 }
 
 kj::Promise<void> PeerTransport::update_secrets(std::string proving, std::vector<std::string> accepted) {
-  if (executor_.get() == nullptr) return kj::READY_NOW;
-  return executor_->executeAsync([this, proving = std::move(proving), accepted = std::move(accepted)]() mutable {
+  const kj::Executor* executor = loop_.executor();
+  if (executor == nullptr) return kj::READY_NOW;
+  return executor->executeAsync([this, proving = std::move(proving), accepted = std::move(accepted)]() mutable {
     proving_ = std::move(proving);
     accepted_ = std::move(accepted);
     accepted_ids_.clear();

@@ -43,6 +43,7 @@
 #include "node/config.h"
 #include "node/driver.h"
 #include "node/mailbox.h"
+#include "node/kj_thread.h"
 #include "node/peer_link.h"
 #include "node/warn_limiter.h"
 #include "storage/store_reader.h"
@@ -102,7 +103,9 @@ class PeerTransport final : public LinkContext {
   kj::Promise<void> receive(NodeId from, capnp::List<capnp::Data>::Reader messages);
 
  private:
-  void run(std::promise<Status>& started);
+  // On the Raft thread (node/kj_thread.h): TLS and the mailbox's drain; then, once stopped, the orderly end.
+  Status set_up(kj::AsyncIoContext& io);
+  void tear_down();
   kj::Promise<void> drain_mailbox();
   void apply(DriverBatch& batch);
   PeerLink* link(NodeId peer);
@@ -120,11 +123,7 @@ class PeerTransport final : public LinkContext {
   metrics::Metrics& metrics_;
   metrics::SecurityMetrics& security_metrics_;
   const storage::StoreReader& state_;
-  std::thread thread_;
-  kj::Own<const kj::Executor> executor_;  // the Raft thread's
   Mailbox mailbox_;                       // driver -> Raft thread
-  kj::Own<kj::PromiseFulfiller<void>> shutdown_;
-  bool running_ = false;
 
   // Raft thread only (bound when its loop runs; checked by the methods that touch what follows).
   ThreadOwner owner_{"PeerTransport"};
@@ -164,6 +163,7 @@ class PeerTransport final : public LinkContext {
   };
   TaskErrors task_errors_;
   kj::Own<kj::TaskSet> tasks_;  // last of the Raft thread's: destroyed first
+  KjThread loop_{"Raft transport"};  // the Raft thread; last: stopped (joined) before any member above goes
 };
 
 }  // namespace mayfly::node

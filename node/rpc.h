@@ -53,6 +53,7 @@
 #include "node/config.h"
 #include "node/driver.h"
 #include "node/keyring.h"
+#include "node/kj_thread.h"
 #include "common/work_budget.h"
 #include "node/mailbox.h"
 #include "node/peer_link.h"
@@ -153,7 +154,9 @@ class RpcHost final : public DriverOutput, public LinkContext {
   bool may_forward(NodeId from) const;
 
  private:
-  void run(std::promise<Status>& started);
+  // On the RPC thread (node/kj_thread.h): the listener, TLS and the loop's tasks; then, once stopped, the orderly end.
+  Status set_up(kj::AsyncIoContext& io);
+  void tear_down(kj::AsyncIoContext& io);
   kj::Promise<void> accept_loop();
   // Every accepted connection: its first bytes peeked (an entry of tls_handshakes_ meanwhile). The peer preamble: the
   // descriptor goes to the Raft transport; anything else: secure() with TLS, else admit().
@@ -240,13 +243,10 @@ class RpcHost final : public DriverOutput, public LinkContext {
   std::string secrets_error_;  // the same for the cluster secret file
   ReplayCache gateway_replays_;  // kj thread: signatures of guarded gateway requests already used
   metrics::SecurityMetrics security_metrics_;
-  std::thread thread_;
-  kj::Own<const kj::Executor> executor_;  // the kj thread's, for stop()
+  KjThread loop_{"RPC"};  // the RPC thread
   Mailbox mailbox_;                       // driver and read threads -> kj thread
   ReadService reads_;                     // the read threads and the reads of the applied state
   std::unique_ptr<PeerTransport> transport_;  // the Raft thread (started before the RPC thread, stopped after)
-  kj::Own<kj::PromiseFulfiller<void>> shutdown_;
-  bool running_ = false;
 
   // RPC thread only (bound when its loop runs; checked by the methods that touch what follows).
   ThreadOwner owner_{"RpcHost"};

@@ -68,22 +68,14 @@ Status RpcHost::start() {
   }
   // The Raft thread first: the listener hands it Raft links from its first connection on.
   if (Status transport = transport_->start(); !transport.is_ok()) return transport;
-  std::promise<Status> started;
-  std::future<Status> result = started.get_future();
-  thread_ = std::thread([this, &started] { run(started); });
-  Status status = result.get();
-  if (!status.is_ok()) {
-    thread_.join();
-    transport_->stop();
-    return status;
-  }
-  running_ = true;
+  Status status = loop_.start([this](kj::AsyncIoContext& io) { return set_up(io); },
+                              [this](kj::AsyncIoContext& io) { tear_down(io); });
+  if (!status.is_ok()) transport_->stop();
   return status;
 }
 
-void RpcHost::run(std::promise<Status>& started) {
+Status RpcHost::set_up(kj::AsyncIoContext& io) {
   owner_.bind();
-  kj::AsyncIoContext io = kj::setupAsyncIo();
   kj::WaitScope& wait_scope = io.waitScope;
   timer_ = &io.provider->getTimer();
   network_ = &io.provider->getNetwork();
@@ -91,21 +83,15 @@ void RpcHost::run(std::promise<Status>& started) {
   KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] {
     listener_ = network_->parseAddress(config_.listen).wait(wait_scope)->listen();
   })) {
-    started.set_value(Status::unavailable("cannot listen on " + config_.listen + ": " +
-                                          exception->getDescription().cStr()));
-    return;
+    return Status::unavailable("cannot listen on " + config_.listen + ": " + exception->getDescription().cStr());
   }
   Result<std::unique_ptr<tls::Context>> loaded = node_tls(config_, *timer_);
   if (!loaded.is_ok()) {
-    listener_ = nullptr;
-    started.set_value(loaded.status());
-    return;
+    listener_ = nullptr;  // nothing of the loop's outlives a failed set-up
+    return loaded.status();
   }
   tls_ = std::move(loaded).value();
   tasks_ = kj::heap<kj::TaskSet>(task_errors_);
-  executor_ = kj::getCurrentThreadExecutor().addRef();
-  auto shutdown = kj::newPromiseAndFulfiller<void>();
-  shutdown_ = kj::mv(shutdown.fulfiller);
   tasks_->add(accept_loop());
   tasks_->add(drain_mailbox());
   if (config_.idle_timeout_ms > 0) tasks_->add(sweep_idle_connections());
@@ -128,8 +114,11 @@ void RpcHost::run(std::promise<Status>& started) {
     return Refresher::loop(*this);
   }());
   spdlog::info("node {} listening on {}{}", config_.id.value(), config_.listen, tls_ != nullptr ? " (TLS)" : "");
-  started.set_value(Status::ok());
-  shutdown.promise.wait(wait_scope);
+  return Status::ok();
+}
+
+void RpcHost::tear_down(kj::AsyncIoContext& io) {
+  kj::WaitScope& wait_scope = io.waitScope;
   for (DriverBatch& batch : mailbox_.take()) apply_batch(batch);  // the driver's last answers (it has stopped)
   // Leaving the loop. New writes now get 503 at once. Writes already forwarded are in the leader's hands: wait
   // (bounded) for their answers, so their clients learn the outcome instead of seeing the connection cut. Then answer
@@ -618,13 +607,9 @@ void RpcHost::refresh_keys() {
 }
 
 void RpcHost::stop() {
-  if (!running_) return;
-  running_ = false;
+  if (!loop_.running()) return;
   reads_.interrupt();  // a read running on a read thread stops within a millisecond (common/work_budget.h)
-  KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] { executor_->executeSync([this] { shutdown_->fulfill(); }); })) {
-    spdlog::warn("stopping the RPC loop: {}", exception->getDescription().cStr());
-  }
-  thread_.join();
+  loop_.stop();
   mailbox_.close();
   transport_->stop();  // after the RPC thread: the driver has stopped, and no connection is handed over any more
   reads_.stop();  // reads not started are dropped (their callers got 503 above); running ones stop at once

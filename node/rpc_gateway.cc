@@ -37,9 +37,9 @@ void RpcHost::execute_gateway(GatewayCall call, std::function<void(Reply)> done)
                     })));
   };
   bool queued = false;
-  if (executor_.get() != nullptr) {
+  if (const kj::Executor* executor = loop_.executor()) {
     KJ_IF_MAYBE(exception, kj::runCatchingExceptions([&] {
-                  executor_->executeSync(start);
+                  executor->executeSync(start);
                   queued = true;
                 })) {
       (void)exception;  // the kj loop has exited (the node is stopping)
