@@ -71,10 +71,6 @@ class Metrics {
   void add_dedup_refused(std::string_view bound);
   // Requests, where they are answered.
   void observe_request(const std::string& op, int status, double seconds);
-  // Client reads and writes this node served (any thread): the garbage collector's pacer (node/gc_pacer.h) counts
-  // them as foreground load. Not exported; mayfly_requests_total has them by operation.
-  void add_foreground_ops(uint64_t ops) { foreground_ops_.fetch_add(ops, std::memory_order_relaxed); }
-  uint64_t foreground_ops() const { return foreground_ops_.load(std::memory_order_relaxed); }
   // Whether the collector runs at its busy pace (yielding to foreground load), and the time to its next pass.
   void set_gc_pace(bool busy, double next_pass_seconds);
   void add_expired_skipped(int64_t items);
@@ -170,7 +166,6 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& gc_next_pass_;
   prometheus::Gauge& gc_busy_gauge_;       // this node's series of the two above: set on every driver tick
   prometheus::Gauge& gc_next_pass_gauge_;
-  std::atomic<uint64_t> foreground_ops_{0};
 
   std::mutex mutex_;
   std::set<std::string> feed_containers_;  // containers with change feed series

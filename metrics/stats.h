@@ -39,7 +39,7 @@ struct ForecastFigures {
   bool truncated = false;           // --forecast-max-entries stopped the count: lower bounds
 };
 
-// One container's change feed on this node (storage/changefeed.h change_feed_usage), refreshed with the forecast.
+// One container's change feed on this node (storage/changefeed.h ChangeFeedReader::usage), refreshed with the forecast.
 struct ChangeFeedFigures {
   std::string container;             // "database/container"
   double approximate_bytes = 0;      // LevelDB's on-disk estimate of its feed keys

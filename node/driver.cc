@@ -51,9 +51,11 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
                                     collector_.pass_work()}),
       gc_pacer_(GcPaceOptions{config.gc_interval_ms * 1000, config.gc_batch_items_max, config.gc_driver_share,
                               config.tick_interval_ms * 1000}),
+      driver_metrics_(config, metrics, request_units),
       tick_timer_(loop_.make_timer()),
       deadline_timer_(loop_.make_timer()),
-      gc_timer_(loop_.make_timer()) {}
+      gc_timer_(loop_.make_timer()),
+      read_context_prefix_("r" + std::to_string(replica_->seed()) + ".") {}
 
 Driver::~Driver() {
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
@@ -70,12 +72,17 @@ boost::asio::io_context& Driver::io() {
 void Driver::start(DriverOutput& output) {
   output_ = &output;
   last_proposal_ms_ = steady_ms();
-  foreground_ops_seen_ = metrics_.foreground_ops();
+  foreground_ops_seen_ = foreground_.total();
   gc_timer_->arm(config_.gc_interval_ms * 1000, [this] { collect_garbage(); });
   loop_.post([this] { on_tick(); });
 }
 
 void Driver::run() {
+  owner_.bind();
+  struct Release {
+    ThreadOwner& owner;
+    ~Release() { owner.release(); }
+  } release{owner_};
   try {
     loop_.run();
   } catch (const replication::StorageFailure& failure) {
@@ -179,6 +186,15 @@ NodeView Driver::view() const {
   }
   view.voters = status.membership.voters;
   view.learners = status.membership.learners;
+  // A membership change appended but not committed may still be undone by the next leader, which may be a node it
+  // removes: the members of the committed membership are heard too until it commits (node/peer_admission.h).
+  if (replica_->core().config_change_pending()) {
+    const replication::Membership committed = replica_->core().membership_at(status.commit);
+    if (committed != status.membership) {
+      view.committed_members = committed.voters;
+      view.committed_members.insert(committed.learners.begin(), committed.learners.end());
+    }
+  }
   return view;
 }
 
@@ -204,6 +220,7 @@ void Driver::schedule_flush() {
 // ---- inputs -----------------------------------------------------------------------------------------------------
 
 void Driver::on_messages(std::vector<replication::Message> messages, uint64_t delivery) {
+  owner_.check();
   for (const replication::Message& message : messages) {
     if (stopped_) break;
     Status status = replica_->step(message);
@@ -228,6 +245,7 @@ void Driver::on_messages(std::vector<replication::Message> messages, uint64_t de
 }
 
 void Driver::on_request(uint64_t request_id, Operation operation) {
+  owner_.check();
   if (stopped_) {
     reply(request_id, Reply::error(StatusCode::kUnavailable, "the node is shutting down"));
     return;
@@ -309,7 +327,9 @@ void Driver::handle_read(uint64_t request_id, const Operation& operation) {
                                    "reads are served by the RPC side"));
     return;
   }
-  const std::string context = "r" + std::to_string(next_read_context_++);
+  // The context names this process too: a leader's answer to a read of an earlier incarnation of this node (asked
+  // before a restart, answered after it) must never release a read asked now, which may follow later writes.
+  const std::string context = read_context_prefix_ + std::to_string(next_read_context_++);
   Status status = replica_->read_index(context);
   if (!status.is_ok()) {
     reply(request_id, not_leader("no leader to confirm a strong read: " + status.message()));
@@ -319,6 +339,7 @@ void Driver::handle_read(uint64_t request_id, const Operation& operation) {
 }
 
 void Driver::flush() {
+  owner_.check();
   flush_scheduled_ = false;
   if (stopped_) return;
   // A leader's appends go out before its own fsync, so the followers' fsyncs overlap it.
@@ -380,7 +401,7 @@ void Driver::flush() {
     schedule_expiry_entry();
     if (replica_->has_ready()) schedule_flush();  // proposals made just now
   }
-  note_snapshot_errors();
+  driver_metrics_.note_snapshot_errors(replica_->core().status(), steady_ms());
   batch_.view = view();
   output_->deliver(std::move(batch_));
   batch_ = DriverBatch{};
@@ -467,7 +488,7 @@ void Driver::on_tick() {
   note_foreground();
   expire_requests();
   publish_metrics();
-  publish_clock();
+  driver_metrics_.publish_clock(replica_->core().status(), steady_ms());
   schedule_flush();
   tick_timer_->arm(config_.tick_interval_ms * 1000, [this] { on_tick(); });
 }

@@ -14,9 +14,13 @@
 // intervals and timeouts from the loop) and never waits on another thread.
 //
 // Files: driver.cc (the cycle: flush, ticks, writes, strong reads, expiry deadlines, stopping), driver_upkeep.cc
-// (admin and membership changes, snapshot jobs, garbage collector passes, metrics).
+// (admin and membership changes, snapshot jobs, garbage collector passes and pacing); what it publishes to
+// Prometheus is a type of its own (node/driver_metrics.h), the pacer too (node/gc_pacer.h).
 //
-// Thread-safety: every method except post() and io() runs on the loop's thread; other threads post() to it.
+// Thread-safety: the loop's thread (the driver thread) owns the Driver and everything in it (checked in debug builds:
+// ThreadOwner, bound by run()). Other threads reach it only through: post() (the loop's queue); foreground() (an
+// atomic count); state()'s thread-safe readers and reclaim_rate() (its lock), which the read threads are handed at
+// start; and io() for main's signal handling.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -33,10 +37,13 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/thread_owner.h"
 #include "metrics/metrics.h"
 #include "node/collector.h"
 #include "node/gc_pacer.h"
 #include "node/config.h"
+#include "node/driver_metrics.h"
+#include "node/driver_view.h"
 #include "node/event_loop.h"
 #include "node/forecast.h"
 #include "node/expiry_watch.h"
@@ -47,23 +54,6 @@
 #include "storage/replica.h"
 
 namespace mayfly::node {
-
-// What the RPC side needs to know about this node, refreshed after every flush.
-struct NodeView {
-  NodeId self;
-  NodeId leader;
-  replication::Role role = replication::Role::kFollower;
-  uint64_t term = 0;
-  uint64_t commit = 0;
-  uint64_t applied = 0;
-  uint64_t last_index = 0;
-  int64_t applied_ts_micros = 0;
-  int64_t last_ts_micros = 0;
-  // Steady-clock ms when this node last heard from its leader (now, on the leader); nullopt: no leader known.
-  std::optional<int64_t> leader_contact_steady_ms;
-  std::set<NodeId> voters;
-  std::set<NodeId> learners;
-};
 
 // One flush's worth of output.
 struct DriverBatch {
@@ -80,9 +70,6 @@ class DriverOutput {
   virtual void deliver(DriverBatch batch) = 0;
 };
 
-// Work units (node/collector.h) the per-container metrics may spend each second on the driver thread: 2,000
-// containers looked at (~3–14 ms), or up to 20,000 backlog entries counted (~4 ms).
-inline constexpr uint64_t kMetricsWorkMax = 40'000;
 // A collector pass or metrics refresh that holds the driver this long is logged: a third of the shortest default
 // election timeout, so a warning comes well before followers would give up on a leader held like that.
 inline constexpr int64_t kDriverHoldWarnMs = 100;
@@ -135,6 +122,9 @@ class Driver {
   NodeView view() const;
   // The collector's reclaim capacity (node/forecast.h): thread-safe, for the TTL forecast on read threads.
   const ReclaimRate& reclaim_rate() const { return reclaim_rate_; }
+  // Any thread: where the RPC side counts the client reads and writes it serves, the collector's pacer's measure of
+  // foreground load (node/gc_pacer.h).
+  ForegroundCount& foreground() { return foreground_; }
 
  private:
   struct PendingWrite {
@@ -180,8 +170,6 @@ class Driver {
   void publish_metrics();
   // Logs (rate-limited) when `what`, begun at `started`, held the driver thread for kDriverHoldWarnMs or more.
   void note_driver_hold(std::string_view what, int64_t started_micros);
-  // Clock offsets and max-clock-offset holds: metrics, and a rate-limited warning while time is held back.
-  void publish_clock();
   void maybe_start_snapshot();
   void finish_snapshot();  // of snapshot_job_
   void charge_applied(const storage::AppliedEntry& applied, Reply* reply);
@@ -192,11 +180,10 @@ class Driver {
   void fail_on_exception(std::string_view where, const std::string& cause);
   // Mark failed, stop (answering what is pending with 503) and end io().run(), even if stopping throws.
   void stop_after_failure();
-  // Logs and counts snapshot transfer errors the core saw since the last call (at most one log line per 5 s).
-  void note_snapshot_errors();
   // What the exception being handled is, for the log (call inside a catch block).
   static std::string describe_current_exception();
 
+  ThreadOwner owner_{"Driver"};
   std::unique_ptr<AsioLoop> own_loop_;  // when no loop was injected
   EventLoop& loop_;
   NodeConfig config_;
@@ -209,6 +196,7 @@ class Driver {
   Collector collector_;
   ReclaimRate reclaim_rate_;  // after collector_ (its pass budget): the forecast's capacity, read by read threads
   GcPacer gc_pacer_;
+  DriverMetrics driver_metrics_;
   DriverOutput* output_ = nullptr;
   std::unique_ptr<EventLoop::Timer> tick_timer_;
   std::unique_ptr<EventLoop::Timer> deadline_timer_;
@@ -230,21 +218,16 @@ class Driver {
     int64_t deadline_ms;
   };
   std::map<uint64_t, PendingAdvance> pending_advances_;        // log index -> advance-clock request
+  std::string read_context_prefix_;  // "r<this start's seed>.": ReadIndex contexts unique across restarts
   uint64_t next_read_context_ = 1;
   int64_t last_proposal_ms_ = 0;
-  uint64_t foreground_ops_seen_ = 0;     // Metrics::foreground_ops() already given to the pacer
+  ForegroundCount foreground_;           // client requests served, counted by the RPC thread
+  uint64_t foreground_ops_seen_ = 0;     // foreground_.total() already given to the pacer
   uint64_t item_writes_unreported_ = 0;  // item writes applied since the pacer last heard
-  int64_t last_container_metrics_ms_ = 0;
-  int64_t last_container_retain_ms_ = 0;
-  std::shared_ptr<const std::vector<storage::ContainerInfo>> metrics_containers_;  // the list metrics last retained
-  std::pair<std::string, std::string> metrics_cursor_;  // the next container whose figures to refresh
   std::optional<int64_t> scheduled_expiry_micros_;
   std::optional<int64_t> last_deadline_fired_micros_;  // loop time
   uint64_t expiry_checked_at_applied_ = 0;
   ExpiryWatch expiry_watch_;
-  uint64_t clock_holds_seen_ = 0;        // RaftStatus::clock_holds already counted
-  uint64_t clock_holds_unreported_ = 0;  // holds since the last warning
-  std::optional<int64_t> last_clock_warning_ms_;
   std::thread snapshot_thread_;  // exports a snapshot off the driver thread; at most one at a time
   std::unique_ptr<storage::Replica::SnapshotJob> snapshot_job_;  // the snapshot in the making (owns its view)
   WarnLimiter rejected_warnings_{1000};  // refused peer messages: one line per sender and reason per second
@@ -253,10 +236,6 @@ class Driver {
   std::function<void(const storage::ReplicaOutput&)> flush_observer_;
   uint64_t messages_refused_ = 0;
   int64_t gc_items_collected_ = 0;
-  uint64_t snapshot_read_errors_seen_ = 0;
-  uint64_t snapshot_receive_errors_seen_ = 0;
-  uint64_t snapshot_errors_unlogged_ = 0;
-  int64_t snapshot_error_logged_ms_ = 0;
 };
 
 }  // namespace mayfly::node

@@ -155,13 +155,14 @@ Reply forecast_reply(const storage::StoreReader& state, const ReclaimRate& rate,
   return reply;
 }
 
-std::vector<metrics::ChangeFeedFigures> changefeed_figures(const storage::StoreReader& state, leveldb::DB* db) {
+std::vector<metrics::ChangeFeedFigures> changefeed_figures(const storage::StoreReader& state,
+                                                        const storage::ChangeFeedReader& feed) {
   std::vector<metrics::ChangeFeedFigures> out;
   Result<std::shared_ptr<const std::vector<storage::ContainerInfo>>> list = state.container_list();
   if (!list.is_ok()) return out;
   for (const storage::ContainerInfo& info : **list) {
     if (!info.record.change_feed.enabled) continue;
-    Result<storage::ChangeFeedUsage> usage = storage::change_feed_usage(db, info.record);
+    Result<storage::ChangeFeedUsage> usage = feed.usage(info.record);
     if (!usage.is_ok()) continue;
     metrics::ChangeFeedFigures figures;
     figures.container = info.database + "/" + info.container;

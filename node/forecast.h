@@ -93,7 +93,8 @@ std::vector<metrics::ForecastFigures> forecast_figures(const storage::StoreReade
                                                        size_t max_entries, const std::atomic<bool>* cancel = nullptr);
 
 // The change feed metrics' figures, for every container whose feed is on (one left out when it cannot be read now).
-std::vector<metrics::ChangeFeedFigures> changefeed_figures(const storage::StoreReader& state, leveldb::DB* db);
+std::vector<metrics::ChangeFeedFigures> changefeed_figures(const storage::StoreReader& state,
+                                                        const storage::ChangeFeedReader& feed);
 
 // A drain time of "not within 24 h" as the metric exports it.
 inline constexpr double kDrainNeverSeconds = 86'400;

@@ -16,12 +16,24 @@
 // interval, never a busy loop.
 //
 // Pure: time comes in as arguments (the driver's EventLoop), so the simulator runs it on simulated time.
-// Thread-safety: driver thread only.
+// Thread-safety: GcPacer on the driver thread only; ForegroundCount on any thread (an atomic).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace mayfly::node {
+
+// The client reads and writes a node served: counted by the RPC thread, read by the driver for its pacer — the one
+// input the pacer takes from another thread.
+class ForegroundCount {
+ public:
+  void add(uint64_t ops) { ops_.fetch_add(ops, std::memory_order_relaxed); }
+  uint64_t total() const { return ops_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> ops_{0};
+};
 
 struct GcPaceOptions {
   int64_t interval_micros = 200'000;  // --gc-interval-ms: the pace while busy, and the idle check with no backlog

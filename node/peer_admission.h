@@ -5,7 +5,11 @@
 // The rule:
 //   - the message must decode, name the link's node as its sender and this node as its recipient;
 //   - the sender must be a voter or learner in this node's membership — so a removed node that does not know it was
-//     removed cannot disturb the cluster with vote requests or stale appends —
+//     removed cannot disturb the cluster with vote requests or stale appends — or, while this node holds a
+//     membership change it has appended but not seen committed, in the committed membership: that change may still
+//     be undone, by a leader elected without it, which may be the very node it removes (the simulator found a
+//     follower that had appended "remove node 2", then refused node 2's appends as the leader of the next term
+//     forever; only that leader could truncate the change);
 //   - except (1) before this node knows any membership (a --join node waiting for its first snapshot), when every
 //     authenticated peer is heard, and (2) the leader this node follows, in that leader's term or a later one. (2) is
 //     what keeps a node's membership from going stale for good: a node that installed a snapshot taken while its
@@ -17,7 +21,7 @@
 
 #include "common/ids.h"
 #include "common/status.h"
-#include "node/driver.h"
+#include "node/driver_view.h"
 #include "replication/message.h"
 
 namespace mayfly::node {

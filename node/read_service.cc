@@ -13,13 +13,14 @@
 
 namespace mayfly::node {
 
-ReadService::ReadService(const NodeConfig& config, Driver& driver, metrics::Metrics& metrics,
-                         metrics::SecurityMetrics& security_metrics, RequestUnitAccount& request_units,
-                         Mailbox& answers)
+ReadService::ReadService(const NodeConfig& config, const storage::StoreReader& state,
+                         const storage::ChangeFeedReader& feed, const ReclaimRate& reclaim_rate,
+                         metrics::Metrics& metrics, metrics::SecurityMetrics& security_metrics,
+                         RequestUnitAccount& request_units, Mailbox& answers)
     : config_(config),
-      driver_(driver),
-      state_(driver.state().reader()),
-      feed_(driver.state().change_feed()),
+      state_(state),
+      feed_(feed),
+      reclaim_rate_(reclaim_rate),
       metrics_(metrics),
       security_metrics_(security_metrics),
       request_units_(request_units),
@@ -28,45 +29,50 @@ ReadService::ReadService(const NodeConfig& config, Driver& driver, metrics::Metr
 
 ReadService::~ReadService() { stop(); }
 
-Reply ReadService::serve(const Operation& operation, NodeId leader_hint) const {
+Reply serve_read(const storage::StoreReader& state, const storage::ChangeFeedReader& feed,
+                 RequestUnitAccount& request_units, NodeId self, const Operation& operation, NodeId leader_hint) {
   const ReadQuery& query = operation.read;
   const std::string container = query.database + "/" + query.container;
   // Meters and metric series exist only for containers that exist: reads of made-up names create neither.
   bool container_exists = false;
   if (!query.container.empty()) {
-    if (std::optional<storage::ContainerRecord> record = state_.container_record(query.database, query.container)) {
+    if (std::optional<storage::ContainerRecord> record = state.container_record(query.database, query.container)) {
       container_exists = true;
-      const int64_t wait_ms = request_units_.throttle_ms(container, record->throughput, ttl::read_charge(0, false));
+      const int64_t wait_ms = request_units.throttle_ms(container, record->throughput, ttl::read_charge(0, false));
       if (wait_ms > 0) {
         Reply throttled = throttled_reply(wait_ms);
-        throttled.served_by = config_.id;
+        throttled.served_by = self;
         throttled.leader_hint = leader_hint;
         return throttled;
       }
     }
   }
-  const storage::AppliedState applied = state_.applied();
+  const storage::AppliedState applied = state.applied();
   Reply reply;
   if (query.kind == ReadQuery::Kind::kChangeFeed) {
     // The page is read on its own snapshot, at or after `applied`: the session token below never claims more.
-    reply.result = execute_change_feed(feed_, query.feed, &reply.feed_idle);
+    reply.result = execute_change_feed(feed, query.feed, &reply.feed_idle);
   } else {
-    reply.result = execute_read(state_, query, applied.ts_micros);
+    reply.result = execute_read(state, query, applied.ts_micros);
   }
   reply.session_token = std::max(applied.index.value(), operation.session_token);
-  reply.served_by = config_.id;
+  reply.served_by = self;
   reply.leader_hint = leader_hint;
   reply.request_charge = ttl::read_request_charge(reply.result.ok(), reply.result.work_charge, reply.result.body.size(),
                                                  operation.consistency == Consistency::kStrong);
-  if (container_exists) request_units_.charge(container, op_name(operation), reply.request_charge);
+  if (container_exists) request_units.charge(container, op_name(operation), reply.request_charge);
   return reply;
+}
+
+Reply ReadService::serve(const Operation& operation, NodeId leader_hint) const {
+  return serve_read(state_, feed_, request_units_, config_.id, operation, leader_hint);
 }
 
 Reply ReadService::ttl_verdict(const Operation& operation) const { return ttl_change_verdict(state_, operation); }
 
 Reply ReadService::forecast(const Operation& operation, NodeId leader_hint, const std::string& container,
                             bool exists) const {
-  Reply reply = forecast_reply(state_, driver_.reclaim_rate(), operation,
+  Reply reply = forecast_reply(state_, reclaim_rate_, operation,
                                static_cast<size_t>(config_.forecast_max_entries), config_.id);
   reply.served_by = config_.id;
   reply.leader_hint = leader_hint;
@@ -108,10 +114,10 @@ void ReadService::refresh_forecasts() {
     // No deadline (it is nobody's request), but it stops at shutdown, in the middle of a container too.
     WorkBudget budget(std::numeric_limits<int64_t>::max(), WorkBudget::Clock::time_point::max(), nullptr, &stop_);
     ScopedWorkBudget scoped(budget);
-    metrics_.set_forecast_figures(forecast_figures(state_, driver_.reclaim_rate(),
+    metrics_.set_forecast_figures(forecast_figures(state_, reclaim_rate_,
                                                    static_cast<size_t>(config_.forecast_max_entries),
                                                    &forecast_cancel_));
-    metrics_.set_changefeed_figures(changefeed_figures(state_, driver_.state().leveldb()));
+    metrics_.set_changefeed_figures(changefeed_figures(state_, feed_));
     forecast_running_ = false;
   });
 }

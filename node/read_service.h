@@ -1,10 +1,10 @@
 // ReadService: the node's read threads (--read-threads, a Boost.Asio pool) and everything that runs on them — item
 // lists, queries, change feed pages, forecasts, the defaultTtl dry run, the forecast metrics' refresh — plus the point
 // reads the RPC thread serves itself through the same serve(). It holds only what any thread may use: the state
-// machine's readers (const, thread-safe), the RU account and the reclaim rate (their own locks and atomics), the
-// metrics (prometheus-cpp's locks), its own atomics, and the Mailbox (node/mailbox.h) its answers go back through. A
-// read thread never reaches the RPC host's state: the RPC host hands it a job that captures this service, never
-// itself.
+// machine's readers (const, thread-safe; never the LevelDB handle nor the driver), the RU account and the reclaim rate
+// (their own locks and atomics), the metrics (prometheus-cpp's locks), its own atomics, and the Mailbox
+// (node/mailbox.h) its answers go back through. A read thread never reaches the RPC host's state: the RPC host hands
+// it a job that captures this service, never itself.
 //
 // Every job runs under a WorkBudget (common/work_budget.h): --max-read-work steps, the request's deadline, a cancel
 // flag the RPC thread sets when nobody waits any more, and the stop flag stop() sets.
@@ -25,7 +25,6 @@
 #include "metrics/metrics.h"
 #include "metrics/security.h"
 #include "node/config.h"
-#include "node/driver.h"
 #include "node/forecast.h"
 #include "node/mailbox.h"
 #include "node/request.h"
@@ -35,16 +34,21 @@
 
 namespace mayfly::node {
 
+// The read at `state`'s applied state: a point read, a list page, a query page or a change feed page, throttled and
+// charged in request units like any read, answered as node `self`. Any thread (what it reads is thread-safe).
+Reply serve_read(const storage::StoreReader& state, const storage::ChangeFeedReader& feed,
+                 RequestUnitAccount& request_units, NodeId self, const Operation& operation, NodeId leader_hint);
+
 class ReadService {
  public:
-  // `driver`: for its state machine's readers and its reclaim rate (both any-thread); `answers`: where a job's Reply
-  // goes, as request id -> Reply.
-  ReadService(const NodeConfig& config, Driver& driver, metrics::Metrics& metrics,
-              metrics::SecurityMetrics& security_metrics, RequestUnitAccount& request_units, Mailbox& answers);
+  // `state`, `feed`: the state machine's readers; `reclaim_rate`: the collector's capacity (all any-thread);
+  // `answers`: where a job's Reply goes, as request id -> Reply.
+  ReadService(const NodeConfig& config, const storage::StoreReader& state, const storage::ChangeFeedReader& feed,
+              const ReclaimRate& reclaim_rate, metrics::Metrics& metrics, metrics::SecurityMetrics& security_metrics,
+              RequestUnitAccount& request_units, Mailbox& answers);
   ~ReadService();
 
-  // The read at this node's applied state: a point read, a list page, a query page or a change feed page, throttled
-  // and charged in request units like any read.
+  // serve_read at this node's applied state.
   Reply serve(const Operation& operation, NodeId leader_hint) const;
   // A defaultTtl change's dry run or guard (node/ttl_guard.h).
   Reply ttl_verdict(const Operation& operation) const;
@@ -68,9 +72,9 @@ class ReadService {
 
  private:
   const NodeConfig& config_;
-  Driver& driver_;  // only its const, any-thread readers: state(), reclaim_rate()
   const storage::StoreReader& state_;
   const storage::ChangeFeedReader& feed_;
+  const ReclaimRate& reclaim_rate_;
   metrics::Metrics& metrics_;
   metrics::SecurityMetrics& security_metrics_;
   RequestUnitAccount& request_units_;

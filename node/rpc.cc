@@ -1,6 +1,6 @@
-// RpcHost (node/rpc.h), its requests: routing (reads served here or on a read thread, session and bounded reads
-// waiting for the applied index, strong reads, writes and admin changes to the driver or forwarded to the leader),
-// load shedding, the 503s this node answers itself, and the cluster status. The connections are in
+// RpcHost (node/rpc.h), its requests: the Router's decisions (node/router.h) carried out — reads served here or on a
+// read thread, session and bounded reads parked for the applied index, strong reads, writes and admin changes to the
+// driver or forwarded to the leader — load shedding, and the cluster status. The connections are in
 // rpc_connections.cc, the interfaces they serve in rpc_services.cc, peer links and deliveries in rpc_peers.cc.
 #include <spdlog/spdlog.h>
 
@@ -28,94 +28,52 @@ std::string role_text(replication::Role role) { return std::string(replication::
 
 }  // namespace
 
-Reply RpcHost::shutting_down() const {
-  Reply reply = Reply::error(StatusCode::kUnavailable, "the node is shutting down; retry on another node");
-  reply.result.substatus = kSubstatusNoLeader;
-  reply.retry_after_ms = 100;
-  reply.served_by = config_.id;
-  reply.leader_hint = view_.leader != config_.id ? view_.leader : NodeId(0);
-  return reply;
-}
-
-Reply RpcHost::overloaded(std::string message) const {
-  Reply reply = Reply::error(StatusCode::kUnavailable, std::move(message));
-  reply.result.substatus = kSubstatusOverloaded;
-  reply.retry_after_ms = 100;
-  reply.served_by = config_.id;
-  return reply;
-}
-
 std::optional<Reply> RpcHost::shed_if_full(const char* kind, bool write) {
-  const auto full = static_cast<size_t>(config_.max_pending_requests);
-  // Reads stop at three quarters: the last quarter is for writes, so no number of reads makes a write wait or fail.
-  const size_t limit = write ? full : full - full / 4;
   // Writes forwarded to the leader count too: a leader that is paused or slow must not let them pile up unbounded.
   // Parked reads do not (they hold no thread; --max-parked-reads bounds them).
-  if (pending_.size() + forwards_in_flight_ < limit && static_cast<size_t>(reads_.queued()) < limit) {
-    return std::nullopt;
-  }
+  const size_t waiting = pending_.size() + forwards_in_flight_;
+  if (!router_.over_request_limit(waiting, static_cast<size_t>(reads_.queued()), write)) return std::nullopt;
   static int64_t last_log_ms = 0;
   security_metrics_.add_shed(kind);
   if (log_now(last_log_ms)) {
-    spdlog::warn("shedding load: {} requests are waiting on this node (--max-pending-requests {})",
-                 pending_.size() + forwards_in_flight_, config_.max_pending_requests);
+    spdlog::warn("shedding load: {} requests are waiting on this node (--max-pending-requests {})", waiting,
+                 config_.max_pending_requests);
   }
-  return overloaded("node " + std::to_string(config_.id.value()) +
-                    " is overloaded (too many requests waiting); nothing was done: retry shortly or on another node");
+  return router_.overloaded("node " + std::to_string(config_.id.value()) +
+                            " is overloaded (too many requests waiting); nothing was done: retry shortly or on "
+                            "another node");
 }
 
 std::optional<Reply> RpcHost::shed_if_parked_full(const std::string& key) {
-  const auto limit = static_cast<size_t>(config_.max_parked_reads);
-  auto use = key_use_.find(key);
-  const int64_t own = use == key_use_.end() ? 0 : use->second.parked;
-  const bool node_full = waiting_reads_.size() >= limit;
-  const bool key_full = !key.empty() && own >= config_.max_parked_reads / 2;
-  if (!node_full && !key_full) return std::nullopt;
+  std::optional<Reply> full = router_.parked_full(key);
+  if (!full) return std::nullopt;
   static int64_t last_log_ms = 0;
   security_metrics_.add_shed("parked");
   if (log_now(last_log_ms)) {
     spdlog::warn("refusing reads that would wait for this replica: {} are waiting ({} of one key; --max-parked-reads "
                  "{}, a key half of it)",
-                 waiting_reads_.size(), own, config_.max_parked_reads);
+                 router_.parked(), router_.parked_of(key), config_.max_parked_reads);
   }
-  return overloaded("node " + std::to_string(config_.id.value()) + " has too many reads waiting for it to catch up" +
-                    (key_full ? " from this key" : "") +
-                    "; nothing was done: retry shortly, on another node, or at eventual consistency");
+  return full;
 }
 
-uint64_t RpcHost::park(uint64_t required, const std::string& key, kj::Own<kj::PromiseFulfiller<bool>> fulfiller) {
-  const uint64_t id = next_wait_id_++;
-  waiting_reads_.emplace(required, WaitingRead{id, key, kj::mv(fulfiller)});
-  ++key_use_[key].parked;
+uint64_t RpcHost::park(uint64_t required, const std::string& key, kj::Own<kj::PromiseFulfiller<bool>> ready) {
+  const uint64_t id = router_.park(required, key);
+  parked_.emplace(id, kj::mv(ready));
   return id;
 }
 
-std::multimap<uint64_t, RpcHost::WaitingRead>::iterator RpcHost::erase_waiting(
-    std::multimap<uint64_t, WaitingRead>::iterator it) {
-  auto use = key_use_.find(it->second.key);
-  if (use != key_use_.end()) {
-    --use->second.parked;
-    forget_key_if_unused(use);
-  }
-  return waiting_reads_.erase(it);
-}
-
-void RpcHost::unpark(uint64_t required, uint64_t id) {
-  auto [first, last] = waiting_reads_.equal_range(required);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.id == id) {
-      erase_waiting(it);
-      return;
-    }
-  }
+void RpcHost::unpark(uint64_t id) {
+  router_.unpark(id);
+  parked_.erase(id);
 }
 
 void RpcHost::forget_key_if_unused(std::map<std::string, KeyUse>::iterator it) {
-  if (it->second.sessions <= 0 && it->second.calls <= 0 && it->second.parked <= 0) key_use_.erase(it);
+  if (it->second.sessions <= 0 && it->second.calls <= 0) key_use_.erase(it);
 }
 
 kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
-  if (stopping_) return shutting_down();  // the driver has stopped: nothing would answer
+  if (stopping_) return router_.shutting_down();  // the driver has stopped: nothing would answer
   if (std::optional<Reply> shed = shed_if_full("driver", operation.kind != Operation::Kind::kRead)) {
     return kj::mv(*shed);
   }
@@ -123,12 +81,7 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
   if (operation.kind != Operation::Kind::kRead) pending_writes_.insert(id);
-  // A command that turns a change feed on without a retention gets this node's --changefeed-retention here, on the
-  // node that proposes it: the replicated command carries the number, so no replica applies its own flag.
-  if (operation.kind == Operation::Kind::kWrite && operation.command.change_feed &&
-      operation.command.change_feed->enabled && operation.command.change_feed->retention_seconds == 0) {
-    operation.command.change_feed->retention_seconds = config_.changefeed_retention_seconds;
-  }
+  router_.complete_for_proposal(operation);
   driver_.post([this, id, operation = std::move(operation)]() mutable {
     driver_.on_request(id, std::move(operation));
   });
@@ -137,7 +90,7 @@ kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
 
 kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, const std::string& lane, bool write) {
   owner_.check();
-  if (stopping_) return shutting_down();
+  if (stopping_) return router_.shutting_down();
   if (std::optional<Reply> shed = shed_if_full("read", write)) return kj::mv(*shed);
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
@@ -156,7 +109,7 @@ kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, const st
 
 kj::Promise<Reply> RpcHost::read_async(Operation operation, const std::string& key) {
   return on_read_thread(
-      [service = &reads_, leader = view_.leader, operation = std::move(operation)] {
+      [service = &reads_, leader = router_.view().leader, operation = std::move(operation)] {
         return service->serve(operation, leader);
       },
       key);
@@ -167,7 +120,7 @@ kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
       .then([this, operation = std::move(operation)](Reply reply) mutable -> kj::Promise<Reply> {
         if (!reply.serve_here) {
           reply.served_by = config_.id;
-          reply.leader_hint = view_.leader;
+          reply.leader_hint = router_.view().leader;
           return kj::mv(reply);
         }
         operation.ttl_force = true;  // checked: the driver proposes it as it is
@@ -185,12 +138,12 @@ kj::Promise<Reply> RpcHost::container_forecast(Operation operation, const std::s
     if (wait_ms > 0) {
       Reply throttled = throttled_reply(wait_ms);
       throttled.served_by = config_.id;
-      throttled.leader_hint = view_.leader;
+      throttled.leader_hint = router_.view().leader;
       return throttled;
     }
   }
   return on_read_thread(
-      [service = &reads_, leader = view_.leader, operation = std::move(operation), container,
+      [service = &reads_, leader = router_.view().leader, operation = std::move(operation), container,
        exists = record.has_value()] { return service->forecast(operation, leader, container, exists); },
       key);
 }
@@ -212,7 +165,7 @@ kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation, const 
     return read_change_feed(std::move(operation), deadline, key);
   }
   if (kind == ReadQuery::Kind::kItems || kind == ReadQuery::Kind::kQuery) return read_async(std::move(operation), key);
-  return reads_.serve(operation, view_.leader);
+  return reads_.serve(operation, router_.view().leader);
 }
 
 kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint deadline, std::string key) {
@@ -238,13 +191,13 @@ kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint 
 
 kj::Promise<bool> RpcHost::applied_reaches(uint64_t required, kj::Duration timeout, const std::string& key) {
   if (stopping_) return false;
-  if (view_.applied >= required) return true;
+  if (router_.view().applied >= required) return true;
   // A long-poll beyond --max-parked-reads (or its key's half) answers its empty page at once.
   if (shed_if_parked_full(key)) return false;
   auto ready = kj::newPromiseAndFulfiller<bool>();
   const uint64_t id = park(required, key, kj::mv(ready.fulfiller));
-  return ready.promise.exclusiveJoin(timer_->afterDelay(timeout).then([this, required, id] {
-    unpark(required, id);
+  return ready.promise.exclusiveJoin(timer_->afterDelay(timeout).then([this, id] {
+    unpark(id);
     return false;
   }));
 }
@@ -254,75 +207,25 @@ kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
   return reply.exclusiveJoin(timer_->afterDelay(timeout_ms * kj::MILLISECONDS).then([this, id] {
     pending_.erase(id);
     pending_writes_.erase(id);
-    Reply timed_out = Reply::error(StatusCode::kUnavailable,
-                                   "no answer from the cluster in time (the outcome of a write is unknown)");
-    timed_out.result.substatus = kSubstatusOutcomeUnknown;
-    timed_out.served_by = config_.id;
-    timed_out.leader_hint = view_.leader;
-    return timed_out;
+    return router_.timed_out();
   }));
 }
 
-kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t required, const std::string& key) {
-  if (stopping_) return shutting_down();
+kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t required, int64_t wait_ms,
+                                             const std::string& key) {
+  if (stopping_) return router_.shutting_down();
   if (std::optional<Reply> shed = shed_if_parked_full(key)) return kj::mv(*shed);
-  // A token beyond the commit index this follower last heard from its leader waits a few heartbeats, not the whole
-  // --session-wait-ms: an honest one is covered by the next heartbeat or two, a made-up one never is.
-  int64_t wait_ms = config_.session_wait_ms;
-  if (operation.consistency == Consistency::kSession && required > view_.commit) {
-    const int64_t heartbeat_ms = config_.heartbeat_interval_ticks * config_.tick_interval_ms;
-    wait_ms = std::min(wait_ms, std::max(kBeyondCommitWaitMinMs, kBeyondCommitWaitHeartbeats * heartbeat_ms));
-  }
   auto ready = kj::newPromiseAndFulfiller<bool>();
   const uint64_t id = park(required, key, kj::mv(ready.fulfiller));
   auto served = ready.promise.then([this, operation = kj::mv(operation), key](bool go) mutable -> kj::Promise<Reply> {
-    if (!go) return shutting_down();
+    if (!go) return router_.shutting_down();
     return serve_read_here_or_async(kj::mv(operation), key);
   });
   auto behind = timer_->afterDelay(wait_ms * kj::MILLISECONDS).then([this, required, id] {
-    unpark(required, id);
-    if (required > view_.commit) {
-      return unavailable(kSubstatusReplicaBehind, 50,
-                         "the session token " + std::to_string(required) + " is beyond the commit index " +
-                             std::to_string(view_.commit) + " this node knows of its leader; retry, or read from "
-                             "the leader (a token that did not come from this cluster never becomes readable)");
-    }
-    return unavailable(kSubstatusReplicaBehind, 50,
-                       "this replica has not caught up to the requested session/staleness yet; retry or read from "
-                       "another node");
+    unpark(id);
+    return router_.behind(required);
   });
   return served.exclusiveJoin(kj::mv(behind));
-}
-
-Reply RpcHost::unavailable(uint32_t substatus, uint32_t retry_after_ms, std::string message) const {
-  Reply reply = Reply::error(StatusCode::kUnavailable, std::move(message));
-  reply.result.substatus = static_cast<int>(substatus);
-  reply.retry_after_ms = retry_after_ms;
-  reply.served_by = config_.id;
-  reply.leader_hint = view_.leader;
-  return reply;
-}
-
-void RpcHost::release_waiting_reads() {
-  while (!waiting_reads_.empty() && waiting_reads_.begin()->first <= view_.applied) {
-    waiting_reads_.begin()->second.ready->fulfill(true);
-    erase_waiting(waiting_reads_.begin());
-  }
-}
-
-bool RpcHost::fresh_enough(const Operation& operation) const {
-  const storage::AppliedState applied = state_.applied();
-  switch (operation.consistency) {
-    case Consistency::kEventual: return true;
-    case Consistency::kSession: return applied.index.value() >= operation.session_token;
-    case Consistency::kBounded:
-      return view_.leader != NodeId(0) && view_.leader_contact_steady_ms &&
-             steady_ms() - *view_.leader_contact_steady_ms <= config_.bounded_staleness_ms &&
-             view_.commit <= applied.index.value() + static_cast<uint64_t>(config_.bounded_staleness_entries) &&
-             view_.last_ts_micros - applied.ts_micros <= config_.bounded_staleness_ms * 1000;
-    case Consistency::kStrong: return false;
-  }
-  return false;
 }
 
 kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader request, bool forwarded,
@@ -331,7 +234,7 @@ kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader r
   const auto started = std::chrono::steady_clock::now();
   std::string op = op_name(operation);
   if (operation.kind == Operation::Kind::kRead || operation.kind == Operation::Kind::kWrite) {
-    metrics_.add_foreground_ops(1);
+    driver_.foreground().add(1);
   }
   return route(std::move(operation), request, forwarded, key).then([this, started, op = std::move(op)](Reply reply) {
     metrics_.observe_request(op, reply.result.http_status(),
@@ -343,106 +246,74 @@ kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader r
 
 kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader request, bool forwarded,
                                   const std::string& key) {
-  switch (operation.kind) {
-    case Operation::Kind::kRead: {
-      if (fresh_enough(operation)) return serve_read_here_or_async(std::move(operation), key);
-      if (operation.consistency == Consistency::kSession) {
-        const uint64_t required = operation.session_token;
-        // The leader's log holds every entry ever committed (Raft's leader completeness), and a session token is an
-        // index some replica had applied: one past the end of the leader's log never came from this cluster — unless
-        // this node was deposed and does not know it yet (a partition). So it is answered at once, without parking,
-        // but as retriable (503 substatus 3: the client library tries another node), never as a 400 that would be
-        // wrong in that case.
-        if (view_.role == replication::Role::kLeader && required > view_.last_index) {
-          return unavailable(kSubstatusReplicaBehind, 50,
-                             "the session token " + std::to_string(required) + " is past the end of this leader's "
-                             "log (" + std::to_string(view_.last_index) + "): it did not come from this cluster, or "
-                             "this node is no longer the leader and does not know it yet; nothing was done: retry on "
-                             "another node, or drop the token (a new session)");
-        }
-        return wait_for_applied(std::move(operation), required, key);
-      }
-      if (operation.consistency == Consistency::kBounded) {
-        // The commit index we know is only a bound on staleness while the leader keeps talking to us: a follower
-        // cut off from it would otherwise serve ever older state as "bounded".
-        if (!view_.leader_contact_steady_ms ||
-            steady_ms() - *view_.leader_contact_steady_ms > config_.bounded_staleness_ms) {
-          return unavailable(kSubstatusNoLeader, 100,
-                             "no recent contact with the leader, so staleness cannot be bounded here; retry on "
-                             "another node or read at eventual consistency");
-        }
-        const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
-        return wait_for_applied(std::move(operation), view_.commit > slack ? view_.commit - slack : 0, key);
-      }
-      // Strong: the driver confirms leadership (ReadIndex) and says when this node has applied that far.
+  const Route route = router_.route(operation, forwarded, state_.applied(), steady_ms());
+  switch (route.kind) {
+    case Route::Kind::kServe:
+      return serve_read_here_or_async(std::move(operation), key);
+    case Route::Kind::kWait:
+      return wait_for_applied(std::move(operation), route.required, route.wait_ms, key);
+    case Route::Kind::kRefuse:
+      return route.refusal;
+    case Route::Kind::kStrongRead: {
+      // The driver confirms leadership (ReadIndex) and says when this node has applied that far.
       Operation read = operation;
       return to_driver(std::move(operation)).then([this, read = std::move(read), key](Reply reply) mutable {
         return reply.serve_here ? serve_read_here_or_async(std::move(read), key) : kj::Promise<Reply>(kj::mv(reply));
       });
     }
-    case Operation::Kind::kClusterStatus:
-      return cluster_status();
-    case Operation::Kind::kBackupOpen:  // served here, by the node the client chose (a follower, preferably)
-      return backups_->open();
-    case Operation::Kind::kBackupRead:
-      return backups_->read(operation.backup_id, operation.backup_offset, operation.backup_max_bytes);
-    case Operation::Kind::kContainerForecast:  // this node's own figures (its backlog, its collector): never forwarded
-      return container_forecast(std::move(operation), key);
-    default:
-      break;
-  }
-  // Writes and admin changes go to the leader.
-  const NodeId leader = view_.leader;
-  // The leader counts what a defaultTtl change would expire on a read thread, never on the driver thread.
-  if (needs_ttl_guard(operation) && (forwarded || leader == config_.id)) return guard_ttl_change(std::move(operation));
-  if (!forwarded && leader != NodeId(0) && leader != config_.id) {
-    if (stopping_) return shutting_down();
-    if (PeerLink* leader_link = link(leader)) {
-      if (std::optional<Reply> shed = shed_if_full("forward", true)) return kj::mv(*shed);
-      ++forwards_in_flight_;
-      const uint64_t owner = operation.command.write_id ? operation.command.write_id->owner : 0;
-      auto answered = leader_link->forward(request, owner).attach(kj::defer([this] { --forwards_in_flight_; }));
-      auto reached = answered.catch_([this, leader](kj::Exception&& exception) {
-        Reply failed = Reply::error(StatusCode::kUnavailable,
-                                    "could not reach the leader (node " + std::to_string(leader.value()) +
-                                        "): " + exception.getDescription().cStr());
-        failed.result.substatus = kSubstatusOutcomeUnknown;
-        failed.served_by = config_.id;
-        failed.leader_hint = leader;
-        return failed;
-      });
-      // A leader that is stopped or cut off answers nothing and may keep the connection: bound the wait like a
-      // request of our own (the forwarded call is cancelled with it).
-      return reached.exclusiveJoin(
-          timer_->afterDelay(config_.request_timeout_ms * kj::MILLISECONDS).then([this, leader] {
-            Reply timed_out = Reply::error(StatusCode::kUnavailable,
-                                           "no answer from the leader (node " + std::to_string(leader.value()) +
-                                               ") in time; the write's outcome is unknown (it may still apply)");
-            timed_out.result.substatus = kSubstatusOutcomeUnknown;
-            timed_out.served_by = config_.id;
-            timed_out.leader_hint = leader;
-            return timed_out;
-          }));
-    }
+    case Route::Kind::kLocal:
+      switch (operation.kind) {
+        case Operation::Kind::kClusterStatus: return cluster_status();
+        case Operation::Kind::kBackupOpen: return backups_->open();
+        case Operation::Kind::kBackupRead:
+          return backups_->read(operation.backup_id, operation.backup_offset, operation.backup_max_bytes);
+        default: return container_forecast(std::move(operation), key);
+      }
+    case Route::Kind::kGuardTtl:
+      return guard_ttl_change(std::move(operation));
+    case Route::Kind::kForward:
+      if (stopping_) return router_.shutting_down();
+      // No address for the leader (not in --peers nor in the replicated membership yet): the driver answers with
+      // the leader's hint.
+      if (PeerLink* leader_link = link(route.leader)) return forward(route.leader, *leader_link, operation, request);
+      return to_driver(std::move(operation));
+    case Route::Kind::kDriver:
+      return to_driver(std::move(operation));
   }
   return to_driver(std::move(operation));
+}
+
+kj::Promise<Reply> RpcHost::forward(NodeId leader, PeerLink& leader_link, const Operation& operation,
+                                    proto::Request::Reader request) {
+  if (std::optional<Reply> shed = shed_if_full("forward", true)) return kj::mv(*shed);
+  ++forwards_in_flight_;
+  const uint64_t owner = operation.command.write_id ? operation.command.write_id->owner : 0;
+  auto answered = leader_link.forward(request, owner).attach(kj::defer([this] { --forwards_in_flight_; }));
+  auto reached = answered.catch_([this, leader](kj::Exception&& exception) {
+    return router_.leader_unreachable(leader, exception.getDescription().cStr());
+  });
+  // A leader that is stopped or cut off answers nothing and may keep the connection: bound the wait like a request
+  // of our own (the forwarded call is cancelled with it).
+  return reached.exclusiveJoin(timer_->afterDelay(config_.request_timeout_ms * kj::MILLISECONDS).then([this, leader] {
+    return router_.leader_unreachable(leader, "");
+  }));
 }
 
 std::string RpcHost::own_status_json() const {
   std::string out = "{\"id\":" + std::to_string(config_.id.value()) + ",\"address\":";
   json::write_json_string(advertised_address(config_), out);
   out += ",\"role\":";
-  json::write_json_string(role_text(view_.role), out);
-  out += ",\"term\":" + std::to_string(view_.term) + ",\"commit\":" + std::to_string(view_.commit) +
-         ",\"applied\":" + std::to_string(view_.applied) +
-         ",\"appliedTime\":" + std::to_string(view_.applied_ts_micros) +
-         ",\"leader\":" + std::to_string(view_.leader.value()) + "}";
+  json::write_json_string(role_text(router_.view().role), out);
+  out += ",\"term\":" + std::to_string(router_.view().term) + ",\"commit\":" + std::to_string(router_.view().commit) +
+         ",\"applied\":" + std::to_string(router_.view().applied) +
+         ",\"appliedTime\":" + std::to_string(router_.view().applied_ts_micros) +
+         ",\"leader\":" + std::to_string(router_.view().leader.value()) + "}";
   return out;
 }
 
 kj::Promise<Reply> RpcHost::cluster_status() {
-  std::set<NodeId> members(view_.voters.begin(), view_.voters.end());
-  members.insert(view_.learners.begin(), view_.learners.end());
+  std::set<NodeId> members(router_.view().voters.begin(), router_.view().voters.end());
+  members.insert(router_.view().learners.begin(), router_.view().learners.end());
   for (const auto& [id, address] : config_.peers) members.insert(id);
   members.insert(config_.id);
   kj::Vector<kj::Promise<std::string>> statuses;
@@ -472,7 +343,7 @@ kj::Promise<Reply> RpcHost::cluster_status() {
   }
   return kj::joinPromises(statuses.releaseAsArray()).then([this](kj::Array<std::string> nodes) {
     Reply reply;
-    std::string body = "{\"leader\":" + std::to_string(view_.leader.value()) + ",\"nodes\":[";
+    std::string body = "{\"leader\":" + std::to_string(router_.view().leader.value()) + ",\"nodes\":[";
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (i > 0) body += ",";
       body += nodes[i];
@@ -480,7 +351,7 @@ kj::Promise<Reply> RpcHost::cluster_status() {
     body += "]}";
     reply.result.body = std::move(body);
     reply.served_by = config_.id;
-    reply.leader_hint = view_.leader;
+    reply.leader_hint = router_.view().leader;
     return reply;
   });
 }

@@ -2,7 +2,8 @@
 // node's listener and serves the client API (Mayfly -> Session.execute) and the request side of the peer API
 // (Peer.forward / nodeStatus), keeps one request link per peer (node/peer_link.h) to forward writes from this follower
 // to the leader, and serves eventual/session/bounded reads straight from the state machine when this replica is fresh
-// enough; everything else goes to the Driver. Raft messages never pass through this thread: a connection that begins
+// enough; everything else goes to the Driver. Where each request goes is decided by the Router (node/router.h), a
+// pure type the simulator runs too; this class carries its decisions out with kj promises. Raft messages never pass through this thread: a connection that begins
 // with the peer preamble is handed, unread, to the Raft transport (node/peer_transport.h), which this host starts and
 // stops, and which delivers and receives every Raft message on a thread of its own.
 //
@@ -23,7 +24,7 @@
 // (node/mailbox.h), which never blocks the sender. What waits is bounded: requests waiting on the driver or the read
 // threads by --max-pending-requests (beyond: 503 at once), replies queued for the RPC thread by the mailbox.
 //
-// Files: rpc.cc (routing requests, reads, waiting, shedding), rpc_connections.cc (start/stop, listener, the preamble
+// Files: rpc.cc (carrying out the router's decisions: reads, waits, the driver, forwarding, shedding), rpc_connections.cc (start/stop, listener, the preamble
 // check, TLS, admission, idle connections, key reloads), rpc_services.cc (handshake, client session, peer API),
 // rpc_peers.cc (the driver's batches, request links); rpc_internal.h holds what they share.
 //
@@ -61,6 +62,7 @@
 #include "node/read_queue.h"
 #include "node/read_service.h"
 #include "node/replay_cache.h"
+#include "node/router.h"
 #include "node/request.h"
 #include "node/warn_limiter.h"
 #include "proto/mayfly.capnp.h"
@@ -191,29 +193,28 @@ class RpcHost final : public DriverOutput, public LinkContext {
   std::optional<Reply> shed_if_full(const char* kind, bool write);
   // 503 (kSubstatusOverloaded, shed kind "parked") when --max-parked-reads are parked, or half of them for `key`.
   std::optional<Reply> shed_if_parked_full(const std::string& key);
-  Reply overloaded(std::string message) const;
-  // Registers a read waiting for the applied index to reach `required` (counted for `key`); its fulfiller is called
-  // with true when it does. Returns the wait's id, for unpark().
-  uint64_t park(uint64_t required, const std::string& key, kj::Own<kj::PromiseFulfiller<bool>> fulfiller);
+  // Parks a read of `key` until the applied index reaches `required` (Router::park): `ready` is fulfilled with true
+  // then, with false at shutdown. Returns the wait's id, for unpark().
+  uint64_t park(uint64_t required, const std::string& key, kj::Own<kj::PromiseFulfiller<bool>> ready);
   // Forgets the wait `id` (timed out); no-op when it was released already.
-  void unpark(uint64_t required, uint64_t id);
+  void unpark(uint64_t id);
+  // Carries out the Router's decision (node/router.h) for the request.
   kj::Promise<Reply> route(Operation operation, proto::Request::Reader request, bool forwarded,
                            const std::string& key);
+  kj::Promise<Reply> forward(NodeId leader, PeerLink& leader_link, const Operation& operation,
+                             proto::Request::Reader request);
   kj::Promise<Reply> to_driver(Operation operation);
   // A session or bounded read this replica is not fresh enough for: it waits here (not on the driver) until the
   // applied index the driver reports reaches `required`, then is served; 503 (replica behind) after
   // --session-wait-ms.
-  kj::Promise<Reply> wait_for_applied(Operation operation, uint64_t required, const std::string& key);
-  void release_waiting_reads();
+  kj::Promise<Reply> wait_for_applied(Operation operation, uint64_t required, int64_t wait_ms,
+                                      const std::string& key);
   // Resolves true once this node's applied index reaches `required`, false after `timeout` or at shutdown. Holds no
-  // read thread (the wait is an entry of waiting_reads_).
+  // read thread (the wait is the router's, parked_ holds what to wake).
   kj::Promise<bool> applied_reaches(uint64_t required, kj::Duration timeout, const std::string& key);
   // readChangeFeed on a read thread; with a long-poll (waitMs), a caught-up empty page waits for the applied index to
   // pass the page's position and reads again from its continuation, until `deadline`.
   kj::Promise<Reply> read_change_feed(Operation operation, kj::TimePoint deadline, std::string key);
-  // A 503 this node answers itself (served by it, with its leader hint).
-  Reply unavailable(uint32_t substatus, uint32_t retry_after_ms, std::string message) const;
-  bool fresh_enough(const Operation& operation) const;
   // Runs `work` on a read thread (--read-threads) when `lane` (the client key; node/read_queue.h) has its turn, and
   // answers with its Reply, within the request timeout. `write`: the work is part of a write (a defaultTtl change's
   // guard), which may use the quarter kept for writes.
@@ -228,7 +229,6 @@ class RpcHost final : public DriverOutput, public LinkContext {
   // kj thread: the signature and role check of a gateway call (401/403, like a session's), then handle().
   kj::Promise<Reply> run_gateway(GatewayCall& call);
   PeerLink* link(NodeId peer);
-  Reply shutting_down() const;
   void close_links_of_removed_secrets();
 
   NodeConfig config_;
@@ -268,32 +268,23 @@ class RpcHost final : public DriverOutput, public LinkContext {
   std::map<uint64_t, kj::Own<ServedConnection>> connections_;  // ordered by id: the oldest first
   size_t authenticated_connections_ = 0;
   size_t client_sessions_ = 0;  // authenticated client connections (peers not counted)
-  // What each client key holds on this node (kj thread): sessions open, calls in flight, reads parked. An entry goes
-  // when all three are 0.
+  // What each client key holds on this node (kj thread): sessions open, calls in flight (its parked reads are the
+  // router's). An entry goes when both are 0.
   struct KeyUse {
     int64_t sessions = 0;
     int64_t calls = 0;
-    int64_t parked = 0;
   };
   std::map<std::string, KeyUse> key_use_;
   void forget_key_if_unused(std::map<std::string, KeyUse>::iterator it);
   WarnLimiter refused_warnings_{1000};  // one line per sender per second
-  NodeView view_;
+  // Where requests go, the node's view and the parked reads' bookkeeping (node/router.h).
+  Router router_;
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;  // waiting on the driver or a read thread
   std::set<uint64_t> pending_writes_;  // the writes among them: at shutdown, their outcome is unknown
   ReadQueue read_queue_;               // the read threads' turns, by key
   std::set<uint64_t> read_jobs_;       // reads started on the pool whose answer has not come back
-  // Reads waiting for this node's applied index: required index -> the wait (its id, its key, what to wake).
-  struct WaitingRead {
-    uint64_t id;
-    std::string key;
-    kj::Own<kj::PromiseFulfiller<bool>> ready;  // true: go
-  };
-  std::multimap<uint64_t, WaitingRead> waiting_reads_;
-  // Removes a wait and its count on its key (its fulfiller is not called).
-  std::multimap<uint64_t, WaitingRead>::iterator erase_waiting(std::multimap<uint64_t, WaitingRead>::iterator it);
-  uint64_t next_wait_id_ = 1;
+  std::map<uint64_t, kj::Own<kj::PromiseFulfiller<bool>>> parked_;  // the router's wait id -> what to wake
   bool stopping_ = false;           // shutting down: no new work for the driver or the leader
   size_t forwards_in_flight_ = 0;  // writes forwarded to the leader, not answered yet
   std::map<NodeId, std::unique_ptr<PeerLink>> links_;

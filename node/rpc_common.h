@@ -54,11 +54,6 @@ inline constexpr size_t kFlowLimitWords = (16u << 20) / sizeof(capnp::word);
 // items and never reads its socket holds at most this much of the node's memory; an honest client reading a few
 // 4 MiB pages at once stays far below it.
 inline constexpr size_t kMaxReplyBacklogBytes = size_t{64} << 20;
-// On a follower, a session read whose token is beyond the commit index this node last heard from its leader waits at
-// most this many heartbeat intervals (at least kBeyondCommitWaitMinMs) for the commit index to cover it, not the
-// whole --session-wait-ms: an honest token is committed within a heartbeat or two.
-inline constexpr int64_t kBeyondCommitWaitHeartbeats = 10;
-inline constexpr int64_t kBeyondCommitWaitMinMs = 200;
 inline constexpr int64_t kQuietLogMs = 5000;  // repeated warnings of one kind: one line per this long
 
 // True at most once per kQuietLogMs for one `last` slot: repeated refusals make one log line, not a flood.

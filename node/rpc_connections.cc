@@ -38,11 +38,12 @@ RpcHost::RpcHost(const NodeConfig& config, Driver& driver, metrics::Metrics& met
       keyring_(std::move(keyring)),
       cluster_secrets_(std::move(cluster_secrets)),
       security_metrics_(metrics),
-      reads_(config_, driver, metrics, security_metrics_, request_units, mailbox_),
+      reads_(config_, driver.state().reader(), driver.state().change_feed(), driver.reclaim_rate(), metrics,
+             security_metrics_, request_units, mailbox_),
       transport_(std::make_unique<PeerTransport>(config, driver, metrics, security_metrics_, state_,
                                                  cluster_secrets_.proving(), cluster_secrets_.accepted())),
+      router_(config),
       read_queue_(static_cast<size_t>(config.read_threads)) {
-  view_.self = config.id;
   security_metrics_.set_open(keyring_.open(), cluster_secrets_.empty());
   security_metrics_.set_connections(0, 0);
 }
@@ -132,7 +133,7 @@ void RpcHost::tear_down(kj::AsyncIoContext& io) {
   }
   for (DriverBatch& batch : mailbox_.take()) apply_batch(batch);
   for (auto& [id, fulfiller] : pending_) {
-    Reply reply = shutting_down();
+    Reply reply = router_.shutting_down();
     if (pending_writes_.count(id) != 0) {
       // It may have been proposed: retrying it is safe only for a client whose writes carry ids (exactly-once).
       reply.result.message = "the node is shutting down; the write's outcome is unknown (it may still apply)";
@@ -142,8 +143,9 @@ void RpcHost::tear_down(kj::AsyncIoContext& io) {
   }
   pending_.clear();
   pending_writes_.clear();
-  for (auto& [index, waiting] : waiting_reads_) waiting.ready->fulfill(false);
-  waiting_reads_.clear();
+  for (auto& [id, ready] : parked_) ready->fulfill(false);
+  parked_.clear();
+  router_.clear_parked();
   key_use_.clear();
   timer_->afterDelay(kShutdownFlushMs * kj::MILLISECONDS).wait(wait_scope);
   tasks_ = nullptr;
@@ -446,15 +448,15 @@ bool RpcHost::reply_backlog_exceeded(uint64_t id, ServedConnection& connection) 
 std::optional<Reply> RpcHost::call_started(uint64_t connection_id, const std::string& key) {
   owner_.check();
   auto it = connections_.find(connection_id);
-  if (it == connections_.end()) return shutting_down();
+  if (it == connections_.end()) return router_.shutting_down();
   ServedConnection& connection = *it->second;
-  if (connection.closing) return overloaded("this connection is being closed; open a new one");
+  if (connection.closing) return router_.overloaded("this connection is being closed; open a new one");
   if (reply_backlog_exceeded(connection_id, connection)) {
-    return overloaded("this connection has too many replies queued that it does not read; it is being closed");
+    return router_.overloaded("this connection has too many replies queued that it does not read; it is being closed");
   }
   if (connection.calls >= config_.max_pending_per_connection) {
     security_metrics_.add_shed("connection");
-    return overloaded("this connection has " + std::to_string(connection.calls) + " requests in flight on node " +
+    return router_.overloaded("this connection has " + std::to_string(connection.calls) + " requests in flight on node " +
                       std::to_string(config_.id.value()) + " (--max-pending-per-connection); nothing was done: wait "
                       "for some answers first");
   }
@@ -471,7 +473,7 @@ std::optional<Reply> RpcHost::key_call_started(const std::string& key) {
   KeyUse& use = key_use_[key];
   if (use.calls >= config_.max_pending_per_key) {
     security_metrics_.add_shed("key");
-    return overloaded("this key has " + std::to_string(use.calls) + " requests in flight on node " +
+    return router_.overloaded("this key has " + std::to_string(use.calls) + " requests in flight on node " +
                       std::to_string(config_.id.value()) + " (--max-pending-per-key); nothing was done: retry "
                       "shortly");
   }

@@ -19,13 +19,13 @@ void RpcHost::execute_gateway(GatewayCall call, std::function<void(Reply)> done)
   auto answered = std::make_shared<bool>(false);  // kj thread only, once the call is queued
   auto start = [this, shared, done, answered] {
     if (tasks_.get() == nullptr) {  // the host is past its last tasks (stopping)
-      done(shutting_down());
+      done(router_.shutting_down());
       return;
     }
     tasks_->add(run_gateway(*shared)
                     .catch_([this](kj::Exception&& exception) {
                       spdlog::warn("gateway request failed: {}", exception.getDescription().cStr());
-                      return unavailable(kSubstatusNoLeader, 100, "the request failed on this node; retry");
+                      return router_.unavailable(kSubstatusNoLeader, 100, "the request failed on this node; retry");
                     })
                     .then([shared, done, answered](Reply reply) {
                       *answered = true;
@@ -33,7 +33,7 @@ void RpcHost::execute_gateway(GatewayCall call, std::function<void(Reply)> done)
                     })
                     .attach(kj::defer([this, done, answered] {
                       // Dropped unanswered (the loop is stopping): the client still gets an answer.
-                      if (!*answered) done(shutting_down());
+                      if (!*answered) done(router_.shutting_down());
                     })));
   };
   bool queued = false;
@@ -57,7 +57,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
   auto refuse = [this](StatusCode code, std::string message) {
     Reply reply = Reply::error(code, std::move(message));
     reply.served_by = config_.id;
-    reply.leader_hint = view_.leader;
+    reply.leader_hint = router_.view().leader;
     return reply;
   };
   Role role = Role::kAdmin;  // open: like a session on a node without keys (docs/security.md)
@@ -91,7 +91,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
   if (call.request == nullptr) {
     Reply reply;
     reply.served_by = config_.id;
-    reply.leader_hint = view_.leader;
+    reply.leader_hint = router_.view().leader;
     return reply;
   }
   proto::Request::Reader request = call.request->getRoot<proto::Request>().asReader();
@@ -122,7 +122,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
                           "x-ms-date (a new second)");
       case ReplayCache::Outcome::kFull: {
         security_metrics_.add_auth_failure("replay_cache_full");
-        Reply busy = unavailable(kSubstatusOverloaded, 1000,
+        Reply busy = router_.unavailable(kSubstatusOverloaded, 1000,
                                  "node " + std::to_string(config_.id.value()) + " has " +
                                      std::to_string(ReplayCache::kMaxEntries) +
                                      " database or container changes signed in the last 30 minutes; retry later");

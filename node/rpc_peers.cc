@@ -36,12 +36,18 @@ kj::Promise<void> RpcHost::drain_mailbox() {
 void RpcHost::apply_batch(DriverBatch& batch) {
   owner_.check();
   if (batch.view) {
-    const bool members_changed = batch.view->voters != view_.voters || batch.view->learners != view_.learners;
-    view_ = *batch.view;
-    release_waiting_reads();
+    const NodeView& view = router_.view();
+    const bool members_changed = batch.view->voters != view.voters || batch.view->learners != view.learners;
+    // The reads the new applied index releases, in order.
+    for (uint64_t id : router_.set_view(*batch.view)) {
+      auto ready = parked_.find(id);
+      if (ready == parked_.end()) continue;
+      ready->second->fulfill(true);
+      parked_.erase(ready);
+    }
     // Request links to every member connect ahead of the first forwarded write or status call.
     if (members_changed) {
-      for (const std::set<NodeId>* members : {&view_.voters, &view_.learners}) {
+      for (const std::set<NodeId>* members : {&view.voters, &view.learners}) {
         for (NodeId member : *members) {
           if (member == config_.id) continue;
           if (PeerLink* peer_link = link(member)) peer_link->warm();
@@ -70,9 +76,6 @@ PeerLink* RpcHost::link(NodeId peer) {
   return raw;
 }
 
-bool RpcHost::may_forward(NodeId from) const {
-  const bool knows_membership = !view_.voters.empty() || !view_.learners.empty();
-  return !knows_membership || view_.voters.contains(from) || view_.learners.contains(from) || view_.leader == from;
-}
+bool RpcHost::may_forward(NodeId from) const { return router_.may_forward(from); }
 
 }  // namespace mayfly::node

@@ -224,6 +224,8 @@ class RaftCore {
   const Membership& membership() const;
   // Membership in effect at `index` (applied index <= index <= last index), for the snapshot metadata.
   Membership membership_at(LogIndex index) const;
+  // A membership change is appended to the log but not committed (this node's commit index).
+  bool config_change_pending() const;
   NodeId id() const { return config_.self; }
   Role role() const { return role_; }
   Term term() const { return term_; }
@@ -336,7 +338,6 @@ class RaftCore {
   void sync_progress_with_membership();
   // The leader's own entry in progress_ follows what its disk holds.
   void update_self_progress();
-  bool config_change_pending() const;
 
   // ReadIndex.
   Status handle_read_request(NodeId from, std::string context);

@@ -562,7 +562,8 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
 
 std::string change_feed_token(uint64_t crid, const ChangePosition& position) { return encode_token(crid, position); }
 
-Result<ChangeFeedUsage> change_feed_usage(leveldb::DB* db, const ContainerRecord& container) {
+Result<ChangeFeedUsage> ChangeFeedReader::usage(const ContainerRecord& container) const {
+  leveldb::DB* db = db_;
   if (!container.change_feed.enabled) return Status::invalid_argument("the change feed is off");
   ReadSnapshot snapshot(db);
   std::string raw;

@@ -105,20 +105,6 @@ struct ChangeFeedPage {
   std::string partition_key_path;  // that container's, e.g. "/pk"
 };
 
-class ChangeFeedReader {
- public:
-  explicit ChangeFeedReader(leveldb::DB* db) : db_(db) {}
-  // kGone (410) for a start before the retention window or before the feed was turned on; kNotFound for a missing
-  // container; kInvalidArgument for a feed that is off or a bad continuation.
-  Result<ChangeFeedPage> read(const ChangeFeedRequest& request) const;
-
- private:
-  leveldb::DB* db_;
-};
-
-// The continuation token that resumes right after `position` of container `crid` (a change's "position" on the wire).
-std::string change_feed_token(uint64_t crid, const ChangePosition& position);
-
 // What a container's feed holds on this node, for the metrics (docs/metrics.md): LevelDB's approximate on-disk size
 // of its feed keys (0E crid: records, shadows, policy history; the memtable not counted) and the oldest position a
 // reader may start from now (the retention's start) with its replicated time, and the applied time.
@@ -128,8 +114,22 @@ struct ChangeFeedUsage {
   int64_t oldest_ts_micros = 0;
   int64_t applied_ts_micros = 0;
 };
-// kInvalidArgument for a container whose feed is off.
-Result<ChangeFeedUsage> change_feed_usage(leveldb::DB* db, const ContainerRecord& container);
+
+class ChangeFeedReader {
+ public:
+  explicit ChangeFeedReader(leveldb::DB* db) : db_(db) {}
+  // kGone (410) for a start before the retention window or before the feed was turned on; kNotFound for a missing
+  // container; kInvalidArgument for a feed that is off or a bad continuation.
+  Result<ChangeFeedPage> read(const ChangeFeedRequest& request) const;
+  // What `container`'s feed holds on this node (ChangeFeedUsage above); kInvalidArgument for a feed that is off.
+  Result<ChangeFeedUsage> usage(const ContainerRecord& container) const;
+
+ private:
+  leveldb::DB* db_;
+};
+
+// The continuation token that resumes right after `position` of container `crid` (a change's "position" on the wire).
+std::string change_feed_token(uint64_t crid, const ChangePosition& position);
 
 // Shared with the collector's retention (ExpiryKeeper::trim_change_feed).
 struct FeedPoint {

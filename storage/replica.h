@@ -123,6 +123,9 @@ class Replica {
 
   replication::RaftCore& core() { return *core_; }
   const replication::RaftCore& core() const { return *core_; }
+  // This opening's seed (ReplicaOptions::seed): different for every start of the process (mayflyd draws it from the
+  // clock and the node id; the simulator from its seed and the restart count).
+  uint64_t seed() const { return options_.seed; }
   StateMachine& state() { return *state_; }
   const StateMachine& state() const { return *state_; }
   RaftLogStore& log() { return *log_; }

@@ -15,6 +15,8 @@
 #include "metrics/metrics.h"
 #include "node/driver.h"
 #include "node/event_loop.h"
+#include "node/read_service.h"
+#include "node/router.h"
 #include "node/ru_account.h"
 #include "replication/codec.h"
 #include "storage/changefeed.h"
@@ -74,14 +76,20 @@ class SimClock final : public Clock {
 // request-unit account, time entries, expiry deadlines, learner promotion — on a ManualLoop, its output captured.
 // Destroyed whole on a crash (the Driver first: it holds timers of the loop).
 struct Process final : node::DriverOutput {
-  Process(int64_t now_micros, std::function<int64_t()> wall_clock, uint64_t id)
-      : loop(now_micros), clock(std::move(wall_clock)), metrics(id), request_units(clock, metrics) {}
+  Process(int64_t now_micros, std::function<int64_t()> wall_clock, const node::NodeConfig& config)
+      : loop(now_micros),
+        clock(std::move(wall_clock)),
+        metrics(config.id.value()),
+        request_units(clock, metrics),
+        router(config) {}
   void deliver(node::DriverBatch batch) override { outbox.push_back(std::move(batch)); }
 
   node::ManualLoop loop;
   SimClock clock;
   metrics::Metrics metrics;
   node::RequestUnitAccount request_units;
+  // Where the node sends each client request, forward and peer message, as mayflyd's RPC side does (node/router.h).
+  node::Router router;
   std::vector<node::DriverBatch> outbox;
   std::unique_ptr<node::Driver> driver;
 };
@@ -121,6 +129,20 @@ struct PendingRequest {
   enum class Kind { kWrite, kStrongRead, kAdmin } kind;
   uint64_t command_hash = 0;     // kWrite: of the encoded command, as the log will hold it
   LogIndex acknowledged_before;  // kStrongRead: the highest index acknowledged when the read started
+  bool forwarded = false;        // kWrite: a follower's router forwarded it to this node
+};
+
+// A write a follower's router forwards to its leader, on the simulated network.
+struct Forward {
+  NodeId from;
+  NodeId to;
+  node::Operation operation;
+};
+
+// A session or bounded read the node's router parked until its applied index reaches the read's bound.
+struct ParkedRead {
+  node::Operation operation;
+  int64_t deadline_ms;
 };
 
 // Thrown-free failure: the first violation is recorded and the run stops.
@@ -208,7 +230,7 @@ class Simulation {
                                       replica.status().to_string());
     Node* self = &node;
     node.process = std::make_unique<Process>(now_ms_ * 1000, [this, self] { return clock_of(*self); },
-                                             node.id.value());
+                                             node_config(node));
     Process& process = *node.process;
     process.driver = std::make_unique<node::Driver>(node_config(node), std::move(replica).value(), process.clock,
                                                     process.metrics, process.request_units, &process.loop);
@@ -225,6 +247,9 @@ class Simulation {
     result_.gc_items_collected += node.process->driver->gc_items_collected();
     for (auto it = pending_.begin(); it != pending_.end();) {
       it = it->first.first == node.id.value() ? pending_.erase(it) : std::next(it);
+    }
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      it = it->first.first == node.id.value() ? parked_.erase(it) : std::next(it);
     }
     node.process.reset();
   }
@@ -259,6 +284,8 @@ class Simulation {
 
   void step_once() {
     deliver_due_messages();
+    deliver_due_forwards();
+    expire_parked_reads();
     for (Node& n : nodes_) {
       if (!n.process && n.restart_at_ms >= 0 && now_ms_ >= n.restart_at_ms) {
         n.restart_at_ms = -1;
@@ -309,6 +336,12 @@ class Simulation {
       }
       // Every peer here is correct, so a refusal as malformed (replication::RejectReason) is a false positive of
       // the core's validation of what arrives from the network.
+      // Peer admission, as the Raft transport applies it (node/peer_admission.h): a message from a node outside
+      // this one's membership is dropped.
+      if (target.process->router.peer_message_refusal(message.from, Result<Message>(message)) != nullptr) {
+        ++result_.messages_refused_by_admission;
+        continue;
+      }
       node::Driver& driver = *target.process->driver;
       const uint64_t refused = driver.messages_refused();
       driver.on_messages({message});
@@ -329,6 +362,16 @@ class Simulation {
     std::vector<node::DriverBatch> outbox = std::move(n.process->outbox);
     n.process->outbox.clear();
     for (node::DriverBatch& batch : outbox) {
+      if (batch.view) {
+        for (uint64_t wait : n.process->router.set_view(*batch.view)) {
+          auto parked = parked_.find({n.id.value(), wait});
+          if (parked == parked_.end()) continue;
+          node::Operation read = std::move(parked->second.operation);
+          parked_.erase(parked);
+          serve_read(n, read);
+          if (!result_.ok || !n.process) return;
+        }
+      }
       for (const auto& [to, encoded] : batch.messages) {
         for (const std::string& bytes : encoded) {
           auto decoded = replication::decode_message(bytes);
@@ -418,29 +461,153 @@ class Simulation {
     n.process->driver->on_request(id, std::move(operation));
   }
 
+  // A client's request to node n, where its router sends it (node/router.h) — as mayflyd's RPC side does, with the
+  // simulated network between a follower and the leader it forwards to.
+  void client_request(Node& n, node::Operation operation, bool forwarded = false) {
+    Process& process = *n.process;
+    const node::Route route =
+        process.router.route(operation, forwarded, process.driver->state().applied(), process.loop.now_ms());
+    switch (route.kind) {
+      case node::Route::Kind::kServe:
+        return serve_read(n, operation);
+      case node::Route::Kind::kWait: {
+        if (process.router.parked_full("")) {
+          ++result_.reads_refused;
+          return;
+        }
+        ++result_.reads_waited;
+        const uint64_t wait = process.router.park(route.required, "");
+        parked_[{n.id.value(), wait}] = ParkedRead{std::move(operation), now_ms_ + route.wait_ms};
+        return;
+      }
+      case node::Route::Kind::kRefuse:
+        ++result_.reads_refused;
+        return;
+      case node::Route::Kind::kStrongRead:
+        return request(n, PendingRequest{PendingRequest::Kind::kStrongRead, 0, highest_acknowledged_},
+                       std::move(operation));
+      case node::Route::Kind::kForward: {
+        const int64_t delay = send_delay_ms();
+        if (delay < 0) return;  // dropped
+        forwards_.emplace(now_ms_ + delay, Forward{n.id, route.leader, std::move(operation)});
+        return;
+      }
+      case node::Route::Kind::kDriver: {
+        process.router.complete_for_proposal(operation);
+        PendingRequest pending;
+        pending.kind = PendingRequest::Kind::kWrite;
+        pending.command_hash = fnv1a(storage::encode_command(operation.command));
+        pending.forwarded = forwarded;
+        return request(n, pending, std::move(operation));
+      }
+      case node::Route::Kind::kGuardTtl:
+      case node::Route::Kind::kLocal:
+        break;
+    }
+    fail("the router sent a simulated request where the simulation does not send any (" +
+         node::op_name(operation) + ")");
+  }
+
+  // -1: dropped; else how long a message takes now.
+  int64_t send_delay_ms() {
+    const bool faulty = now_ms_ < options_.fault_phase_ms;
+    if (faulty && prng_.uniform(1000) < plan_.drop_per_mille) return -1;
+    return faulty ? prng_.range(1, plan_.max_delay_ms) : prng_.range(1, 3);
+  }
+
+  void deliver_due_forwards() {
+    while (!forwards_.empty() && forwards_.begin()->first <= now_ms_) {
+      Forward forward = std::move(forwards_.begin()->second);
+      forwards_.erase(forwards_.begin());
+      if (forward.to.value() < 1 || forward.to.value() > nodes_.size()) continue;
+      Node& target = node(forward.to);
+      if (!target.process || !link_up(forward.from, forward.to)) continue;
+      // The peer API's admission of a forward (node/router.h may_forward).
+      if (!target.process->router.may_forward(forward.from)) {
+        ++result_.forwards_refused;
+        continue;
+      }
+      client_request(target, std::move(forward.operation), true);
+      if (!result_.ok) return;
+    }
+  }
+
+  void expire_parked_reads() {
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      if (it->second.deadline_ms > now_ms_) {
+        ++it;
+        continue;
+      }
+      Node& n = node(NodeId(it->first.first));
+      if (n.process) n.process->router.unpark(it->first.second);
+      ++result_.reads_behind;
+      it = parked_.erase(it);
+    }
+  }
+
+  // A read the router let node n serve: the production read path (node/read_service.h serve_read) on its applied
+  // state. A session read must see every write up to its token (read your writes), whichever replica serves it.
+  void serve_read(Node& n, const node::Operation& read) {
+    Process& process = *n.process;
+    const storage::StateMachine& state = process.driver->state();
+    const LogIndex applied = state.applied().index;
+    const node::Reply reply = node::serve_read(state.reader(), state.change_feed(), process.request_units, n.id, read,
+                                               process.router.view().leader);
+    if (read.consistency == node::Consistency::kSession && applied.value() < read.session_token) {
+      return fail("session read with token " + std::to_string(read.session_token) + " served by node " +
+                  std::to_string(n.id.value()) + " at applied index " + std::to_string(applied.value()));
+    }
+    if (reply.result.http_status() >= 500) {
+      return fail("a read served by node " + std::to_string(n.id.value()) + " failed: " + reply.result.message);
+    }
+    ++result_.reads_served;
+    if (n.replica().core().role() != Role::kLeader) ++result_.follower_reads_served;
+  }
+
+  node::Operation item_read(node::Consistency consistency) {
+    node::Operation read;
+    read.kind = node::Operation::Kind::kRead;
+    read.consistency = consistency;
+    read.read.kind = node::ReadQuery::Kind::kItem;
+    read.read.database = "db";
+    read.read.container = "c";
+    read.read.partition_key_json = "\"p" + std::to_string(prng_.uniform(3)) + "\"";
+    read.read.id = "i" + std::to_string(prng_.uniform(30));
+    return read;
+  }
+
+  Node* random_live_node() {
+    Node& n = nodes_[prng_.uniform(nodes_.size())];
+    return n.process ? &n : nullptr;
+  }
+
   void workload() {
     Node* lead = leader();
-    if (lead != nullptr && prng_.uniform(100) < 20) {  // a client write, to the leader
+    if (lead != nullptr && prng_.uniform(100) < 20) {  // a client write, to the leader or to any node
       node::Operation write;
       write.kind = node::Operation::Kind::kWrite;
       write.command = random_command(lead->process->driver->state());
       write.ttl_force = true;  // the simulation exercises defaultTtl changes, not the guard against mass expiry
-      PendingRequest pending{PendingRequest::Kind::kWrite, fnv1a(storage::encode_command(write.command)), {}};
-      request(*lead, pending, std::move(write));
+      Node* target = prng_.uniform(2) == 0 ? lead : random_live_node();
+      if (target != nullptr) client_request(*target, std::move(write));
     }
     if (prng_.uniform(100) < 3) {  // a strong read on a random live node
-      Node& reader = nodes_[prng_.uniform(nodes_.size())];
-      if (reader.process) {
-        node::Operation read;
-        read.kind = node::Operation::Kind::kRead;
-        read.consistency = node::Consistency::kStrong;
-        read.read.kind = node::ReadQuery::Kind::kItem;
-        read.read.database = "db";
-        read.read.container = "c";
+      if (Node* reader = random_live_node()) {
+        node::Operation read = item_read(node::Consistency::kStrong);
         read.read.partition_key_json = "\"p0\"";
         read.read.id = "i0";
-        request(reader, PendingRequest{PendingRequest::Kind::kStrongRead, 0, highest_acknowledged_}, std::move(read));
+        client_request(*reader, std::move(read));
       }
+    }
+    if (prng_.uniform(100) < 4) {  // a session read, by a client that saw the latest acknowledged write, on any node
+      if (Node* reader = random_live_node()) {
+        node::Operation read = item_read(node::Consistency::kSession);
+        read.session_token = highest_acknowledged_.value();
+        client_request(*reader, std::move(read));
+      }
+    }
+    if (prng_.uniform(100) < 1) {  // a bounded-staleness read on any node
+      if (Node* reader = random_live_node()) client_request(*reader, item_read(node::Consistency::kBounded));
     }
   }
 
@@ -456,6 +623,7 @@ class Simulation {
           acknowledged_[reply.session_token] = pending.command_hash;
           highest_acknowledged_ = std::max(highest_acknowledged_, LogIndex(reply.session_token));
           ++result_.writes_acknowledged;
+          if (pending.forwarded) ++result_.forwarded_writes_acknowledged;
         }
         return;
       case PendingRequest::Kind::kStrongRead: {
@@ -839,6 +1007,9 @@ class Simulation {
     checkpoint_states();
     check_change_feeds();
     if (result_.ok && result_.feed_reads_checked == 0) fail("no replica's change feed was ever read");
+    // The router's paths ran: a follower forwarded writes the leader acknowledged, and followers served reads.
+    if (result_.ok && result_.forwarded_writes_acknowledged == 0) fail("no forwarded write was ever acknowledged");
+    if (result_.ok && result_.follower_reads_served == 0) fail("no follower ever served a read");
   }
 
   SimOptions options_;
@@ -856,6 +1027,8 @@ class Simulation {
 
   uint64_t next_request_id_ = 1;
   std::map<std::pair<uint64_t, uint64_t>, PendingRequest> pending_;  // (node, request id)
+  std::multimap<int64_t, Forward> forwards_;                         // arrival ms -> forwarded write in flight
+  std::map<std::pair<uint64_t, uint64_t>, ParkedRead> parked_;       // (node, the router's wait id)
   std::map<uint64_t, uint64_t> acknowledged_;  // index -> hash of the acknowledged write's command
   LogIndex highest_acknowledged_;
   LogIndex heal_acknowledged_mark_;
@@ -880,7 +1053,11 @@ std::string SimResult::summary() const {
       << " transfers, " << membership_changes << " membership cycles, " << snapshots_installed
       << " snapshots installed, " << feed_reads_checked << " change feeds compared (up to " << feed_changes_checked
       << " changes), " << gc_items_collected << " items collected, " << messages_delivered
-      << " messages delivered, " << messages_dropped << " dropped";
+      << " messages delivered, " << messages_dropped << " dropped, " << messages_refused_by_admission
+      << " refused by admission; router: " << forwarded_writes_acknowledged << " forwarded writes acknowledged ("
+      << forwards_refused << " forwards refused), " << reads_served << " reads served here (" << follower_reads_served
+      << " by followers), " << reads_waited << " parked, " << reads_behind << " timed out behind, " << reads_refused
+      << " refused";
   return out.str();
 }
 

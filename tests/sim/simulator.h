@@ -2,8 +2,11 @@
 // Replica: Raft core, WAL log and state machine; its collector, request-unit account, time entries, expiry
 // deadlines, learner promotion, request timeouts) on a ManualLoop (node/event_loop.h) with a simulated wall clock, on
 // an in-memory LevelDB Env that loses unsynced writes on a crash — with a simulated network, and every choice drawn
-// from one seed. Clients reach the drivers as mayflyd's RPC side does (Driver::on_request, replies in DriverBatch);
-// peer messages travel through the wire codec.
+// from one seed. Clients reach the nodes as they reach mayflyd: each request goes where the node's Router
+// (node/router.h) sends it — reads served by the replica the client chose once it is fresh enough (session reads
+// parked until then), writes to a follower forwarded over the simulated network to its leader, strong reads and
+// writes to the driver (Driver::on_request, replies in DriverBatch); peer messages travel through the wire codec and
+// the router's peer admission.
 //
 // A run has a fault phase — message drops, delays (hence reordering), duplicates, symmetric and one-way partitions
 // that come and go, crashes and restarts, clock skew, drift and jumps, leadership transfers and membership changes,
@@ -19,7 +22,11 @@
 //     sizes; its only-expirations feed is exactly the feed's expirations;
 //   - a strong read is released by the driver only once the node has applied every write acknowledged before it
 //     started (ReadIndex);
-//   - every write a driver acknowledged is the committed entry at the index it named, and every node applies it;
+//   - every write a driver acknowledged is the committed entry at the index it named, and every node applies it —
+//     forwarded ones included;
+//   - a session read is served only by a replica that has applied its token (read your writes), and every read
+//     served is answered without an internal error; in every run followers serve reads and forward writes the
+//     leader acknowledges;
 //   - liveness: after the faults heal, a write commits and every node catches up within a bound.
 // A failure names the seed and the command that reproduces it.
 #pragma once
@@ -56,6 +63,16 @@ struct SimResult {
   uint64_t feed_reads_checked = 0;    // whole change feeds read from a replica and compared
   uint64_t feed_changes_checked = 0;  // the longest of them
   uint64_t unsynced_bytes_lost = 0;
+  uint64_t messages_refused_by_admission = 0;  // Raft messages from outside the receiver's membership
+  // The router's paths (node/router.h): writes sent to followers and forwarded to the leader, reads served by the
+  // replica the client chose (session, bounded), reads parked until their replica caught up, and what came of them.
+  uint64_t forwarded_writes_acknowledged = 0;
+  uint64_t forwards_refused = 0;
+  uint64_t reads_served = 0;
+  uint64_t follower_reads_served = 0;
+  uint64_t reads_waited = 0;
+  uint64_t reads_behind = 0;
+  uint64_t reads_refused = 0;
   std::string summary() const;
 };
 

@@ -80,5 +80,18 @@ TEST(PeerAdmission, TheLeaderThisNodeFollowsIsHeardEvenWhenAStaleSnapshotLeftItO
   EXPECT_EQ(verdict(after_install, 5, msg(MessageType::kHeartbeat, 5, 100)), "not_member");
 }
 
+// Simulator seed 1045: node 3, leader of term 3, appended "remove node 2" and lost leadership before it committed;
+// node 2, which never got that entry, was elected for term 4 by node 1. Until the change commits it may be undone —
+// and only node 2 can undo it, by truncating it: node 3 must hear node 2 while the change is pending.
+TEST(PeerAdmission, TheCommittedMembershipIsHeardWhileAnAppendedChangeIsPending) {
+  NodeView pending = view_of({1, 3}, {}, 0, 3);
+  pending.committed_members = {NodeId(1), NodeId(2), NodeId(3)};
+  EXPECT_EQ(verdict(pending, 2, msg(MessageType::kAppend, 2, 4)), "deliver");
+  EXPECT_EQ(verdict(pending, 2, msg(MessageType::kVote, 2, 4)), "deliver");
+  EXPECT_EQ(verdict(pending, 9, msg(MessageType::kAppend, 9, 4)), "not_member");
+  // Once it commits (the view then carries no committed membership of its own), node 2 is out.
+  EXPECT_EQ(verdict(view_of({1, 3}, {}, 1, 4), 2, msg(MessageType::kAppend, 2, 4)), "not_member");
+}
+
 }  // namespace
 }  // namespace mayfly::node
