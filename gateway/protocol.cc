@@ -351,13 +351,13 @@ Result<uint64_t> parse_session_token_header(std::string_view header) {
 
 std::string format_session_token(uint64_t index) { return "0:1#" + std::to_string(index); }
 
-Result<ConsistencyLevel> parse_consistency_header(std::string_view header) {
+Result<std::optional<Consistency>> parse_consistency_header(std::string_view header) {
   const std::string value = lower(trim(header));
-  if (value.empty() || value == "none") return ConsistencyLevel::kDefault;
-  if (value == "strong") return ConsistencyLevel::kStrong;
-  if (value == "boundedstaleness") return ConsistencyLevel::kBounded;
-  if (value == "session") return ConsistencyLevel::kSession;
-  if (value == "eventual" || value == "consistentprefix") return ConsistencyLevel::kEventual;
+  if (value.empty() || value == "none") return std::optional<Consistency>();
+  if (value == "strong") return std::optional<Consistency>(Consistency::kStrong);
+  if (value == "boundedstaleness") return std::optional<Consistency>(Consistency::kBounded);
+  if (value == "session") return std::optional<Consistency>(Consistency::kSession);
+  if (value == "eventual" || value == "consistentprefix") return std::optional<Consistency>(Consistency::kEventual);
   return Status::invalid_argument("x-ms-consistency-level '" + std::string(header) +
                                   "' is not one of Strong, BoundedStaleness, Session, ConsistentPrefix, Eventual");
 }

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "common/wire.h"
 
 namespace mayfly::gateway {
 
@@ -102,9 +103,8 @@ Result<uint64_t> parse_session_token_header(std::string_view header);
 std::string format_session_token(uint64_t index);
 
 // x-ms-consistency-level: Strong, BoundedStaleness, Session, Eventual, ConsistentPrefix (read as eventual), or
-// absent / "None" (the default, session). Case-insensitive.
-enum class ConsistencyLevel { kDefault, kStrong, kBounded, kSession, kEventual };
-Result<ConsistencyLevel> parse_consistency_header(std::string_view header);
+// absent / "None" (nullopt: the default, session). Case-insensitive. The levels are Mayfly's own (common/wire.h).
+Result<std::optional<Consistency>> parse_consistency_header(std::string_view header);
 
 // x-ms-max-item-count: absent or -1 -> `fallback`; 1..1000 as given; larger values are capped at 1000 (a page is
 // 1000 items at most, and the continuation carries on). 0, other negatives and non-numbers are refused.

@@ -75,18 +75,18 @@ std::optional<std::string> common_options(const HttpRequest& http, const Route& 
   request.setDatabase(wire_text(route.database));
   request.setContainer(wire_text(route.container));
   auto options = request.initOptions();
-  Result<ConsistencyLevel> level = parse_consistency_header(http.header("x-ms-consistency-level"));
-  if (!level.is_ok()) return level.status().message();
+  Result<std::optional<Consistency>> requested = parse_consistency_header(http.header("x-ms-consistency-level"));
+  if (!requested.is_ok()) return requested.status().message();
+  Consistency level = requested->value_or(Consistency::kSession);
   // Databases, containers and partition key ranges are metadata, strongly consistent in Cosmos DB (and the SDKs send
   // no session token for them): a database created through one node is then read at once through any other.
   const bool metadata = route.kind != Route::Kind::kItems && route.kind != Route::Kind::kItem;
-  if (metadata) *level = ConsistencyLevel::kStrong;
-  switch (*level) {
-    case ConsistencyLevel::kStrong: options.setConsistency(proto::Consistency::STRONG); break;
-    case ConsistencyLevel::kBounded: options.setConsistency(proto::Consistency::BOUNDED); break;
-    case ConsistencyLevel::kEventual: options.setConsistency(proto::Consistency::EVENTUAL); break;
-    case ConsistencyLevel::kDefault:
-    case ConsistencyLevel::kSession: options.setConsistency(proto::Consistency::SESSION); break;
+  if (metadata) level = Consistency::kStrong;
+  switch (level) {
+    case Consistency::kStrong: options.setConsistency(proto::Consistency::STRONG); break;
+    case Consistency::kBounded: options.setConsistency(proto::Consistency::BOUNDED); break;
+    case Consistency::kEventual: options.setConsistency(proto::Consistency::EVENTUAL); break;
+    case Consistency::kSession: options.setConsistency(proto::Consistency::SESSION); break;
   }
   Result<uint64_t> token = parse_session_token_header(http.header("x-ms-session-token"));
   if (!token.is_ok()) return token.status().message();

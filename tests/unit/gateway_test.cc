@@ -174,10 +174,10 @@ TEST(GatewayHeaders, SessionTokenConsistencyAndPageSize) {
   for (const char* bad : {"0:1#", "0:1#x", "abc", "0:1#-5", ",", "0:1#99999999999999999999999"}) {
     EXPECT_FALSE(parse_session_token_header(bad).is_ok()) << bad;
   }
-  EXPECT_EQ(*parse_consistency_header("None"), ConsistencyLevel::kDefault);
-  EXPECT_EQ(*parse_consistency_header("strong"), ConsistencyLevel::kStrong);
-  EXPECT_EQ(*parse_consistency_header("BoundedStaleness"), ConsistencyLevel::kBounded);
-  EXPECT_EQ(*parse_consistency_header("ConsistentPrefix"), ConsistencyLevel::kEventual);
+  EXPECT_EQ(*parse_consistency_header("None"), std::nullopt);
+  EXPECT_EQ(*parse_consistency_header("strong"), Consistency::kStrong);
+  EXPECT_EQ(*parse_consistency_header("BoundedStaleness"), Consistency::kBounded);
+  EXPECT_EQ(*parse_consistency_header("ConsistentPrefix"), Consistency::kEventual);
   EXPECT_FALSE(parse_consistency_header("linearizable").is_ok());
   EXPECT_EQ(*parse_max_item_count("", 100), 100u);
   EXPECT_EQ(*parse_max_item_count("-1", 100), 100u);
