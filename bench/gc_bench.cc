@@ -23,6 +23,8 @@
 //                                     [--phases mass,foreground,lateness] [--lateness-seconds S (60)]
 //                                     [--keep-data]
 // Every load loop is bounded by time and by count; the benchmark stops only the nodes it started (by PID).
+#include <CLI/CLI.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +44,7 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "bench/command_line.h"
 #include "client/client.h"
 #include "metrics/scrape.h"
 
@@ -56,11 +59,8 @@ using client::Request;
 using client::Response;
 using metrics::Scrape;
 
+// What --help prints below the flags (CLI11 lists the flags themselves), and what a refused value is answered with.
 constexpr const char* kUsage =
-    "usage: mayfly-gc-bench [--mayflyd PATH] [--base-port P] [--mass-items N] [--backlog-items B]\n"
-    "                       [--fg-seconds S] [--fg-max-requests N] [--runs R] [--gc-flags \"--gc-... ...\"]\n"
-    "                       [--phases mass,foreground,lateness] [--lateness-seconds S] [--load-in-flight K]\n"
-    "                       [--keep-data]\n"
     "  --base-port P: nodes listen on P..P+2 and serve metrics on P+3..P+5 (default: ports the OS picks)\n"
     "  --runs R: mass-expiry runs (medians), and foreground windows per phase (pooled percentiles)\n"
     "  each phase (mass, foreground; lateness: idle, then under load) runs on a fresh cluster; lateness is not in the\n"
@@ -1001,36 +1001,28 @@ int main(int argc, char** argv) {
   set_program_name("mayfly-gc-bench");
   Settings settings;
   std::string phases = "mass,foreground";
-  std::string command = argv[0];
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--keep-data") {
-      settings.keep_data = true;
-      command += " " + flag;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fputs(kUsage, stderr);
-      return 2;
-    }
-    const std::string value = argv[++i];
-    command += " " + flag + " " + (value.find(' ') != std::string::npos || value.empty() ? "\"" + value + "\"" : value);
-    if (flag == "--mayflyd") settings.mayflyd = value;
-    else if (flag == "--base-port") settings.base_port = std::atoi(value.c_str());
-    else if (flag == "--mass-items") settings.mass_items = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--backlog-items") settings.backlog_items = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--fg-seconds") settings.fg_seconds = std::atof(value.c_str());
-    else if (flag == "--lateness-seconds") settings.lateness_seconds = std::atof(value.c_str());
-    else if (flag == "--fg-max-requests") settings.fg_max_requests = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--runs") settings.runs = std::atoi(value.c_str());
-    else if (flag == "--gc-flags") settings.gc_flags = value;
-    else if (flag == "--phases") phases = value;
-    else if (flag == "--load-in-flight") settings.load_in_flight = std::strtoull(value.c_str(), nullptr, 10);
-    else {
-      std::fputs(kUsage, stderr);
-      return 2;
-    }
-  }
+  CLI::App app{"mayfly-gc-bench: the garbage collector on a 3-node cluster it starts (mass expiry, foreground load, "
+               "expiry lateness)"};
+  app.footer(kUsage);
+  app.add_flag("--keep-data", settings.keep_data, "keep the cluster's data directories");
+  app.add_option("--mayflyd", settings.mayflyd, "the mayflyd to start (default: the build's)");
+  app.add_option("--base-port", settings.base_port, "the cluster's first port")->check(CLI::Range(0, 65530));
+  app.add_option("--mass-items", settings.mass_items, "items expiring at once (>= 200)")
+      ->check(CLI::Range(uint64_t{200}, uint64_t{100000000}));
+  app.add_option("--backlog-items", settings.backlog_items, "expired items left as a backlog")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
+  app.add_option("--fg-seconds", settings.fg_seconds, "the foreground phase's length")->check(CLI::PositiveNumber);
+  app.add_option("--lateness-seconds", settings.lateness_seconds, "the lateness phase's length (10..3600)")
+      ->check(CLI::Range(10.0, 3600.0));
+  app.add_option("--fg-max-requests", settings.fg_max_requests, "at most this many foreground requests")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--runs", settings.runs, "runs per figure (the median is printed)")->check(CLI::PositiveNumber);
+  app.add_option("--gc-flags", settings.gc_flags, "extra mayflyd flags for the collector");
+  app.add_option("--phases", phases, "mass,foreground,lateness");
+  app.add_option("--load-in-flight", settings.load_in_flight, "requests in flight during the lateness phase")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  const std::string command = command_line(argc, argv);
   settings.mass = settings.foreground = settings.lateness = false;
   for (const std::string& phase : split(phases)) {
     if (phase == "mass") settings.mass = true;

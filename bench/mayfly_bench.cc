@@ -16,6 +16,8 @@
 //                            [--clients 1,50,1000] [--workloads upsert256,upsert1k,strong,session,feed] ...
 // With --start-cluster it launches 3 mayflyd from its own build directory on 127.0.0.1 (--base-port, fresh data in
 // a temporary directory; fsync is always on), waits for a leader, runs, and stops them (SIGTERM to its own PIDs).
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "bench/bench_support.h"
+#include "bench/command_line.h"
 #include "client/client.h"
 
 namespace mayfly::bench {
@@ -41,12 +44,8 @@ using client::Op;
 using client::Request;
 using client::Response;
 
+// What --help prints below the flags (CLI11 lists the flags themselves), and what a refused value is answered with.
 constexpr const char* kUsage =
-    "usage: mayfly-bench [--start-cluster] [--endpoints H:P,H:P,H:P] [--base-port P] [--mayflyd PATH]\n"
-    "                    [--keep-data] [--seconds S] [--runs R] [--max-requests N] [--clients 1,50,1000]\n"
-    "                    [--connections K] [--workloads upsert256,upsert1k,strong,session,feed]\n"
-    "                    [--database NAME] [--container NAME] [--partitions P] [--ttl SECONDS] [--timeout-ms MS]\n"
-    "                    [--preload upsert1k|upsert256] [--change-feed on|off|on,off] [--feed-page N]\n"
     "  workloads: upsert256, upsert1k (writes); strong, session (point reads of items written before, or of 2000\n"
     "    --preload items); feed (every client reads the container's change feed from the beginning, mode all,\n"
     "    --feed-page changes per page (1..1000, default 100), page after page at session consistency, and starts\n"
@@ -375,44 +374,38 @@ int main(int argc, char** argv) {
   std::string mayflyd;
   // What reads read when no write workload ran before them: 2000 items written first, 1 KB each by default.
   Workload preload_workload = Workload::kUpsert1K;
-  std::string command = argv[0];
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--start-cluster" || flag == "--keep-data") {
-      (flag == "--start-cluster" ? start_cluster : keep_data) = true;
-      command += " " + flag;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fputs(kUsage, stderr);
-      return 2;
-    }
-    const std::string value = argv[++i];
-    command += " " + flag + " " + value;
-    if (flag == "--endpoints") endpoints_flag = value;
-    else if (flag == "--base-port") base_port = std::atoi(value.c_str());
-    else if (flag == "--mayflyd") mayflyd = value;
-    else if (flag == "--seconds") settings.seconds = std::atof(value.c_str());
-    else if (flag == "--runs") settings.runs = std::atoi(value.c_str());
-    else if (flag == "--max-requests") settings.max_requests = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--clients") clients_flag = value;
-    else if (flag == "--connections") settings.connections = std::strtoull(value.c_str(), nullptr, 10);
-    else if (flag == "--workloads") workloads_flag = value;
-    else if (flag == "--database") settings.database = value;
-    else if (flag == "--container") settings.container = value;
-    else if (flag == "--partitions") settings.partitions = std::atoi(value.c_str());
-    else if (flag == "--ttl") settings.ttl = std::atoi(value.c_str());
-    else if (flag == "--timeout-ms") timeout_ms = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
-    else if (flag == "--change-feed" && (value == "on" || value == "off")) settings.change_feed = value == "on";
-    else if (flag == "--change-feed" && (value == "on,off" || value == "off,on")) feed_ab = true;
-    else if (flag == "--feed-page") feed_page = std::strtol(value.c_str(), nullptr, 10);
-    else if (flag == "--preload" && (value == "upsert1k" || value == "upsert256"))
-      preload_workload = value == "upsert1k" ? Workload::kUpsert1K : Workload::kUpsert256;
-    else {
-      std::fputs(kUsage, stderr);
-      return 2;
-    }
-  }
+  std::string change_feed_flag;
+  std::string preload_flag = "upsert1k";
+  CLI::App app{"mayfly-bench: closed-loop load against a Mayfly cluster (its own with --start-cluster)"};
+  app.footer(kUsage);
+  app.add_flag("--start-cluster", start_cluster, "start 3 mayflyd (fsync on) and stop them at the end");
+  app.add_flag("--keep-data", keep_data, "keep the started cluster's data directories");
+  app.add_option("--endpoints", endpoints_flag, "H:P,H:P,H:P of a running cluster");
+  app.add_option("--base-port", base_port, "the started cluster's first port")->check(CLI::Range(1, 65533));
+  app.add_option("--mayflyd", mayflyd, "the mayflyd to start (default: the build's)");
+  app.add_option("--seconds", settings.seconds, "how long each run loads")->check(CLI::PositiveNumber);
+  app.add_option("--runs", settings.runs, "runs per row (the median is printed)")->check(CLI::PositiveNumber);
+  app.add_option("--max-requests", settings.max_requests, "at most this many requests per run")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--clients", clients_flag, "requests in flight, one row each (comma-separated)");
+  app.add_option("--connections", settings.connections, "connections shared by the clients")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--workloads", workloads_flag, "upsert256,upsert1k,strong,session,feed");
+  app.add_option("--database", settings.database, "database to write into");
+  app.add_option("--container", settings.container, "container to write into");
+  app.add_option("--partitions", settings.partitions, "partition key values")->check(CLI::PositiveNumber);
+  app.add_option("--ttl", settings.ttl, "each item's own ttl, seconds")->check(CLI::PositiveNumber);
+  app.add_option("--timeout-ms", timeout_ms, "the client's request timeout")->check(CLI::PositiveNumber);
+  app.add_option("--change-feed", change_feed_flag, "on, off, or on,off (an A/B)")
+      ->check(CLI::IsMember({"on", "off", "on,off", "off,on"}));
+  app.add_option("--feed-page", feed_page, "changes per page of the feed workload (1..1000)");
+  app.add_option("--preload", preload_flag, "what reads read when no write workload ran first")
+      ->check(CLI::IsMember({"upsert1k", "upsert256"}));
+  CLI11_PARSE(app, argc, argv);
+  const std::string command = command_line(argc, argv);
+  if (change_feed_flag == "on" || change_feed_flag == "off") settings.change_feed = change_feed_flag == "on";
+  if (change_feed_flag == "on,off" || change_feed_flag == "off,on") feed_ab = true;
+  preload_workload = preload_flag == "upsert1k" ? Workload::kUpsert1K : Workload::kUpsert256;
   std::vector<size_t> concurrencies;
   for (const std::string& text : split(clients_flag)) concurrencies.push_back(std::strtoull(text.c_str(), nullptr, 10));
   std::vector<WorkloadInfo> workloads;

@@ -14,6 +14,8 @@
 // Items are ~200 B; X% of them (every k-th, spread over every partition and over time) have expired at the query
 // time but are not collected, so every path must read past them. Each figure is the median of --runs runs (default
 // 3) of --seconds each (at least 5 queries per run); one thread, queries back to back.
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,6 +28,7 @@
 
 #include <unistd.h>
 
+#include "bench/command_line.h"
 #include "bench/bench_support.h"
 #include "client/client.h"
 #include "common/prng.h"
@@ -237,34 +240,18 @@ int main(int argc, char** argv) {
   using namespace mayfly;
   using namespace mayfly::query;
   Options options;
-  std::string command = argv[0];
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "mayfly-query-bench: %s needs a value\n", flag.c_str());
-      return 2;
-    }
-    const std::string value = argv[++i];
-    command += " " + flag + " " + value;
-    if (flag == "--items") {
-      options.items = std::atoll(value.c_str());
-    } else if (flag == "--partitions") {
-      options.partitions = std::atoll(value.c_str());
-    } else if (flag == "--expired-percent") {
-      options.expired_percent = std::atoll(value.c_str());
-    } else if (flag == "--runs") {
-      options.runs = std::atoi(value.c_str());
-    } else if (flag == "--seconds") {
-      options.seconds = std::atof(value.c_str());
-    } else if (flag == "--dir") {
-      options.dir = value;
-    } else if (flag == "--cluster") {
-      options.cluster = value == "1";
-    } else {
-      std::fprintf(stderr, "mayfly-query-bench: unknown flag %s\n", flag.c_str());
-      return 2;
-    }
-  }
+  int cluster = 0;
+  CLI::App app{"mayfly-query-bench: queries on the state machine (or, with --cluster 1, on a 3-node cluster)"};
+  app.add_option("--items", options.items, "items in the container")->check(CLI::PositiveNumber);
+  app.add_option("--partitions", options.partitions, "partition key values")->check(CLI::PositiveNumber);
+  app.add_option("--expired-percent", options.expired_percent, "share of the items expired")->check(CLI::Range(0, 99));
+  app.add_option("--runs", options.runs, "measurements per row (the median is printed)")->check(CLI::PositiveNumber);
+  app.add_option("--seconds", options.seconds, "how long each measurement runs")->check(CLI::PositiveNumber);
+  app.add_option("--dir", options.dir, "where the store goes (default: a new directory under the temp dir)");
+  app.add_option("--cluster", cluster, "1: run the queries against a 3-node cluster it starts")->check(CLI::Range(0, 1));
+  CLI11_PARSE(app, argc, argv);
+  options.cluster = cluster == 1;
+  const std::string command = bench::command_line(argc, argv);
   check(options.items > 0 && options.partitions > 0 && options.runs > 0 && options.expired_percent >= 0 &&
             options.expired_percent < 100,
         "flag validation");

@@ -6,6 +6,8 @@
 // Prints the figures and the command. Medians of --runs runs.
 //
 //   build/bench/mayfly-raft-bench [--seconds S] [--runs R] [--dir PATH]
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +20,7 @@
 
 #include <unistd.h>
 
+#include "bench/command_line.h"
 #include "replication/log_storage.h"
 #include "replication/raft_core.h"
 #include "storage/replica.h"
@@ -213,26 +216,13 @@ int main(int argc, char** argv) {
   double seconds = 3;
   int runs = 3;
   std::string dir;
-  std::string command = argv[0];
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "usage: mayfly-raft-bench [--seconds S] [--runs R] [--dir PATH]\n");
-      return 2;
-    }
-    command += " " + flag + " " + argv[i + 1];
-    if (flag == "--seconds") seconds = std::atof(argv[++i]);
-    else if (flag == "--runs") runs = std::atoi(argv[++i]);
-    else if (flag == "--dir") dir = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: mayfly-raft-bench [--seconds S] [--runs R] [--dir PATH]\n");
-      return 2;
-    }
-  }
-  if (seconds <= 0 || runs < 1) {
-    std::fprintf(stderr, "mayfly-raft-bench: --seconds and --runs must be positive\n");
-    return 2;
-  }
+  CLI::App app{"mayfly-raft-bench: the Raft core's ceiling (in memory) and the replicated log's on disk (3 nodes, one "
+               "process)"};
+  app.add_option("--seconds", seconds, "how long each measurement runs")->check(CLI::PositiveNumber);
+  app.add_option("--runs", runs, "measurements per row (the median is printed)")->check(CLI::PositiveNumber);
+  app.add_option("--dir", dir, "where the on-disk logs go (default: a new directory under /tmp)");
+  CLI11_PARSE(app, argc, argv);
+  const std::string command = mayfly::bench::command_line(argc, argv);
   if (dir.empty()) dir = "/tmp/mayfly-raft-bench-" + std::to_string(getpid());
   std::printf("command: %s\n| cluster (3 nodes, one process) | burst | entries committed/s | entries per fsync |\n"
               "|---|---|---|---|\n",

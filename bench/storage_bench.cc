@@ -7,6 +7,8 @@
 // Each throughput figure is the median of --runs runs (default 3). Replicated times are synthetic (1µs apart), as a
 // leader would stamp them; applies are not fsynced (the raft log is the durable record — see docs/design.md, "The state
 // machine").
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,7 @@
 
 #include <unistd.h>
 
+#include "bench/command_line.h"
 #include "common/prng.h"
 #include "storage/state_machine.h"
 
@@ -193,35 +196,16 @@ void bench_backlog(const Options& options) {
 
 int main(int argc, char** argv) {
   mayfly::storage::Options options;
-  std::string command = argv[0];
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    command += " " + flag;
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "mayfly-storage-bench: %s needs a value\n", flag.c_str());
-        std::exit(2);
-      }
-      command += std::string(" ") + argv[i + 1];
-      return argv[++i];
-    };
-    if (flag == "--items") options.items = std::stoll(value());
-    else if (flag == "--gc-items") options.gc_items = std::stoll(value());
-    else if (flag == "--live-items") options.live_items = std::stoll(value());
-    else if (flag == "--expired-items") options.expired_items = std::stoll(value());
-    else if (flag == "--runs") options.runs = std::stoi(value());
-    else if (flag == "--dir") options.dir = value();
-    else {
-      std::fprintf(stderr,
-                   "usage: mayfly-storage-bench [--items N] [--gc-items N] [--live-items N] [--expired-items N] "
-                   "[--runs R] [--dir PATH]\n");
-      return 2;
-    }
-  }
-  if (options.items < 1 || options.gc_items < 1 || options.expired_items < 1 || options.runs < 1) {
-    std::fprintf(stderr, "mayfly-storage-bench: counts must be positive\n");
-    return 2;
-  }
+  CLI::App app{"mayfly-storage-bench: the state machine on LevelDB — applies, reads, the collector, backlog counts"};
+  app.add_option("--items", options.items, "items written and read")->check(CLI::PositiveNumber);
+  app.add_option("--gc-items", options.gc_items, "expired items the collector deletes")->check(CLI::PositiveNumber);
+  app.add_option("--live-items", options.live_items, "live items beside them")->check(CLI::NonNegativeNumber);
+  app.add_option("--expired-items", options.expired_items, "expired items the backlog count reads")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--runs", options.runs, "measurements per row (the median is printed)")->check(CLI::PositiveNumber);
+  app.add_option("--dir", options.dir, "where the stores go (default: a new directory under /tmp)");
+  CLI11_PARSE(app, argc, argv);
+  const std::string command = mayfly::bench::command_line(argc, argv);
   const bool own_dir = options.dir.empty();
   if (own_dir) options.dir = "/tmp/mayfly-storage-bench-" + std::to_string(getpid());
   std::printf("command: %s\n", command.c_str());

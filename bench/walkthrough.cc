@@ -3,6 +3,8 @@
 // while idle, reads at the applied time, and the garbage collector reclaiming what expired.
 //
 //   mayfly-walkthrough [--data DIR] [--seconds N]
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -110,17 +112,10 @@ class Walkthrough {
 int main(int argc, char** argv) {
   std::string data = ".mayfly-walkthrough";
   int seconds = 6;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--data" && i + 1 < argc) {
-      data = argv[++i];
-    } else if (flag == "--seconds" && i + 1 < argc) {
-      seconds = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: mayfly-walkthrough [--data DIR] [--seconds N]\n");
-      return 2;
-    }
-  }
+  CLI::App app{"mayfly-walkthrough: one node's state machine on a real LevelDB, items expiring on replicated time"};
+  app.add_option("--data", data, "the data directory (removed first)");
+  app.add_option("--seconds", seconds, "how long to watch items expire")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   std::filesystem::remove_all(data);
   std::printf("Mayfly walkthrough: ONE node's state machine on a real LevelDB in %s (not yet a cluster:\n"
               "replication, mayflyd and the RPC API are still being built). Entries are stamped like the leader will\n"
