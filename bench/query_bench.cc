@@ -248,7 +248,8 @@ int main(int argc, char** argv) {
   app.add_option("--runs", options.runs, "measurements per row (the median is printed)")->check(CLI::PositiveNumber);
   app.add_option("--seconds", options.seconds, "how long each measurement runs")->check(CLI::PositiveNumber);
   app.add_option("--dir", options.dir, "where the store goes (default: a new directory under the temp dir)");
-  app.add_option("--cluster", cluster, "1: run the queries against a 3-node cluster it starts")->check(CLI::Range(0, 1));
+  app.add_option("--cluster", cluster, "1: run the queries against a 3-node cluster it starts")
+      ->check(CLI::Range(0, 1));
   CLI11_PARSE(app, argc, argv);
   options.cluster = cluster == 1;
   const std::string command = bench::command_line(argc, argv);

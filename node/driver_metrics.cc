@@ -40,7 +40,8 @@ Result<bool> DriverMetrics::publish(const NodeView& view, int64_t now, int64_t s
   // backlog count after a restart or a defaultTtl change advances a bounded step per second here (the collector
   // advances it too).
   size_t next = std::lower_bound(containers.begin(), containers.end(), cursor_,
-                                 [](const storage::ContainerInfo& info, const std::pair<std::string, std::string>& key) {
+                                 [](const storage::ContainerInfo& info,
+                                    const std::pair<std::string, std::string>& key) {
                                    return std::tie(info.database, info.container) < std::tie(key.first, key.second);
                                  }) -
                 containers.begin();

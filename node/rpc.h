@@ -3,9 +3,10 @@
 // (Peer.forward / nodeStatus), keeps one request link per peer (node/peer_link.h) to forward writes from this follower
 // to the leader, and serves eventual/session/bounded reads straight from the state machine when this replica is fresh
 // enough; everything else goes to the Driver. Where each request goes is decided by the Router (node/router.h), a
-// pure type the simulator runs too; this class carries its decisions out with kj promises. Raft messages never pass through this thread: a connection that begins
-// with the peer preamble is handed, unread, to the Raft transport (node/peer_transport.h), which this host starts and
-// stops, and which delivers and receives every Raft message on a thread of its own.
+// pure type the simulator runs too; this class carries its decisions out with kj promises. Raft messages never pass
+// through this thread: a connection that begins with the peer preamble is handed, unread, to the Raft transport
+// (node/peer_transport.h), which this host starts and stops, and which delivers and receives every Raft message on a
+// thread of its own.
 //
 // The trust boundary (docs/security.md) is here: every connection gets its own bootstrap object, which runs the
 // challenge-response handshake (common/auth.h). A session carries the role of the key that opened it, re-checked
@@ -24,9 +25,10 @@
 // (node/mailbox.h), which never blocks the sender. What waits is bounded: requests waiting on the driver or the read
 // threads by --max-pending-requests (beyond: 503 at once), replies queued for the RPC thread by the mailbox.
 //
-// Files: rpc.cc (carrying out the router's decisions: reads, waits, the driver, forwarding, shedding), rpc_connections.cc (start/stop, listener, the preamble
-// check, TLS, admission, idle connections, key reloads), rpc_services.cc (handshake, client session, peer API),
-// rpc_peers.cc (the driver's batches, request links); rpc_internal.h holds what they share.
+// Files: rpc.cc (carrying out the router's decisions: reads, waits, the driver, forwarding, shedding),
+// rpc_connections.cc (start/stop, listener, the preamble check, TLS, admission, idle connections, key reloads),
+// rpc_services.cc (handshake, client session, peer API), rpc_peers.cc (the driver's batches, request links);
+// rpc_internal.h holds what they share.
 //
 // Thread-safety: start/stop from the main thread; deliver from the driver thread; execute_gateway and clients_open
 // from any thread; everything else on the RPC thread (checked in debug builds: ThreadOwner, common/thread_owner.h).

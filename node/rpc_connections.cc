@@ -452,13 +452,14 @@ std::optional<Reply> RpcHost::call_started(uint64_t connection_id, const std::st
   ServedConnection& connection = *it->second;
   if (connection.closing) return router_.overloaded("this connection is being closed; open a new one");
   if (reply_backlog_exceeded(connection_id, connection)) {
-    return router_.overloaded("this connection has too many replies queued that it does not read; it is being closed");
+    return router_.overloaded(
+        "this connection has too many replies queued that it does not read; it is being closed");
   }
   if (connection.calls >= config_.max_pending_per_connection) {
     security_metrics_.add_shed("connection");
-    return router_.overloaded("this connection has " + std::to_string(connection.calls) + " requests in flight on node " +
-                      std::to_string(config_.id.value()) + " (--max-pending-per-connection); nothing was done: wait "
-                      "for some answers first");
+    return router_.overloaded("this connection has " + std::to_string(connection.calls) +
+                              " requests in flight on node " + std::to_string(config_.id.value()) +
+                              " (--max-pending-per-connection); nothing was done: wait for some answers first");
   }
   if (std::optional<Reply> refused = key_call_started(key)) return refused;
   ++connection.calls;
@@ -474,8 +475,8 @@ std::optional<Reply> RpcHost::key_call_started(const std::string& key) {
   if (use.calls >= config_.max_pending_per_key) {
     security_metrics_.add_shed("key");
     return router_.overloaded("this key has " + std::to_string(use.calls) + " requests in flight on node " +
-                      std::to_string(config_.id.value()) + " (--max-pending-per-key); nothing was done: retry "
-                      "shortly");
+                              std::to_string(config_.id.value()) +
+                              " (--max-pending-per-key); nothing was done: retry shortly");
   }
   ++use.calls;
   return std::nullopt;
