@@ -32,7 +32,8 @@ must get 401 while Prometheus, with basic_auth, has every target up):
 
 Options (or environment): --image-mode full|prebuilt ($MAYFLY_DEPLOY_IMAGE_MODE): `full` builds deploy/Dockerfile
 (compiles inside Docker; cached layers when the sources did not change), `prebuilt` puts the host-built binaries on
-the same runtime stage (deploy/Dockerfile.prebuilt). --keep leaves the cluster up on failure for a post-mortem.
+the same runtime stage (deploy/Dockerfile.prebuilt). Neither given: --default-image-mode (ctest passes `prebuilt` in a
+normal build, `full` in a sanitizer build; `make test-deploy-full` runs the full build). --keep leaves the cluster up on failure for a post-mortem.
 
 Test-only Prometheus settings (the real files are checked with promtool too): scrape and evaluation every 2 s, and in
 the alert rules every `for:` becomes 4s and the GC-backlog threshold 10 s instead of 600 s (written to a temp dir and
@@ -1166,14 +1167,17 @@ def main():
     parser.add_argument("--source-dir", default=os.path.join(here, "..", ".."))
     parser.add_argument("--build-dir", default=os.environ.get("MAYFLY_BUILD_DIR", "build"))
     parser.add_argument("--cli", help="host-built mayfly CLI (default BUILD_DIR/client/mayfly)")
+    parser.add_argument("--default-image-mode", choices=("full", "prebuilt"), default="full",
+                        help="the mode when neither --image-mode nor $MAYFLY_DEPLOY_IMAGE_MODE says one")
     parser.add_argument("--image-mode", choices=("full", "prebuilt"),
-                        default=os.environ.get("MAYFLY_DEPLOY_IMAGE_MODE", "full"))
+                        default=os.environ.get("MAYFLY_DEPLOY_IMAGE_MODE") or None)
     parser.add_argument("--image", default="mayfly:test")
     parser.add_argument("--base-image", default="mayfly-base:bookworm")
     parser.add_argument("--prometheus-image", default="mayfly-prometheus:bookworm")
     parser.add_argument("--keep", action="store_true", help="leave the cluster up on failure")
     options = parser.parse_args()
     options.build_dir = os.path.abspath(options.build_dir)
+    options.image_mode = options.image_mode or options.default_image_mode
     options.cli = os.path.abspath(options.cli or os.path.join(options.build_dir, "client", "mayfly"))
 
     info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
