@@ -128,6 +128,18 @@ Overloaded(F...) -> Overloaded<F...>;
 
 }  // namespace
 
+// The schema's union and Kind list the operations in the same order.
+static_assert(static_cast<size_t>(proto::Request::CREATE_DATABASE) == static_cast<size_t>(Kind::kCreateDatabase));
+static_assert(static_cast<size_t>(proto::Request::UPSERT_ITEM) == static_cast<size_t>(Kind::kUpsertItem));
+static_assert(static_cast<size_t>(proto::Request::QUERY) == static_cast<size_t>(Kind::kQuery));
+static_assert(static_cast<size_t>(proto::Request::ADVANCE_CLOCK) == static_cast<size_t>(Kind::kAdvanceClock));
+static_assert(static_cast<size_t>(proto::Request::READ_CHANGE_FEED) == static_cast<size_t>(Kind::kReadChangeFeed));
+
+std::optional<Kind> kind_of(proto::Request::Which which) {
+  if (static_cast<size_t>(which) >= kKindCount) return std::nullopt;
+  return static_cast<Kind>(which);
+}
+
 proto::Consistency to_proto(Consistency consistency) {
   switch (consistency) {
     case Consistency::kStrong: return proto::Consistency::STRONG;

@@ -3,6 +3,8 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <optional>
+
 #include "api/operation.h"
 #include "common/status.h"
 #include "proto/mayfly.capnp.h"
@@ -17,6 +19,10 @@ void encode_request(const Request& request, proto::Request::Builder out);
 // message names something this build does not know — an operation or a change feed start added by a newer client;
 // what the values mean is checked by the node (node/request.h).
 Result<Request> decode_request(proto::Request::Reader in);
+
+// The operation a wire request names, before it is decoded (authorization looks at it first); nullopt for a member
+// this build does not know.
+std::optional<Kind> kind_of(proto::Request::Which which);
 
 proto::Consistency to_proto(Consistency consistency);
 Consistency from_proto(proto::Consistency consistency);  // a value this build does not know reads as session

@@ -1,7 +1,5 @@
 #include "gateway/translate.h"
 
-#include <capnp/message.h>
-
 #include <cctype>
 #include <charconv>
 #include <memory>
@@ -13,8 +11,6 @@ namespace {
 
 using Shape = RenderSpec::Shape;
 constexpr uint32_t kDefaultPageItems = 100;
-
-kj::StringPtr wire_text(const std::string& value) { return kj::StringPtr(value.c_str(), value.size()); }
 
 std::string json_string(std::string_view text) {
   std::string out;
@@ -64,17 +60,12 @@ Plan method_not_allowed(const HttpRequest& request, std::string_view what) {
   return answer(error_response(405, request.method + " is not supported on " + std::string(what)));
 }
 
-// The proto::Request every node call starts from: names, consistency, session token.
-struct Builder {
-  std::unique_ptr<capnp::MallocMessageBuilder> message = std::make_unique<capnp::MallocMessageBuilder>();
-  proto::Request::Builder request = message->initRoot<proto::Request>();
-};
-
-// Reads the headers every call may carry into `request`; a message when one is malformed.
-std::optional<std::string> common_options(const HttpRequest& http, const Route& route, proto::Request::Builder request) {
-  request.setDatabase(wire_text(route.database));
-  request.setContainer(wire_text(route.container));
-  auto options = request.initOptions();
+// Reads the headers every call may carry into `request` (names, consistency, session token, if-match); a message
+// when one is malformed.
+std::optional<std::string> common_options(const HttpRequest& http, const Route& route, api::Request& request) {
+  request.database = route.database;
+  request.container = route.container;
+  api::Options& options = request.options;
   Result<std::optional<Consistency>> requested = parse_consistency_header(http.header("x-ms-consistency-level"));
   if (!requested.is_ok()) return requested.status().message();
   Consistency level = requested->value_or(Consistency::kSession);
@@ -82,17 +73,11 @@ std::optional<std::string> common_options(const HttpRequest& http, const Route& 
   // no session token for them): a database created through one node is then read at once through any other.
   const bool metadata = route.kind != Route::Kind::kItems && route.kind != Route::Kind::kItem;
   if (metadata) level = Consistency::kStrong;
-  switch (level) {
-    case Consistency::kStrong: options.setConsistency(proto::Consistency::STRONG); break;
-    case Consistency::kBounded: options.setConsistency(proto::Consistency::BOUNDED); break;
-    case Consistency::kEventual: options.setConsistency(proto::Consistency::EVENTUAL); break;
-    case Consistency::kSession: options.setConsistency(proto::Consistency::SESSION); break;
-  }
+  options.consistency = level;
   Result<uint64_t> token = parse_session_token_header(http.header("x-ms-session-token"));
   if (!token.is_ok()) return token.status().message();
-  if (*token != 0) options.setSessionToken(std::to_string(*token));
-  const std::string if_match(http.header("if-match"));
-  if (!if_match.empty()) options.setIfMatch(wire_text(if_match));
+  if (*token != 0) options.session_token = std::to_string(*token);
+  options.if_match = std::string(http.header("if-match"));
   return std::nullopt;
 }
 
@@ -105,7 +90,7 @@ Result<boost::json::object> parse_object(std::string_view body, std::string_view
 
 // POST /dbs/{db}/colls and PUT /dbs/{db}/colls/{c}: the container definition -> ContainerSettings.
 std::optional<std::string> container_settings(const HttpRequest& http, const boost::json::object& definition,
-                                              bool create, proto::ContainerSettings::Builder settings) {
+                                              bool create, api::ContainerSettings& settings) {
   for (const auto& member : definition) {
     const std::string_view name = member.key();
     if (name == "uniqueKeyPolicy" && member.value().is_object()) {
@@ -134,28 +119,29 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
                          "partition keys are not supported)");
     }
     // On a replace the node refuses a different path (a container's partition key cannot change).
-    settings.setPartitionKeyPath(wire_text(std::string(paths->as_array()[0].as_string())));
+    settings.partition_key_path = std::string(paths->as_array()[0].as_string());
   } else if (create) {
     return std::string("the container definition needs a partitionKey, like {\"paths\":[\"/tenant\"],\"kind\":\"Hash\"}");
   }
   // defaultTtl as written (the node validates it, with Cosmos's messages). PUT replaces the whole definition, so an
   // absent defaultTtl there turns TTL off, as in Cosmos DB.
   if (const auto* ttl = definition.if_contains("defaultTtl")) {
-    settings.getDefaultTtl().setSet(json::to_json(*ttl));
+    settings.default_ttl = api::ContainerSettings::DefaultTtl::kSet;
+    settings.default_ttl_json = json::to_json(*ttl);
   } else if (create) {
-    settings.getDefaultTtl().setUnchanged();
+    settings.default_ttl = api::ContainerSettings::DefaultTtl::kUnchanged;
   } else {
-    settings.getDefaultTtl().setRemove();
+    settings.default_ttl = api::ContainerSettings::DefaultTtl::kRemove;
   }
-  settings.getIndexing().setUnchanged();
+  settings.indexing = api::ContainerSettings::Indexing::kUnchanged;
   if (const auto* policy = definition.if_contains("indexingPolicy"); policy != nullptr && policy->is_object()) {
     const auto* mode = policy->as_object().if_contains("indexingMode");
     if (mode != nullptr && mode->is_string()) {
       const std::string text(mode->as_string());
       if (text == "none" || text == "None") {
-        settings.getIndexing().setNone();
+        settings.indexing = api::ContainerSettings::Indexing::kNone;
       } else if (text == "consistent" || text == "Consistent") {
-        settings.getIndexing().setConsistent();
+        settings.indexing = api::ContainerSettings::Indexing::kConsistent;
       } else {
         return "indexing mode '" + text + "' is not supported (consistent or none)";
       }
@@ -172,10 +158,10 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
       if (!header_flag(force) && !is_false) {
         return "x-mayfly-force-ttl-change must be true or false, not '" + std::string(force) + "'";
       }
-      settings.setForce(header_flag(force));
+      settings.force = header_flag(force);
     }
   }
-  settings.getThroughput().setUnchanged();
+  settings.throughput = api::ContainerSettings::Throughput::kUnchanged;
   const std::string_view offer = http.header("x-ms-offer-throughput");
   if (!offer.empty()) {
     if (!create) return std::string("throughput cannot be changed with a container replace");
@@ -184,7 +170,8 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
     if (error != std::errc() || end != offer.data() + offer.size() || units == 0) {
       return "x-ms-offer-throughput must be a positive number of RU/s, not '" + std::string(offer) + "'";
     }
-    settings.getThroughput().setProvisioned(units);
+    settings.throughput = api::ContainerSettings::Throughput::kProvisioned;
+    settings.provisioned_ru_per_second = units;
   } else if (!http.header("x-ms-cosmos-offer-autopilot-settings").empty()) {
     return std::string("autoscale throughput is not supported: give a fixed offer_throughput, or none (serverless)");
   }
@@ -192,7 +179,7 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
 }
 
 // A query body {"query": "...", "parameters": [{"name": "@x", "value": ...}]} -> sql and Mayfly's parameter object.
-std::optional<std::string> query_request(const HttpRequest& http, proto::Query::Builder query) {
+std::optional<std::string> query_request(const HttpRequest& http, api::Query& query) {
   Result<boost::json::value> parsed = json::parse(http.body);
   std::string sql;
   std::string parameters;
@@ -218,28 +205,26 @@ std::optional<std::string> query_request(const HttpRequest& http, proto::Query::
     return "the query body must be {\"query\":...,\"parameters\":[...]}" +
            (parsed.is_ok() ? std::string() : ": " + parsed.status().message());
   }
-  query.setSql(wire_text(sql));
-  query.setParameters(wire_text(parameters));
+  query.sql = std::move(sql);
+  query.parameters = std::move(parameters);
   const std::string_view key = http.header("x-ms-documentdb-partitionkey");
-  if (key.empty()) {
-    query.getPartitionKey().setCrossPartition();
-  } else {
+  if (!key.empty()) {
     Result<std::string> value = parse_partition_key_header(key);
     if (!value.is_ok()) return value.status().message();
-    query.getPartitionKey().setValue(wire_text(*value));
+    query.partition_key = std::move(value).value();
   }
-  query.setEnableScan(true);  // Cosmos scans a container with indexing none too
+  query.enable_scan = true;  // Cosmos scans a container with indexing none too
   return std::nullopt;
 }
 
 // Paging headers for read feeds and queries.
-std::optional<std::string> page_options(const HttpRequest& http, proto::Options::Builder options) {
+std::optional<std::string> page_options(const HttpRequest& http, api::Options& options) {
   Result<uint32_t> items = parse_max_item_count(http.header("x-ms-max-item-count"), kDefaultPageItems);
   if (!items.is_ok()) return items.status().message();
-  options.setMaxItems(*items);
+  options.max_items = *items;
   const std::string continuation(http.header("x-ms-continuation"));
   if (continuation.size() > 16384) return std::string("x-ms-continuation is too long");
-  if (!continuation.empty()) options.setContinuation(wire_text(continuation));
+  options.continuation = continuation;
   return std::nullopt;
 }
 
@@ -247,7 +232,7 @@ std::optional<std::string> page_options(const HttpRequest& http, proto::Options:
 // send it: the mode in A-IM, where to start in If-None-Match (a previous page's etag, or * for now) or
 // If-Modified-Since (a time), the page size in x-ms-max-item-count. The whole container only: Mayfly has one
 // partition key range, so a feed range narrower than it (a partition key, x-ms-start-epk/x-ms-end-epk) is refused.
-Plan plan_change_feed(const HttpRequest& http, proto::Request::Builder request) {
+Plan plan_change_feed(const HttpRequest& http, api::Request& request) {
   Plan plan;
   plan.spec.shape = Shape::kChangeFeed;
   const std::string mode = lower(trim(http.header("a-im")));
@@ -285,14 +270,14 @@ Plan plan_change_feed(const HttpRequest& http, proto::Request::Builder request) 
     return bad_request("x-ms-documentdb-partitionkeyrangeid '" + std::string(range) +
                        "' does not exist (Mayfly has one partition key range: 0)");
   }
-  auto feed = request.initReadChangeFeed();
-  feed.setMode(plan.spec.all_versions ? proto::ReadChangeFeed::Mode::ALL : proto::ReadChangeFeed::Mode::LATEST);
+  api::ReadChangeFeed& feed = request.operation.emplace<api::ReadChangeFeed>();
+  feed.mode = plan.spec.all_versions ? api::ReadChangeFeed::Mode::kAll : api::ReadChangeFeed::Mode::kLatest;
   // The continuation travels as the etag: quoted, as the SDKs send an etag back.
   std::string_view etag = trim(http.header("if-none-match"));
   const std::string_view since = trim(http.header("if-modified-since"));
   if (etag.size() >= 2 && etag.front() == '"' && etag.back() == '"') etag = etag.substr(1, etag.size() - 2);
   if (etag == "*") {
-    feed.getFrom().setNow();
+    feed.from = api::ReadChangeFeed::From::kNow;
   } else if (!etag.empty()) {
     if (etag.size() > 16384) return bad_request("If-None-Match (the change feed continuation) is too long");
     for (char c : etag) {
@@ -301,25 +286,26 @@ Plan plan_change_feed(const HttpRequest& http, proto::Request::Builder request) 
                            std::string(http.header("if-none-match")).substr(0, 200) + "'");
       }
     }
-    feed.getFrom().setContinuation(wire_text(std::string(etag)));
+    feed.from = api::ReadChangeFeed::From::kContinuation;
+    feed.continuation = std::string(etag);
   } else if (!since.empty()) {
     Result<int64_t> seconds = parse_http_date(since);
     if (!seconds.is_ok()) {
       return bad_request("If-Modified-Since (the change feed start time) must be an RFC 1123 date like "
                          "'Tue, 24 Nov 2026 11:00:00 GMT', not '" + std::string(since).substr(0, 200) + "'");
     }
-    feed.getFrom().setTime(*seconds * 1'000'000);
+    feed.from = api::ReadChangeFeed::From::kTime;
+    feed.time_micros = *seconds * 1'000'000;
   } else {
-    feed.getFrom().setBeginning();
+    feed.from = api::ReadChangeFeed::From::kBeginning;
   }
   Result<uint32_t> items = parse_max_item_count(http.header("x-ms-max-item-count"), kDefaultPageItems);
   if (!items.is_ok()) return bad_request(items.status().message());
-  feed.setMaxItems(*items);
+  feed.max_items = *items;
   return plan;
 }
 
-Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
-  proto::Request::Builder request = b.request;
+Plan plan_items(const HttpRequest& http, const Route& route, api::Request& request) {
   const std::string& method = http.method;
   Plan plan;
   plan.spec.shape = Shape::kItem;
@@ -332,13 +318,13 @@ Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
       }
       if (header_flag(http.header("x-ms-documentdb-isquery")) ||
           http.header("content-type").substr(0, 22) == "application/query+json") {
-        problem = query_request(http, request.initQuery());
-        if (!problem) problem = page_options(http, request.getOptions());
+        problem = query_request(http, request.operation.emplace<api::Query>());
+        if (!problem) problem = page_options(http, request.options);
         plan.spec.shape = Shape::kItems;
       } else if (header_flag(http.header("x-ms-documentdb-is-upsert"))) {
-        request.setUpsertItem(wire_text(http.body));
+        request.operation = api::UpsertItem{http.body};
       } else {
-        request.setCreateItem(wire_text(http.body));
+        request.operation = api::CreateItem{http.body};
       }
     } else if (method == "GET") {
       if (!http.header("a-im").empty() || !http.header("x-ms-cosmos-changefeed-wire-format-version").empty()) {
@@ -348,14 +334,13 @@ Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
         return plan;
       }
       const std::string_view key = http.header("x-ms-documentdb-partitionkey");
-      if (key.empty()) {
-        request.initListItems().setWholeContainer();
-      } else {
+      api::ListItems& list = request.operation.emplace<api::ListItems>();
+      if (!key.empty()) {
         Result<std::string> value = parse_partition_key_header(key);
         if (!value.is_ok()) return bad_request(value.status().message());
-        request.initListItems().setPartitionKey(wire_text(*value));
+        list.partition_key = std::move(value).value();
       }
-      problem = page_options(http, request.getOptions());
+      problem = page_options(http, request.options);
       plan.spec.shape = Shape::kItems;
     } else {
       return method_not_allowed(http, "a container's items (docs)");
@@ -372,13 +357,9 @@ Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
       key = std::move(value).value();
     }
     if (method == "GET") {
-      auto item = request.initReadItem();
-      item.setPartitionKey(wire_text(key));
-      item.setId(wire_text(route.id));
+      request.operation = api::ReadItem{key, route.id};
     } else if (method == "DELETE") {
-      auto item = request.initDeleteItem();
-      item.setPartitionKey(wire_text(key));
-      item.setId(wire_text(route.id));
+      request.operation = api::DeleteItem{key, route.id};
     } else if (method == "PUT") {
       Result<boost::json::object> item = parse_object(http.body, "the item");
       if (!item.is_ok()) return bad_request(item.status().message());
@@ -386,7 +367,7 @@ Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
       if (id == nullptr || !id->is_string() || id->as_string() != route.id) {
         return bad_request("the replacement's \"id\" must be '" + route.id + "', the id in the path");
       }
-      request.setReplaceItem(wire_text(http.body));
+      request.operation = api::ReplaceItem{http.body};
     } else if (method == "PATCH") {
       Result<boost::json::object> patch = parse_object(http.body, "the patch");
       if (!patch.is_ok()) return bad_request(patch.status().message());
@@ -398,10 +379,7 @@ Plan plan_items(const HttpRequest& http, const Route& route, Builder& b) {
       if (operations == nullptr || !operations->is_array()) {
         return bad_request("the patch body needs \"operations\": [{\"op\",\"path\",\"value\"}, ...]");
       }
-      auto group = request.initPatchItem();
-      group.initKey().setPartitionKey(wire_text(key));
-      group.getKey().setId(wire_text(route.id));
-      group.setOperations(json::to_json(*operations));
+      request.operation = api::PatchItem{key, route.id, json::to_json(*operations)};
     } else {
       return method_not_allowed(http, "an item");
     }
@@ -429,20 +407,21 @@ Plan plan_request(const HttpRequest& http) {
                                                      "DB SDK\", compatibility)"));
   }
   const std::string& method = http.method;
-  Builder b;
+  api::Request request;
+  bool authenticate_only = false;
   Plan plan;
   plan.spec.route = route;
   plan.spec.host = http.header("host");
-  if (std::optional<std::string> problem = common_options(http, route, b.request)) return bad_request(*problem);
+  if (std::optional<std::string> problem = common_options(http, route, request)) return bad_request(*problem);
   switch (route.kind) {
     case Route::Kind::kAccount:
       if (method != "GET") return method_not_allowed(http, "the database account");
       plan.spec.shape = Shape::kAccount;
-      b.message.reset();  // authentication only
+      authenticate_only = true;
       break;
     case Route::Kind::kDatabases:
       if (method == "GET") {
-        b.request.setListDatabases();
+        request.operation = api::ListDatabases{};
         plan.spec.shape = Shape::kDatabases;
       } else if (method == "POST") {
         Result<boost::json::object> body = parse_object(http.body, "the database definition");
@@ -456,8 +435,8 @@ Plan plan_request(const HttpRequest& http) {
                                             "offer_throughput on each container"));
         }
         plan.spec.route.database = id->as_string();
-        b.request.setDatabase(wire_text(plan.spec.route.database));
-        b.request.setCreateDatabase();
+        request.database = plan.spec.route.database;
+        request.operation = api::CreateDatabase{};
         plan.spec.shape = Shape::kDatabaseWritten;
       } else {
         return method_not_allowed(http, "/dbs");
@@ -465,10 +444,10 @@ Plan plan_request(const HttpRequest& http) {
       break;
     case Route::Kind::kDatabase:
       if (method == "GET") {
-        b.request.setListDatabases();
+        request.operation = api::ListDatabases{};
         plan.spec.shape = Shape::kDatabase;
       } else if (method == "DELETE") {
-        b.request.setDeleteDatabase();
+        request.operation = api::DeleteDatabase{};
         plan.spec.shape = Shape::kDatabaseWritten;
       } else {
         return method_not_allowed(http, "a database");
@@ -476,7 +455,7 @@ Plan plan_request(const HttpRequest& http) {
       break;
     case Route::Kind::kContainers:
       if (method == "GET") {
-        b.request.setListContainers();
+        request.operation = api::ListContainers{};
         plan.spec.shape = Shape::kContainers;
       } else if (method == "POST") {
         Result<boost::json::object> body = parse_object(http.body, "the container definition");
@@ -486,9 +465,9 @@ Plan plan_request(const HttpRequest& http) {
           return bad_request("the container definition needs an \"id\"");
         }
         plan.spec.route.container = id->as_string();
-        b.request.setContainer(wire_text(plan.spec.route.container));
+        request.container = plan.spec.route.container;
         if (std::optional<std::string> problem =
-                container_settings(http, *body, true, b.request.initCreateContainer())) {
+                container_settings(http, *body, true, request.operation.emplace<api::CreateContainer>().settings)) {
           return problem->find("not supported") != std::string::npos ? answer(error_response(501, *problem))
                                                                       : bad_request(*problem);
         }
@@ -500,9 +479,9 @@ Plan plan_request(const HttpRequest& http) {
     case Route::Kind::kContainer:
       plan.spec.shape = Shape::kContainer;
       if (method == "GET") {
-        b.request.setGetContainer();
+        request.operation = api::GetContainer{};
       } else if (method == "DELETE") {
-        b.request.setDeleteContainer();
+        request.operation = api::DeleteContainer{};
       } else if (method == "PUT") {
         Result<boost::json::object> body = parse_object(http.body, "the container definition");
         if (!body.is_ok()) return bad_request(body.status().message());
@@ -511,7 +490,7 @@ Plan plan_request(const HttpRequest& http) {
           return bad_request("the definition's \"id\" must be '" + route.container + "', the id in the path");
         }
         if (std::optional<std::string> problem =
-                container_settings(http, *body, false, b.request.initUpdateContainer())) {
+                container_settings(http, *body, false, request.operation.emplace<api::UpdateContainer>().settings)) {
           return problem->find("not supported") != std::string::npos ? answer(error_response(501, *problem))
                                                                       : bad_request(*problem);
         }
@@ -524,13 +503,13 @@ Plan plan_request(const HttpRequest& http) {
       if (!route.id.empty() && route.id != "0") {
         return answer(error_response(404, "partition key range '" + route.id + "' does not exist (there is one: 0)"));
       }
-      b.request.setGetContainer();  // the container must exist
+      request.operation = api::GetContainer{};  // the container must exist
       plan.spec.shape = Shape::kPartitionKeyRanges;
       plan.spec.if_none_match = http.header("if-none-match");
       break;
     case Route::Kind::kItems:
     case Route::Kind::kItem: {
-      Plan items = plan_items(http, route, b);
+      Plan items = plan_items(http, route, request);
       if (items.answer) return items;
       plan.spec.shape = items.spec.shape;
       plan.spec.all_versions = items.spec.all_versions;
@@ -538,7 +517,7 @@ Plan plan_request(const HttpRequest& http) {
     }
     case Route::Kind::kUnsupported: break;
   }
-  plan.call.request = std::move(b.message);
+  if (!authenticate_only) plan.call.request = std::move(request);
   return plan;
 }
 

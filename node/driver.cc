@@ -244,27 +244,32 @@ void Driver::on_messages(std::vector<replication::Message> messages, uint64_t de
   schedule_flush();
 }
 
-void Driver::on_request(uint64_t request_id, Operation operation) {
+void Driver::on_request(uint64_t request_id, api::Request operation) {
   owner_.check();
   if (stopped_) {
     reply(request_id, Reply::error(StatusCode::kUnavailable, "the node is shutting down"));
     return;
   }
-  switch (operation.kind) {
-    case Operation::Kind::kWrite: handle_write(request_id, operation); break;
-    case Operation::Kind::kRead: handle_read(request_id, operation); break;
-    case Operation::Kind::kAdvanceClock: handle_advance_clock(request_id, operation); break;
-    default: handle_admin(request_id, operation); break;
+  if (is_write(operation)) {
+    handle_write(request_id, operation);
+  } else if (is_read(operation)) {
+    handle_read(request_id, operation);
+  } else if (operation.kind() == api::Kind::kAdvanceClock) {
+    handle_advance_clock(request_id, operation);
+  } else {
+    handle_admin(request_id, operation);
   }
   schedule_flush();
 }
 
-void Driver::handle_write(uint64_t request_id, const Operation& operation) {
+void Driver::handle_write(uint64_t request_id, const api::Request& operation) {
   if (replica_->core().role() != Role::kLeader) {
     reply(request_id, not_leader("this node is not the leader and could not forward the write; retry"));
     return;
   }
-  const storage::Command& command = operation.command;
+  // The one place a client write becomes the replicated command; a change feed turned on without a retention gets this
+  // leader's --changefeed-retention (the command carries the number, so no replica applies its own flag).
+  const storage::Command command = to_command(operation, config_.changefeed_retention_seconds);
   // A re-sent write whose container is gone still goes to the log: its first attempt may have applied, and only
   // apply knows that outcome (answering 404 here would replace it). Throttling and the body check apply to it as to
   // any write: the retry flag buys nothing else.
@@ -318,10 +323,10 @@ void Driver::handle_write(uint64_t request_id, const Operation& operation) {
                                                           steady_ms() + config_.request_timeout_ms, steady_ms() * 1000};
 }
 
-void Driver::handle_read(uint64_t request_id, const Operation& operation) {
+void Driver::handle_read(uint64_t request_id, const api::Request& operation) {
   // Only a strong read needs the driver: the core confirms leadership (ReadIndex), and the read waits here until this
   // node has applied that far. Session and bounded reads wait on the RPC side for the applied index it is sent.
-  if (operation.consistency != Consistency::kStrong) {
+  if (consistency_of(operation) != Consistency::kStrong) {
     reply(request_id, Reply::error(StatusCode::kInvalidArgument,
                                    "only strong reads go through the driver; session, bounded and eventual "
                                    "reads are served by the RPC side"));

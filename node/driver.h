@@ -105,7 +105,7 @@ class Driver {
   // counts a peer's deliveries waiting for the driver and, past a few, holds the peer's deliver call until then
   // (backpressure).
   void on_messages(std::vector<replication::Message> messages, uint64_t delivery = 0);
-  void on_request(uint64_t request_id, Operation operation);
+  void on_request(uint64_t request_id, api::Request operation);
 
   const storage::StateMachine& state() const { return replica_->state(); }
   // For the simulator and tests, which check what the production loop did: the replica (its core's invariants, its
@@ -149,11 +149,11 @@ class Driver {
   void flush();
   void on_tick();
   void on_deadline_timer();
-  void handle_write(uint64_t request_id, const Operation& operation);
-  void handle_read(uint64_t request_id, const Operation& operation);
-  void handle_admin(uint64_t request_id, const Operation& operation);
+  void handle_write(uint64_t request_id, const api::Request& operation);
+  void handle_read(uint64_t request_id, const api::Request& operation);
+  void handle_admin(uint64_t request_id, const api::Request& operation);
   // mayfly cluster advance-clock (virtual clock only): a time entry stamped `operation.advance_micros` later.
-  void handle_advance_clock(uint64_t request_id, const Operation& operation);
+  void handle_advance_clock(uint64_t request_id, const api::Request& operation);
   // After apply: the advance whose entry (or another term's entry at its index) just applied, answered.
   void answer_advance(const storage::AppliedEntry& applied);
   void answer_advances();  // advances whose index a snapshot install skipped: outcome unknown

@@ -16,43 +16,47 @@ namespace mayfly::node {
 
 using replication::Role;
 
-void Driver::handle_admin(uint64_t request_id, const Operation& operation) {
+void Driver::handle_admin(uint64_t request_id, const api::Request& operation) {
   replication::RaftCore& core = replica_->core();
   if (core.role() != Role::kLeader) {
     reply(request_id, not_leader("membership and leadership changes go to the leader; retry there"));
     return;
   }
   Result<replication::Proposal> proposal = Status::internal("no proposal");
-  switch (operation.kind) {
-    case Operation::Kind::kTransferLeader: {
-      Status status = core.transfer_leadership(operation.member);
+  switch (operation.kind()) {
+    case api::Kind::kTransferLeader: {
+      const NodeId member(operation.as<api::TransferLeader>()->id);
+      Status status = core.transfer_leadership(member);
       Reply result;
       if (!status.is_ok()) {
         result = Reply::error(
             status.code() == StatusCode::kInvalidArgument ? StatusCode::kInvalidArgument : StatusCode::kUnavailable,
             status.message());
       } else {
-        result.result.body = "{\"transferringTo\":" + std::to_string(operation.member.value()) + "}";
+        result.result.body = "{\"transferringTo\":" + std::to_string(member.value()) + "}";
       }
       reply(request_id, std::move(result));
       return;
     }
-    case Operation::Kind::kAddMember: {
+    case api::Kind::kAddMember: {
       // The address first (a normal entry), then the learner; the leader promotes it once it has caught up.
+      const api::AddMember& add = *operation.as<api::AddMember>();
+      const NodeId member(add.id);
       storage::Command address;
       address.type = storage::CommandType::kSetMemberAddress;
-      address.id = std::to_string(operation.member.value());
-      address.body = operation.member_address;
+      address.id = std::to_string(member.value());
+      address.body = add.address;
       Result<replication::Proposal> recorded = replica_->propose(address, clock_.now_micros());
       if (!recorded.is_ok()) {
         reply(request_id, not_leader(recorded.status().message()));
         return;
       }
-      proposal = core.propose_config_change({replication::ConfigChangeType::kAddLearner, operation.member});
+      proposal = core.propose_config_change({replication::ConfigChangeType::kAddLearner, member});
       break;
     }
-    case Operation::Kind::kRemoveMember:
-      proposal = core.propose_config_change({replication::ConfigChangeType::kRemoveNode, operation.member});
+    case api::Kind::kRemoveMember:
+      proposal = core.propose_config_change(
+          {replication::ConfigChangeType::kRemoveNode, NodeId(operation.as<api::RemoveMember>()->id)});
       break;
     default:
       reply(request_id, Reply::error(StatusCode::kInvalidArgument, "unsupported operation"));
@@ -68,7 +72,7 @@ void Driver::handle_admin(uint64_t request_id, const Operation& operation) {
   pending_config_[proposal->index.value()] = request_id;
 }
 
-void Driver::handle_advance_clock(uint64_t request_id, const Operation& operation) {
+void Driver::handle_advance_clock(uint64_t request_id, const api::Request& operation) {
   if (!config_.virtual_clock) {
     reply(request_id, Reply::error(StatusCode::kPreconditionFailed,
                                    "this cluster runs on the real clock (mayflyd --clock real): its time follows the "
@@ -80,9 +84,15 @@ void Driver::handle_advance_clock(uint64_t request_id, const Operation& operatio
     reply(request_id, not_leader("advance-clock goes to the leader; retry there"));
     return;
   }
+  Result<int64_t> advance = parse_clock_advance(operation.as<api::AdvanceClock>()->duration);
+  if (!advance.is_ok()) {  // checked when it was decoded; a request made on the node gets the same answer
+    reply(request_id, Reply::error(StatusCode::kInvalidArgument, advance.status().message()));
+    return;
+  }
+  const int64_t advance_micros = advance.value();
   // The log's time, uncommitted entries included: the advance entry comes after them.
   const int64_t from = clock_.now_micros();
-  const int64_t target = from + operation.advance_micros;  // both bounded far below overflow (request.h)
+  const int64_t target = from + advance_micros;  // both bounded far below overflow (request.h)
   if (target > kMaxVirtualTimeMicros) {
     reply(request_id, Reply::error(StatusCode::kInvalidArgument,
                                    "advance-clock would move virtual time to " + std::to_string(target) +
@@ -97,7 +107,7 @@ void Driver::handle_advance_clock(uint64_t request_id, const Operation& operatio
     return;
   }
   last_proposal_ms_ = steady_ms();
-  spdlog::info("advancing the virtual clock by {} µs to {} µs (log index {})", operation.advance_micros, target,
+  spdlog::info("advancing the virtual clock by {} µs to {} µs (log index {})", advance_micros, target,
                proposal->index.value());
   pending_advances_[proposal->index.value()] =
       PendingAdvance{request_id, proposal->term.value(), target, steady_ms() + config_.request_timeout_ms};

@@ -131,10 +131,10 @@ Result<ContainerForecast> forecast_container(const storage::StoreReader& state, 
   return forecast;
 }
 
-Reply forecast_reply(const storage::StoreReader& state, const ReclaimRate& rate, const Operation& operation,
+Reply forecast_reply(const storage::StoreReader& state, const ReclaimRate& rate, const api::Request& operation,
                      size_t max_entries, NodeId self) {
-  const std::string& database = operation.read.database;
-  const std::string& container = operation.read.container;
+  const std::string& database = operation.database;
+  const std::string& container = operation.container;
   Result<ContainerForecast> forecast = forecast_container(state, rate, database, container, max_entries);
   if (!forecast.is_ok()) {
     if (forecast.status().code() == StatusCode::kNotFound) {

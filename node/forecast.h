@@ -84,7 +84,7 @@ Result<ContainerForecast> forecast_container(const storage::StoreReader& state, 
                                              size_t max_entries);
 
 // The answer to a containerForecast request (404 for a missing container, 503 when the store cannot be read).
-Reply forecast_reply(const storage::StoreReader& state, const ReclaimRate& rate, const Operation& operation,
+Reply forecast_reply(const storage::StoreReader& state, const ReclaimRate& rate, const api::Request& operation,
                      size_t max_entries, NodeId self);
 
 // The figures of the forecast metrics, for every container (a container dropped meanwhile is left out); stops early

@@ -1,6 +1,8 @@
 // PeerLink (node/peer_link.h): the handshake, batched Raft deliveries, forwarded requests, reconnects.
 #include "node/peer_link.h"
 
+#include "api/codec.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -43,11 +45,10 @@ void PeerLink::send(std::vector<std::string>& messages) {
   pump();
 }
 
-kj::Promise<Reply> PeerLink::forward(proto::Request::Reader request, uint64_t owner) {
+kj::Promise<Reply> PeerLink::forward(const api::Request& request) {
   const uint64_t generation = generation_;
   auto call = capability().forwardRequest();
-  call.setRequest(request);
-  if (request.hasWriteId()) call.getRequest().getWriteId().setOwner(owner);
+  api::encode_request(request, call.initRequest());
   return call.send().then(
       [](capnp::Response<proto::Peer::ForwardResults> response) { return decode_reply(response.getResponse()); },
       [this, generation](kj::Exception&& exception) -> Reply {

@@ -68,9 +68,9 @@ class PeerLink {
 
   // kRaft: queues Raft messages (bounded by kMaxQueuedBytesPerPeer: past it the oldest are dropped; Raft resends).
   void send(std::vector<std::string>& messages);
-  // kRequests: a request forwarded to this peer (the leader). `owner`: the owner of the request's write id, which the
-  // leader takes from a peer that proved the cluster secret (set on the forwarded copy whatever the client sent).
-  kj::Promise<Reply> forward(proto::Request::Reader request, uint64_t owner);
+  // kRequests: a request forwarded to this peer (the leader), encoded by api/codec.h. Its write id's owner is the one
+  // this node authenticated (0: anonymous), which the leader takes from a peer that proved the cluster secret.
+  kj::Promise<Reply> forward(const api::Request& request);
   kj::Promise<std::string> node_status();
   // Connects now if it is not connected (a request link connects on its first call otherwise).
   void warm();

@@ -30,13 +30,13 @@ ReadService::ReadService(const NodeConfig& config, const storage::StoreReader& s
 ReadService::~ReadService() { stop(); }
 
 Reply serve_read(const storage::StoreReader& state, const storage::ChangeFeedReader& feed,
-                 RequestUnitAccount& request_units, NodeId self, const Operation& operation, NodeId leader_hint) {
-  const ReadQuery& query = operation.read;
-  const std::string container = query.database + "/" + query.container;
+                 RequestUnitAccount& request_units, NodeId self, const api::Request& operation, NodeId leader_hint) {
+  const std::string container = operation.database + "/" + operation.container;
   // Meters and metric series exist only for containers that exist: reads of made-up names create neither.
   bool container_exists = false;
-  if (!query.container.empty()) {
-    if (std::optional<storage::ContainerRecord> record = state.container_record(query.database, query.container)) {
+  if (!operation.container.empty()) {
+    if (std::optional<storage::ContainerRecord> record =
+            state.container_record(operation.database, operation.container)) {
       container_exists = true;
       const int64_t wait_ms = request_units.throttle_ms(container, record->throughput, ttl::read_charge(0, false));
       if (wait_ms > 0) {
@@ -49,28 +49,28 @@ Reply serve_read(const storage::StoreReader& state, const storage::ChangeFeedRea
   }
   const storage::AppliedState applied = state.applied();
   Reply reply;
-  if (query.kind == ReadQuery::Kind::kChangeFeed) {
+  if (operation.kind() == api::Kind::kReadChangeFeed) {
     // The page is read on its own snapshot, at or after `applied`: the session token below never claims more.
-    reply.result = execute_change_feed(feed, query.feed, &reply.feed_idle);
+    reply.result = execute_change_feed(feed, change_feed_request(operation), &reply.feed_idle);
   } else {
-    reply.result = execute_read(state, query, applied.ts_micros);
+    reply.result = execute_read(state, operation, applied.ts_micros);
   }
-  reply.session_token = std::max(applied.index.value(), operation.session_token);
+  reply.session_token = std::max(applied.index.value(), session_token_of(operation));
   reply.served_by = self;
   reply.leader_hint = leader_hint;
   reply.request_charge = ttl::read_request_charge(reply.result.ok(), reply.result.work_charge, reply.result.body.size(),
-                                                 operation.consistency == Consistency::kStrong);
+                                                 consistency_of(operation) == Consistency::kStrong);
   if (container_exists) request_units.charge(container, op_name(operation), reply.request_charge);
   return reply;
 }
 
-Reply ReadService::serve(const Operation& operation, NodeId leader_hint) const {
+Reply ReadService::serve(const api::Request& operation, NodeId leader_hint) const {
   return serve_read(state_, feed_, request_units_, config_.id, operation, leader_hint);
 }
 
-Reply ReadService::ttl_verdict(const Operation& operation) const { return ttl_change_verdict(state_, operation); }
+Reply ReadService::ttl_verdict(const api::Request& operation) const { return ttl_change_verdict(state_, operation); }
 
-Reply ReadService::forecast(const Operation& operation, NodeId leader_hint, const std::string& container,
+Reply ReadService::forecast(const api::Request& operation, NodeId leader_hint, const std::string& container,
                             bool exists) const {
   Reply reply = forecast_reply(state_, reclaim_rate_, operation,
                                static_cast<size_t>(config_.forecast_max_entries), config_.id);

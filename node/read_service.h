@@ -37,7 +37,7 @@ namespace mayfly::node {
 // The read at `state`'s applied state: a point read, a list page, a query page or a change feed page, throttled and
 // charged in request units like any read, answered as node `self`. Any thread (what it reads is thread-safe).
 Reply serve_read(const storage::StoreReader& state, const storage::ChangeFeedReader& feed,
-                 RequestUnitAccount& request_units, NodeId self, const Operation& operation, NodeId leader_hint);
+                 RequestUnitAccount& request_units, NodeId self, const api::Request& operation, NodeId leader_hint);
 
 class ReadService {
  public:
@@ -49,11 +49,11 @@ class ReadService {
   ~ReadService();
 
   // serve_read at this node's applied state.
-  Reply serve(const Operation& operation, NodeId leader_hint) const;
+  Reply serve(const api::Request& operation, NodeId leader_hint) const;
   // A defaultTtl change's dry run or guard (node/ttl_guard.h).
-  Reply ttl_verdict(const Operation& operation) const;
+  Reply ttl_verdict(const api::Request& operation) const;
   // containerForecast (node/forecast.h) from this node's applied state; charged to `container` when it exists.
-  Reply forecast(const Operation& operation, NodeId leader_hint, const std::string& container, bool exists) const;
+  Reply forecast(const api::Request& operation, NodeId leader_hint, const std::string& container, bool exists) const;
 
   // Runs `work` on a read thread under its budget (deadline, `cancel`, stop) and posts its Reply as request `id`.
   void run(uint64_t id, std::shared_ptr<std::atomic<bool>> cancel, WorkBudget::Clock::time_point deadline,

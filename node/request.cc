@@ -1,7 +1,11 @@
 #include "node/request.h"
 
+#include <algorithm>
 #include <charconv>
 
+#include "api/codec.h"
+#include "common/assert.h"
+#include "query/executor.h"
 #include "storage/document.h"
 #include "storage/json.h"
 
@@ -9,49 +13,46 @@
 namespace mayfly::node {
 namespace {
 
-Result<uint64_t> parse_session_token(kj::StringPtr text) {
-  if (text.size() == 0) return uint64_t{0};
+Result<uint64_t> parse_session_token(const std::string& text) {
+  if (text.empty()) return uint64_t{0};
   uint64_t value = 0;
-  auto [end, error] = std::from_chars(text.begin(), text.end(), value);
-  if (error != std::errc() || end != text.end()) {
-    return Status::invalid_argument("session token '" + std::string(text.cStr()) +
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    return Status::invalid_argument("session token '" + text.substr(0, 64) +
                                     "' is not one this cluster issued (expected a log index)");
   }
   return value;
 }
 
-Consistency consistency_of(proto::Consistency consistency) {
-  switch (consistency) {
-    case proto::Consistency::STRONG: return Consistency::kStrong;
-    case proto::Consistency::BOUNDED: return Consistency::kBounded;
-    case proto::Consistency::EVENTUAL: return Consistency::kEventual;
-    case proto::Consistency::SESSION: break;
-  }
-  return Consistency::kSession;
-}
-
-void apply_settings(proto::ContainerSettings::Reader settings, storage::Command& command) {
-  command.partition_key_path = settings.getPartitionKeyPath();
-  auto ttl = settings.getDefaultTtl();
-  if (ttl.isSet()) {
+void apply_settings(const api::ContainerSettings& settings, storage::Command& command,
+                    int64_t default_feed_retention_seconds) {
+  using Settings = api::ContainerSettings;
+  command.partition_key_path = settings.partition_key_path;
+  if (settings.default_ttl == Settings::DefaultTtl::kSet) {
     command.default_ttl_change = storage::DefaultTtlChange::kSet;
-    command.default_ttl_json = ttl.getSet();
-  } else if (ttl.isRemove()) {
+    command.default_ttl_json = settings.default_ttl_json;
+  } else if (settings.default_ttl == Settings::DefaultTtl::kRemove) {
     command.default_ttl_change = storage::DefaultTtlChange::kRemove;
   }
-  auto indexing = settings.getIndexing();
-  if (indexing.isConsistent()) command.indexing = ttl::IndexingMode::kConsistent;
-  if (indexing.isNone()) command.indexing = ttl::IndexingMode::kNone;
-  auto throughput = settings.getThroughput();
-  if (throughput.isProvisioned()) {
+  if (settings.indexing == Settings::Indexing::kConsistent) command.indexing = ttl::IndexingMode::kConsistent;
+  if (settings.indexing == Settings::Indexing::kNone) command.indexing = ttl::IndexingMode::kNone;
+  if (settings.throughput == Settings::Throughput::kProvisioned) {
     command.throughput = storage::Throughput{storage::Throughput::Mode::kProvisioned,
-                                             static_cast<int64_t>(throughput.getProvisioned())};
+                                             static_cast<int64_t>(settings.provisioned_ru_per_second)};
   }
-  if (throughput.isServerless()) command.throughput = storage::Throughput{storage::Throughput::Mode::kServerless, 0};
-  auto feed = settings.getChangeFeed();
-  if (feed.isOn()) command.change_feed = storage::ChangeFeedSettings{true, static_cast<int64_t>(feed.getOn()), 0};
-  if (feed.isOff()) command.change_feed = storage::ChangeFeedSettings{};
+  if (settings.throughput == Settings::Throughput::kServerless) {
+    command.throughput = storage::Throughput{storage::Throughput::Mode::kServerless, 0};
+  }
+  if (settings.change_feed == Settings::ChangeFeed::kOn) {
+    const int64_t retention = settings.change_feed_retention_seconds == 0
+                                  ? default_feed_retention_seconds
+                                  : static_cast<int64_t>(settings.change_feed_retention_seconds);
+    command.change_feed = storage::ChangeFeedSettings{true, retention, 0};
+  }
+  if (settings.change_feed == Settings::ChangeFeed::kOff) command.change_feed = storage::ChangeFeedSettings{};
 }
+
+uint32_t page_items(uint32_t asked) { return asked == 0 ? kDefaultPageItems : asked; }
 
 }  // namespace
 
@@ -85,182 +86,139 @@ Result<int64_t> parse_clock_advance(std::string_view text) {
   return amount * micros_per_unit;
 }
 
-Result<Operation> decode_request(proto::Request::Reader request) {
-  Operation op;
-  auto options = request.getOptions();
-  op.consistency = consistency_of(options.getConsistency());
-  Result<uint64_t> token = parse_session_token(options.getSessionToken());
-  if (!token.is_ok()) return token.status();
-  op.session_token = token.value();
-  storage::Command& command = op.command;
-  command.database = request.getDatabase();
-  command.container = request.getContainer();
-  if (options.getIfMatch().size() > 0) command.if_match = std::string(options.getIfMatch().cStr());
-  if (request.hasWriteId()) {
-    auto wire = request.getWriteId();
-    // The owner is never the client's to say: the node that authenticated it sets it (node/rpc_services.cc).
-    storage::WriteId id{wire.getClient(), wire.getSequence(), wire.getFirstUnacknowledged(), wire.getRetry()};
-    if (Status valid = storage::validate_write_id(id); !valid.is_ok()) {
+Result<api::Request> decode_request(proto::Request::Reader wire) {
+  MAYFLY_ASSIGN_OR_RETURN(api::Request request, api::decode_request(wire));
+  // The owner is never the sender's to say: the node that authenticated the client sets it (node/rpc_services.cc),
+  // and a leader takes a forwarded one only from a peer that proved the cluster secret.
+  if (request.write_id.has_value()) request.write_id->owner = 0;
+  if (Status checked = check_request(request); !checked.is_ok()) return checked;
+  return request;
+}
+
+uint32_t change_feed_wait_ms(const api::Request& request) {
+  const auto* feed = request.as<api::ReadChangeFeed>();
+  return feed == nullptr ? 0 : std::min(feed->wait_ms, kMaxChangeFeedWaitMs);
+}
+
+Status check_request(const api::Request& request) {
+  if (Result<uint64_t> token = parse_session_token(request.options.session_token); !token.is_ok()) {
+    return token.status();
+  }
+  if (request.write_id.has_value()) {
+    const api::WriteId& id = *request.write_id;
+    if (Status valid = storage::validate_write_id(
+            storage::WriteId{id.client, id.sequence, id.first_unacknowledged, id.retry, id.owner});
+        !valid.is_ok()) {
       return Status::invalid_argument(valid.message());
     }
-    command.write_id = id;
   }
-  ReadQuery& read = op.read;
-  read.database = command.database;
-  read.container = command.container;
-  auto read_kind = [&](ReadQuery::Kind kind) {
-    op.kind = Operation::Kind::kRead;
-    read.kind = kind;
-  };
-  switch (request.which()) {
-    case proto::Request::CREATE_DATABASE: command.type = storage::CommandType::kCreateDatabase; break;
-    case proto::Request::DELETE_DATABASE: command.type = storage::CommandType::kDeleteDatabase; break;
-    case proto::Request::LIST_DATABASES: read_kind(ReadQuery::Kind::kDatabases); break;
-    case proto::Request::CREATE_CONTAINER:
+  if (const auto* feed = request.as<api::ReadChangeFeed>()) {
+    if (request.database.empty() || request.container.empty()) {
+      return Status::invalid_argument("a change feed read needs a database and a container");
+    }
+    if (feed->from == api::ReadChangeFeed::From::kContinuation && feed->continuation.empty()) {
+      return Status::invalid_argument("an empty change feed continuation");
+    }
+    if (page_items(feed->max_items) > kMaxChangeFeedPageItems) {
+      return Status::invalid_argument("a change feed page holds at most " + std::to_string(kMaxChangeFeedPageItems) +
+                                      " changes, got maxItems " + std::to_string(feed->max_items));
+    }
+  }
+  if (const auto* add = request.as<api::AddMember>()) {
+    if (add->id == 0 || add->address.find(':') == std::string::npos) {
+      return Status::invalid_argument("add-member needs a node id >= 1 and its HOST:PORT");
+    }
+  }
+  if (const auto* advance = request.as<api::AdvanceClock>()) {
+    if (Result<int64_t> micros = parse_clock_advance(advance->duration); !micros.is_ok()) return micros.status();
+  }
+  if (request.as<api::ContainerForecast>() != nullptr && (request.database.empty() || request.container.empty())) {
+    return Status::invalid_argument("a forecast needs a database and a container");
+  }
+  return Status::ok();
+}
+
+uint64_t session_token_of(const api::Request& request) {
+  Result<uint64_t> token = parse_session_token(request.options.session_token);
+  return token.is_ok() ? token.value() : 0;  // checked at decode: a request made on the node has none or a good one
+}
+
+storage::Command to_command(const api::Request& request, int64_t default_feed_retention_seconds) {
+  storage::Command command;
+  command.database = request.database;
+  command.container = request.container;
+  if (!request.options.if_match.empty()) command.if_match = request.options.if_match;
+  if (request.write_id.has_value()) {
+    const api::WriteId& id = *request.write_id;
+    command.write_id = storage::WriteId{id.client, id.sequence, id.first_unacknowledged, id.retry, id.owner};
+  }
+  switch (request.kind()) {
+    case api::Kind::kCreateDatabase: command.type = storage::CommandType::kCreateDatabase; break;
+    case api::Kind::kDeleteDatabase: command.type = storage::CommandType::kDeleteDatabase; break;
+    case api::Kind::kCreateContainer:
       command.type = storage::CommandType::kCreateContainer;
-      apply_settings(request.getCreateContainer(), command);
+      apply_settings(request.as<api::CreateContainer>()->settings, command, default_feed_retention_seconds);
       break;
-    case proto::Request::UPDATE_CONTAINER:
+    case api::Kind::kUpdateContainer:
       command.type = storage::CommandType::kUpdateContainer;
-      apply_settings(request.getUpdateContainer(), command);
-      op.ttl_dry_run = request.getUpdateContainer().getDryRun();
-      op.ttl_force = request.getUpdateContainer().getForce();
+      apply_settings(request.as<api::UpdateContainer>()->settings, command, default_feed_retention_seconds);
       break;
-    case proto::Request::GET_CONTAINER: read_kind(ReadQuery::Kind::kContainer); break;
-    case proto::Request::DELETE_CONTAINER: command.type = storage::CommandType::kDeleteContainer; break;
-    case proto::Request::LIST_CONTAINERS: read_kind(ReadQuery::Kind::kContainers); break;
-    case proto::Request::CREATE_ITEM:
+    case api::Kind::kDeleteContainer: command.type = storage::CommandType::kDeleteContainer; break;
+    case api::Kind::kCreateItem:
       command.type = storage::CommandType::kCreateItem;
-      command.body = request.getCreateItem();
+      command.body = request.as<api::CreateItem>()->body;
       break;
-    case proto::Request::UPSERT_ITEM:
+    case api::Kind::kUpsertItem:
       command.type = storage::CommandType::kUpsertItem;
-      command.body = request.getUpsertItem();
+      command.body = request.as<api::UpsertItem>()->body;
       break;
-    case proto::Request::REPLACE_ITEM:
+    case api::Kind::kReplaceItem:
       command.type = storage::CommandType::kReplaceItem;
-      command.body = request.getReplaceItem();
+      command.body = request.as<api::ReplaceItem>()->body;
       break;
-    case proto::Request::READ_ITEM:
-      read_kind(ReadQuery::Kind::kItem);
-      read.partition_key_json = request.getReadItem().getPartitionKey();
-      read.id = request.getReadItem().getId();
-      break;
-    case proto::Request::DELETE_ITEM:
+    case api::Kind::kDeleteItem: {
+      const auto& op = *request.as<api::DeleteItem>();
       command.type = storage::CommandType::kDeleteItem;
-      command.partition_key_json = request.getDeleteItem().getPartitionKey();
-      command.id = request.getDeleteItem().getId();
+      command.partition_key_json = op.partition_key;
+      command.id = op.id;
       break;
-    case proto::Request::PATCH_ITEM:
+    }
+    case api::Kind::kPatchItem: {
+      const auto& op = *request.as<api::PatchItem>();
       command.type = storage::CommandType::kPatchItem;
-      command.partition_key_json = request.getPatchItem().getKey().getPartitionKey();
-      command.id = request.getPatchItem().getKey().getId();
-      command.body = request.getPatchItem().getOperations();
-      break;
-    case proto::Request::LIST_ITEMS: {
-      read_kind(ReadQuery::Kind::kItems);
-      read.list.database = command.database;
-      read.list.container = command.container;
-      if (request.getListItems().isPartitionKey()) {
-        read.list.partition_key_json = std::string(request.getListItems().getPartitionKey().cStr());
-      }
-      read.list.max_items = options.getMaxItems() == 0 ? 100 : options.getMaxItems();
-      read.list.continuation = options.getContinuation();
+      command.partition_key_json = op.partition_key;
+      command.id = op.id;
+      command.body = op.operations;
       break;
     }
-    case proto::Request::QUERY: {
-      read_kind(ReadQuery::Kind::kQuery);
-      auto wire = request.getQuery();
-      read.query.database = command.database;
-      read.query.container = command.container;
-      read.query.sql = wire.getSql();
-      read.query.parameters_json = wire.getParameters();
-      if (wire.getPartitionKey().isValue()) {
-        read.query.partition_key_json = std::string(wire.getPartitionKey().getValue().cStr());
-      }
-      read.query.enable_scan = wire.getEnableScan();
-      read.query.max_items = options.getMaxItems() == 0 ? 100 : options.getMaxItems();
-      read.query.continuation = options.getContinuation();
-      break;
-    }
-    case proto::Request::READ_CHANGE_FEED: {
-      read_kind(ReadQuery::Kind::kChangeFeed);
-      auto wire = request.getReadChangeFeed();
-      storage::ChangeFeedRequest& feed = read.feed;
-      feed.database = command.database;
-      feed.container = command.container;
-      if (feed.database.empty() || feed.container.empty()) {
-        return Status::invalid_argument("a change feed read needs a database and a container");
-      }
-      feed.mode = wire.getMode() == proto::ReadChangeFeed::Mode::LATEST ? storage::ChangeFeedMode::kLatest
-                                                                       : storage::ChangeFeedMode::kAll;
-      auto from = wire.getFrom();
-      switch (from.which()) {
-        case proto::ReadChangeFeed::From::BEGINNING: feed.from.kind = storage::ChangeFeedFrom::Kind::kBeginning; break;
-        case proto::ReadChangeFeed::From::NOW: feed.from.kind = storage::ChangeFeedFrom::Kind::kNow; break;
-        case proto::ReadChangeFeed::From::TIME:
-          feed.from.kind = storage::ChangeFeedFrom::Kind::kTime;
-          feed.from.ts_micros = from.getTime();
-          break;
-        case proto::ReadChangeFeed::From::CONTINUATION:
-          feed.from.kind = storage::ChangeFeedFrom::Kind::kContinuation;
-          feed.from.continuation = from.getContinuation();
-          if (feed.from.continuation.empty()) return Status::invalid_argument("an empty change feed continuation");
-          break;
-        default:
-          return Status::invalid_argument("unknown change feed start (is the client newer than this server?)");
-      }
-      feed.only_expirations = wire.getOnlyExpirations();
-      const uint32_t max_items = wire.getMaxItems() == 0 ? 100 : wire.getMaxItems();
-      if (max_items > 1000) {
-        return Status::invalid_argument("a change feed page holds at most 1000 changes, got maxItems " +
-                                        std::to_string(max_items));
-      }
-      feed.max_changes = max_items;
-      read.feed_wait_ms = std::min(wire.getWaitMs(), kMaxChangeFeedWaitMs);
-      break;
-    }
-    case proto::Request::CLUSTER_STATUS: op.kind = Operation::Kind::kClusterStatus; break;
-    case proto::Request::ADD_MEMBER:
-      op.kind = Operation::Kind::kAddMember;
-      op.member = NodeId(request.getAddMember().getId());
-      op.member_address = request.getAddMember().getAddress();
-      if (op.member == NodeId(0) || op.member_address.find(':') == std::string::npos) {
-        return Status::invalid_argument("add-member needs a node id >= 1 and its HOST:PORT");
-      }
-      break;
-    case proto::Request::REMOVE_MEMBER:
-      op.kind = Operation::Kind::kRemoveMember;
-      op.member = NodeId(request.getRemoveMember());
-      break;
-    case proto::Request::TRANSFER_LEADER:
-      op.kind = Operation::Kind::kTransferLeader;
-      op.member = NodeId(request.getTransferLeader());
-      break;
-    case proto::Request::ADVANCE_CLOCK: {
-      op.kind = Operation::Kind::kAdvanceClock;
-      MAYFLY_ASSIGN_OR_RETURN(op.advance_micros, parse_clock_advance(request.getAdvanceClock().cStr()));
-      break;
-    }
-    case proto::Request::BACKUP_OPEN: op.kind = Operation::Kind::kBackupOpen; break;
-    case proto::Request::BACKUP_READ:
-      op.kind = Operation::Kind::kBackupRead;
-      op.backup_id = request.getBackupRead().getBackup();
-      op.backup_offset = request.getBackupRead().getOffset();
-      op.backup_max_bytes = request.getBackupRead().getMaxBytes();
-      break;
-    case proto::Request::CONTAINER_FORECAST:
-      op.kind = Operation::Kind::kContainerForecast;
-      op.read.database = command.database;
-      op.read.container = command.container;
-      if (op.read.database.empty() || op.read.container.empty()) {
-        return Status::invalid_argument("a forecast needs a database and a container");
-      }
-      break;
     default:
-      return Status::invalid_argument("unknown request type (is the client newer than this server?)");
+      MAYFLY_UNREACHABLE("to_command of %s, which is not a write", std::string(api::kind_name(request.kind())).c_str());
   }
-  return op;
+  return command;
+}
+
+storage::ChangeFeedRequest change_feed_request(const api::Request& request) {
+  const api::ReadChangeFeed& wire = *request.as<api::ReadChangeFeed>();
+  storage::ChangeFeedRequest feed;
+  feed.database = request.database;
+  feed.container = request.container;
+  feed.mode = wire.mode == api::ReadChangeFeed::Mode::kLatest ? storage::ChangeFeedMode::kLatest
+                                                              : storage::ChangeFeedMode::kAll;
+  switch (wire.from) {
+    case api::ReadChangeFeed::From::kBeginning: feed.from.kind = storage::ChangeFeedFrom::Kind::kBeginning; break;
+    case api::ReadChangeFeed::From::kNow: feed.from.kind = storage::ChangeFeedFrom::Kind::kNow; break;
+    case api::ReadChangeFeed::From::kTime:
+      feed.from.kind = storage::ChangeFeedFrom::Kind::kTime;
+      feed.from.ts_micros = wire.time_micros;
+      break;
+    case api::ReadChangeFeed::From::kContinuation:
+      feed.from.kind = storage::ChangeFeedFrom::Kind::kContinuation;
+      feed.from.continuation = wire.continuation;
+      break;
+  }
+  feed.only_expirations = wire.only_expirations;
+  feed.max_changes = page_items(wire.max_items);
+  return feed;
 }
 
 void encode_reply(const Reply& reply, proto::Response::Builder response) {
@@ -307,41 +265,69 @@ Reply decode_reply(proto::Response::Reader response) {
   return reply;
 }
 
-std::string op_name(const Operation& operation) {
-  switch (operation.kind) {
-    case Operation::Kind::kWrite: return std::string(storage::command_type_name(operation.command.type));
-    case Operation::Kind::kClusterStatus: return "cluster_status";
-    case Operation::Kind::kAddMember: return "add_member";
-    case Operation::Kind::kRemoveMember: return "remove_member";
-    case Operation::Kind::kTransferLeader: return "transfer_leader";
-    case Operation::Kind::kAdvanceClock: return "advance_clock";
-    case Operation::Kind::kBackupOpen: return "backup_open";
-    case Operation::Kind::kBackupRead: return "backup_read";
-    case Operation::Kind::kContainerForecast: return "container_forecast";
-    case Operation::Kind::kRead: break;
+std::string op_name(const api::Request& request) {
+  switch (request.kind()) {
+    case api::Kind::kCreateDatabase:
+    case api::Kind::kDeleteDatabase:
+    case api::Kind::kCreateContainer:
+    case api::Kind::kUpdateContainer:
+    case api::Kind::kDeleteContainer:
+    case api::Kind::kCreateItem:
+    case api::Kind::kUpsertItem:
+    case api::Kind::kReplaceItem:
+    case api::Kind::kDeleteItem:
+    case api::Kind::kPatchItem: break;
+    case api::Kind::kReadItem: return "read";
+    case api::Kind::kListItems: return "list";
+    case api::Kind::kGetContainer: return "get_container";
+    case api::Kind::kListContainers: return "list_containers";
+    case api::Kind::kListDatabases: return "list_databases";
+    case api::Kind::kQuery: return "query";
+    case api::Kind::kReadChangeFeed: return "change_feed";
+    case api::Kind::kClusterStatus: return "cluster_status";
+    case api::Kind::kAddMember: return "add_member";
+    case api::Kind::kRemoveMember: return "remove_member";
+    case api::Kind::kTransferLeader: return "transfer_leader";
+    case api::Kind::kAdvanceClock: return "advance_clock";
+    case api::Kind::kBackupOpen: return "backup_open";
+    case api::Kind::kBackupRead: return "backup_read";
+    case api::Kind::kContainerForecast: return "container_forecast";
   }
-  switch (operation.read.kind) {
-    case ReadQuery::Kind::kItem: return "read";
-    case ReadQuery::Kind::kItems: return "list";
-    case ReadQuery::Kind::kContainer: return "get_container";
-    case ReadQuery::Kind::kContainers: return "list_containers";
-    case ReadQuery::Kind::kDatabases: return "list_databases";
-    case ReadQuery::Kind::kQuery: return "query";
-    case ReadQuery::Kind::kChangeFeed: return "change_feed";
-  }
-  return "unknown";
+  return std::string(storage::command_type_name(to_command(request, 0).type));
 }
 
-storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros) {
-  switch (query.kind) {
-    case ReadQuery::Kind::kItem:
-      return state.read_item(query.database, query.container, query.partition_key_json, query.id, now_micros);
-    case ReadQuery::Kind::kItems: return state.list_items(query.list, now_micros);
-    case ReadQuery::Kind::kContainer: return state.read_container(query.database, query.container);
-    case ReadQuery::Kind::kContainers: return state.list_containers(query.database);
-    case ReadQuery::Kind::kDatabases: return state.list_databases();
-    case ReadQuery::Kind::kQuery: return query::execute_query(state, query.query, now_micros);
-    case ReadQuery::Kind::kChangeFeed: break;
+storage::OpResult execute_read(const storage::StoreReader& state, const api::Request& request, int64_t now_micros) {
+  switch (request.kind()) {
+    case api::Kind::kReadItem: {
+      const auto& op = *request.as<api::ReadItem>();
+      return state.read_item(request.database, request.container, op.partition_key, op.id, now_micros);
+    }
+    case api::Kind::kListItems: {
+      storage::ListRequest list;
+      list.database = request.database;
+      list.container = request.container;
+      list.partition_key_json = request.as<api::ListItems>()->partition_key;
+      list.max_items = page_items(request.options.max_items);
+      list.continuation = request.options.continuation;
+      return state.list_items(list, now_micros);
+    }
+    case api::Kind::kGetContainer: return state.read_container(request.database, request.container);
+    case api::Kind::kListContainers: return state.list_containers(request.database);
+    case api::Kind::kListDatabases: return state.list_databases();
+    case api::Kind::kQuery: {
+      const auto& op = *request.as<api::Query>();
+      query::QueryRequest query;
+      query.database = request.database;
+      query.container = request.container;
+      query.sql = op.sql;
+      query.parameters_json = op.parameters;
+      query.partition_key_json = op.partition_key;
+      query.enable_scan = op.enable_scan;
+      query.max_items = page_items(request.options.max_items);
+      query.continuation = request.options.continuation;
+      return query::execute_query(state, query, now_micros);
+    }
+    default: break;
   }
   return storage::OpResult::error(StatusCode::kInvalidArgument, "unknown read");
 }

@@ -1,16 +1,18 @@
-// Requests and replies between the wire (proto/mayfly.capnp) and the node: decoding a client Request into an
-// Operation (a state-machine Command for writes, a ReadQuery for reads, or an admin action), executing reads against
-// the state machine, and encoding a Reply back into a Response. Thin adapters: no business logic lives here.
+// Requests and replies between the wire (proto/mayfly.capnp) and the node. A request arrives as the operation
+// vocabulary's api::Request (api/operation.h, off the wire by api/codec.h) and stays that type through the router,
+// the driver and the read service: this file adds the node's checks on it (check_request), its reading of the
+// options, the one place a write becomes the replicated storage::Command (to_command, on the leader), and read
+// execution. Thin adapters: no business logic lives here.
 // Thread-safety: pure functions and values.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "api/operation.h"
 #include "common/ids.h"
 #include "common/wire.h"
 #include "proto/mayfly.capnp.h"
-#include "query/executor.h"
 #include "storage/changefeed.h"
 #include "storage/command.h"
 #include "storage/store_reader.h"
@@ -20,39 +22,11 @@ namespace mayfly::node {
 
 using mayfly::Consistency;  // common/wire.h
 
-struct ReadQuery {
-  enum class Kind { kItem, kItems, kContainer, kContainers, kDatabases, kQuery, kChangeFeed };
-  Kind kind = Kind::kItem;
-  std::string database;
-  std::string container;
-  std::string partition_key_json;  // kItem
-  std::string id;                  // kItem
-  storage::ListRequest list;       // kItems
-  query::QueryRequest query;       // kQuery
-  storage::ChangeFeedRequest feed; // kChangeFeed
-  uint32_t feed_wait_ms = 0;       // kChangeFeed: the long-poll (<= kMaxChangeFeedWaitMs)
-};
-
 // The longest a readChangeFeed long-poll waits on the node (the request's waitMs is capped to it).
 inline constexpr uint32_t kMaxChangeFeedWaitMs = 5000;
-
-struct Operation {
-  enum class Kind { kWrite, kRead, kClusterStatus, kAddMember, kRemoveMember, kTransferLeader, kAdvanceClock,
-                    kBackupOpen, kBackupRead, kContainerForecast };
-  Kind kind = Kind::kWrite;
-  storage::Command command;  // kWrite
-  ReadQuery read;            // kRead; kContainerForecast: database and container
-  Consistency consistency = Consistency::kSession;
-  uint64_t session_token = 0;  // the log index the client has seen; 0: none
-  NodeId member;               // admin
-  std::string member_address;  // kAddMember
-  int64_t advance_micros = 0;  // kAdvanceClock: > 0
-  bool ttl_dry_run = false;    // updateContainer: preview the defaultTtl change, change nothing
-  bool ttl_force = false;      // updateContainer: skip the guard (more than kTtlGuardPercent expired at once)
-  uint64_t backup_id = 0;      // kBackupRead
-  uint64_t backup_offset = 0;
-  uint32_t backup_max_bytes = 0;
-};
+// A listItems / query / change feed page when the request says 0.
+inline constexpr uint32_t kDefaultPageItems = 100;
+inline constexpr uint32_t kMaxChangeFeedPageItems = 1000;
 
 // What goes back to the client.
 struct Reply {
@@ -84,19 +58,41 @@ Reply throttled_reply(int64_t wait_ms);
 // 2147483647 s (the longest ttl), as microseconds; anything else is kInvalidArgument with the accepted forms.
 Result<int64_t> parse_clock_advance(std::string_view text);
 
-// Decodes a wire request; malformed ones (bad session token, missing fields) are kInvalidArgument.
-Result<Operation> decode_request(proto::Request::Reader request);
-// Builds the wire form of an Operation that must be forwarded (the inverse of decode_request, for writes).
+// Takes a request off the wire (api::decode_request) and checks it (check_request): a malformed one is
+// kInvalidArgument with a message the client can act on, and nothing is done. The write id's owner is cleared: the
+// receiving side sets it from what it authenticated.
+Result<api::Request> decode_request(proto::Request::Reader request);
+// What the node requires of a request before it routes it: a session token that is a log index, a valid write id, a
+// change feed read that names its container and a page of at most 1000 changes, an add-member with an id and a
+// HOST:PORT, an advance-clock duration that parses, a forecast that names its container.
+Status check_request(const api::Request& request);
+
+// The node's reading of a checked request's options.
+inline Consistency consistency_of(const api::Request& request) {
+  return request.options.consistency.value_or(Consistency::kSession);
+}
+uint64_t session_token_of(const api::Request& request);  // the log index the client has seen; 0: none
+inline bool is_read(const api::Request& request) { return api::is_read(request.kind()); }
+inline bool is_write(const api::Request& request) { return api::is_write(request.kind()); }
+
+// The replicated command of a write (api::is_write): the one place a client write changes shape, on the leader
+// when it is proposed. `default_feed_retention_seconds` fills a change feed turned on without a retention.
+storage::Command to_command(const api::Request& request, int64_t default_feed_retention_seconds);
+// The change feed page a checked readChangeFeed asks for, and how long it may long-poll (capped at
+// kMaxChangeFeedWaitMs).
+storage::ChangeFeedRequest change_feed_request(const api::Request& request);
+uint32_t change_feed_wait_ms(const api::Request& request);
+
 // The edge: a Reply's answer goes on the wire with its HTTP status (common/http_status.h), and comes back from it (a
 // leader's answer to a forwarded request) as a code again; a number the mapping does not make reads as kInternal.
 void encode_reply(const Reply& reply, proto::Response::Builder response);
 Reply decode_reply(proto::Response::Reader response);
 
 // A short, bounded name for metrics labels: "create", "read", "list", "cluster_status", ...
-std::string op_name(const Operation& operation);
+std::string op_name(const api::Request& request);
 
-// Runs a read at replicated time `now_micros`. Not for kChangeFeed (execute_change_feed).
-storage::OpResult execute_read(const storage::StoreReader& state, const ReadQuery& query, int64_t now_micros);
+// Runs a read (api::is_read) at replicated time `now_micros`. Not for readChangeFeed (execute_change_feed).
+storage::OpResult execute_read(const storage::StoreReader& state, const api::Request& request, int64_t now_micros);
 
 // A page of a change feed as JSON (docs/changefeed.md): {"changes":[...],"partitionKeyPath":"/pk",
 // "continuation":"...","caughtUp":bool}, each change {"operationType","position","lsn","ts","tsMicros","partitionKey",

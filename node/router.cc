@@ -34,10 +34,10 @@ bool Router::leader_heard_within(int64_t steady_ms, int64_t ms) const {
   return view_.leader_contact_steady_ms && steady_ms - *view_.leader_contact_steady_ms <= ms;
 }
 
-bool Router::fresh_enough(const Operation& operation, storage::AppliedState applied, int64_t steady_ms) const {
-  switch (operation.consistency) {
+bool Router::fresh_enough(const api::Request& operation, storage::AppliedState applied, int64_t steady_ms) const {
+  switch (consistency_of(operation)) {
     case Consistency::kEventual: return true;
-    case Consistency::kSession: return applied.index.value() >= operation.session_token;
+    case Consistency::kSession: return applied.index.value() >= session_token_of(operation);
     case Consistency::kBounded:
       return view_.leader != NodeId(0) && leader_heard_within(steady_ms, config_.bounded_staleness_ms) &&
              view_.commit <= applied.index.value() + static_cast<uint64_t>(config_.bounded_staleness_entries) &&
@@ -47,17 +47,24 @@ bool Router::fresh_enough(const Operation& operation, storage::AppliedState appl
   return false;
 }
 
-Route Router::route(const Operation& operation, bool forwarded, storage::AppliedState applied,
+Route Router::route(const api::Request& operation, bool forwarded, storage::AppliedState applied,
                     int64_t steady_ms) const {
   Route route;
-  switch (operation.kind) {
-    case Operation::Kind::kRead: {
+  const Consistency consistency = consistency_of(operation);
+  switch (operation.kind()) {
+    case api::Kind::kListDatabases:
+    case api::Kind::kGetContainer:
+    case api::Kind::kListContainers:
+    case api::Kind::kReadItem:
+    case api::Kind::kListItems:
+    case api::Kind::kQuery:
+    case api::Kind::kReadChangeFeed: {
       if (fresh_enough(operation, applied, steady_ms)) {
         route.kind = Route::Kind::kServe;
         return route;
       }
-      if (operation.consistency == Consistency::kSession) {
-        const uint64_t required = operation.session_token;
+      if (consistency == Consistency::kSession) {
+        const uint64_t required = session_token_of(operation);
         // The leader's log holds every entry ever committed (Raft's leader completeness), and a session token is an
         // index some replica had applied: one past the end of the leader's log never came from this cluster — unless
         // this node was deposed and does not know it yet (a partition). So it is answered at once, without parking,
@@ -85,7 +92,7 @@ Route Router::route(const Operation& operation, bool forwarded, storage::Applied
         }
         return route;
       }
-      if (operation.consistency == Consistency::kBounded) {
+      if (consistency == Consistency::kBounded) {
         // The commit index we know is only a bound on staleness while the leader keeps talking to us: a follower
         // cut off from it would otherwise serve ever older state as "bounded".
         if (!leader_heard_within(steady_ms, config_.bounded_staleness_ms)) {
@@ -104,10 +111,10 @@ Route Router::route(const Operation& operation, bool forwarded, storage::Applied
       route.kind = Route::Kind::kStrongRead;
       return route;
     }
-    case Operation::Kind::kClusterStatus:
-    case Operation::Kind::kBackupOpen:  // served by the node the client chose (a follower, preferably)
-    case Operation::Kind::kBackupRead:
-    case Operation::Kind::kContainerForecast:  // this node's own figures (its backlog, its collector)
+    case api::Kind::kClusterStatus:
+    case api::Kind::kBackupOpen:  // served by the node the client chose (a follower, preferably)
+    case api::Kind::kBackupRead:
+    case api::Kind::kContainerForecast:  // this node's own figures (its backlog, its collector)
       route.kind = Route::Kind::kLocal;
       return route;
     default:
@@ -127,13 +134,6 @@ Route Router::route(const Operation& operation, bool forwarded, storage::Applied
   }
   route.kind = Route::Kind::kDriver;
   return route;
-}
-
-void Router::complete_for_proposal(Operation& operation) const {
-  if (operation.kind == Operation::Kind::kWrite && operation.command.change_feed &&
-      operation.command.change_feed->enabled && operation.command.change_feed->retention_seconds == 0) {
-    operation.command.change_feed->retention_seconds = config_.changefeed_retention_seconds;
-  }
 }
 
 std::optional<Reply> Router::parked_full(const std::string& key) const {

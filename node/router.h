@@ -72,10 +72,7 @@ class Router {
   // Where `operation` goes. `forwarded`: it came from a peer's forward (never forwarded again); `applied`: this
   // replica's applied state now; `steady_ms`: the node's steady clock, on the scale of the view's
   // leader_contact_steady_ms.
-  Route route(const Operation& operation, bool forwarded, storage::AppliedState applied, int64_t steady_ms) const;
-  // What a write carries once this node proposes it: a change feed turned on without a retention gets this node's
-  // --changefeed-retention (the replicated command then carries the number, so no replica applies its own flag).
-  void complete_for_proposal(Operation& operation) const;
+  Route route(const api::Request& operation, bool forwarded, storage::AppliedState applied, int64_t steady_ms) const;
 
   // Parked reads. parked_full: the refusal (503, overloaded) when --max-parked-reads are parked on this node, or half
   // of them for `key` ("" counts only towards the node's). park: a read of `key` waits for `required`; its id.
@@ -110,7 +107,7 @@ class Router {
   Reply leader_unreachable(NodeId leader, const std::string& why) const;
 
  private:
-  bool fresh_enough(const Operation& operation, storage::AppliedState applied, int64_t steady_ms) const;
+  bool fresh_enough(const api::Request& operation, storage::AppliedState applied, int64_t steady_ms) const;
   bool leader_heard_within(int64_t steady_ms, int64_t ms) const;
 
   NodeConfig config_;

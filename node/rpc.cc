@@ -72,16 +72,15 @@ void RpcHost::forget_key_if_unused(std::map<std::string, KeyUse>::iterator it) {
   if (it->second.sessions <= 0 && it->second.calls <= 0) key_use_.erase(it);
 }
 
-kj::Promise<Reply> RpcHost::to_driver(Operation operation) {
+kj::Promise<Reply> RpcHost::to_driver(api::Request operation) {
   if (stopping_) return router_.shutting_down();  // the driver has stopped: nothing would answer
-  if (std::optional<Reply> shed = shed_if_full("driver", operation.kind != Operation::Kind::kRead)) {
+  if (std::optional<Reply> shed = shed_if_full("driver", !is_read(operation))) {
     return kj::mv(*shed);
   }
   const uint64_t id = next_request_id_++;
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
-  if (operation.kind != Operation::Kind::kRead) pending_writes_.insert(id);
-  router_.complete_for_proposal(operation);
+  if (!is_read(operation)) pending_writes_.insert(id);
   driver_.post([this, id, operation = std::move(operation)]() mutable {
     driver_.on_request(id, std::move(operation));
   });
@@ -107,7 +106,7 @@ kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, const st
   return await_reply(id, kj::mv(reply.promise)).attach(kj::defer([cancel] { cancel->store(true); }));
 }
 
-kj::Promise<Reply> RpcHost::read_async(Operation operation, const std::string& key) {
+kj::Promise<Reply> RpcHost::read_async(api::Request operation, const std::string& key) {
   return on_read_thread(
       [service = &reads_, leader = router_.view().leader, operation = std::move(operation)] {
         return service->serve(operation, leader);
@@ -115,7 +114,7 @@ kj::Promise<Reply> RpcHost::read_async(Operation operation, const std::string& k
       key);
 }
 
-kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
+kj::Promise<Reply> RpcHost::guard_ttl_change(api::Request operation) {
   return on_read_thread([service = &reads_, operation] { return service->ttl_verdict(operation); }, kGuardLane, true)
       .then([this, operation = std::move(operation)](Reply reply) mutable -> kj::Promise<Reply> {
         if (!reply.serve_here) {
@@ -123,15 +122,14 @@ kj::Promise<Reply> RpcHost::guard_ttl_change(Operation operation) {
           reply.leader_hint = router_.view().leader;
           return kj::mv(reply);
         }
-        operation.ttl_force = true;  // checked: the driver proposes it as it is
+        operation.as<api::UpdateContainer>()->settings.force = true;  // checked: the driver proposes it as it is
         return to_driver(std::move(operation));
       });
 }
 
-kj::Promise<Reply> RpcHost::container_forecast(Operation operation, const std::string& key) {
-  const std::string container = operation.read.database + "/" + operation.read.container;
-  std::optional<storage::ContainerRecord> record =
-      state_.container_record(operation.read.database, operation.read.container);
+kj::Promise<Reply> RpcHost::container_forecast(api::Request operation, const std::string& key) {
+  const std::string container = operation.database + "/" + operation.container;
+  std::optional<storage::ContainerRecord> record = state_.container_record(operation.database, operation.container);
   if (record) {
     // Priced like a scan of the entries it may read, checked against what is left of this second's RU/s.
     const int64_t wait_ms = request_units_.throttle_ms(container, record->throughput, 1.0);
@@ -155,20 +153,20 @@ kj::Promise<void> RpcHost::forecast_loop(int64_t delay_ms) {
   });
 }
 
-kj::Promise<Reply> RpcHost::serve_read_here_or_async(Operation operation, const std::string& key) {
+kj::Promise<Reply> RpcHost::serve_read_here_or_async(api::Request operation, const std::string& key) {
   // A point read, one database or container record, or the lists of databases and containers is small, bounded work
   // (one LevelDB lookup, an item of at most 2 MB): here, without two thread hops. Lists of items and queries may read
   // thousands of records: on a read thread.
-  const ReadQuery::Kind kind = operation.read.kind;
-  if (kind == ReadQuery::Kind::kChangeFeed) {
-    const kj::TimePoint deadline = timer_->now() + operation.read.feed_wait_ms * kj::MILLISECONDS;
+  const api::Kind kind = operation.kind();
+  if (kind == api::Kind::kReadChangeFeed) {
+    const kj::TimePoint deadline = timer_->now() + change_feed_wait_ms(operation) * kj::MILLISECONDS;
     return read_change_feed(std::move(operation), deadline, key);
   }
-  if (kind == ReadQuery::Kind::kItems || kind == ReadQuery::Kind::kQuery) return read_async(std::move(operation), key);
+  if (kind == api::Kind::kListItems || kind == api::Kind::kQuery) return read_async(std::move(operation), key);
   return reads_.serve(operation, router_.view().leader);
 }
 
-kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint deadline, std::string key) {
+kj::Promise<Reply> RpcHost::read_change_feed(api::Request operation, kj::TimePoint deadline, std::string key) {
   // Like a list of items: pages may read many records, so on a read thread.
   return read_async(operation, key).then([this, operation, deadline, key = kj::mv(key)](Reply reply) mutable
                                     -> kj::Promise<Reply> {
@@ -177,9 +175,10 @@ kj::Promise<Reply> RpcHost::read_change_feed(Operation operation, kj::TimePoint 
     // Nothing new up to the applied index served (the reply's session token): wait, without a read thread, until a
     // later position is applied, then read again from where this page ended. Time entries advance the index too, and
     // may expire items; an advance that brings no change just waits again, until the deadline.
-    operation.read.feed.from = storage::ChangeFeedFrom{storage::ChangeFeedFrom::Kind::kContinuation, 0,
-                                                       reply.result.continuation};
-    operation.session_token = reply.session_token;
+    api::ReadChangeFeed& feed = *operation.as<api::ReadChangeFeed>();
+    feed.from = api::ReadChangeFeed::From::kContinuation;
+    feed.continuation = reply.result.continuation;
+    operation.options.session_token = std::to_string(reply.session_token);
     return applied_reaches(reply.session_token + 1, deadline - now, key)
         .then([this, operation = kj::mv(operation), deadline, reply = kj::mv(reply), key = kj::mv(key)](bool go) mutable
               -> kj::Promise<Reply> {
@@ -211,7 +210,7 @@ kj::Promise<Reply> RpcHost::await_reply(uint64_t id, kj::Promise<Reply> reply) {
   }));
 }
 
-kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t required, int64_t wait_ms,
+kj::Promise<Reply> RpcHost::wait_for_applied(api::Request operation, uint64_t required, int64_t wait_ms,
                                              const std::string& key) {
   if (stopping_) return router_.shutting_down();
   if (std::optional<Reply> shed = shed_if_parked_full(key)) return kj::mv(*shed);
@@ -228,15 +227,14 @@ kj::Promise<Reply> RpcHost::wait_for_applied(Operation operation, uint64_t requi
   return served.exclusiveJoin(kj::mv(behind));
 }
 
-kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader request, bool forwarded,
-                                   const std::string& key) {
+kj::Promise<Reply> RpcHost::handle(api::Request operation, bool forwarded, const std::string& key) {
   owner_.check();
   const auto started = std::chrono::steady_clock::now();
   std::string op = op_name(operation);
-  if (operation.kind == Operation::Kind::kRead || operation.kind == Operation::Kind::kWrite) {
+  if (is_read(operation) || is_write(operation)) {
     driver_.foreground().add(1);
   }
-  return route(std::move(operation), request, forwarded, key).then([this, started, op = std::move(op)](Reply reply) {
+  return route(std::move(operation), forwarded, key).then([this, started, op = std::move(op)](Reply reply) {
     metrics_.observe_request(op, reply.result.http_status(),
                              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     metrics_.add_expired_skipped(reply.result.expired_skipped);
@@ -244,8 +242,7 @@ kj::Promise<Reply> RpcHost::handle(Operation operation, proto::Request::Reader r
   });
 }
 
-kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader request, bool forwarded,
-                                  const std::string& key) {
+kj::Promise<Reply> RpcHost::route(api::Request operation, bool forwarded, const std::string& key) {
   const Route route = router_.route(operation, forwarded, state_.applied(), steady_ms());
   switch (route.kind) {
     case Route::Kind::kServe:
@@ -256,17 +253,19 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
       return route.refusal;
     case Route::Kind::kStrongRead: {
       // The driver confirms leadership (ReadIndex) and says when this node has applied that far.
-      Operation read = operation;
+      api::Request read = operation;
       return to_driver(std::move(operation)).then([this, read = std::move(read), key](Reply reply) mutable {
         return reply.serve_here ? serve_read_here_or_async(std::move(read), key) : kj::Promise<Reply>(kj::mv(reply));
       });
     }
     case Route::Kind::kLocal:
-      switch (operation.kind) {
-        case Operation::Kind::kClusterStatus: return cluster_status();
-        case Operation::Kind::kBackupOpen: return backups_->open();
-        case Operation::Kind::kBackupRead:
-          return backups_->read(operation.backup_id, operation.backup_offset, operation.backup_max_bytes);
+      switch (operation.kind()) {
+        case api::Kind::kClusterStatus: return cluster_status();
+        case api::Kind::kBackupOpen: return backups_->open();
+        case api::Kind::kBackupRead: {
+          const api::BackupRead& read = *operation.as<api::BackupRead>();
+          return backups_->read(read.backup, read.offset, read.max_bytes);
+        }
         default: return container_forecast(std::move(operation), key);
       }
     case Route::Kind::kGuardTtl:
@@ -275,7 +274,7 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
       if (stopping_) return router_.shutting_down();
       // No address for the leader (not in --peers nor in the replicated membership yet): the driver answers with
       // the leader's hint.
-      if (PeerLink* leader_link = link(route.leader)) return forward(route.leader, *leader_link, operation, request);
+      if (PeerLink* leader_link = link(route.leader)) return forward(route.leader, *leader_link, operation);
       return to_driver(std::move(operation));
     case Route::Kind::kDriver:
       return to_driver(std::move(operation));
@@ -283,12 +282,10 @@ kj::Promise<Reply> RpcHost::route(Operation operation, proto::Request::Reader re
   return to_driver(std::move(operation));
 }
 
-kj::Promise<Reply> RpcHost::forward(NodeId leader, PeerLink& leader_link, const Operation& operation,
-                                    proto::Request::Reader request) {
+kj::Promise<Reply> RpcHost::forward(NodeId leader, PeerLink& leader_link, const api::Request& operation) {
   if (std::optional<Reply> shed = shed_if_full("forward", true)) return kj::mv(*shed);
   ++forwards_in_flight_;
-  const uint64_t owner = operation.command.write_id ? operation.command.write_id->owner : 0;
-  auto answered = leader_link.forward(request, owner).attach(kj::defer([this] { --forwards_in_flight_; }));
+  auto answered = leader_link.forward(operation).attach(kj::defer([this] { --forwards_in_flight_; }));
   auto reached = answered.catch_([this, leader](kj::Exception&& exception) {
     return router_.leader_unreachable(leader, exception.getDescription().cStr());
   });

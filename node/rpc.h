@@ -74,9 +74,9 @@ namespace mayfly::node {
 struct ServedConnection;
 
 // A request from the Cosmos DB REST gateway (gateway/server.h), authenticated by a master-key signature rather than
-// a session handshake. The gateway builds the same proto::Request the Cap'n Proto API carries, so it runs through
-// the same decode_request → handle path (consistency, TTL, RU and 429, forwarding to the leader) and the same role
-// check as Session.execute.
+// a session handshake. The gateway builds the same api::Request a session's call decodes to (api/operation.h), so it
+// runs through the same check_request → handle path (consistency, TTL, RU and 429, forwarding to the leader) and the
+// same role check as Session.execute.
 struct GatewayCall {
   Status authorization;        // not OK: the authorization header was missing or malformed (401 with its message)
   std::string signed_text;     // the string the signature covers (gateway/protocol.h string_to_sign)
@@ -85,7 +85,7 @@ struct GatewayCall {
                                // only with --emulator-key)
   bool replay_guarded = false; // each signature of this request may be used once (node/replay_cache.h)
   int64_t valid_until_seconds = 0;  // with replay_guarded: when its x-ms-date leaves the window (Unix seconds)
-  std::unique_ptr<capnp::MallocMessageBuilder> request;  // root proto::Request; null: authenticate only (GET /)
+  std::optional<api::Request> request;  // unset: authenticate only (GET /)
 };
 
 class RpcHost final : public DriverOutput, public LinkContext {
@@ -108,8 +108,7 @@ class RpcHost final : public DriverOutput, public LinkContext {
   // --- kj thread ---
   // Executes a client (or forwarded) request and records it in the request metrics.
   // `key`: the client key it came with ("" forwarded, gateway or open), whose parked-read budget it counts against.
-  kj::Promise<Reply> handle(Operation operation, proto::Request::Reader request, bool forwarded,
-                            const std::string& key = std::string());
+  kj::Promise<Reply> handle(api::Request operation, bool forwarded, const std::string& key = std::string());
   std::string own_status_json() const;
   // LinkContext (the request links).
   const NodeConfig& config() const override { return config_; }
@@ -187,9 +186,9 @@ class RpcHost final : public DriverOutput, public LinkContext {
   // Waits for the reply to request `id` (registered in pending_), or answers 503 after --request-timeout-ms.
   kj::Promise<Reply> await_reply(uint64_t id, kj::Promise<Reply> reply);
   // A read executed on a read thread, in `key`'s lane.
-  kj::Promise<Reply> read_async(Operation operation, const std::string& key);
+  kj::Promise<Reply> read_async(api::Request operation, const std::string& key);
   // A read this replica may serve now: small bounded ones here, lists of items and queries on a read thread.
-  kj::Promise<Reply> serve_read_here_or_async(Operation operation, const std::string& key);
+  kj::Promise<Reply> serve_read_here_or_async(api::Request operation, const std::string& key);
   // 503 (kSubstatusOverloaded) when --max-pending-requests are waiting; counted under `kind`. A read is refused
   // already at three quarters of them: the last quarter is kept for writes (and forwarded writes).
   std::optional<Reply> shed_if_full(const char* kind, bool write);
@@ -201,31 +200,29 @@ class RpcHost final : public DriverOutput, public LinkContext {
   // Forgets the wait `id` (timed out); no-op when it was released already.
   void unpark(uint64_t id);
   // Carries out the Router's decision (node/router.h) for the request.
-  kj::Promise<Reply> route(Operation operation, proto::Request::Reader request, bool forwarded,
-                           const std::string& key);
-  kj::Promise<Reply> forward(NodeId leader, PeerLink& leader_link, const Operation& operation,
-                             proto::Request::Reader request);
-  kj::Promise<Reply> to_driver(Operation operation);
+  kj::Promise<Reply> route(api::Request operation, bool forwarded, const std::string& key);
+  kj::Promise<Reply> forward(NodeId leader, PeerLink& leader_link, const api::Request& operation);
+  kj::Promise<Reply> to_driver(api::Request operation);
   // A session or bounded read this replica is not fresh enough for: it waits here (not on the driver) until the
   // applied index the driver reports reaches `required`, then is served; 503 (replica behind) after
   // --session-wait-ms.
-  kj::Promise<Reply> wait_for_applied(Operation operation, uint64_t required, int64_t wait_ms,
+  kj::Promise<Reply> wait_for_applied(api::Request operation, uint64_t required, int64_t wait_ms,
                                       const std::string& key);
   // Resolves true once this node's applied index reaches `required`, false after `timeout` or at shutdown. Holds no
   // read thread (the wait is the router's, parked_ holds what to wake).
   kj::Promise<bool> applied_reaches(uint64_t required, kj::Duration timeout, const std::string& key);
   // readChangeFeed on a read thread; with a long-poll (waitMs), a caught-up empty page waits for the applied index to
   // pass the page's position and reads again from its continuation, until `deadline`.
-  kj::Promise<Reply> read_change_feed(Operation operation, kj::TimePoint deadline, std::string key);
+  kj::Promise<Reply> read_change_feed(api::Request operation, kj::TimePoint deadline, std::string key);
   // Runs `work` on a read thread (--read-threads) when `lane` (the client key; node/read_queue.h) has its turn, and
   // answers with its Reply, within the request timeout. `write`: the work is part of a write (a defaultTtl change's
   // guard), which may use the quarter kept for writes.
   kj::Promise<Reply> on_read_thread(std::function<Reply()> work, const std::string& lane, bool write = false);
   // A defaultTtl change's dry run or guard (node/ttl_guard.h) on a read thread; then, if it may go ahead, the driver.
-  kj::Promise<Reply> guard_ttl_change(Operation operation);
+  kj::Promise<Reply> guard_ttl_change(api::Request operation);
   kj::Promise<Reply> cluster_status();
   // containerForecast (node/forecast.h) on a read thread, from this node's applied state; charged like a scan.
-  kj::Promise<Reply> container_forecast(Operation operation, const std::string& key);
+  kj::Promise<Reply> container_forecast(api::Request operation, const std::string& key);
   // Every --forecast-interval-ms: the forecast metrics of every container, recomputed on a read thread.
   kj::Promise<void> forecast_loop(int64_t delay_ms);
   // kj thread: the signature and role check of a gateway call (401/403, like a session's), then handle().

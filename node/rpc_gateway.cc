@@ -88,24 +88,23 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
                         "DB SDK\"), and send the x-ms-date you signed");
     }
   }
-  if (call.request == nullptr) {
+  if (!call.request.has_value()) {
     Reply reply;
     reply.served_by = config_.id;
     reply.leader_hint = router_.view().leader;
     return reply;
   }
-  proto::Request::Reader request = call.request->getRoot<proto::Request>().asReader();
-  const Role needed = required_role(request.which());
+  api::Request& operation = *call.request;
+  const Role needed = required_role(operation.kind());
   if (role < needed) {
     security_metrics_.add_auth_failure("forbidden");
     return refuse(StatusCode::kForbidden, "this key has role " + std::string(role_name(role)) +
                                               "; the operation needs " + std::string(role_name(needed)) +
                                               " (the Cosmos primary key of a readwrite or admin key)");
   }
-  Result<Operation> operation = decode_request(request);
-  if (!operation.is_ok()) return refuse(operation.status().code(), operation.status().message());
-  std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
-  if (write_id && key_name) write_id->owner = storage::dedup_owner_of(*key_name);
+  if (Status checked = check_request(operation); !checked.is_ok()) return refuse(checked.code(), checked.message());
+  std::optional<api::WriteId>& write_id = operation.write_id;
+  if (write_id) write_id->owner = key_name ? storage::dedup_owner_of(*key_name) : 0;
   if (!keyring_.open() && call.replay_guarded) {
     // A signature does not cover the body: each one of a database or container write, or of a forced TTL change,
     // is good for one request on this node (node/replay_cache.h).
@@ -135,11 +134,11 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
   if (std::optional<Reply> refused = key_call_started(key_id)) return kj::mv(*refused);
   auto counted = kj::defer([this, key_id] { key_call_finished(key_id); });
   if (keyring_.open() || !call.replay_guarded) {
-    return handle(std::move(operation.value()), request, false, key_id).attach(kj::mv(counted));
+    return handle(std::move(operation), false, key_id).attach(kj::mv(counted));
   }
   // Refused with nothing done (4xx): the signature may be used again, e.g. for the same replace with the
   // x-mayfly-force-ttl-change header a 412 asked for, sent within the same second.
-  return handle(std::move(operation.value()), request, false, key_id)
+  return handle(std::move(operation), false, key_id)
       .attach(kj::mv(counted))
       .then([this, signature = call.signature, valid_until = call.valid_until_seconds](Reply reply) {
         const int status = reply.result.http_status();

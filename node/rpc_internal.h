@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "api/operation.h"
 #include "node/peer_link.h"
 #include "node/rpc.h"
 #include "node/rpc_common.h"
@@ -46,8 +47,9 @@ struct ServedConnection {
   kj::Promise<void> watcher = nullptr;  // closes the connection when the other side goes away
 };
 
-// The least role a request needs (node/keyring.h): the same for a session and a gateway call (rpc_services.cc).
-Role required_role(proto::Request::Which which);
+// The least role an operation needs (node/keyring.h): the same for a session and a gateway call (rpc_services.cc).
+// One this build does not know (nullopt) needs readwrite; its decode refuses it.
+Role required_role(std::optional<api::Kind> kind);
 
 // The bootstrap object of connection `connection`: the handshake (hello, then openSession or openPeer;
 // rpc_services.cc).

@@ -4,6 +4,7 @@
 // (forwarded requests, nodeStatus; its Raft messages come over node/peer_transport.h).
 #include <spdlog/spdlog.h>
 
+#include "api/codec.h"
 #include "common/auth.h"
 #include "node/peer_handshake.h"
 #include "node/rpc_internal.h"
@@ -16,28 +17,39 @@ using namespace rpc_detail;
 
 }  // namespace
 
-Role required_role(proto::Request::Which which) {
-  switch (which) {
-    case proto::Request::LIST_DATABASES:
-    case proto::Request::GET_CONTAINER:
-    case proto::Request::LIST_CONTAINERS:
-    case proto::Request::READ_ITEM:
-    case proto::Request::LIST_ITEMS:
-    case proto::Request::QUERY:
-    case proto::Request::READ_CHANGE_FEED:  // item images, like listItems
-    case proto::Request::CLUSTER_STATUS:
-    case proto::Request::CONTAINER_FORECAST:  // counts and sizes only, like getContainer and cluster status
+Role required_role(std::optional<api::Kind> kind) {
+  if (!kind) return Role::kReadWrite;
+  switch (*kind) {
+    case api::Kind::kListDatabases:
+    case api::Kind::kGetContainer:
+    case api::Kind::kListContainers:
+    case api::Kind::kReadItem:
+    case api::Kind::kListItems:
+    case api::Kind::kQuery:
+    case api::Kind::kReadChangeFeed:  // item images, like listItems
+    case api::Kind::kClusterStatus:
+    case api::Kind::kContainerForecast:  // counts and sizes only, like getContainer and cluster status
       return Role::kReadOnly;
-    case proto::Request::ADD_MEMBER:
-    case proto::Request::REMOVE_MEMBER:
-    case proto::Request::TRANSFER_LEADER:
-    case proto::Request::ADVANCE_CLOCK:
-    case proto::Request::BACKUP_OPEN:
-    case proto::Request::BACKUP_READ:
+    case api::Kind::kAddMember:
+    case api::Kind::kRemoveMember:
+    case api::Kind::kTransferLeader:
+    case api::Kind::kAdvanceClock:
+    case api::Kind::kBackupOpen:
+    case api::Kind::kBackupRead:
       return Role::kAdmin;
-    default:
+    case api::Kind::kCreateDatabase:
+    case api::Kind::kDeleteDatabase:
+    case api::Kind::kCreateContainer:
+    case api::Kind::kUpdateContainer:
+    case api::Kind::kDeleteContainer:
+    case api::Kind::kCreateItem:
+    case api::Kind::kUpsertItem:
+    case api::Kind::kReplaceItem:
+    case api::Kind::kDeleteItem:
+    case api::Kind::kPatchItem:
       return Role::kReadWrite;
   }
+  return Role::kReadWrite;
 }
 
 namespace {
@@ -73,7 +85,7 @@ class SessionImpl final : public proto::Session::Server {
       encode_reply(*refused, context.getResults().initResponse());
       return kj::READY_NOW;
     }
-    Result<Operation> operation = decode_request(request);
+    Result<api::Request> operation = decode_request(request);
     if (!operation.is_ok()) {
       Reply reply{storage::OpResult::error(operation.status())};
       reply.served_by = host_.config().id;
@@ -82,9 +94,9 @@ class SessionImpl final : public proto::Session::Server {
     }
     // The write is the key's: its exactly-once record lives apart from every other key's (storage/write_dedup.h).
     // An open node's sessions are all the anonymous owner.
-    std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
+    std::optional<api::WriteId>& write_id = operation.value().write_id;
     if (write_id && !host_.keyring().open()) write_id->owner = storage::dedup_owner_of(key_name_);
-    return host_.handle(std::move(operation.value()), request, false, key_id_).then([context](Reply reply) mutable {
+    return host_.handle(std::move(operation.value()), false, key_id_).then([context](Reply reply) mutable {
       encode_reply(reply, context.getResults().initResponse());
     });
   }
@@ -105,7 +117,7 @@ class SessionImpl final : public proto::Session::Server {
                     " (unknown, or removed from its keys file); check the key you pass";
       return Reply::error(StatusCode::kUnauthorized, std::move(message));
     }
-    const Role needed = required_role(request.which());
+    const Role needed = required_role(api::kind_of(request.which()));
     if (role < needed) {
       host_.security_metrics().add_auth_failure("forbidden");
       return Reply::error(StatusCode::kForbidden, "the key '" + key_name_ + "' has role " +
@@ -154,16 +166,16 @@ class PeerImpl final : public proto::Peer::Server {
       return kj::READY_NOW;
     }
     auto request = context.getParams().getRequest();
-    Result<Operation> operation = decode_request(request);
+    Result<api::Request> operation = decode_request(request);
     if (!operation.is_ok()) {
       encode_reply(Reply{storage::OpResult::error(operation.status())}, context.getResults().initResponse());
       return kj::READY_NOW;
     }
     // The owner of a forwarded write is the one the forwarding node authenticated, trusted only from a peer that
     // proved the cluster secret; from any other, the write is anonymous (storage/write_dedup.h).
-    std::optional<storage::WriteId>& write_id = operation.value().command.write_id;
+    std::optional<api::WriteId>& write_id = operation.value().write_id;
     if (write_id && !secret_id_.empty() && request.hasWriteId()) write_id->owner = request.getWriteId().getOwner();
-    return host_.handle(std::move(operation.value()), request, true).then([context](Reply reply) mutable {
+    return host_.handle(std::move(operation.value()), true).then([context](Reply reply) mutable {
       encode_reply(reply, context.getResults().initResponse());
     });
   }

@@ -5,24 +5,26 @@
 
 namespace mayfly::node {
 
-bool needs_ttl_guard(const Operation& operation) {
-  if (operation.kind != Operation::Kind::kWrite) return false;
-  const storage::Command& command = operation.command;
-  if (command.type != storage::CommandType::kUpdateContainer) return false;
-  if (operation.ttl_dry_run) return true;
-  return command.default_ttl_change != storage::DefaultTtlChange::kKeep && !operation.ttl_force;
+bool needs_ttl_guard(const api::Request& operation) {
+  const auto* update = operation.as<api::UpdateContainer>();
+  if (update == nullptr) return false;
+  if (update->settings.dry_run) return true;
+  return update->settings.default_ttl != api::ContainerSettings::DefaultTtl::kUnchanged && !update->settings.force;
 }
 
-Reply ttl_change_verdict(const storage::StoreReader& state, const Operation& operation) {
-  const storage::Command& command = operation.command;
+Reply ttl_change_verdict(const storage::StoreReader& state, const api::Request& operation) {
+  const auto* update = operation.as<api::UpdateContainer>();
+  if (update == nullptr) return Reply::error(StatusCode::kInvalidArgument, "only an updateContainer has a TTL verdict");
+  const api::ContainerSettings& settings = update->settings;
+  const bool dry_run = settings.dry_run;
   ttl::DefaultTtl policy = ttl::DefaultTtl::off();
-  switch (command.default_ttl_change) {
-    case storage::DefaultTtlChange::kKeep:
+  switch (settings.default_ttl) {
+    case api::ContainerSettings::DefaultTtl::kUnchanged:
       return Reply::error(StatusCode::kInvalidArgument,
                           "a dry run previews a defaultTtl change: give the new defaultTtl (--default-ttl N, -1 or off)");
-    case storage::DefaultTtlChange::kRemove: break;
-    case storage::DefaultTtlChange::kSet: {
-      Result<boost::json::value> parsed = json::parse(command.default_ttl_json);
+    case api::ContainerSettings::DefaultTtl::kRemove: break;
+    case api::ContainerSettings::DefaultTtl::kSet: {
+      Result<boost::json::value> parsed = json::parse(settings.default_ttl_json);
       if (!parsed.is_ok()) {
         return Reply::error(StatusCode::kInvalidArgument, "defaultTtl is not valid JSON: " + parsed.status().message());
       }
@@ -34,16 +36,16 @@ Reply ttl_change_verdict(const storage::StoreReader& state, const Operation& ope
   }
   Reply go_ahead;
   go_ahead.serve_here = true;
-  if (operation.ttl_force && !operation.ttl_dry_run) return go_ahead;  // forced: no need to count
-  Result<storage::TtlChangePreview> preview = state.preview_default_ttl(command.database, command.container, policy);
+  if (settings.force && !dry_run) return go_ahead;  // forced: no need to count
+  Result<storage::TtlChangePreview> preview = state.preview_default_ttl(operation.database, operation.container, policy);
   if (!preview.is_ok()) {
     if (preview.status().code() == StatusCode::kNotFound) {
-      return Reply{state.read_container(command.database, command.container)};
+      return Reply{state.read_container(operation.database, operation.container)};
     }
     return Reply::error(StatusCode::kUnavailable,
                         "could not count what the defaultTtl change would expire: " + preview.status().to_string());
   }
-  if (operation.ttl_dry_run) {
+  if (dry_run) {
     Reply result;
     result.result.body = preview->to_json();
     result.session_token = preview->applied_index;

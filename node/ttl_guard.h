@@ -19,10 +19,10 @@ namespace mayfly::node {
 inline constexpr int64_t kTtlGuardPercent = 10;
 
 // Whether `operation` is an updateContainer the guard must look at: a dry run, or a defaultTtl change not forced.
-bool needs_ttl_guard(const Operation& operation);
+bool needs_ttl_guard(const api::Request& operation);
 
 // The dry run's figures, the guard's 412, a 400/404/503 — or, when the change may go ahead, a Reply with
 // serve_here set (nothing to answer yet: propose it).
-Reply ttl_change_verdict(const storage::StoreReader& state, const Operation& operation);
+Reply ttl_change_verdict(const storage::StoreReader& state, const api::Request& operation);
 
 }  // namespace mayfly::node

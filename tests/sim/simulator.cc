@@ -1,6 +1,7 @@
 #include "tests/sim/simulator.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -10,12 +11,17 @@
 #include <sstream>
 #include <vector>
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "api/codec.h"
 #include "common/clock.h"
 #include "common/prng.h"
 #include "metrics/metrics.h"
 #include "node/driver.h"
 #include "node/event_loop.h"
 #include "node/read_service.h"
+#include "node/request.h"
 #include "node/router.h"
 #include "node/ru_account.h"
 #include "replication/codec.h"
@@ -136,12 +142,12 @@ struct PendingRequest {
 struct Forward {
   NodeId from;
   NodeId to;
-  node::Operation operation;
+  std::string request;  // the api::Request as the peer API carries it (api/codec.h)
 };
 
 // A session or bounded read the node's router parked until its applied index reaches the read's bound.
 struct ParkedRead {
-  node::Operation operation;
+  api::Request operation;
   int64_t deadline_ms;
 };
 
@@ -366,7 +372,7 @@ class Simulation {
         for (uint64_t wait : n.process->router.set_view(*batch.view)) {
           auto parked = parked_.find({n.id.value(), wait});
           if (parked == parked_.end()) continue;
-          node::Operation read = std::move(parked->second.operation);
+          api::Request read = std::move(parked->second.operation);
           parked_.erase(parked);
           serve_read(n, read);
           if (!result_.ok || !n.process) return;
@@ -400,62 +406,65 @@ class Simulation {
     return found;
   }
 
-  Command random_command(const storage::StateMachine& state) {
-    Command command;
-    command.database = "db";
-    command.container = "c";
+  // A client write as the client library would send it, chosen from what the leader's state machine holds.
+  api::Request random_write(const storage::StateMachine& state) {
+    api::Request request;
+    request.database = "db";
+    request.container = "c";
     // The schema first, as the leader's state machine sees it (a lost create is simply proposed again).
     if (!state.reader().read_database("db").ok()) {
-      command.type = CommandType::kCreateDatabase;
-      return command;
+      request.operation = api::CreateDatabase{};
+      return request;
     }
     if (!state.reader().read_container("db", "c").ok()) {
-      command.type = CommandType::kCreateContainer;
-      command.partition_key_path = "/pk";
-      command.default_ttl_change = storage::DefaultTtlChange::kSet;
-      command.default_ttl_json = "3";
+      api::ContainerSettings settings;
+      settings.partition_key_path = "/pk";
+      settings.default_ttl = api::ContainerSettings::DefaultTtl::kSet;
+      settings.default_ttl_json = "3";
       // Its change feed on, so every replica's feed is checked: the same changes at the same positions.
-      command.change_feed = storage::ChangeFeedSettings{true, 3600, 0};
-      return command;
+      settings.change_feed = api::ContainerSettings::ChangeFeed::kOn;
+      settings.change_feed_retention_seconds = 3600;
+      request.operation = api::CreateContainer{settings};
+      return request;
     }
     const std::string id = "i" + std::to_string(prng_.uniform(30));
     const std::string pk = "\"p" + std::to_string(prng_.uniform(3)) + "\"";
     const uint64_t choice = prng_.uniform(100);
     if (choice < 55) {
-      static constexpr CommandType kWrites[] = {CommandType::kUpsertItem, CommandType::kCreateItem,
-                                                CommandType::kReplaceItem};
-      command.type = kWrites[prng_.uniform(3)];
+      const api::Kind kind = std::array{api::Kind::kUpsertItem, api::Kind::kCreateItem,
+                                        api::Kind::kReplaceItem}[prng_.uniform(3)];
       std::string ttl;
       switch (prng_.uniform(4)) {
         case 0: break;
         case 1: ttl = ",\"ttl\":-1"; break;
         default: ttl = ",\"ttl\":" + std::to_string(prng_.range(1, 3)); break;
       }
-      command.body = "{\"id\":\"" + id + "\",\"pk\":" + pk + ttl + ",\"n\":" + std::to_string(prng_.uniform(1000)) +
-                     "}";
+      std::string body =
+          "{\"id\":\"" + id + "\",\"pk\":" + pk + ttl + ",\"n\":" + std::to_string(prng_.uniform(1000)) + "}";
+      if (kind == api::Kind::kUpsertItem) request.operation = api::UpsertItem{std::move(body)};
+      if (kind == api::Kind::kCreateItem) request.operation = api::CreateItem{std::move(body)};
+      if (kind == api::Kind::kReplaceItem) request.operation = api::ReplaceItem{std::move(body)};
     } else if (choice < 75) {
-      command.type = CommandType::kDeleteItem;
-      command.partition_key_json = pk;
-      command.id = id;
+      request.operation = api::DeleteItem{pk, id};
     } else if (choice < 88) {
-      command.type = CommandType::kPatchItem;
-      command.partition_key_json = pk;
-      command.id = id;
-      command.body = "[{\"op\":\"incr\",\"path\":\"/n\",\"value\":1}]";
+      request.operation = api::PatchItem{pk, id, "[{\"op\":\"incr\",\"path\":\"/n\",\"value\":1}]"};
     } else {
-      command.type = CommandType::kUpdateContainer;
+      api::ContainerSettings settings;
       const uint64_t policy = prng_.uniform(4);
       if (policy == 0) {
-        command.default_ttl_change = storage::DefaultTtlChange::kRemove;
+        settings.default_ttl = api::ContainerSettings::DefaultTtl::kRemove;
       } else {
-        command.default_ttl_change = storage::DefaultTtlChange::kSet;
-        command.default_ttl_json = policy == 1 ? "-1" : std::to_string(prng_.range(1, 4));
+        settings.default_ttl = api::ContainerSettings::DefaultTtl::kSet;
+        settings.default_ttl_json = policy == 1 ? "-1" : std::to_string(prng_.range(1, 4));
       }
+      // The simulation exercises defaultTtl changes, not the guard against mass expiry.
+      settings.force = true;
+      request.operation = api::UpdateContainer{settings};
     }
-    return command;
+    return request;
   }
 
-  void request(Node& n, PendingRequest pending, node::Operation operation) {
+  void request(Node& n, PendingRequest pending, api::Request operation) {
     const uint64_t id = next_request_id_++;
     pending_[{n.id.value(), id}] = pending;
     n.process->driver->on_request(id, std::move(operation));
@@ -463,7 +472,7 @@ class Simulation {
 
   // A client's request to node n, where its router sends it (node/router.h) — as mayflyd's RPC side does, with the
   // simulated network between a follower and the leader it forwards to.
-  void client_request(Node& n, node::Operation operation, bool forwarded = false) {
+  void client_request(Node& n, api::Request operation, bool forwarded = false) {
     Process& process = *n.process;
     const node::Route route =
         process.router.route(operation, forwarded, process.driver->state().applied(), process.loop.now_ms());
@@ -489,14 +498,20 @@ class Simulation {
       case node::Route::Kind::kForward: {
         const int64_t delay = send_delay_ms();
         if (delay < 0) return;  // dropped
-        forwards_.emplace(now_ms_ + delay, Forward{n.id, route.leader, std::move(operation)});
+        // On the wire, as the peer API's forward carries it.
+        capnp::MallocMessageBuilder message;
+        api::encode_request(operation, message.initRoot<proto::Request>());
+        kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+        const kj::ArrayPtr<const char> bytes = words.asChars();
+        forwards_.emplace(now_ms_ + delay, Forward{n.id, route.leader, std::string(bytes.begin(), bytes.size())});
         return;
       }
       case node::Route::Kind::kDriver: {
-        process.router.complete_for_proposal(operation);
         PendingRequest pending;
         pending.kind = PendingRequest::Kind::kWrite;
-        pending.command_hash = fnv1a(storage::encode_command(operation.command));
+        // The command the driver will propose (node/request.h to_command), as the log will hold it.
+        pending.command_hash = fnv1a(storage::encode_command(
+            node::to_command(operation, node_config(n).changefeed_retention_seconds)));
         pending.forwarded = forwarded;
         return request(n, pending, std::move(operation));
       }
@@ -527,7 +542,13 @@ class Simulation {
         ++result_.forwards_refused;
         continue;
       }
-      client_request(target, std::move(forward.operation), true);
+      // The leader's peer API decodes and checks it (node/request.h), as it does a real forward.
+      kj::ArrayPtr<const capnp::word> words(reinterpret_cast<const capnp::word*>(forward.request.data()),
+                                            forward.request.size() / sizeof(capnp::word));
+      capnp::FlatArrayMessageReader reader(words);
+      Result<api::Request> operation = node::decode_request(reader.getRoot<proto::Request>());
+      if (!operation.is_ok()) return fail("a forwarded write does not decode: " + operation.status().to_string());
+      client_request(target, std::move(operation).value(), true);
       if (!result_.ok) return;
     }
   }
@@ -547,14 +568,15 @@ class Simulation {
 
   // A read the router let node n serve: the production read path (node/read_service.h serve_read) on its applied
   // state. A session read must see every write up to its token (read your writes), whichever replica serves it.
-  void serve_read(Node& n, const node::Operation& read) {
+  void serve_read(Node& n, const api::Request& read) {
     Process& process = *n.process;
     const storage::StateMachine& state = process.driver->state();
     const LogIndex applied = state.applied().index;
     const node::Reply reply = node::serve_read(state.reader(), state.change_feed(), process.request_units, n.id, read,
                                                process.router.view().leader);
-    if (read.consistency == node::Consistency::kSession && applied.value() < read.session_token) {
-      return fail("session read with token " + std::to_string(read.session_token) + " served by node " +
+    const uint64_t token = node::session_token_of(read);
+    if (node::consistency_of(read) == node::Consistency::kSession && applied.value() < token) {
+      return fail("session read with token " + std::to_string(token) + " served by node " +
                   std::to_string(n.id.value()) + " at applied index " + std::to_string(applied.value()));
     }
     if (reply.result.http_status() >= 500) {
@@ -564,15 +586,13 @@ class Simulation {
     if (n.replica().core().role() != Role::kLeader) ++result_.follower_reads_served;
   }
 
-  node::Operation item_read(node::Consistency consistency) {
-    node::Operation read;
-    read.kind = node::Operation::Kind::kRead;
-    read.consistency = consistency;
-    read.read.kind = node::ReadQuery::Kind::kItem;
-    read.read.database = "db";
-    read.read.container = "c";
-    read.read.partition_key_json = "\"p" + std::to_string(prng_.uniform(3)) + "\"";
-    read.read.id = "i" + std::to_string(prng_.uniform(30));
+  api::Request item_read(node::Consistency consistency) {
+    api::Request read;
+    read.options.consistency = consistency;
+    read.database = "db";
+    read.container = "c";
+    std::string pk = "\"p" + std::to_string(prng_.uniform(3)) + "\"";
+    read.operation = api::ReadItem{std::move(pk), "i" + std::to_string(prng_.uniform(30))};
     return read;
   }
 
@@ -584,25 +604,21 @@ class Simulation {
   void workload() {
     Node* lead = leader();
     if (lead != nullptr && prng_.uniform(100) < 20) {  // a client write, to the leader or to any node
-      node::Operation write;
-      write.kind = node::Operation::Kind::kWrite;
-      write.command = random_command(lead->process->driver->state());
-      write.ttl_force = true;  // the simulation exercises defaultTtl changes, not the guard against mass expiry
+      api::Request write = random_write(lead->process->driver->state());
       Node* target = prng_.uniform(2) == 0 ? lead : random_live_node();
       if (target != nullptr) client_request(*target, std::move(write));
     }
     if (prng_.uniform(100) < 3) {  // a strong read on a random live node
       if (Node* reader = random_live_node()) {
-        node::Operation read = item_read(node::Consistency::kStrong);
-        read.read.partition_key_json = "\"p0\"";
-        read.read.id = "i0";
+        api::Request read = item_read(node::Consistency::kStrong);
+        read.operation = api::ReadItem{"\"p0\"", "i0"};
         client_request(*reader, std::move(read));
       }
     }
     if (prng_.uniform(100) < 4) {  // a session read, by a client that saw the latest acknowledged write, on any node
       if (Node* reader = random_live_node()) {
-        node::Operation read = item_read(node::Consistency::kSession);
-        read.session_token = highest_acknowledged_.value();
+        api::Request read = item_read(node::Consistency::kSession);
+        read.options.session_token = std::to_string(highest_acknowledged_.value());
         client_request(*reader, std::move(read));
       }
     }
@@ -664,9 +680,8 @@ class Simulation {
         std::vector<NodeId> others(voters.begin(), voters.end());
         NodeId target = others[prng_.uniform(others.size())];
         if (target != lead->id) {
-          node::Operation transfer;
-          transfer.kind = node::Operation::Kind::kTransferLeader;
-          transfer.member = target;
+          api::Request transfer;
+          transfer.operation = api::TransferLeader{target.value()};
           request(*lead, PendingRequest{PendingRequest::Kind::kAdmin, 0, {}}, std::move(transfer));
           ++result_.transfers;
           note("transfer leadership to " + std::to_string(target.value()));
@@ -735,11 +750,9 @@ class Simulation {
     }
     for (Node& n : nodes_) {
       if (!current.contains(n.id) && !n.bootstrap_member && n.process) {
-        node::Operation add;
-        add.kind = node::Operation::Kind::kAddMember;
-        add.member = n.id;
-        add.member_address = "sim-node-" + std::to_string(n.id.value()) + ":7100";
-        begin_membership_step(*lead, std::move(add), MembershipStep::kAdding, "add");
+        api::Request add;
+        add.operation = api::AddMember{n.id.value(), "sim-node-" + std::to_string(n.id.value()) + ":7100"};
+        begin_membership_step(*lead, n.id, std::move(add), MembershipStep::kAdding, "add");
         return;
       }
     }
@@ -748,15 +761,16 @@ class Simulation {
     for (NodeId voter : current.voters) {
       if (voter != lead->id) candidates.push_back(voter);
     }
-    node::Operation remove;
-    remove.kind = node::Operation::Kind::kRemoveMember;
-    remove.member = candidates[prng_.uniform(candidates.size())];
-    begin_membership_step(*lead, std::move(remove), MembershipStep::kRemoving, "remove");
+    const NodeId removed = candidates[prng_.uniform(candidates.size())];
+    api::Request remove;
+    remove.operation = api::RemoveMember{removed.value()};
+    begin_membership_step(*lead, removed, std::move(remove), MembershipStep::kRemoving, "remove");
   }
 
-  void begin_membership_step(Node& lead, node::Operation operation, MembershipStep step, const char* what) {
+  void begin_membership_step(Node& lead, NodeId member, api::Request operation, MembershipStep step,
+                             const char* what) {
     membership_cycle_ = step;
-    cycling_ = operation.member;
+    cycling_ = member;
     membership_step_since_ms_ = now_ms_;
     note(std::string(what) + " node " + std::to_string(cycling_.value()));
     request(lead, PendingRequest{PendingRequest::Kind::kAdmin, 0, {}}, std::move(operation));

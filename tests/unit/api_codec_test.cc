@@ -126,3 +126,19 @@ TEST(ApiKinds, TheTablesAgreeWithTheSchema) {
 
 }  // namespace
 }  // namespace mayfly::api
+
+namespace mayfly::api {
+namespace {
+
+TEST(ApiCodec, TheWireNamesTheKindBeforeItIsDecoded) {
+  for (size_t i = 0; i < kKindCount; ++i) {
+    const Kind kind = static_cast<Kind>(i);
+    capnp::MallocMessageBuilder message;
+    encode_request(Request{.operation = make_operation(kind)}, message.initRoot<proto::Request>());
+    EXPECT_EQ(kind_of(message.getRoot<proto::Request>().which()), kind) << kind_name(kind);
+  }
+  EXPECT_EQ(kind_of(static_cast<proto::Request::Which>(kKindCount)), std::nullopt);
+}
+
+}  // namespace
+}  // namespace mayfly::api

@@ -14,7 +14,7 @@ namespace {
 
 namespace bj = boost::json;
 
-Result<node::Operation> decode(const std::function<void(proto::Request::Builder)>& fill) {
+Result<api::Request> decode(const std::function<void(proto::Request::Builder)>& fill) {
   capnp::MallocMessageBuilder message;
   auto request = message.initRoot<proto::Request>();
   request.setDatabase("db");
@@ -24,7 +24,7 @@ Result<node::Operation> decode(const std::function<void(proto::Request::Builder)
 }
 
 TEST(ChangeFeedWire, ReadChangeFeedDecodes) {
-  Result<node::Operation> op = decode([](proto::Request::Builder request) {
+  Result<api::Request> op = decode([](proto::Request::Builder request) {
     auto feed = request.initReadChangeFeed();
     feed.setMode(proto::ReadChangeFeed::Mode::LATEST);
     feed.getFrom().setTime(1'700'000'000'500'000);
@@ -33,10 +33,10 @@ TEST(ChangeFeedWire, ReadChangeFeedDecodes) {
     feed.setWaitMs(60'000);
   });
   ASSERT_TRUE(op.is_ok()) << op.status().to_string();
-  EXPECT_EQ(op->kind, node::Operation::Kind::kRead);
-  EXPECT_EQ(op->read.kind, node::ReadQuery::Kind::kChangeFeed);
+  EXPECT_EQ(op->kind(), api::Kind::kReadChangeFeed);
+  EXPECT_TRUE(node::is_read(*op));
   EXPECT_EQ(node::op_name(*op), "change_feed");
-  const ChangeFeedRequest& feed = op->read.feed;
+  const ChangeFeedRequest feed = node::change_feed_request(*op);
   EXPECT_EQ(feed.database, "db");
   EXPECT_EQ(feed.container, "c");
   EXPECT_EQ(feed.mode, ChangeFeedMode::kLatest);
@@ -44,26 +44,26 @@ TEST(ChangeFeedWire, ReadChangeFeedDecodes) {
   EXPECT_EQ(feed.from.ts_micros, 1'700'000'000'500'000);
   EXPECT_TRUE(feed.only_expirations);
   EXPECT_EQ(feed.max_changes, 7u);
-  EXPECT_EQ(op->read.feed_wait_ms, node::kMaxChangeFeedWaitMs) << "the long-poll is capped";
+  EXPECT_EQ(node::change_feed_wait_ms(*op), node::kMaxChangeFeedWaitMs) << "the long-poll is capped";
 
   // Defaults: mode all, from the beginning, 100 changes, no wait.
   op = decode([](proto::Request::Builder request) { request.initReadChangeFeed(); });
   ASSERT_TRUE(op.is_ok());
-  EXPECT_EQ(op->read.feed.mode, ChangeFeedMode::kAll);
-  EXPECT_EQ(op->read.feed.from.kind, ChangeFeedFrom::Kind::kBeginning);
-  EXPECT_EQ(op->read.feed.max_changes, 100u);
-  EXPECT_EQ(op->read.feed_wait_ms, 0u);
+  EXPECT_EQ(node::change_feed_request(*op).mode, ChangeFeedMode::kAll);
+  EXPECT_EQ(node::change_feed_request(*op).from.kind, ChangeFeedFrom::Kind::kBeginning);
+  EXPECT_EQ(node::change_feed_request(*op).max_changes, 100u);
+  EXPECT_EQ(node::change_feed_wait_ms(*op), 0u);
 
   op = decode([](proto::Request::Builder request) {
     request.initReadChangeFeed().getFrom().setContinuation("00ab");
   });
   ASSERT_TRUE(op.is_ok());
-  EXPECT_EQ(op->read.feed.from.kind, ChangeFeedFrom::Kind::kContinuation);
-  EXPECT_EQ(op->read.feed.from.continuation, "00ab");
+  EXPECT_EQ(node::change_feed_request(*op).from.kind, ChangeFeedFrom::Kind::kContinuation);
+  EXPECT_EQ(node::change_feed_request(*op).from.continuation, "00ab");
 }
 
 TEST(ChangeFeedWire, BadReadsAre400) {
-  Result<node::Operation> op = decode([](proto::Request::Builder request) {
+  Result<api::Request> op = decode([](proto::Request::Builder request) {
     request.initReadChangeFeed().setMaxItems(1001);
   });
   ASSERT_FALSE(op.is_ok());
@@ -83,32 +83,37 @@ TEST(ChangeFeedWire, BadReadsAre400) {
 }
 
 TEST(ChangeFeedWire, ContainerSettingTurnsTheFeedOnAndOff) {
-  Result<node::Operation> on = decode([](proto::Request::Builder request) {
+  Result<api::Request> on = decode([](proto::Request::Builder request) {
     auto settings = request.initCreateContainer();
     settings.setPartitionKeyPath("/pk");
     settings.getChangeFeed().setOn(600);
   });
+  // The leader's --changefeed-retention (777 here) fills in only a feed turned on without one.
+  constexpr int64_t kLeaderRetention = 777;
   ASSERT_TRUE(on.is_ok());
-  ASSERT_TRUE(on->command.change_feed.has_value());
-  EXPECT_TRUE(on->command.change_feed->enabled);
-  EXPECT_EQ(on->command.change_feed->retention_seconds, 600);
-  Result<node::Operation> default_retention = decode([](proto::Request::Builder request) {
+  const Command on_command = node::to_command(*on, kLeaderRetention);
+  ASSERT_TRUE(on_command.change_feed.has_value());
+  EXPECT_TRUE(on_command.change_feed->enabled);
+  EXPECT_EQ(on_command.change_feed->retention_seconds, 600);
+  Result<api::Request> default_retention = decode([](proto::Request::Builder request) {
     request.initUpdateContainer().getChangeFeed().setOn(0);
   });
   ASSERT_TRUE(default_retention.is_ok());
-  ASSERT_TRUE(default_retention->command.change_feed.has_value());
-  EXPECT_EQ(default_retention->command.change_feed->retention_seconds, 0) << "filled in by the leader, not here";
-  Result<node::Operation> off = decode([](proto::Request::Builder request) {
+  const Command default_command = node::to_command(*default_retention, kLeaderRetention);
+  ASSERT_TRUE(default_command.change_feed.has_value());
+  EXPECT_EQ(default_command.change_feed->retention_seconds, kLeaderRetention);
+  Result<api::Request> off = decode([](proto::Request::Builder request) {
     request.initUpdateContainer().getChangeFeed().setOff();
   });
   ASSERT_TRUE(off.is_ok());
-  ASSERT_TRUE(off->command.change_feed.has_value());
-  EXPECT_FALSE(off->command.change_feed->enabled);
-  Result<node::Operation> unchanged = decode([](proto::Request::Builder request) {
+  const Command off_command = node::to_command(*off, kLeaderRetention);
+  ASSERT_TRUE(off_command.change_feed.has_value());
+  EXPECT_FALSE(off_command.change_feed->enabled);
+  Result<api::Request> unchanged = decode([](proto::Request::Builder request) {
     request.initUpdateContainer().getIndexing().setNone();
   });
   ASSERT_TRUE(unchanged.is_ok());
-  EXPECT_FALSE(unchanged->command.change_feed.has_value());
+  EXPECT_FALSE(node::to_command(*unchanged, kLeaderRetention).change_feed.has_value());
 }
 
 class ChangeFeedJsonTest : public StoreFixture {};

@@ -253,15 +253,17 @@ TEST(GatewayTranslate, ChangeFeedHeadersBecomeReadChangeFeed) {
     Plan plan = plan_request(request("GET", "/dbs/d/colls/c/docs", "", std::move(headers)));
     EXPECT_FALSE(plan.answer);
     EXPECT_EQ(plan.spec.shape, RenderSpec::Shape::kChangeFeed);
-    auto wire = plan.call.request->getRoot<proto::Request>().asReader();
-    EXPECT_TRUE(wire.isReadChangeFeed());
+    EXPECT_TRUE(plan.call.request.has_value());
+    const api::ReadChangeFeed* feed = plan.call.request ? plan.call.request->as<api::ReadChangeFeed>() : nullptr;
+    EXPECT_NE(feed, nullptr);
+    api::ReadChangeFeed wire = feed != nullptr ? *feed : api::ReadChangeFeed{};
     return std::make_pair(std::move(plan), wire);
   };
   {
     auto [plan, wire] = feed_of({{"a-im", "Incremental feed"}, {"x-ms-documentdb-partitionkeyrangeid", "0"}});
-    EXPECT_EQ(wire.getReadChangeFeed().getMode(), proto::ReadChangeFeed::Mode::LATEST);
-    EXPECT_TRUE(wire.getReadChangeFeed().getFrom().isBeginning());
-    EXPECT_EQ(wire.getReadChangeFeed().getMaxItems(), 100u);
+    EXPECT_EQ(wire.mode, api::ReadChangeFeed::Mode::kLatest);
+    EXPECT_EQ(wire.from, api::ReadChangeFeed::From::kBeginning);
+    EXPECT_EQ(wire.max_items, 100u);
     EXPECT_FALSE(plan.spec.all_versions);
   }
   {
@@ -269,22 +271,22 @@ TEST(GatewayTranslate, ChangeFeedHeadersBecomeReadChangeFeed) {
                                  {"x-ms-cosmos-changefeed-wire-format-version", "2021-09-15"},
                                  {"if-none-match", "*"},
                                  {"x-ms-max-item-count", "7"}});
-    EXPECT_EQ(wire.getReadChangeFeed().getMode(), proto::ReadChangeFeed::Mode::ALL);
-    EXPECT_TRUE(wire.getReadChangeFeed().getFrom().isNow());
-    EXPECT_EQ(wire.getReadChangeFeed().getMaxItems(), 7u);
+    EXPECT_EQ(wire.mode, api::ReadChangeFeed::Mode::kAll);
+    EXPECT_EQ(wire.from, api::ReadChangeFeed::From::kNow);
+    EXPECT_EQ(wire.max_items, 7u);
     EXPECT_TRUE(plan.spec.all_versions);
   }
   {
     // The continuation wins over the start time (the SDK sends both after the first page).
     auto [plan, wire] = feed_of({{"a-im", "incremental feed"}, {"if-none-match", "\"01ab\""},
                                  {"if-modified-since", "Tue, 24 Nov 2026 11:00:00 GMT"}});
-    ASSERT_TRUE(wire.getReadChangeFeed().getFrom().isContinuation());
-    EXPECT_EQ(std::string(wire.getReadChangeFeed().getFrom().getContinuation().cStr()), "01ab");
+    ASSERT_EQ(wire.from, api::ReadChangeFeed::From::kContinuation);
+    EXPECT_EQ(wire.continuation, "01ab");
   }
   {
     auto [plan, wire] = feed_of({{"a-im", "Incremental feed"}, {"if-modified-since", "Tue, 24 Nov 2026 11:00:00 GMT"}});
-    ASSERT_TRUE(wire.getReadChangeFeed().getFrom().isTime());
-    EXPECT_EQ(wire.getReadChangeFeed().getFrom().getTime(), int64_t{1795518000} * 1'000'000);
+    ASSERT_EQ(wire.from, api::ReadChangeFeed::From::kTime);
+    EXPECT_EQ(wire.time_micros, int64_t{1795518000} * 1'000'000);
   }
 }
 
@@ -348,38 +350,48 @@ TEST(GatewayRender, ChangeFeedPages) {
   EXPECT_EQ(render_reply(spec, reply).status, 500);
 }
 
-TEST(GatewayTranslate, CallsBecomeTheCapnProtoRequests) {
+TEST(GatewayTranslate, CallsBecomeTheRequestsOfTheApi) {
   Plan account = plan_request(request("GET", "/"));
   EXPECT_FALSE(account.answer);
-  EXPECT_EQ(account.call.request, nullptr);  // authenticate only
+  EXPECT_FALSE(account.call.request.has_value());  // authenticate only
 
   Plan query = plan_request(request(
       "POST", "/dbs/d/colls/c/docs", R"({"query":"SELECT * FROM c WHERE c.n = @n","parameters":[{"name":"@n","value":3}]})",
       {{"x-ms-documentdb-isquery", "True"}, {"x-ms-max-item-count", "2"}, {"x-ms-continuation", "abc"},
        {"x-ms-session-token", "0:1#12"}, {"x-ms-consistency-level", "Strong"}}));
   ASSERT_FALSE(query.answer);
-  auto wire = query.call.request->getRoot<proto::Request>().asReader();
-  ASSERT_TRUE(wire.isQuery());
-  EXPECT_EQ(std::string(wire.getQuery().getSql().cStr()), "SELECT * FROM c WHERE c.n = @n");
-  EXPECT_EQ(std::string(wire.getQuery().getParameters().cStr()), "{\"@n\":3}");
-  EXPECT_TRUE(wire.getQuery().getPartitionKey().isCrossPartition());
-  EXPECT_EQ(wire.getOptions().getMaxItems(), 2u);
-  EXPECT_EQ(std::string(wire.getOptions().getContinuation().cStr()), "abc");
-  EXPECT_EQ(std::string(wire.getOptions().getSessionToken().cStr()), "12");
-  EXPECT_EQ(wire.getOptions().getConsistency(), proto::Consistency::STRONG);
+  ASSERT_TRUE(query.call.request.has_value());
+  const api::Request& wire = *query.call.request;
+  ASSERT_NE(wire.as<api::Query>(), nullptr);
+  EXPECT_EQ(wire.as<api::Query>()->sql, "SELECT * FROM c WHERE c.n = @n");
+  EXPECT_EQ(wire.as<api::Query>()->parameters, "{\"@n\":3}");
+  EXPECT_FALSE(wire.as<api::Query>()->partition_key.has_value());
+  EXPECT_EQ(wire.options.max_items, 2u);
+  EXPECT_EQ(wire.options.continuation, "abc");
+  EXPECT_EQ(wire.options.session_token, "12");
+  EXPECT_EQ(wire.options.consistency, Consistency::kStrong);
+  EXPECT_EQ(wire.database, "d");
+  EXPECT_EQ(wire.container, "c");
 
   Plan replace = plan_request(request("PUT", "/dbs/d/colls/c", R"({"id":"c","partitionKey":{"paths":["/a"]}})"));
   ASSERT_FALSE(replace.answer);
-  auto update = replace.call.request->getRoot<proto::Request>().asReader();
-  ASSERT_TRUE(update.isUpdateContainer());
-  EXPECT_TRUE(update.getUpdateContainer().getDefaultTtl().isRemove());  // PUT without defaultTtl turns TTL off
+  ASSERT_TRUE(replace.call.request.has_value());
+  const api::UpdateContainer* update = replace.call.request->as<api::UpdateContainer>();
+  ASSERT_NE(update, nullptr);
+  // PUT without defaultTtl turns TTL off
+  EXPECT_EQ(update->settings.default_ttl, api::ContainerSettings::DefaultTtl::kRemove);
 
   Plan create = plan_request(request("POST", "/dbs/d/colls", R"({"id":"c","partitionKey":{"paths":["/a"]},"defaultTtl":10})",
                                      {{"x-ms-offer-throughput", "400"}}));
   ASSERT_FALSE(create.answer);
-  auto settings = create.call.request->getRoot<proto::Request>().asReader().getCreateContainer();
-  EXPECT_EQ(std::string(settings.getDefaultTtl().getSet().cStr()), "10");
-  EXPECT_EQ(settings.getThroughput().getProvisioned(), 400u);
+  ASSERT_TRUE(create.call.request.has_value());
+  ASSERT_NE(create.call.request->as<api::CreateContainer>(), nullptr);
+  const api::ContainerSettings& settings = create.call.request->as<api::CreateContainer>()->settings;
+  EXPECT_EQ(settings.default_ttl, api::ContainerSettings::DefaultTtl::kSet);
+  EXPECT_EQ(settings.default_ttl_json, "10");
+  EXPECT_EQ(settings.throughput, api::ContainerSettings::Throughput::kProvisioned);
+  EXPECT_EQ(settings.provisioned_ru_per_second, 400u);
+  EXPECT_EQ(create.call.request->container, "c");
 }
 
 TEST(GatewayRender, ErrorsAndPartitionKeyRanges) {

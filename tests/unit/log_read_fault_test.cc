@@ -318,9 +318,8 @@ TEST_F(LogReadFaultTest, DriverStopsCleanlyWithTheCauseWhenTheLogCannotBeRead) {
     node::Driver driver(config, std::move(replica).value(), clock, metrics, request_units);
     CollectingOutput output;
     // A strong read handed to the driver as it fails (the only reads that wait in the driver): it must be answered.
-    node::Operation read;
-    read.kind = node::Operation::Kind::kRead;
-    read.consistency = node::Consistency::kStrong;
+    api::Request read{.database = "db", .container = "c", .operation = api::ReadItem{"\"p\"", "a"}};
+    read.options.consistency = node::Consistency::kStrong;
     boost::asio::post(driver.io(), [&driver, read] { driver.on_request(77, read); });
     // Bounded: a driver that never hits the fault is stopped (not failed) after 10 s.
     boost::asio::steady_timer guard(driver.io(), std::chrono::seconds(10));

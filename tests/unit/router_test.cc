@@ -35,19 +35,15 @@ NodeView view_of(uint64_t self, uint64_t leader, uint64_t commit, uint64_t appli
   return view;
 }
 
-Operation read(Consistency consistency, uint64_t token = 0) {
-  Operation operation;
-  operation.kind = Operation::Kind::kRead;
-  operation.consistency = consistency;
-  operation.session_token = token;
+api::Request read(Consistency consistency, uint64_t token = 0) {
+  api::Request operation{.database = "db", .container = "c", .operation = api::ReadItem{"\"p\"", "a"}};
+  operation.options.consistency = consistency;
+  if (token != 0) operation.options.session_token = std::to_string(token);
   return operation;
 }
 
-Operation write() {
-  Operation operation;
-  operation.kind = Operation::Kind::kWrite;
-  operation.command.type = storage::CommandType::kUpsertItem;
-  return operation;
+api::Request write() {
+  return api::Request{.database = "db", .container = "c", .operation = api::UpsertItem{R"({"id":"a","pk":"p"})"}};
 }
 
 storage::AppliedState applied_at(uint64_t index) { return storage::AppliedState{LogIndex(index), 0}; }
@@ -108,10 +104,10 @@ TEST(Router, WritesGoToTheLeaderOnce) {
 }
 
 TEST(Router, TheTtlGuardRunsOnTheLeaderOnly) {
-  Operation change = write();
-  change.command.type = storage::CommandType::kUpdateContainer;
-  change.command.default_ttl_change = storage::DefaultTtlChange::kSet;
-  change.command.default_ttl_json = "5";
+  api::ContainerSettings settings;
+  settings.default_ttl = api::ContainerSettings::DefaultTtl::kSet;
+  settings.default_ttl_json = "5";
+  api::Request change{.database = "db", .container = "c", .operation = api::UpdateContainer{settings}};
   Router follower(config_of(2));
   follower.set_view(view_of(2, 1, 100, 100, 1000));
   EXPECT_EQ(follower.route(change, false, applied_at(100), 1000).kind, Route::Kind::kForward);
@@ -119,23 +115,10 @@ TEST(Router, TheTtlGuardRunsOnTheLeaderOnly) {
   Router leader(config_of(1));
   leader.set_view(view_of(1, 1, 100, 100, 1000));
   EXPECT_EQ(leader.route(change, false, applied_at(100), 1000).kind, Route::Kind::kGuardTtl);
-  change.ttl_force = true;
+  change.as<api::UpdateContainer>()->settings.force = true;
   EXPECT_EQ(leader.route(change, false, applied_at(100), 1000).kind, Route::Kind::kDriver);
-  Operation status;
-  status.kind = Operation::Kind::kClusterStatus;
+  const api::Request status{.operation = api::ClusterStatus{}};
   EXPECT_EQ(follower.route(status, false, applied_at(100), 1000).kind, Route::Kind::kLocal);
-}
-
-TEST(Router, AProposalCarriesThisNodesChangeFeedRetention) {
-  Router router(config_of(1));
-  Operation create = write();
-  create.command.type = storage::CommandType::kCreateContainer;
-  create.command.change_feed = storage::ChangeFeedSettings{true, 0, 0};
-  router.complete_for_proposal(create);
-  EXPECT_EQ(create.command.change_feed->retention_seconds, 777);
-  create.command.change_feed->retention_seconds = 5;
-  router.complete_for_proposal(create);
-  EXPECT_EQ(create.command.change_feed->retention_seconds, 5);
 }
 
 TEST(Router, ParkedReadsAreReleasedInOrderAndBoundedPerKey) {
