@@ -252,7 +252,7 @@ uint64_t wait_for_leader(const std::vector<std::string>& endpoints, double max_s
     }
     client::Client status_client(options);
     client::Request request;
-    request.op = client::Op::kClusterStatus;
+    request.operation = api::ClusterStatus{};
     request.endpoint = static_cast<size_t>(attempt) % endpoints.size() + 1;
     const client::Response response = status_client.execute(request);
     last = std::to_string(response.status) + " " + (response.ok() ? response.body : response.message);

@@ -214,7 +214,7 @@ Scrape scrape_node(Env& env, size_t node) {
 // Node `node`'s applied replicated time in µs, from cluster status asked of that node (0: no answer).
 int64_t applied_time_micros(Env& env, size_t node) {
   Request request;
-  request.op = Op::kClusterStatus;
+  request.operation = api::ClusterStatus{};
   request.endpoint = node;
   refresh_event_loop(env);
   const Response response = env.probe->execute(request);
@@ -239,14 +239,15 @@ void check_alive(Env& env) {
 
 void create_container(Env& env, const std::string& container) {
   Request request;
-  request.op = Op::kCreateContainer;
   request.database = kDatabase;
   request.container = container;
-  request.settings.partition_key_path = "/pk";
+  api::CreateContainer create;
+  create.settings.partition_key_path = "/pk";
   // TTL on without a default: every item's own `ttl` counts. Serverless (no throughput): no RU limit, so the
   // collector runs at the pace of node/gc_pacer.h on every node.
-  request.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-  request.settings.default_ttl_json = "-1";
+  create.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+  create.settings.default_ttl_json = "-1";
+  request.operation = std::move(create);
   // A 408/503 leaves the outcome unknown: ask again (bounded); 409 then means an earlier attempt created it.
   const auto started = Clock::now();
   Response response;
@@ -331,26 +332,27 @@ LoadResult load_expiring_together(Env& env, const std::string& container, const 
     size_t cursor = 0;
     uint64_t round_confirmed = 0;
     const auto round_started = Clock::now();
+    // The item each slot has in flight (a slot sends its next request only after the last one's answer).
+    std::vector<uint64_t> slot_index(env.settings.load_in_flight);
     Pump pump(
         env.clients, env.settings.load_in_flight, deadline, pending.size(),
-        [&](size_t) -> std::optional<Request> {
+        [&](size_t slot) -> std::optional<Request> {
           if (cursor >= pending.size()) return std::nullopt;
           const int64_t ttl = result.expiry_s - unix_seconds();
           if (ttl < static_cast<int64_t>(kMarginSeconds)) return std::nullopt;
           const uint64_t index = pending[cursor++];
           sent_ttl[index] = ttl;
+          slot_index[slot] = index;  // tells `done` which item this was
           Request request;
-          request.op = Op::kUpsertItem;
           request.database = kDatabase;
           request.container = container;
-          request.partition_key = json_string(item_pk(index));
-          request.id = std::to_string(index);  // not sent for upserts; tells `done` which item this was
-          request.body = R"({"id":")" + item_id(prefix, index) + R"(","pk":")" + item_pk(index) +
-                         R"(","ttl":)" + std::to_string(ttl) + R"(,"v":")" + padding + "\"}";
+          request.operation = api::UpsertItem{.body = R"({"id":")" + item_id(prefix, index) + R"(","pk":")" +
+                                                      item_pk(index) + R"(","ttl":)" + std::to_string(ttl) +
+                                                      R"(,"v":")" + padding + "\"}"};
           return request;
         },
-        [&](size_t, const Request& request, const Response& response, double) {
-          const uint64_t index = std::strtoull(request.id.c_str(), nullptr, 10);
+        [&](size_t slot, const Request&, const Response& response, double) {
+          const uint64_t index = slot_index[slot];
           if (!response.ok()) {
             ++result.errors[response.status];
           } else if (response.ts + sent_ttl[index] == result.expiry_s && !confirmed[index]) {
@@ -459,11 +461,9 @@ MassRun mass_expiry_run(Env& env, int run) {
         std::vector<Request> reads;
         for (uint64_t index : sample) {
           Request read;
-          read.op = Op::kReadItem;
           read.database = kDatabase;
           read.container = name;
-          read.partition_key = json_string(item_pk(index));
-          read.id = item_id("m", index);
+          read.operation = api::ReadItem{.partition_key = json_string(item_pk(index)), .id = item_id("m", index)};
           read.endpoint = node;
           read.options.consistency = Consistency::kEventual;
           reads.push_back(std::move(read));
@@ -474,7 +474,7 @@ MassRun mass_expiry_run(Env& env, int run) {
           if (response.served_by != node) ++figures.not_pinned;
         }
         Request list;
-        list.op = Op::kListItems;
+        list.operation = api::ListItems{};
         list.database = kDatabase;
         list.container = name;
         list.endpoint = node;
@@ -671,22 +671,18 @@ ForegroundResult foreground_run(Env& env, const std::string& phase, int windows,
           request.container = "fg";
           if (slot < settings.fg_writers) {
             const uint64_t index = next_write++;
-            request.op = Op::kUpsertItem;
-            request.partition_key = json_string(item_pk(index));
-            request.body = R"({"id":")" + item_id("fg", index) + R"(","pk":")" + item_pk(index) +
-                           R"(","ttl":86400,"v":")" + padding + "\"}";
+            request.operation = api::UpsertItem{.body = R"({"id":")" + item_id("fg", index) + R"(","pk":")" +
+                                                        item_pk(index) + R"(","ttl":86400,"v":")" + padding + "\"}"};
           } else {
             const uint64_t index =
                 reads.indexes[std::uniform_int_distribution<size_t>(0, reads.indexes.size() - 1)(rng)];
-            request.op = Op::kReadItem;
-            request.partition_key = json_string(item_pk(index));
-            request.id = item_id("fg", index);
+            request.operation = api::ReadItem{.partition_key = json_string(item_pk(index)), .id = item_id("fg", index)};
             request.options.consistency = Consistency::kSession;
           }
           return request;
         },
         [&](size_t, const Request& request, const Response& response, double latency_ms) {
-          const bool write = request.op == Op::kUpsertItem;
+          const bool write = request.kind() == Op::kUpsertItem;
           (write ? window_write_ms : window_read_ms).push_back(latency_ms);
           if (!response.ok()) {
             ++result.errors[response.status];
@@ -731,11 +727,10 @@ ReadSet seed_reads(Env& env, uint64_t& next_write) {
   for (int i = 0; i < 2000; ++i) {
     const uint64_t index = next_write++;
     Request request;
-    request.op = Op::kUpsertItem;
     request.database = kDatabase;
     request.container = "fg";
-    request.partition_key = json_string(item_pk(index));
-    request.body = R"({"id":")" + item_id("fg", index) + R"(","pk":")" + item_pk(index) + R"(","ttl":86400})";
+    request.operation = api::UpsertItem{.body = R"({"id":")" + item_id("fg", index) + R"(","pk":")" + item_pk(index) +
+                                                R"(","ttl":86400})"};
     writes.push_back(std::move(request));
     set.indexes.push_back(index);
   }
@@ -922,12 +917,11 @@ LatenessResult lateness_run(Env& env, bool loaded) {
   const std::string padding(200, 'x');
   auto make = [&](uint64_t index, bool expiring) {
     Request request;
-    request.op = Op::kUpsertItem;
     request.database = kDatabase;
     request.container = "late";
-    request.partition_key = json_string(item_pk(index));
-    request.body = R"({"id":")" + item_id("l", index) + R"(","pk":")" + item_pk(index) + R"(","ttl":)" +
-                   (expiring ? "2" : "86400") + R"(,"v":")" + padding + "\"}";
+    request.operation = api::UpsertItem{.body = R"({"id":")" + item_id("l", index) + R"(","pk":")" + item_pk(index) +
+                                                R"(","ttl":)" + (expiring ? "2" : "86400") + R"(,"v":")" + padding +
+                                                "\"}"};
     return request;
   };
   const double seconds = env.settings.lateness_seconds;  // >= 10 (checked in main)
@@ -953,7 +947,9 @@ LatenessResult lateness_run(Env& env, bool loaded) {
         },
         [&](size_t, const Request& request, const Response& response, double) {
           ++result.writes;
-          if (response.ok() && request.body.find(R"("ttl":2,)") != std::string::npos) ++result.expiring;
+          if (response.ok() && request.as<api::UpsertItem>()->body.find(R"("ttl":2,)") != std::string::npos) {
+            ++result.expiring;
+          }
         });
     pump.run();
   }
@@ -1097,7 +1093,7 @@ int main(int argc, char** argv) {
     options.request_timeout_ms = 3000;
     env.probe = std::make_unique<Client>(options);
     Request request;
-    request.op = Op::kCreateDatabase;
+    request.operation = mayfly::api::CreateDatabase{};
     request.database = kDatabase;
     const Response response = env.clients.front()->execute(request);
     if (!response.ok()) die("createDatabase: " + std::to_string(response.status) + " " + response.message);

@@ -177,15 +177,16 @@ class Run {
     if (workload_ == Workload::kFeed) {
       // The whole container's feed (no partition key), spread over the nodes by the client like the other reads;
       // the session token it carries keeps a continuation from going back on another node.
-      request.op = Op::kReadChangeFeed;
-      request.change_feed.mode = client::ChangeFeedRead::Mode::kAll;
-      request.change_feed.max_items = settings_.feed_page;
+      client::ReadChangeFeed feed;
+      feed.mode = client::ReadChangeFeed::Mode::kAll;
+      feed.max_items = settings_.feed_page;
       if (continuations_[slot].empty()) {
-        request.change_feed.from = client::ChangeFeedRead::From::kBeginning;
+        feed.from = client::ReadChangeFeed::From::kBeginning;
       } else {
-        request.change_feed.from = client::ChangeFeedRead::From::kContinuation;
-        request.change_feed.continuation = continuations_[slot];
+        feed.from = client::ReadChangeFeed::From::kContinuation;
+        feed.continuation = continuations_[slot];
       }
+      request.operation = std::move(feed);
       request.options.consistency = Consistency::kSession;
       return request;
     }
@@ -194,16 +195,13 @@ class Run {
       const std::string pk = "p" + std::to_string(n % static_cast<uint64_t>(settings_.partitions));
       key.id = (workload_ == Workload::kUpsert256 ? "w256-" : "w1k-") + std::to_string(n);
       key.pk_json = "\"" + pk + "\"";
-      request.op = Op::kUpsertItem;
-      request.body = body(key.id, pk, padding_);
+      request.operation = api::UpsertItem{.body = body(key.id, pk, padding_)};
     } else {
       key = keys_[std::uniform_int_distribution<size_t>(0, keys_.size() - 1)(rng_)];
-      request.op = Op::kReadItem;
-      request.id = key.id;
+      request.operation = api::ReadItem{.partition_key = key.pk_json, .id = key.id};
       request.options.consistency =
           workload_ == Workload::kReadStrong ? Consistency::kStrong : Consistency::kSession;
     }
-    request.partition_key = key.pk_json;
     return request;
   }
 
@@ -287,16 +285,17 @@ void check_setup(const Response& response, const std::string& what) {
 // The database (once; 409 is fine) and the container `settings.container`, with its feed as `settings.change_feed`.
 void create_container(Client& admin, const Settings& settings) {
   Request request;
-  request.op = Op::kCreateDatabase;
+  request.operation = api::CreateDatabase{};
   request.database = settings.database;
   check_setup(admin.execute(request), "createDatabase " + settings.database);
-  request.op = Op::kCreateContainer;
-  request.container = settings.container;
-  request.settings.partition_key_path = "/pk";
+  api::CreateContainer create;
+  create.settings.partition_key_path = "/pk";
   // TTL on without a default (defaultTtl -1): every item's own `ttl` counts, as in Cosmos DB.
-  request.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-  request.settings.default_ttl_json = "-1";
-  if (settings.change_feed) request.settings.change_feed = client::ContainerSettings::ChangeFeed::kOn;
+  create.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+  create.settings.default_ttl_json = "-1";
+  if (settings.change_feed) create.settings.change_feed = client::ContainerSettings::ChangeFeed::kOn;
+  request.operation = std::move(create);
+  request.container = settings.container;
   check_setup(admin.execute(request), "createContainer " + settings.container);
 }
 

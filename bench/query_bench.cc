@@ -172,14 +172,15 @@ int run_cluster(const Options& options, const std::string& command) {
     if (!response.ok()) bench::die(what + ": " + std::to_string(response.status) + " " + response.message);
   };
   client::Request request;
-  request.op = client::Op::kCreateDatabase;
+  request.operation = api::CreateDatabase{};
   request.database = "db";
   setup(request, "create database");
-  request.op = client::Op::kCreateContainer;
+  api::CreateContainer create_container;
+  create_container.settings.partition_key_path = "/pk";
+  create_container.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+  create_container.settings.default_ttl_json = "-1";
+  request.operation = std::move(create_container);
   request.container = "c";
-  request.settings.partition_key_path = "/pk";
-  request.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-  request.settings.default_ttl_json = "-1";
   setup(request, "create container");
   const auto load_start = std::chrono::steady_clock::now();
   constexpr int64_t kBatch = 256;  // creates in flight at once
@@ -187,10 +188,9 @@ int run_cluster(const Options& options, const std::string& command) {
     std::vector<client::Request> batch;
     for (int64_t i = first; i < std::min(options.items, first + kBatch); ++i) {
       client::Request create;
-      create.op = client::Op::kCreateItem;
       create.database = "db";
       create.container = "c";
-      create.body = item_body(options, i);
+      create.operation = api::CreateItem{.body = item_body(options, i)};
       batch.push_back(std::move(create));
     }
     for (const client::Response& response : client.execute_all(batch)) {
@@ -201,10 +201,9 @@ int run_cluster(const Options& options, const std::string& command) {
   // Wait until the short-lived items have expired everywhere a session read can land (strong COUNT, then session).
   const std::string visible = "[" + std::to_string(options.items - expiring_items(options)) + "]";
   client::Request count;
-  count.op = client::Op::kQuery;
   count.database = "db";
   count.container = "c";
-  count.sql = "SELECT VALUE COUNT(1) FROM c";
+  count.operation = api::Query{.sql = "SELECT VALUE COUNT(1) FROM c"};
   count.options.consistency = client::Consistency::kStrong;
   for (int attempt = 0; client.execute(count).body != visible; ++attempt) {
     if (attempt > 600) bench::die("expired items still counted after 60 s");
@@ -218,11 +217,11 @@ int run_cluster(const Options& options, const std::string& command) {
   std::printf("Medians of %d runs of %.1f s.\n\n", options.runs, options.seconds);
   measure(options, [&](const Workload& workload, Prng& prng) {
     client::Request query;
-    query.op = client::Op::kQuery;
     query.database = "db";
     query.container = "c";
-    query.sql = workload.sql;
-    if (workload.random_partition) query.parameters_json = partition_parameter(options, prng);
+    api::Query sql{.sql = workload.sql};
+    if (workload.random_partition) sql.parameters = partition_parameter(options, prng);
+    query.operation = std::move(sql);
     const client::Response response = client.execute(query);
     if (response.status != 200) bench::die(workload.name + ": " + std::to_string(response.status) + " " + response.message);
     return std::make_pair(response.body, response.request_charge);

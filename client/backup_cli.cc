@@ -63,7 +63,7 @@ int fail(const std::string& message) {
 // else the leader.
 bool choose_node(Client& cluster, uint64_t wanted, uint64_t& node, std::string& address, std::string& error) {
   Request status;
-  status.op = Op::kClusterStatus;
+  status.operation = api::ClusterStatus{};
   Response answer = cluster.execute(status);
   if (!answer.ok()) {
     error = "cluster status failed (" + std::to_string(answer.status) + "): " + answer.message;
@@ -116,7 +116,7 @@ std::string address_for(Client& cluster, const ClientOptions& options, uint64_t 
   if (std::find(endpoints.begin(), endpoints.end(), advertised) != endpoints.end()) return advertised;
   for (size_t i = 0; i < endpoints.size(); ++i) {
     Request status;
-    status.op = Op::kClusterStatus;
+    status.operation = api::ClusterStatus{};
     status.endpoint = i + 1;
     const Response answer = cluster.execute(status);
     if (answer.ok() && answer.served_by == node) return endpoints[i];
@@ -181,7 +181,7 @@ int run_backup(const BackupCommand& command) {
 
   const auto started = SteadyClock::now();
   Request open;
-  open.op = Op::kBackupOpen;
+  open.operation = api::BackupOpen{};
   Response opened = client.execute(open);
   if (!opened.ok()) {
     return fail("node " + std::to_string(node) + " refused the backup (" + std::to_string(opened.status) +
@@ -214,10 +214,7 @@ int run_backup(const BackupCommand& command) {
   const auto export_deadline = SteadyClock::now() + kExportWait;
   for (;;) {
     Request read;
-    read.op = Op::kBackupRead;
-    read.backup_id = id;
-    read.backup_offset = offset;
-    read.backup_max_bytes = kChunkBytes;
+    read.operation = api::BackupRead{.backup = id, .offset = offset, .max_bytes = kChunkBytes};
     Response chunk = client.execute(read);
     if (!chunk.ok()) return abandon("reading backup " + std::to_string(id) + " from node " + std::to_string(node) +
                                     " failed (" + std::to_string(chunk.status) + "): " + chunk.message);

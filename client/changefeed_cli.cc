@@ -6,6 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "common/assert.h"
+
 namespace mayfly::client {
 
 namespace {
@@ -19,7 +21,9 @@ bool worth_retrying(const Response& response) {
 int run_changefeed(Client& client, const CliCommand& command, std::ostream& out, std::ostream& err,
                    const std::atomic<bool>& stop) {
   Request request = command.request;
-  if (command.follow) request.change_feed.wait_ms = kFollowWaitMs;
+  ReadChangeFeed* feed = request.as<ReadChangeFeed>();
+  MAYFLY_ASSERT_MSG(feed != nullptr, "run_changefeed needs a readChangeFeed request");
+  if (command.follow) feed->wait_ms = kFollowWaitMs;
   std::string continuation;
   auto finish = [&](int code) {
     if (!continuation.empty()) err << "continuation: " << continuation << std::endl;
@@ -57,8 +61,8 @@ int run_changefeed(Client& client, const CliCommand& command, std::ostream& out,
     const std::string token(next->as_string());
     const bool progressed = token != continuation || !changes->empty();
     continuation = token;
-    request.change_feed.from = ChangeFeedRead::From::kContinuation;
-    request.change_feed.continuation = continuation;
+    feed->from = ReadChangeFeed::From::kContinuation;
+    feed->continuation = continuation;
     const auto* caught_up = page->if_contains("caughtUp");
     const bool at_end = caught_up != nullptr && caught_up->is_bool() && caught_up->as_bool();
     if (!command.follow && at_end) break;

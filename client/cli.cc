@@ -490,7 +490,7 @@ std::string usage_line(const CLI::App& command) {
 
 Request build_request(Op op, const Arguments& arguments, const CliEnvironment& environment) {
   Request request;
-  request.op = op;
+  request.operation = make_operation(op);
   request.database = arguments.database;
   request.container = arguments.container;
   request.options.session_token = arguments.session_token;
@@ -500,31 +500,62 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
   if (!arguments.consistency.empty()) {
     request.options.consistency = consistency_names().at(arguments.consistency);
   }
+  std::optional<std::string> partition_key;
   if (arguments.partition_key.has_value()) {
-    request.partition_key = partition_key_json(*arguments.partition_key);
+    partition_key = partition_key_json(*arguments.partition_key);
   }
-  request.id = arguments.id;
-  request.member_id = arguments.member_id;
-  request.member_address = arguments.member_address;
-  request.duration = arguments.duration;
   switch (op) {
     case Op::kCreateItem:
+      request.as<api::CreateItem>()->body = load_document(arguments.document, environment);
+      break;
     case Op::kUpsertItem:
+      request.as<api::UpsertItem>()->body = load_document(arguments.document, environment);
+      break;
     case Op::kReplaceItem:
+      request.as<api::ReplaceItem>()->body = load_document(arguments.document, environment);
+      break;
+    case Op::kReadItem:
+      request.operation = api::ReadItem{.partition_key = partition_key.value_or(""), .id = arguments.id};
+      break;
+    case Op::kDeleteItem:
+      request.operation = api::DeleteItem{.partition_key = partition_key.value_or(""), .id = arguments.id};
+      break;
     case Op::kPatchItem:
-      request.body = load_document(arguments.document, environment);
+      request.operation = api::PatchItem{.partition_key = partition_key.value_or(""),
+                                         .id = arguments.id,
+                                         .operations = load_document(arguments.document, environment)};
       break;
-    case Op::kQuery:
+    case Op::kListItems:
+      request.operation = api::ListItems{.partition_key = partition_key};
+      break;
+    case Op::kAddMember:
+      request.operation = api::AddMember{.id = arguments.member_id, .address = arguments.member_address};
+      break;
+    case Op::kRemoveMember:
+      request.operation = api::RemoveMember{.id = arguments.member_id};
+      break;
+    case Op::kTransferLeader:
+      request.operation = api::TransferLeader{.id = arguments.member_id};
+      break;
+    case Op::kAdvanceClock:
+      request.operation = api::AdvanceClock{.duration = arguments.duration};
+      break;
+    case Op::kQuery: {
+      api::Query& query = *request.as<api::Query>();
       // The SQL text may come from a file or standard input too (SQL never starts with '@').
-      request.sql = arguments.sql == "-" || (!arguments.sql.empty() && arguments.sql.front() == '@')
-                        ? load_document(arguments.sql, environment)
-                        : arguments.sql;
-      request.parameters_json = parameters_json(arguments.params, environment);
-      request.enable_scan = arguments.enable_scan;
+      query.sql = arguments.sql == "-" || (!arguments.sql.empty() && arguments.sql.front() == '@')
+                      ? load_document(arguments.sql, environment)
+                      : arguments.sql;
+      query.parameters = parameters_json(arguments.params, environment);
+      query.partition_key = partition_key;
+      query.enable_scan = arguments.enable_scan;
       break;
+    }
     case Op::kCreateContainer:
     case Op::kUpdateContainer: {
-      ContainerSettings& settings = request.settings;
+      ContainerSettings& settings =
+          op == Op::kCreateContainer ? request.as<api::CreateContainer>()->settings
+                                     : request.as<api::UpdateContainer>()->settings;
       settings.partition_key_path = arguments.partition_key_path;
       if (arguments.default_ttl == "off") {
         // On create an absent defaultTtl already means "off"; on update it must be said.
@@ -555,19 +586,19 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       break;
     }
     case Op::kReadChangeFeed: {
-      ChangeFeedRead& feed = request.change_feed;
+      ReadChangeFeed& feed = *request.as<ReadChangeFeed>();
       request.options.max_items = 0;
       request.options.continuation.clear();
-      feed.mode = arguments.feed_mode == "latest" ? ChangeFeedRead::Mode::kLatest : ChangeFeedRead::Mode::kAll;
+      feed.mode = arguments.feed_mode == "latest" ? ReadChangeFeed::Mode::kLatest : ReadChangeFeed::Mode::kAll;
       feed.only_expirations = arguments.only_expirations;
       feed.max_items = arguments.max_items;
       if (!arguments.continuation.empty()) {
-        feed.from = ChangeFeedRead::From::kContinuation;
+        feed.from = ReadChangeFeed::From::kContinuation;
         feed.continuation = arguments.continuation;
       } else if (arguments.feed_from.empty() || arguments.feed_from == "beginning") {
-        feed.from = ChangeFeedRead::From::kBeginning;
+        feed.from = ReadChangeFeed::From::kBeginning;
       } else if (arguments.feed_from == "now") {
-        feed.from = ChangeFeedRead::From::kNow;
+        feed.from = ReadChangeFeed::From::kNow;
       } else {
         double seconds = 0;
         const std::string& text = arguments.feed_from;
@@ -577,7 +608,7 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
           throw UsageError{"--from takes beginning, now, or a Unix time in seconds (e.g. 1700000000 or "
                            "1700000000.5); got '" + text + "'"};
         }
-        feed.from = ChangeFeedRead::From::kTime;
+        feed.from = ReadChangeFeed::From::kTime;
         feed.time_micros = static_cast<int64_t>(std::llround(seconds * 1e6));
       }
       break;

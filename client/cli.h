@@ -64,10 +64,10 @@ struct CliCommand {
   std::optional<OutputFormat> output;  // -o; unset: table on a terminal, JSON otherwise (choose_output)
   ImportSettings import_settings;      // kImport
   ExportSettings export_settings;      // kExport
-  std::string backup_out;    // backup create (request.op == kBackupOpen): client/backup_cli.h
+  std::string backup_out;    // backup create (request.kind() == Op::kBackupOpen): client/backup_cli.h
   uint64_t backup_node = 0;
-  uint64_t forecast_node = 0;  // container forecast (request.op == kContainerForecast): client/forecast_cli.h
-  bool follow = false;         // changefeed --follow (request.op == kReadChangeFeed): client/changefeed_cli.h
+  uint64_t forecast_node = 0;  // container forecast (request.kind() == Op::kContainerForecast): client/forecast_cli.h
+  bool follow = false;         // changefeed --follow (request.kind() == Op::kReadChangeFeed): client/changefeed_cli.h
 };
 
 // The outcome of parsing: a command to run, or text to print and an exit code (help: 0, usage error: 2).

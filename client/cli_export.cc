@@ -26,8 +26,7 @@ std::string export_line(std::string_view item, bool strip_system) {
 uint64_t export_items(Client& client, const Request& target, const ExportSettings& settings, std::ostream& out,
                       std::string& error) {
   Request request = target;
-  request.op = Op::kListItems;
-  request.partition_key.reset();  // every partition
+  request.operation = api::ListItems{};  // every partition
   request.options.max_items = settings.page_items;
   PageIterator pages(client, request);
   uint64_t count = 0;

@@ -225,8 +225,11 @@ int run_import(Client& client, const Request& target, const ImportSettings& sett
     }
     while (in_flight >= settings.concurrency) wait_for_slot();
     Request request = target;
-    request.op = settings.create_only ? Op::kCreateItem : Op::kUpsertItem;
-    request.body = std::move(line->text);
+    if (settings.create_only) {
+      request.operation = api::CreateItem{.body = std::move(line->text)};
+    } else {
+      request.operation = api::UpsertItem{.body = std::move(line->text)};
+    }
     ++in_flight;
     const uint64_t line_number = line->line_number;
     const uint64_t bytes = line->bytes;

@@ -279,7 +279,7 @@ FormattedOutput format_response_table(const Request& request, const Response& re
     return output;
   }
   const std::string_view body = response.body;
-  switch (request.op) {
+  switch (request.kind()) {
     case Op::kClusterStatus: {
       const Table table = cluster_status_table(body);
       output.out = render_table(table) + footer(response, table.rows.size(), "member");

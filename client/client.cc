@@ -16,6 +16,7 @@
 #include <set>
 #include <utility>
 
+#include "api/codec.h"
 #include "client/policy.h"
 #include "common/assert.h"
 #include "common/auth.h"
@@ -24,66 +25,6 @@
 #include "proto/mayfly.capnp.h"
 
 namespace mayfly::client {
-
-bool is_write(Op op) {
-  switch (op) {
-    case Op::kListDatabases:
-    case Op::kGetContainer:
-    case Op::kListContainers:
-    case Op::kReadItem:
-    case Op::kListItems:
-    case Op::kQuery:
-    case Op::kClusterStatus:
-    case Op::kBackupOpen:
-    case Op::kBackupRead:
-    case Op::kContainerForecast:
-    case Op::kReadChangeFeed:
-      return false;
-    default:
-      return true;
-  }
-}
-
-std::string_view op_name(Op op) {
-  switch (op) {
-    case Op::kCreateDatabase: return "createDatabase";
-    case Op::kDeleteDatabase: return "deleteDatabase";
-    case Op::kListDatabases: return "listDatabases";
-    case Op::kCreateContainer: return "createContainer";
-    case Op::kUpdateContainer: return "updateContainer";
-    case Op::kGetContainer: return "getContainer";
-    case Op::kDeleteContainer: return "deleteContainer";
-    case Op::kListContainers: return "listContainers";
-    case Op::kCreateItem: return "createItem";
-    case Op::kUpsertItem: return "upsertItem";
-    case Op::kReplaceItem: return "replaceItem";
-    case Op::kReadItem: return "readItem";
-    case Op::kDeleteItem: return "deleteItem";
-    case Op::kPatchItem: return "patchItem";
-    case Op::kListItems: return "listItems";
-    case Op::kClusterStatus: return "clusterStatus";
-    case Op::kAddMember: return "addMember";
-    case Op::kRemoveMember: return "removeMember";
-    case Op::kTransferLeader: return "transferLeader";
-    case Op::kQuery: return "query";
-    case Op::kAdvanceClock: return "advanceClock";
-    case Op::kBackupOpen: return "backupOpen";
-    case Op::kBackupRead: return "backupRead";
-    case Op::kContainerForecast: return "containerForecast";
-    case Op::kReadChangeFeed: return "readChangeFeed";
-  }
-  return "unknown";
-}
-
-std::string_view consistency_name(Consistency consistency) {
-  switch (consistency) {
-    case Consistency::kSession: return "session";
-    case Consistency::kStrong: return "strong";
-    case Consistency::kBounded: return "bounded";
-    case Consistency::kEventual: return "eventual";
-  }
-  return "unknown";
-}
 
 namespace {
 
@@ -179,26 +120,6 @@ std::string describe(const kj::Exception& exception) {
 
 }  // namespace
 
-// Database, container and item writes: the ones the cluster deduplicates by write id. Membership changes are not
-// (they are idempotent or checked by the Raft core).
-bool carries_write_id(Op op) {
-  switch (op) {
-    case Op::kCreateDatabase:
-    case Op::kDeleteDatabase:
-    case Op::kCreateContainer:
-    case Op::kUpdateContainer:
-    case Op::kDeleteContainer:
-    case Op::kCreateItem:
-    case Op::kUpsertItem:
-    case Op::kReplaceItem:
-    case Op::kDeleteItem:
-    case Op::kPatchItem:
-      return true;
-    default:
-      return false;
-  }
-}
-
 uint64_t random_client_id() {
   std::random_device device;
   uint64_t id = 0;
@@ -224,7 +145,7 @@ class Client::Impl {
   kj::Promise<Response> execute_async(const Request& request) {
     auto call = std::make_shared<Call>();
     call->request = request;
-    call->write = is_write(request.op);
+    call->write = api::changes_state(request.kind());
     call->consistency = request.options.consistency.value_or(options_.default_consistency);
     if (request.endpoint.has_value() && (*request.endpoint == 0 || *request.endpoint > routing_.endpoint_count())) {
       Response response;
@@ -236,7 +157,7 @@ class Client::Impl {
     const auto to_index = [](std::optional<size_t> number) -> std::optional<size_t> {
       return number.has_value() ? std::optional<size_t>(*number - 1) : std::nullopt;
     };
-    call->endpoint = routing_.first_endpoint(request.op, call->consistency, to_index(request.endpoint),
+    call->endpoint = routing_.first_endpoint(request.kind(), call->consistency, to_index(request.endpoint),
                                              to_index(options_.preferred_endpoint));
     call->retries.pinned_read =
         !call->write && (request.endpoint.has_value() || options_.preferred_endpoint.has_value());
@@ -248,7 +169,9 @@ class Client::Impl {
     call->deadline = now + options_.request_timeout_ms * kj::MILLISECONDS;
     call->retry_horizon = now + kExactlyOnceRetryHorizonMs * kj::MILLISECONDS;
     auto timeout = clock.atTime(call->deadline).then([this, call]() { return on_timeout(*call); });
-    if (!call->write || !options_.exactly_once || !carries_write_id(request.op)) {
+    // Database, container and item writes (api::is_write) carry a write id: the cluster deduplicates those.
+    // Membership changes and the clock do not (they are idempotent or checked by the Raft core).
+    if (!call->write || !options_.exactly_once || !api::is_write(request.kind())) {
       return run(call).exclusiveJoin(kj::mv(timeout));
     }
     // Numbered before the first attempt; the number stays unacknowledged (so the cluster keeps its outcome) until
@@ -378,18 +301,24 @@ class Client::Impl {
     std::shared_ptr<Connection> conn = connection(call->endpoint);
     call->connection = conn;
     call->attempt_started_at = timer_->now();
-    std::optional<WriteStamp> stamp;
+    std::optional<WriteId> write_id;
     if (call->sequence) {
       // The lowest number still waiting for its answer (this one at the latest) lets the cluster drop older outcomes.
-      stamp = WriteStamp{client_id_, *call->sequence, *unacknowledged_.begin(), call->attempts > 0};
+      // The owner is never the client's to set (a node forwarding the write sets it).
+      write_id = WriteId{.client = client_id_,
+                         .sequence = *call->sequence,
+                         .first_unacknowledged = *unacknowledged_.begin(),
+                         .retry = call->attempts > 0};
     }
     ++call->attempts;
-    return attempt(conn, *call, stamp).then([this, call](Attempt outcome) { return after_attempt(call, kj::mv(outcome)); });
+    return attempt(conn, *call, write_id).then([this, call](Attempt outcome) {
+      return after_attempt(call, kj::mv(outcome));
+    });
   }
 
   // Sends the call once on `conn`. Waiting for the session first (instead of pipelining on it) is what lets a failed
   // connect be told apart from a failure after the request left.
-  kj::Promise<Attempt> attempt(std::shared_ptr<Connection> conn, const Call& call, std::optional<WriteStamp> stamp) {
+  kj::Promise<Attempt> attempt(std::shared_ptr<Connection> conn, const Call& call, std::optional<WriteId> write_id) {
     Connection* raw = conn.get();
     kj::Promise<proto::Session::Client> session = raw->session.addBranch();
     // The loop's now() is the time of its last turn, which can be long ago for a caller that was away from the loop:
@@ -402,15 +331,18 @@ class Client::Impl {
       // openSession per hello on a connection, so concurrent handshakes on it would spoil each other's proofs).
       raw->last_answer_at = now;
     }
+    // The copy that goes out: the effective consistency (the caller's, else the client's default) and, for a numbered
+    // write, its write id; a request's own write_id is never sent.
     Request request = call.request;
-    const Consistency consistency = call.consistency;
+    request.options.consistency = call.consistency;
+    request.write_id = write_id;
     return session
         .then(
-            [this, raw, request = kj::mv(request), consistency, stamp](proto::Session::Client opened) -> kj::Promise<Attempt> {
+            [this, raw, request = kj::mv(request)](proto::Session::Client opened) mutable -> kj::Promise<Attempt> {
               auto rpc = opened.executeRequest();
               // The token is chosen at send time, so a retry carries whatever newer token arrived meanwhile.
-              encode_request(request, consistency, tokens_.token_for(request.options, consistency),
-                             rpc.initRequest(), stamp ? &*stamp : nullptr);
+              request.options.session_token = tokens_.token_for(request.options, *request.options.consistency);
+              api::encode_request(request, rpc.initRequest());
               return rpc.send().then(
                   [this, raw](capnp::Response<proto::Session::ExecuteResults> results) {
                     raw->last_answer_at = timer_->now();
@@ -492,9 +424,9 @@ class Client::Impl {
     if (!response.ok()) {
       return;
     }
-    if (request.op == Op::kAddMember && !request.member_address.empty()) {
-      routing_.set_node_address(request.member_id, request.member_address);
-    } else if (request.op == Op::kClusterStatus) {
+    if (const auto* add = request.as<api::AddMember>(); add != nullptr && !add->address.empty()) {
+      routing_.set_node_address(add->id, add->address);
+    } else if (request.kind() == Op::kClusterStatus) {
       for (const auto& [id, address] : parse_cluster_nodes(response.body)) {
         routing_.set_node_address(id, address);
       }

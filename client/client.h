@@ -1,4 +1,5 @@
-// The Mayfly C++ client library: plain request/response types and a Client that talks Cap'n Proto RPC to a cluster.
+// The Mayfly C++ client library: the project's request vocabulary (api/operation.h, re-exported below), a plain
+// Response, and a Client that talks Cap'n Proto RPC to a cluster.
 //
 // A Client knows the cluster's endpoints, finds the leader from the responses it gets (`leaderHint`, `servedBy`) and
 // sends writes straight to it, spreads reads over the endpoints (or pins them to one), carries session tokens so
@@ -9,7 +10,8 @@
 // cluster applies it at most once (ClientOptions::exactly_once). Business outcomes (404, 409, 412, ...) are values in Response, never exceptions; so are the
 // client's own failures (408 timeout, 503 with a client substatus when no endpoint answers).
 //
-// Only this header is needed to use the library; the wire types (proto/mayfly.capnp.h) stay inside client.cc.
+// Only this header (and api/operation.h, which it includes) is needed to use the library; the wire types
+// (proto/mayfly.capnp.h, api/codec.h) stay inside the library.
 #pragma once
 
 #include <cstdint>
@@ -21,130 +23,29 @@
 
 #include <kj/async.h>
 
+#include "api/operation.h"
 #include "common/wire.h"
 
 namespace mayfly::client {
 
 using mayfly::Consistency;  // how fresh a read must be (common/wire.h)
 
-// The operations of the client API, one per member of proto Request's union.
-enum class Op {
-  kCreateDatabase,
-  kDeleteDatabase,
-  kListDatabases,
-  kCreateContainer,
-  kUpdateContainer,
-  kGetContainer,
-  kDeleteContainer,
-  kListContainers,
-  kCreateItem,
-  kUpsertItem,
-  kReplaceItem,
-  kReadItem,
-  kDeleteItem,
-  kPatchItem,
-  kListItems,
-  kClusterStatus,
-  kAddMember,
-  kRemoveMember,
-  kTransferLeader,
-  kQuery,
-  kAdvanceClock,
-  kBackupOpen,  // admin: served by the endpoint called (Request::endpoint), never forwarded
-  kBackupRead,
-  kContainerForecast,  // read: the TTL forecast of the node called (client/forecast.h asks every node)
-  kReadChangeFeed,     // read: a page of a container's change feed (Request::change_feed)
-};
-
-// True for operations that change state: they go to the leader and are never blindly re-sent after a lost connection.
-bool is_write(Op op);
-std::string_view op_name(Op op);            // "createItem", as in the schema
-std::string_view consistency_name(Consistency consistency);  // "session", "strong", ...
-
-// A container's settings as sent on create and update (proto ContainerSettings). On create, `kUnchanged` means "absent"
-// (TTL off, consistent indexing, serverless throughput); on update it leaves the setting as it is.
-// Thread-safety: a value.
-struct ContainerSettings {
-  enum class DefaultTtl { kUnchanged, kSet, kRemove };
-  enum class Indexing { kUnchanged, kConsistent, kNone };
-  enum class Throughput { kUnchanged, kProvisioned, kServerless };
-
-  std::string partition_key_path;  // "/tenant"; required on create, empty on update
-  DefaultTtl default_ttl = DefaultTtl::kUnchanged;
-  std::string default_ttl_json;  // with kSet: the JSON value as the user wrote it ("10", "-1", "1.5"); the server validates
-  Indexing indexing = Indexing::kUnchanged;
-  Throughput throughput = Throughput::kUnchanged;
-  uint32_t provisioned_ru_per_second = 0;  // with kProvisioned
-  // Update only, with a defaultTtl change: answer what it would expire and change nothing; or apply it even when it
-  // expires more than 10 % of the live items at once (otherwise 412 with the figures).
-  bool dry_run = false;
-  bool force = false;
-  // The change feed: on (with a retention in seconds; 0: the leader's --changefeed-retention) or off.
-  enum class ChangeFeed { kUnchanged, kOn, kOff };
-  ChangeFeed change_feed = ChangeFeed::kUnchanged;
-  uint32_t change_feed_retention_seconds = 0;  // with kOn
-
-  bool operator==(const ContainerSettings&) const = default;
-};
-
-// What a readChangeFeed asks for (proto ReadChangeFeed). Thread-safety: a value.
-struct ChangeFeedRead {
-  enum class Mode { kAll, kLatest };
-  enum class From { kBeginning, kNow, kTime, kContinuation };
-  Mode mode = Mode::kAll;
-  From from = From::kBeginning;
-  int64_t time_micros = 0;   // kTime: changes at positions whose replicated time is >= this
-  std::string continuation;  // kContinuation: a page's continuation or a change's position
-  bool only_expirations = false;
-  uint32_t max_items = 0;    // 0: the server's 100
-  uint32_t wait_ms = 0;      // long-poll (at most 5000): a caught-up, empty page waits this long for new positions
-
-  bool operator==(const ChangeFeedRead&) const = default;
-};
-
-// Per-request options (proto Options). Thread-safety: a value.
-struct RequestOptions {
-  std::optional<Consistency> consistency;  // unset: ClientOptions::default_consistency
-  std::string session_token;               // unset (empty): the Client's highest token, for session reads and writes
-  std::string if_match;                    // an etag with its quotes; writes apply only to that version
-  uint32_t max_items = 0;                  // listItems / query page size; 0: the server's default
-  std::string continuation;                // listItems / query: from the previous page's Response::continuation
-
-  bool operator==(const RequestOptions&) const = default;
-};
-
-// One request, mirroring proto Request. Only the fields `op` uses are sent; the others are ignored.
-// Thread-safety: a value.
-struct Request {
-  Op op = Op::kClusterStatus;
-  std::string database;   // every op but listDatabases and the cluster ops
-  std::string container;  // container and item ops
-  std::string body;       // create/upsert/replace: the item JSON; patch: the JSON array of operations
-  // Item ops: the partition key value as JSON ("\"tenant-1\"", "42"). listItems: unset lists the whole container.
-  std::optional<std::string> partition_key;
-  std::string id;              // read/delete/patch: the item id
-  ContainerSettings settings;  // createContainer / updateContainer
-  uint64_t member_id = 0;      // addMember, removeMember, transferLeader
-  std::string member_address;  // addMember: host:port of the new member's RPC listener
-  std::string duration;        // advanceClock: "90s", "1500ms", "30m", "2h", "1d" (the server validates it)
-  // query: the SQL text, its parameters as one JSON object {"@name": value} ("" for none), and whether a scan of a
-  // container with indexing mode none is allowed. partition_key (when set) keeps the query to one partition.
-  std::string sql;
-  std::string parameters_json;
-  bool enable_scan = false;
-  RequestOptions options;
-  // Where to send the first attempt: an endpoint number (1..N, as in ClientOptions::endpoints), overriding leader
-  // routing for writes and preferred_endpoint/round-robin for reads. Retries follow the normal rules. Tests use it to
-  // read from one particular replica.
-  std::optional<size_t> endpoint;
-  // backupRead: the backup (from backupOpen's body), the offset and at most this many bytes (0: the server's 1 MiB).
-  uint64_t backup_id = 0;
-  uint64_t backup_offset = 0;
-  uint32_t backup_max_bytes = 0;
-  ChangeFeedRead change_feed;  // readChangeFeed
-
-  bool operator==(const Request&) const = default;
-};
+// The request vocabulary is the project's one (api/operation.h), re-exported here for library users: the same types,
+// not copies. A Request names its database and container and carries one Operation, a struct per operation of the
+// client API (api::CreateItem{body}, api::ReadItem{partition_key, id}, api::Query{sql, parameters, ...}, ...).
+// Op names the alternatives (Request::kind()); api::make_operation(kind) makes a default one to fill.
+using Request = api::Request;
+using Op = api::Kind;
+using api::ContainerSettings;
+using api::Operation;
+using api::Options;
+using api::ReadChangeFeed;
+using api::WriteId;
+using api::consistency_name;  // "session", "strong", ...
+using api::kind_name;         // "createItem", as in the schema
+using api::make_operation;
+// Which operations change state (go to the leader, are never blindly re-sent after a lost connection):
+// api::changes_state. Which carry a write id (deduplicated by the cluster): api::is_write.
 
 // The server's 503 substatus for a write whose fate it does not know (it timed out waiting for its commit, its
 // forwarding to the leader failed, or the node stopped while it was in flight): it may or may not have been applied.
@@ -280,7 +181,7 @@ class PageIterator {
   bool more_ = true;
 };
 
-// A query's pages: `request` is an Op::kQuery request (sql, parameters, partition key, options.max_items).
+// A query's pages: `request` carries an api::Query (sql, parameters, partition key; page size in options.max_items).
 inline PageIterator query_pages(Client& client, Request request) { return PageIterator(client, std::move(request)); }
 
 }  // namespace mayfly::client

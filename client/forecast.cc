@@ -13,7 +13,7 @@ ForecastAnswers container_forecast(const ClientOptions& options, std::string_vie
   {
     Client cluster(options);
     Request status;
-    status.op = Op::kClusterStatus;
+    status.operation = api::ClusterStatus{};
     const Response answer = cluster.execute(status);
     if (!answer.ok()) {
       answers.error = "cluster status failed (" + std::to_string(answer.status) + "): " + answer.message;
@@ -48,7 +48,7 @@ ForecastAnswers container_forecast(const ClientOptions& options, std::string_vie
     pinned.endpoints = {address};
     Client client(pinned);
     Request request;
-    request.op = Op::kContainerForecast;
+    request.operation = api::ContainerForecast{};
     request.database = std::string(database);
     request.container = std::string(container);
     answers.nodes.push_back(NodeForecast{id, address, client.execute(request)});

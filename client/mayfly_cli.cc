@@ -33,7 +33,7 @@ void on_interrupt(int) { interrupted.store(true); }
 // The container's partition key path, for the PARTITION KEY column of item tables; empty when it cannot be read.
 std::string partition_key_path(Client& client, const Request& request) {
   Request get;
-  get.op = Op::kGetContainer;
+  get.operation = mayfly::api::GetContainer{};
   get.database = request.database;
   get.container = request.container;
   get.options.consistency = request.options.consistency;
@@ -50,7 +50,7 @@ int run_request(Client& client, const CliCommand& command, OutputFormat format) 
     return exit_code_for(response);
   }
   std::string path;
-  if (response.ok() && (command.request.op == Op::kListItems || command.request.op == Op::kQuery)) {
+  if (response.ok() && (command.request.kind() == Op::kListItems || command.request.kind() == Op::kQuery)) {
     path = partition_key_path(client, command.request);
   }
   const FormattedOutput output = format_response_table(command.request, response, path);
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     std::cerr << parsed.error;
     return parsed.exit_code;
   }
-  if (parsed.command->request.op == Op::kBackupOpen) {
+  if (parsed.command->request.kind() == Op::kBackupOpen) {
     try {
       return run_backup(BackupCommand{parsed.command->options, parsed.command->backup_out,
                                       parsed.command->backup_node, ::isatty(2) == 1});
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   }
   const CliCommand& command = *parsed.command;
   const OutputFormat format = choose_output(command.output, ::isatty(STDOUT_FILENO) == 1);
-  if (command.request.op == Op::kContainerForecast) {
+  if (command.request.kind() == Op::kContainerForecast) {
     try {
       return run_forecast(command.options, command.request.database, command.request.container,
                           command.forecast_node, format, std::cout, std::cerr);
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   }
   try {
     Client client(command.options);
-    if (command.request.op == Op::kReadChangeFeed) {
+    if (command.request.kind() == Op::kReadChangeFeed) {
       struct sigaction action {};
       action.sa_handler = on_interrupt;
       sigemptyset(&action.sa_mask);

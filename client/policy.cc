@@ -132,13 +132,13 @@ size_t Routing::first_endpoint(Op op, Consistency consistency, std::optional<siz
   if (request_endpoint.has_value() && *request_endpoint < endpoints_.size()) {
     return *request_endpoint;
   }
-  const bool wants_leader = is_write(op) || (consistency == Consistency::kStrong && !preferred.has_value());
+  const bool wants_leader = api::changes_state(op) || (consistency == Consistency::kStrong && !preferred.has_value());
   if (wants_leader && leader_.has_value()) {
     if (const auto endpoint = endpoint_of_node(*leader_)) {
       return *endpoint;
     }
   }
-  if (!is_write(op) && preferred.has_value() && *preferred < endpoints_.size()) {
+  if (!api::changes_state(op) && preferred.has_value() && *preferred < endpoints_.size()) {
     return *preferred;
   }
   return round_robin();
@@ -328,7 +328,7 @@ void SessionTokens::observe(std::string_view token) {
   }
 }
 
-std::string SessionTokens::token_for(const RequestOptions& options, Consistency effective) const {
+std::string SessionTokens::token_for(const Options& options, Consistency effective) const {
   if (!options.session_token.empty()) {
     return options.session_token;
   }

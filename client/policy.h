@@ -45,8 +45,9 @@ class Routing {
   void forget_leader_at(size_t endpoint);
   std::optional<uint64_t> leader() const { return leader_; }
 
-  // The first endpoint for a request. `request_endpoint` (0-based) wins; writes and strong reads go to the known
-  // leader (followers would forward them there anyway); other reads go to `preferred` (0-based) or round-robin.
+  // The first endpoint for a request. `request_endpoint` (0-based) wins; operations that change state
+  // (api::changes_state: writes, membership, the clock) and strong reads go to the known leader (followers would
+  // forward them there anyway); other operations go to `preferred` (0-based) or round-robin.
   size_t first_endpoint(Op op, Consistency consistency, std::optional<size_t> request_endpoint,
                         std::optional<size_t> preferred);
   // The endpoint after `current` in the fixed rotation, for retrying elsewhere.
@@ -141,7 +142,7 @@ class SessionTokens {
   void observe(std::string_view token);
   const std::string& highest() const { return highest_; }
   // The caller's own token wins; otherwise session-consistency requests carry the highest seen; others carry none.
-  std::string token_for(const RequestOptions& options, Consistency effective) const;
+  std::string token_for(const Options& options, Consistency effective) const;
 
  private:
   std::string highest_;

@@ -1,5 +1,6 @@
-// Conversion between the client's plain Request/Response and the wire types of proto/mayfly.capnp.
-// Internal to the client library; kept apart from client.cc so tests can check every op's encoding without a server.
+// The response direction of the client's wire: proto/mayfly.capnp's Response to and from the plain Response. The
+// request direction is the project's one codec (api/codec.h: encode_request / decode_request).
+// Internal to the client library; kept apart from client.cc so tests can check the encoding without a server.
 #pragma once
 
 #include "client/client.h"
@@ -7,22 +8,8 @@
 
 namespace mayfly::client {
 
-// A write's identity for exactly-once execution (proto WriteId): set by the Client on the writes it numbers.
-struct WriteStamp {
-  uint64_t client = 0;
-  uint64_t sequence = 0;
-  uint64_t first_unacknowledged = 0;
-  bool retry = false;
-};
-
-// Fills `out` from `request`. `consistency` and `session_token` are the effective values (the Client has already
-// applied its defaults and its session token); `stamp`, when given, becomes the request's writeId.
-void encode_request(const Request& request, Consistency consistency, const std::string& session_token,
-                    proto::Request::Builder out, const WriteStamp* stamp = nullptr);
 Response decode_response(proto::Response::Reader in);
-
-// The reverse directions, used by the in-test server double (and by nothing in production).
-Request decode_request(proto::Request::Reader in);
+// The reverse direction, used by the in-test server double (and by nothing in production).
 void encode_response(const Response& response, proto::Response::Builder out);
 
 }  // namespace mayfly::client

@@ -134,9 +134,11 @@ class Campaign {
     client::Response response;
     for (int attempt = 0; attempt < 10; ++attempt) {
       client::Request request;
-      request.op = op;
-      request.member_id = n;
-      if (op == client::Op::kAddMember) request.member_address = cluster_.endpoint(n);
+      if (op == client::Op::kAddMember) {
+        request.operation = api::AddMember{.id = n, .address = cluster_.endpoint(n)};
+      } else {
+        request.operation = api::RemoveMember{.id = n};
+      }
       response = admin().execute(request);
       if (response.status == 200) break;
       hold(300);  // retry spacing while a leader is elected or the last change commits
@@ -239,8 +241,7 @@ class Campaign {
     // Give it back the leadership, so the skewed clock is the leader's (one request; it may refuse).
     if (const uint64_t now = leader(); now != 0 && now != n) {
       client::Request request;
-      request.op = client::Op::kTransferLeader;
-      request.member_id = n;
+      request.operation = api::TransferLeader{.id = n};
       request.endpoint = now;
       admin().execute(request);
       it::wait_until([&] { return leader() == n; }, milliseconds(2000), milliseconds(50));

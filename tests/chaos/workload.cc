@@ -115,29 +115,31 @@ void Workload::run(size_t thread) {
     const size_t roll = pick(100);
     const bool counter = roll >= 88 && !options_.counter_keys.empty();
     op.key = counter ? options_.counter_keys[pick(options_.counter_keys.size())] : options_.keys[pick(options_.keys.size())];
-    request.partition_key = "\"" + op.key + "\"";
-    request.id = op.key;
+    const std::string partition_key = "\"" + op.key + "\"";  // the key is the item's id and its partition key
     const int64_t v = version_base + ++sequence;
     if (thread == 0 && roll < 2 && !options_.policies.empty()) {
       op.kind = OpKind::kSetDefaultTtl;
       op.key.clear();
       op.default_ttl = options_.policies[pick(options_.policies.size())];
       request = client::Request{};
-      request.op = client::Op::kUpdateContainer;
       request.database = options_.database;
       request.container = options_.container;
-      request.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-      request.settings.default_ttl_json = std::to_string(op.default_ttl);
-      request.settings.force = true;  // the campaign checks policy changes, not the guard against mass expiry
+      api::UpdateContainer update;
+      update.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+      update.settings.default_ttl_json = std::to_string(op.default_ttl);
+      update.settings.force = true;  // the campaign checks policy changes, not the guard against mass expiry
+      request.operation = std::move(update);
     } else if (counter || roll >= 80) {  // incr (a fresh v with it, so reads name the version)
       op.kind = OpKind::kIncr;
       op.write_v = v;
-      request.op = client::Op::kPatchItem;
-      request.body = "[{\"op\":\"incr\",\"path\":\"/n\",\"value\":1},{\"op\":\"set\",\"path\":\"/v\",\"value\":" +
-                     std::to_string(v) + "}]";
+      request.operation = api::PatchItem{
+          .partition_key = partition_key,
+          .id = op.key,
+          .operations = "[{\"op\":\"incr\",\"path\":\"/n\",\"value\":1},{\"op\":\"set\",\"path\":\"/v\",\"value\":" +
+                        std::to_string(v) + "}]"};
     } else if (roll < 44) {
       op.kind = OpKind::kRead;
-      request.op = client::Op::kReadItem;
+      request.operation = api::ReadItem{.partition_key = partition_key, .id = op.key};
       const size_t level = pick(10);
       op.level = level < 5 ? ReadLevel::kStrong
                            : level < 8 ? ReadLevel::kSession : level < 9 ? ReadLevel::kBounded : ReadLevel::kEventual;
@@ -152,12 +154,14 @@ void Workload::run(size_t thread) {
       op.kind = roll < 52 ? OpKind::kCreate : roll < 64 ? OpKind::kUpsert : OpKind::kReplace;
       op.write_v = v;
       op.write_ttl = options_.item_ttls[pick(options_.item_ttls.size())];
-      request.op = op.kind == OpKind::kCreate   ? client::Op::kCreateItem
-                   : op.kind == OpKind::kUpsert ? client::Op::kUpsertItem
-                                                : client::Op::kReplaceItem;
-      request.body = item_json(op.key, v, op.write_ttl);
-      request.partition_key.reset();
-      request.id.clear();
+      std::string body = item_json(op.key, v, op.write_ttl);
+      if (op.kind == OpKind::kCreate) {
+        request.operation = api::CreateItem{.body = std::move(body)};
+      } else if (op.kind == OpKind::kUpsert) {
+        request.operation = api::UpsertItem{.body = std::move(body)};
+      } else {
+        request.operation = api::ReplaceItem{.body = std::move(body)};
+      }
       auto etag = known_etag.find(op.key);
       if (op.kind == OpKind::kReplace && etag != known_etag.end() && pick(4) != 0) {
         request.options.if_match = etag->second.first;
@@ -165,7 +169,7 @@ void Workload::run(size_t thread) {
       }
     } else {
       op.kind = OpKind::kDelete;
-      request.op = client::Op::kDeleteItem;
+      request.operation = api::DeleteItem{.partition_key = partition_key, .id = op.key};
     }
     op.invoke_wall_us = wall_micros();
     op.invoke_us = micros_since(origin_);

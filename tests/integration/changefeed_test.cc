@@ -305,22 +305,21 @@ TEST(ChangeFeed, AReaderSurvivesALeaderChangeWithNoGapOrDuplicate) {
   client::Client client(cluster.client_options());
   ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
   Request create;
-  create.op = Op::kCreateContainer;
   create.database = "fdb";
   create.container = "c";
-  create.settings.partition_key_path = "/pk";
-  create.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;  // TTL on, no default: item ttls count
-  create.settings.default_ttl_json = "-1";
-  create.settings.change_feed = client::ContainerSettings::ChangeFeed::kOn;
-  create.settings.change_feed_retention_seconds = 3600;
+  client::ContainerSettings& settings = create.operation.emplace<api::CreateContainer>().settings;
+  settings.partition_key_path = "/pk";
+  settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;  // TTL on, no default: item ttls count
+  settings.default_ttl_json = "-1";
+  settings.change_feed = client::ContainerSettings::ChangeFeed::kOn;
+  settings.change_feed_retention_seconds = 3600;
   ASSERT_EQ(client.execute(create).status, 201);
   auto upsert = [&](int i) {
     Request request;
-    request.op = Op::kUpsertItem;
     request.database = "fdb";
     request.container = "c";
-    request.body = "{\"id\":\"i" + std::to_string(i % 7) + "\",\"pk\":\"p\",\"n\":" + std::to_string(i) +
-                   (i % 5 == 0 ? ",\"ttl\":5" : "") + "}";
+    request.operation = api::UpsertItem{.body = "{\"id\":\"i" + std::to_string(i % 7) + "\",\"pk\":\"p\",\"n\":" +
+                                                std::to_string(i) + (i % 5 == 0 ? ",\"ttl\":5" : "") + "}"};
     const Response response = client.execute(request);
     EXPECT_LT(response.status, 300) << response.message;
   };
@@ -335,10 +334,10 @@ TEST(ChangeFeed, AReaderSurvivesALeaderChangeWithNoGapOrDuplicate) {
     return page.status == 200 ? bj::parse(page.body).as_object() : bj::object();
   };
   Request read;
-  read.op = Op::kReadChangeFeed;
+  read.operation = api::make_operation(Op::kReadChangeFeed);
   read.database = "fdb";
   read.container = "c";
-  read.change_feed.max_items = 4;
+  test::operation_of<api::ReadChangeFeed>(read).max_items = 4;
   std::vector<std::string> positions;
   std::vector<std::string> seen;
   // Two pages on the leader.
@@ -349,8 +348,8 @@ TEST(ChangeFeed, AReaderSurvivesALeaderChangeWithNoGapOrDuplicate) {
       positions.emplace_back(change.at("position").as_string());
       seen.push_back(bj::serialize(change));
     }
-    read.change_feed.from = client::ChangeFeedRead::From::kContinuation;
-    read.change_feed.continuation = std::string(body.at("continuation").as_string());
+    test::operation_of<api::ReadChangeFeed>(read).from = client::ReadChangeFeed::From::kContinuation;
+    test::operation_of<api::ReadChangeFeed>(read).continuation = std::string(body.at("continuation").as_string());
   }
   ASSERT_EQ(positions.size(), 8u);
   const uint64_t next = leader == 1 ? 2 : 1;
@@ -365,15 +364,15 @@ TEST(ChangeFeed, AReaderSurvivesALeaderChangeWithNoGapOrDuplicate) {
       positions.emplace_back(change.at("position").as_string());
       seen.push_back(bj::serialize(change));
     }
-    read.change_feed.continuation = std::string(body.at("continuation").as_string());
+    test::operation_of<api::ReadChangeFeed>(read).continuation = std::string(body.at("continuation").as_string());
     if (body.at("caughtUp").as_bool()) break;
   }
   // The whole feed in one page from the old leader, at the client's session token.
   Request whole;
-  whole.op = Op::kReadChangeFeed;
+  whole.operation = api::make_operation(Op::kReadChangeFeed);
   whole.database = "fdb";
   whole.container = "c";
-  whole.change_feed.max_items = 1000;
+  test::operation_of<api::ReadChangeFeed>(whole).max_items = 1000;
   const bj::object all = read_page(leader, whole);
   ASSERT_FALSE(all.empty());
   std::vector<std::string> expected;
@@ -389,18 +388,18 @@ TEST(ChangeFeed, AReaderSurvivesALeaderChangeWithNoGapOrDuplicate) {
   // empty page. It is sent (and reaches the node: another request runs the event loop meanwhile) before the write.
   Request poll = read;
   poll.endpoint = other;
-  poll.change_feed.wait_ms = 5000;
+  test::operation_of<api::ReadChangeFeed>(poll).wait_ms = 5000;
   kj::Promise<Response> pending = client.execute_async(poll);
   client::Client writer(cluster.client_options());
   Request status;
-  status.op = Op::kClusterStatus;
+  status.operation = api::make_operation(Op::kClusterStatus);
   status.endpoint = other;
   ASSERT_EQ(writer.execute(status).status, 200);
   Request late;
-  late.op = Op::kCreateItem;
+  late.operation = api::make_operation(Op::kCreateItem);
   late.database = "fdb";
   late.container = "c";
-  late.body = R"({"id":"late","pk":"p"})";
+  test::body_of(late) = R"({"id":"late","pk":"p"})";
   ASSERT_EQ(writer.execute(late).status, 201);
   const Response polled = pending.wait(client.wait_scope());
   ASSERT_EQ(polled.status, 200) << polled.message;

@@ -178,7 +178,7 @@ TEST(IntegrationCli, ImportWithCreateSurvivesALeaderKill) {
   // Kill the leader once a fifth of the items are in (the import is then in full flow), and bring it back.
   auto count = [&] {
     Request query = container_req(Op::kQuery, "d", "c");
-    query.sql = "SELECT VALUE COUNT(1) FROM c";
+    test::operation_of<api::Query>(query).sql = "SELECT VALUE COUNT(1) FROM c";
     query.options.consistency = client::Consistency::kEventual;
     query.endpoint = leader == 1 ? 2 : 1;
     const client::Response response = client.execute(query);

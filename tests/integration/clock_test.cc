@@ -51,7 +51,7 @@ TEST(IntegrationClock, LeaderClockAnHourAheadDoesNotExpireDataEarly) {
   ASSERT_TRUE(cluster.transfer_leader(1));
   client::Client client(cluster.client_options());
   Request db;
-  db.op = Op::kCreateDatabase;
+  db.operation = api::make_operation(Op::kCreateDatabase);
   db.database = "d";
   ASSERT_EQ(client.execute(db).status, 201);
   // defaultTtl -1: TTL on, items expire by their own ttl (without a defaultTtl Cosmos ignores an item's ttl).

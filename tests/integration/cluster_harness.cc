@@ -599,7 +599,7 @@ client::Client& Cluster::admin() {
 std::optional<NodeStatus> Cluster::status(size_t n) {
   if (nodes_.at(n - 1).pid <= 0) return std::nullopt;
   client::Request request;
-  request.op = client::Op::kClusterStatus;
+  request.operation = api::ClusterStatus{};
   request.endpoint = n;
   client::Response response = admin().execute(request);
   if (response.substatus == client::kSubstatusReadConnectionLost) {
@@ -680,8 +680,7 @@ bool Cluster::transfer_leader(uint64_t target, milliseconds timeout) {
     if (leader == target) return true;
     if (leader == 0) continue;
     client::Request request;
-    request.op = client::Op::kTransferLeader;
-    request.member_id = target;
+    request.operation = api::TransferLeader{.id = target};
     request.endpoint = leader;
     admin().execute(request);
     if (wait_until([&] { return wait_for_leader(milliseconds(500)) == target; }, milliseconds(3000),
@@ -779,7 +778,7 @@ std::optional<Scrape> Cluster::scrape(size_t n) const {
 
 client::Request db_req(client::Op op, const std::string& db) {
   client::Request r;
-  r.op = op;
+  r.operation = api::make_operation(op);
   r.database = db;
   return r;
 }
@@ -791,26 +790,27 @@ client::Request container_req(client::Op op, const std::string& db, const std::s
 client::Request create_container(const std::string& db, const std::string& c, const std::string& pk_path,
                                  std::optional<std::string> default_ttl, bool indexing_none) {
   client::Request r = container_req(client::Op::kCreateContainer, db, c);
-  r.settings.partition_key_path = pk_path;
+  client::ContainerSettings& settings = test::settings_of(r);
+  settings.partition_key_path = pk_path;
   if (default_ttl) {
-    r.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-    r.settings.default_ttl_json = *default_ttl;
+    settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+    settings.default_ttl_json = *default_ttl;
   }
-  if (indexing_none) r.settings.indexing = client::ContainerSettings::Indexing::kNone;
+  if (indexing_none) settings.indexing = client::ContainerSettings::Indexing::kNone;
   return r;
 }
 client::Request item_write(client::Op op, const std::string& db, const std::string& c, const std::string& json,
                            const std::string& if_match) {
   client::Request r = container_req(op, db, c);
-  r.body = json;
+  test::body_of(r) = json;
   r.options.if_match = if_match;
   return r;
 }
 client::Request item_key(client::Op op, const std::string& db, const std::string& c, const std::string& pk,
                          const std::string& id) {
   client::Request r = container_req(op, db, c);
-  r.partition_key = "\"" + pk + "\"";
-  r.id = id;
+  test::set_partition_key(r, "\"" + pk + "\"");
+  test::id_of(r) = id;
   return r;
 }
 

@@ -26,6 +26,7 @@
 #include "client/client.h"
 #include "metrics/scrape.h"
 #include "tests/env.h"
+#include "tests/request_fields.h"
 
 namespace mayfly::it {
 
@@ -233,13 +234,19 @@ class Cluster {
 boost::json::value parse_json(const std::string& text);
 
 // ---- request builders for the client library ------------------------------------------------------------------------
+// Each makes the operation of kind `op` (api::make_operation) and fills what it is given; a test that sets more reaches
+// into the alternative (request.as<api::Query>()->sql, ...) or through tests/request_fields.h (test::body_of,
+// test::settings_of, test::id_of, test::set_partition_key), which this header brings in.
+// A request of kind `op` naming database `db` (and container `c`), its operation's fields left at their defaults.
 client::Request db_req(client::Op op, const std::string& db);
 client::Request container_req(client::Op op, const std::string& db, const std::string& c);
 client::Request create_container(const std::string& db, const std::string& c, const std::string& pk_path,
                                  std::optional<std::string> default_ttl = std::nullopt, bool indexing_none = false);
+// `op` is createItem, upsertItem or replaceItem (`json`: the item) or patchItem (`json`: the operations; set its key
+// with test::set_partition_key and test::id_of).
 client::Request item_write(client::Op op, const std::string& db, const std::string& c, const std::string& json,
                            const std::string& if_match = {});
-// An item addressed by its string partition key value and id.
+// An item addressed by its string partition key value and id: `op` is readItem, deleteItem or patchItem.
 client::Request item_key(client::Op op, const std::string& db, const std::string& c, const std::string& pk,
                          const std::string& id);
 

@@ -76,17 +76,17 @@ class CliTransport final : public Transport {
     std::vector<std::string> a;
     auto pk = [&] {
       a.push_back("--pk");
-      a.push_back(r.partition_key.value_or("null"));
+      a.push_back(test::partition_key_of(r).value_or("null"));
     };
     auto settings = [&] {
-      const client::ContainerSettings& s = r.settings;
+      const client::ContainerSettings& s = test::settings_of(r);
       if (!s.partition_key_path.empty()) a.insert(a.end(), {"--pk", s.partition_key_path});
       if (s.default_ttl == client::ContainerSettings::DefaultTtl::kSet) a.insert(a.end(), {"--default-ttl", s.default_ttl_json});
       if (s.default_ttl == client::ContainerSettings::DefaultTtl::kRemove) a.insert(a.end(), {"--default-ttl", "off"});
       if (s.indexing == client::ContainerSettings::Indexing::kNone) a.insert(a.end(), {"--indexing", "none"});
       if (s.indexing == client::ContainerSettings::Indexing::kConsistent) a.insert(a.end(), {"--indexing", "consistent"});
     };
-    switch (r.op) {
+    switch (r.kind()) {
       case Op::kCreateDatabase: a = {"db", "create", r.database}; break;
       case Op::kDeleteDatabase: a = {"db", "delete", r.database}; break;
       case Op::kListDatabases: a = {"db", "list"}; break;
@@ -95,17 +95,17 @@ class CliTransport final : public Transport {
       case Op::kGetContainer: a = {"container", "get", r.database, r.container}; break;
       case Op::kDeleteContainer: a = {"container", "delete", r.database, r.container}; break;
       case Op::kListContainers: a = {"container", "list", r.database}; break;
-      case Op::kCreateItem: a = {"item", "create", r.database, r.container, r.body}; break;
-      case Op::kUpsertItem: a = {"item", "upsert", r.database, r.container, r.body}; break;
-      case Op::kReplaceItem: a = {"item", "replace", r.database, r.container, r.body}; break;
-      case Op::kReadItem: a = {"item", "read", r.database, r.container, "--id", r.id}; pk(); break;
-      case Op::kDeleteItem: a = {"item", "delete", r.database, r.container, "--id", r.id}; pk(); break;
-      case Op::kPatchItem: a = {"item", "patch", r.database, r.container, "--id", r.id}; pk(); a.push_back(r.body); break;
+      case Op::kCreateItem: a = {"item", "create", r.database, r.container, test::body_of(r)}; break;
+      case Op::kUpsertItem: a = {"item", "upsert", r.database, r.container, test::body_of(r)}; break;
+      case Op::kReplaceItem: a = {"item", "replace", r.database, r.container, test::body_of(r)}; break;
+      case Op::kReadItem: a = {"item", "read", r.database, r.container, "--id", test::id_of(r)}; pk(); break;
+      case Op::kDeleteItem: a = {"item", "delete", r.database, r.container, "--id", test::id_of(r)}; pk(); break;
+      case Op::kPatchItem: a = {"item", "patch", r.database, r.container, "--id", test::id_of(r)}; pk(); a.push_back(test::body_of(r)); break;
       case Op::kListItems:
         a = {"item", "list", r.database, r.container};
-        if (r.partition_key) pk();
+        if (test::partition_key_of(r)) pk();
         break;
-      default: ADD_FAILURE() << "no CLI form for " << client::op_name(r.op);
+      default: ADD_FAILURE() << "no CLI form for " << client::kind_name(r.kind());
     }
     if (!r.options.if_match.empty()) a.insert(a.end(), {"--if-match", r.options.if_match});
     if (r.options.consistency) {
@@ -184,7 +184,7 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
   auto write = [&](const Request& r, int expected) {
     const size_t node = any_node();
     Outcome out = t.run(r, node);
-    EXPECT_EQ(out.status, expected) << client::op_name(r.op) << " via node " << node << ": " << out.raw;
+    EXPECT_EQ(out.status, expected) << client::kind_name(r.kind()) << " via node " << node << ": " << out.raw;
     if (out.status < 300 && !out.session_token.empty()) token = out.session_token;
     return out;
   };
@@ -193,7 +193,7 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
     std::vector<Outcome> outs;
     for (size_t n = 1; n <= cluster.size(); ++n) {
       Outcome out = t.run(session_read(r, token), n);
-      EXPECT_EQ(out.status, expected) << client::op_name(r.op) << " on node " << n << ": " << out.raw;
+      EXPECT_EQ(out.status, expected) << client::kind_name(r.kind()) << " on node " << n << ": " << out.raw;
       if (t.name() == "library") {
         EXPECT_EQ(out.served_by, n) << "a pinned read was served elsewhere: " << out.raw;
       }
@@ -246,17 +246,17 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
   write(item_write(Op::kUpsertItem, db, "c", R"({"id":"b","pk":"p2","v":2})"), 200);
   // Patch: 200 / 404 / 412 / 400.
   Request patch = item_key(Op::kPatchItem, db, "c", "p1", "a");
-  patch.body = R"([{"op":"set","path":"/v","value":5}])";
+  test::body_of(patch) = R"([{"op":"set","path":"/v","value":5}])";
   Outcome patched = write(patch, 200);
   EXPECT_EQ(member_int(patched.body, "v"), 5) << patched.raw;
   Request patch_missing = patch;
-  patch_missing.id = "zz";
+  test::id_of(patch_missing) = "zz";
   write(patch_missing, 404);
   Request patch_stale = patch;
   patch_stale.options.if_match = member_str(replaced2.body, "_etag");
   write(patch_stale, 412);
   Request patch_bad = patch;
-  patch_bad.body = R"([{"op":"explode","path":"/v"}])";
+  test::body_of(patch_bad) = R"([{"op":"explode","path":"/v"}])";
   Outcome bad_patch = write(patch_bad, 400);
   EXPECT_FALSE(bad_patch.message.empty()) << bad_patch.raw;
   for (const Outcome& out : read_all(item_key(Op::kReadItem, db, "c", "p1", "a"), 200)) {
@@ -267,7 +267,7 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
     EXPECT_EQ(listed_ids(out.body), (std::set<std::string>{"a", "b"})) << out.raw;
   }
   Request list_p2 = container_req(Op::kListItems, db, "c");
-  list_p2.partition_key = "\"p2\"";
+  test::set_partition_key(list_p2, "\"p2\"");
   for (const Outcome& out : read_all(list_p2, 200)) {
     EXPECT_EQ(listed_ids(out.body), (std::set<std::string>{"b"})) << out.raw;
   }
@@ -305,7 +305,7 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
   // Expiry on every node, and `defaultTtl off` never resurrects (docs/ttl.md §4, §6).
   write(create_container(db, "e", "/pk", "1"), 201);
   Request to_none = container_req(Op::kUpdateContainer, db, "e");
-  to_none.settings.indexing = client::ContainerSettings::Indexing::kNone;
+  test::settings_of(to_none).indexing = client::ContainerSettings::Indexing::kNone;
   Outcome to_none_out = write(to_none, 400);
   EXPECT_EQ(to_none_out.message, kIndexingNoneMessage) << to_none_out.raw;
   Outcome own = write(item_write(Op::kCreateItem, db, "e", R"({"id":"own","pk":"p","ttl":1})"), 201);
@@ -334,7 +334,7 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
     }
   }
   Request set_off = container_req(Op::kUpdateContainer, db, "e");
-  set_off.settings.default_ttl = client::ContainerSettings::DefaultTtl::kRemove;
+  test::settings_of(set_off).default_ttl = client::ContainerSettings::DefaultTtl::kRemove;
   write(set_off, 200);
   read_all(item_key(Op::kReadItem, db, "e", "p", "own"), 404);
   read_all(item_key(Op::kReadItem, db, "e", "p", "inherits"), 404);

@@ -41,10 +41,10 @@ void write_items(client::Client& c, int64_t from, int64_t to) {
     std::vector<Request> batch;
     for (int64_t s = start; s < std::min(to, start + 100); ++s) {
       Request r;
-      r.op = Op::kUpsertItem;
+      r.operation = api::make_operation(Op::kUpsertItem);
       r.database = "d";
       r.container = "c";
-      r.body = R"({"id":"i)" + std::to_string(s) + R"(","pk":"p","seq":)" + std::to_string(s) + "}";
+      test::body_of(r) = R"({"id":"i)" + std::to_string(s) + R"(","pk":"p","seq":)" + std::to_string(s) + "}";
       batch.push_back(std::move(r));
     }
     const std::vector<Response> responses = c.execute_all(batch);
@@ -122,10 +122,10 @@ TEST(HostileDiskFaults, LogFsyncEioStopsTheNodeCleanlyWithTheCause) {
   const bool stopped = wait_until(
       [&] {
         Request r;
-        r.op = Op::kUpsertItem;
+        r.operation = api::make_operation(Op::kUpsertItem);
         r.database = "d";
         r.container = "c";
-        r.body = R"({"id":"late","pk":"p"})";
+        test::body_of(r) = R"({"id":"late","pk":"p"})";
         (void)c.execute(r);  // its outcome may be unknown (503): the leader dies while writing it
         return !cluster.running(leader);
       },

@@ -24,7 +24,7 @@ using client::Response;
 
 Request counter_incr() {
   Request r = item_key(Op::kPatchItem, "d", "c", "counter", "counter");
-  r.body = R"([{"op":"incr","path":"/n","value":1}])";
+  test::body_of(r) = R"([{"op":"incr","path":"/n","value":1}])";
   return r;
 }
 

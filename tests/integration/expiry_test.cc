@@ -127,12 +127,12 @@ void expiry_run(Cluster& cluster, client::Client& session_client, const ExpiryRu
   client::Client* clients[] = {&strong_client, &session_client, &bounded_client, &eventual_client};
 
   Request container;
-  container.op = Op::kCreateContainer;
+  container.operation = api::make_operation(Op::kCreateContainer);
   container.database = "d";
   container.container = options.container;
-  container.settings.partition_key_path = "/pk";
-  container.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-  container.settings.default_ttl_json = "2";
+  test::settings_of(container).partition_key_path = "/pk";
+  test::settings_of(container).default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+  test::settings_of(container).default_ttl_json = "2";
   ASSERT_EQ(session_client.execute(container).status, 201);
 
   // The items and their ttls (0: inherit the container's 2 s), created in waves from inside the poll loop so that
@@ -178,11 +178,11 @@ void expiry_run(Cluster& cluster, client::Client& session_client, const ExpiryRu
     Stream& stream = streams[s];
     StreamItem& state = items[i].per[s];
     Request r;
-    r.op = Op::kReadItem;
+    r.operation = api::make_operation(Op::kReadItem);
     r.database = "d";
     r.container = options.container;
-    r.partition_key = "\"" + items[i].pk + "\"";
-    r.id = items[i].id;
+    test::set_partition_key(r, "\"" + items[i].pk + "\"");
+    test::id_of(r) = items[i].id;
     r.options.consistency = kLevels[stream.level];
     r.endpoint = stream.node;
     state.in_flight = true;
@@ -238,10 +238,10 @@ void expiry_run(Cluster& cluster, client::Client& session_client, const ExpiryRu
       ++waves_issued;
       for (size_t i = from; i < to; ++i) {
         Request r;
-        r.op = Op::kCreateItem;
+        r.operation = api::make_operation(Op::kCreateItem);
         r.database = "d";
         r.container = options.container;
-        r.body = items[i].body;
+        test::body_of(r) = items[i].body;
         ++creates_pending;
         const int64_t sent = wall_micros();
         tasks.add(session_client.execute_async(r).then([&, i, sent](Response response) {
@@ -465,7 +465,7 @@ void expiry_run(Cluster& cluster, client::Client& session_client, const ExpiryRu
   // Finally, nothing is listed anywhere.
   for (size_t n = 1; n <= cluster.size(); ++n) {
     Request list;
-    list.op = Op::kListItems;
+    list.operation = api::make_operation(Op::kListItems);
     list.database = "d";
     list.container = options.container;
     list.options.consistency = Consistency::kStrong;
@@ -479,7 +479,7 @@ void expiry_run(Cluster& cluster, client::Client& session_client, const ExpiryRu
 
 void create_database(client::Client& c) {
   Request db;
-  db.op = Op::kCreateDatabase;
+  db.operation = api::make_operation(Op::kCreateDatabase);
   db.database = "d";
   ASSERT_EQ(c.execute(db).status, 201);
 }
@@ -521,13 +521,13 @@ TEST(IntegrationExpiry, ClockSkewSameDecisionsAndTimeNeverMovesBackwards) {
 
   // Leadership moves to node 2 (10 s behind node 1): replicated time never moves backwards.
   Request write;
-  write.op = Op::kUpsertItem;
+  write.operation = api::make_operation(Op::kUpsertItem);
   write.database = "d";
   write.container = "x";
   int64_t last_ts = 0;
   int writes = 0;
   auto write_one = [&](const std::string& when) {
-    write.body = R"({"id":"t)" + std::to_string(++writes) + R"(","pk":"p","ttl":-1})";
+    test::body_of(write) = R"({"id":"t)" + std::to_string(++writes) + R"(","pk":"p","ttl":-1})";
     const Response r = session_client.execute(write);
     EXPECT_TRUE(r.ok()) << when << ": " << r.status << " " << r.message;
     EXPECT_GE(r.ts, last_ts) << when << ": _ts moved backwards";

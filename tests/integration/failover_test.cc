@@ -23,19 +23,17 @@ using client::Response;
 
 Request upsert(const std::string& id, int64_t seq) {
   Request r;
-  r.op = Op::kUpsertItem;
   r.database = "d";
   r.container = "c";
-  r.body = R"({"id":")" + id + R"(","pk":"p)" + std::to_string(seq % 16) + R"(","seq":)" + std::to_string(seq) + "}";
+  r.operation = api::UpsertItem{.body = R"({"id":")" + id + R"(","pk":"p)" + std::to_string(seq % 16) + R"(","seq":)" +
+                                        std::to_string(seq) + "}"};
   return r;
 }
 Request read(const std::string& id, int64_t seq, Consistency consistency) {
   Request r;
-  r.op = Op::kReadItem;
   r.database = "d";
   r.container = "c";
-  r.partition_key = "\"p" + std::to_string(seq % 16) + "\"";
-  r.id = id;
+  r.operation = api::ReadItem{.partition_key = "\"p" + std::to_string(seq % 16) + "\"", .id = id};
   r.options.consistency = consistency;
   return r;
 }
@@ -48,14 +46,13 @@ int64_t seq_of(const Response& response) {
 
 void setup(client::Client& c) {
   Request db;
-  db.op = Op::kCreateDatabase;
+  db.operation = api::make_operation(Op::kCreateDatabase);
   db.database = "d";
   ASSERT_EQ(c.execute(db).status, 201);
   Request container;
-  container.op = Op::kCreateContainer;
   container.database = "d";
   container.container = "c";
-  container.settings.partition_key_path = "/pk";
+  container.operation = api::CreateContainer{.settings = {.partition_key_path = "/pk"}};
   ASSERT_EQ(c.execute(container).status, 201);
 }
 
@@ -470,7 +467,7 @@ TEST(IntegrationFailover, RequestLinksReconnectAfterThePeerRestarts) {
   client::Client through_one(pinned);
   auto status_through_one = [&] {
     Request status;
-    status.op = Op::kClusterStatus;
+    status.operation = api::make_operation(Op::kClusterStatus);
     status.endpoint = 1;
     return through_one.execute(status);
   };

@@ -24,7 +24,7 @@
 #include <iostream>
 #include <thread>
 
-#include "client/wire.h"
+#include "api/codec.h"
 #include "proto/mayfly.capnp.h"
 #include "tests/integration/cluster_harness.h"
 #include "tests/integration/proc_status.h"
@@ -228,7 +228,9 @@ TEST(FairShare, AClientThatNeverReadsItsRepliesIsClosedAndTheNodeStaysSmall) {
     call.setMethodId(0);  // openSession
     call.initParams().getContent().initAs<proto::Mayfly::OpenSessionParams>();
   }));
-  const Request read = item_key(Op::kReadItem, "d", "c", "p", "big");
+  // As the client library sends it: eventual, no session token.
+  Request read = item_key(Op::kReadItem, "d", "c", "p", "big");
+  read.options.consistency = client::Consistency::kEventual;
   constexpr uint32_t kCalls = 400;
   uint32_t written = 0;
   for (uint32_t i = 0; i < kCalls; ++i) {
@@ -241,7 +243,7 @@ TEST(FairShare, AClientThatNeverReadsItsRepliesIsClosedAndTheNodeStaysSmall) {
       call.setInterfaceId(capnp::typeId<proto::Session>());
       call.setMethodId(0);  // execute
       auto params = call.initParams().getContent().initAs<proto::Session::ExecuteParams>();
-      client::encode_request(read, client::Consistency::kEventual, std::string(), params.initRequest());
+      api::encode_request(read, params.initRequest());
     });
     if (!ok) break;
     ++written;

@@ -29,10 +29,10 @@ constexpr int64_t kSecond = 1'000'000;
 // Live items of fdb/c on `node` at the session token (a cross-partition COUNT).
 int64_t live_items(client::Client& reader, size_t node, const std::string& token) {
   Request count;
-  count.op = Op::kQuery;
+  count.operation = api::make_operation(Op::kQuery);
   count.database = "fdb";
   count.container = "c";
-  count.sql = "SELECT VALUE COUNT(1) FROM c";
+  test::operation_of<api::Query>(count).sql = "SELECT VALUE COUNT(1) FROM c";
   count.endpoint = node;
   count.options.consistency = Consistency::kSession;
   count.options.session_token = token;
@@ -77,11 +77,11 @@ TEST(Forecast, EveryNodeForecastsWhatThenExpiresMinuteByMinute) {
   int64_t expiring_day = 0;  // items that expire within 24 h
   for (size_t i = 0; i < ttls.size(); ++i) {
     Request create;
-    create.op = Op::kCreateItem;
     create.database = "fdb";
     create.container = "c";
-    create.body = "{\"id\":\"i" + std::to_string(i) + "\",\"pk\":\"p" + std::to_string(i % 3) + "\"" +
-                  (ttls[i].empty() ? "" : ",\"ttl\":" + ttls[i]) + "}";
+    create.operation = api::CreateItem{.body = "{\"id\":\"i" + std::to_string(i) + "\",\"pk\":\"p" +
+                                               std::to_string(i % 3) + "\"" +
+                                               (ttls[i].empty() ? "" : ",\"ttl\":" + ttls[i]) + "}"};
     const Response created = writer.execute(create);
     ASSERT_EQ(created.status, 201) << created.message;
     if (ttls[i] != "-1") ++expiring_day;

@@ -137,11 +137,11 @@ TEST(IntegrationGc, FullLoadStarvesTheCollectorOnEveryNodeThenTheBacklogDrains) 
 
   ASSERT_EQ(client.execute(db_req(Op::kCreateDatabase, kDb)).status, 201);
   Request create = create_container(kDb, "busy", "/pk", "-1");  // TTL on; items bring their own ttl
-  create.settings.throughput = client::ContainerSettings::Throughput::kProvisioned;
+  test::settings_of(create).throughput = client::ContainerSettings::Throughput::kProvisioned;
   // A sanitized node answers several times more slowly: there the budget is smaller (100 RU/s: the writes below take
   // ~2 s, retried on 429) and the items live longer, so its readers still outrun the budget every second.
   const uint32_t budget = static_cast<uint32_t>(testing_env::size_for_build(400, 100));
-  create.settings.provisioned_ru_per_second = budget;
+  test::settings_of(create).provisioned_ru_per_second = budget;
   ASSERT_EQ(client.execute(create).status, 201);
   constexpr int kItems = 40;  // 200 RU of writes: within one second's budget (normal build)
   const int kTtl = static_cast<int>(testing_env::size_for_build(3, 12));  // the load is on before any expires
@@ -299,8 +299,8 @@ TEST(IntegrationGc, OverBudgetRequestsAre429WithRetryAfterApplyNothingAndClientR
   client::Client client(cluster.client_options());
   ASSERT_EQ(client.execute(db_req(Op::kCreateDatabase, kDb)).status, 201);
   Request create = create_container(kDb, "tight", "/pk");
-  create.settings.throughput = client::ContainerSettings::Throughput::kProvisioned;
-  create.settings.provisioned_ru_per_second = 50;  // ten 1 KB writes a second
+  test::settings_of(create).throughput = client::ContainerSettings::Throughput::kProvisioned;
+  test::settings_of(create).provisioned_ru_per_second = 50;  // ten 1 KB writes a second
   ASSERT_EQ(client.execute(create).status, 201);
 
   // Without retries: write until the budget runs out; the 429 says when to come back, and its item is not written.
@@ -344,7 +344,7 @@ TEST(IntegrationGc, OverBudgetRequestsAre429WithRetryAfterApplyNothingAndClientR
   client::Client writer(retrying);
   for (const Request& write : writes) {
     const Response response = writer.execute(write);
-    EXPECT_EQ(response.status, 201) << write.body << ": " << response.message;
+    EXPECT_EQ(response.status, 201) << test::body_of(write) << ": " << response.message;
   }
   std::optional<Scrape> on_leader = cluster.scrape(leader);
   ASSERT_TRUE(on_leader.has_value());

@@ -324,8 +324,8 @@ TEST(Keys, RepeatedAdvanceClockStopsAtItsBoundAndFollowersKeepApplying) {
   // The largest advance, again and again (an admin key's worth of attack, or a script gone wrong): ~120 reach the
   // bound (year 9999). Without it, ~2,100 would pass 2^62 µs, where followers refuse the leader's entries.
   Request advance;
-  advance.op = Op::kAdvanceClock;
-  advance.duration = "2147483647s";
+  advance.operation = api::make_operation(Op::kAdvanceClock);
+  test::operation_of<api::AdvanceClock>(advance).duration = "2147483647s";
   int advanced = 0;
   client::Response last;
   const auto deadline = Clock::now() + std::chrono::seconds(180);

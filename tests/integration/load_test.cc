@@ -158,10 +158,10 @@ TEST(Load, LongQueriesOnTheLeaderDoNotDelayItsHeartbeats) {
   const std::optional<NodeStatus> before = cluster.status(leader);
   ASSERT_TRUE(before.has_value());
   Request query;
-  query.op = Op::kQuery;
+  query.operation = api::make_operation(Op::kQuery);
   query.database = "q";
   query.container = "c";
-  query.sql = "SELECT VALUE COUNT(1) FROM c WHERE ARRAY_LENGTH(c.v) = 7";
+  test::operation_of<api::Query>(query).sql = "SELECT VALUE COUNT(1) FROM c WHERE ARRAY_LENGTH(c.v) = 7";
   query.endpoint = leader;
   query.options.consistency = client::Consistency::kEventual;
   const auto started = Clock::now();

@@ -17,7 +17,7 @@ using client::Request;
 Request query_req(const std::string& sql, std::optional<Consistency> consistency = std::nullopt,
                   uint32_t max_items = 0) {
   Request r = container_req(Op::kQuery, "d", "c");
-  r.sql = sql;
+  test::operation_of<api::Query>(r).sql = sql;
   r.options.consistency = consistency;
   r.options.max_items = max_items;
   return r;

@@ -181,8 +181,8 @@ TEST(Scans, ExpiringRestartingAndCollectingALargeBacklogMovesNoLeader) {
   client::Client admin(cluster.client_options());
   ASSERT_EQ(admin.execute(db_req(Op::kCreateDatabase, kDb)).status, 201);
   Request create = create_container(kDb, kContainer, "/pk", "86400");
-  create.settings.throughput = client::ContainerSettings::Throughput::kProvisioned;
-  create.settings.provisioned_ru_per_second = 1'000'000'000;
+  test::settings_of(create).throughput = client::ContainerSettings::Throughput::kProvisioned;
+  test::settings_of(create).provisioned_ru_per_second = 1'000'000'000;
   ASSERT_EQ(admin.execute(create).status, 201);
 
   const Clock::time_point fill_start = Clock::now();
@@ -208,9 +208,9 @@ TEST(Scans, ExpiringRestartingAndCollectingALargeBacklogMovesNoLeader) {
 
   // 1. Every item expires at once (the newest a second after its write). Only the count runs.
   Request expire = container_req(Op::kUpdateContainer, kDb, kContainer);
-  expire.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-  expire.settings.default_ttl_json = "1";
-  expire.settings.force = true;  // it expires the whole container on purpose (the guard would refuse it)
+  test::settings_of(expire).default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+  test::settings_of(expire).default_ttl_json = "1";
+  test::settings_of(expire).force = true;  // it expires the whole container on purpose (the guard would refuse it)
   const Response changed = admin.execute(expire);
   ASSERT_TRUE(changed.ok()) << changed.status << " " << changed.message;
   const Clock::time_point change_at = Clock::now();
@@ -243,7 +243,7 @@ TEST(Scans, ExpiringRestartingAndCollectingALargeBacklogMovesNoLeader) {
 
   // 3. Serverless: the collectors drain it.
   Request serverless = container_req(Op::kUpdateContainer, kDb, kContainer);
-  serverless.settings.throughput = client::ContainerSettings::Throughput::kServerless;
+  test::settings_of(serverless).throughput = client::ContainerSettings::Throughput::kServerless;
   const Response drained = admin.execute(serverless);
   ASSERT_TRUE(drained.ok()) << drained.status << " " << drained.message;
   const Clock::time_point drain_at = Clock::now();

@@ -44,29 +44,25 @@ std::vector<std::pair<std::string, Request>> every_write_and_admin(uint64_t memb
   ops.emplace_back("deleteDatabase", db_req(Op::kDeleteDatabase, "sec"));
   ops.emplace_back("createContainer", create_container("sec", "c2", "/pk"));
   Request update = container_req(Op::kUpdateContainer, "sec", "c");
-  update.settings.default_ttl = client::ContainerSettings::DefaultTtl::kSet;
-  update.settings.default_ttl_json = "5";
+  test::settings_of(update).default_ttl = client::ContainerSettings::DefaultTtl::kSet;
+  test::settings_of(update).default_ttl_json = "5";
   ops.emplace_back("updateContainer", update);
   ops.emplace_back("deleteContainer", container_req(Op::kDeleteContainer, "sec", "c"));
   ops.emplace_back("createItem", item_write(Op::kCreateItem, "sec", "c", R"({"id":"b","pk":"p"})"));
   ops.emplace_back("upsertItem", item_write(Op::kUpsertItem, "sec", "c", R"({"id":"a","pk":"p","v":2})"));
   ops.emplace_back("replaceItem", item_write(Op::kReplaceItem, "sec", "c", R"({"id":"a","pk":"p","v":3})"));
   Request patch = item_key(Op::kPatchItem, "sec", "c", "p", "a");
-  patch.body = R"([{"op":"set","path":"/v","value":4}])";
+  test::body_of(patch) = R"([{"op":"set","path":"/v","value":4}])";
   ops.emplace_back("patchItem", patch);
   ops.emplace_back("deleteItem", item_key(Op::kDeleteItem, "sec", "c", "p", "a"));
   Request add;
-  add.op = Op::kAddMember;
-  add.member_id = member;
-  add.member_address = "127.0.0.1:9";
+  add.operation = api::AddMember{.id = member, .address = "127.0.0.1:9"};
   ops.emplace_back("addMember", add);
   Request remove;
-  remove.op = Op::kRemoveMember;
-  remove.member_id = 2;
+  remove.operation = api::RemoveMember{.id = 2};
   ops.emplace_back("removeMember", remove);
   Request transfer;
-  transfer.op = Op::kTransferLeader;
-  transfer.member_id = 2;
+  transfer.operation = api::TransferLeader{.id = 2};
   ops.emplace_back("transferLeader", transfer);
   return ops;
 }
@@ -94,7 +90,7 @@ Fingerprint fingerprint(Cluster& cluster, client::Client& admin) {
   out.item_etag = item.etag;
   out.item_body = item.body;
   Request status;
-  status.op = Op::kClusterStatus;
+  status.operation = api::make_operation(Op::kClusterStatus);
   const boost::json::value parsed = parse_json(run(admin, status).body);
   if (parsed.is_object() && parsed.as_object().contains("nodes")) out.members = parsed.at("nodes").as_array().size();
   (void)cluster;
@@ -157,12 +153,12 @@ TEST(Security, ReadOnlyKeyReadsButEveryWriteAndAdminOpIs403) {
     EXPECT_EQ(run(reader, item_key(Op::kReadItem, "sec", "c", "p", "a"), node).status, 200);
     EXPECT_EQ(run(reader, container_req(Op::kListItems, "sec", "c"), node).status, 200);
     Request query = container_req(Op::kQuery, "sec", "c");
-    query.sql = "SELECT VALUE COUNT(1) FROM c";
+    test::operation_of<api::Query>(query).sql = "SELECT VALUE COUNT(1) FROM c";
     EXPECT_EQ(run(reader, query, node).status, 200);
     EXPECT_EQ(run(reader, db_req(Op::kListContainers, "sec"), node).status, 200);
     EXPECT_EQ(run(reader, container_req(Op::kGetContainer, "sec", "c"), node).status, 200);
     Request status;
-    status.op = Op::kClusterStatus;
+    status.operation = api::make_operation(Op::kClusterStatus);
     EXPECT_EQ(run(reader, status, node).status, 200);
   }
   EXPECT_EQ(fingerprint(cluster, admin), before);
@@ -174,7 +170,7 @@ TEST(Security, ReadWriteKeyWritesDataButCannotChangeMembership) {
   prepare(cluster, admin);
   client::Client writer(with_key(cluster, cluster.readwrite_key()));
   for (auto& [name, request] : every_write_and_admin(9)) {
-    if (!is_admin_op(request.op)) continue;
+    if (!is_admin_op(request.kind())) continue;
     const client::Response response = run(writer, request);
     EXPECT_EQ(response.status, 403) << name << ": " << response.message;
   }

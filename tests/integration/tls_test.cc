@@ -194,7 +194,7 @@ TEST(Tls, NodeWithCertificateOfAnotherCaIsCutOff) {
   std::this_thread::sleep_for(milliseconds(1000));
   EXPECT_EQ(run(rogue_client, read, 1).status, 404);
   Request status;
-  status.op = Op::kClusterStatus;
+  status.operation = api::make_operation(Op::kClusterStatus);
   const client::Response own = run(rogue_client, status, 1);
   ASSERT_EQ(own.status, 200) << own.message;
   EXPECT_EQ(parse_json(own.body).at("leader").as_int64(), 0) << own.body;  // it never heard of the leader
@@ -221,7 +221,7 @@ TEST(Tls, CertificateMustNameTheHostDialled) {
   client::ClientOptions options = quick(cluster.client_options());
   client::Client client(options);
   Request status;
-  status.op = Op::kClusterStatus;
+  status.operation = api::make_operation(Op::kClusterStatus);
   // The client refuses node 3 (its certificate does not name 127.0.0.1)...
   const client::Response refused = run(client, status, 3);
   EXPECT_EQ(refused.status, 503) << refused.message;

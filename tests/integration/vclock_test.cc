@@ -53,20 +53,20 @@ std::pair<int, std::string> run_refused_node(Cluster& cluster, size_t n, const s
 
 Request item_write(const std::string& body) {
   Request request;
-  request.op = Op::kCreateItem;
+  request.operation = api::make_operation(Op::kCreateItem);
   request.database = "vdb";
   request.container = "c";
-  request.body = body;
+  test::body_of(request) = body;
   return request;
 }
 
 Request item_read(const std::string& id, size_t node, const std::string& session_token) {
   Request request;
-  request.op = Op::kReadItem;
+  request.operation = api::make_operation(Op::kReadItem);
   request.database = "vdb";
   request.container = "c";
-  request.partition_key = "\"p\"";
-  request.id = id;
+  test::set_partition_key(request, "\"p\"");
+  test::id_of(request) = id;
   request.endpoint = node;
   request.options.consistency = Consistency::kSession;
   request.options.session_token = session_token;

@@ -39,11 +39,11 @@ client::ClientOptions with_key(const Cluster& cluster, const std::string& key, u
 
 Request query_on(size_t node, const std::string& sql, const std::string& parameters = "") {
   Request query;
-  query.op = Op::kQuery;
+  query.operation = api::make_operation(Op::kQuery);
   query.database = "w";
   query.container = "c";
-  query.sql = sql;
-  query.parameters_json = parameters;
+  test::operation_of<api::Query>(query).sql = sql;
+  test::operation_of<api::Query>(query).parameters = parameters;
   query.endpoint = node;
   query.options.consistency = client::Consistency::kEventual;
   return query;
@@ -51,7 +51,7 @@ Request query_on(size_t node, const std::string& sql, const std::string& paramet
 
 Request list_on(size_t node) {
   Request list;
-  list.op = Op::kListItems;
+  list.operation = api::make_operation(Op::kListItems);
   list.database = "w";
   list.container = "c";
   list.endpoint = node;
@@ -228,8 +228,8 @@ TEST(WorkLimits, ChangeFeedPagesStopAtTheByteLimitAndTheReaderMovesOn) {
     client::Client admin(cluster.client_options());
     ASSERT_EQ(admin.execute(db_req(Op::kCreateDatabase, "w")).status, 201);
     Request create = create_container("w", "c", "/pk");
-    create.settings.change_feed = client::ContainerSettings::ChangeFeed::kOn;
-    create.settings.change_feed_retention_seconds = 3600;
+    test::settings_of(create).change_feed = client::ContainerSettings::ChangeFeed::kOn;
+    test::settings_of(create).change_feed_retention_seconds = 3600;
     ASSERT_EQ(admin.execute(create).status, 201);
   }
   constexpr int kVersions = 20;
@@ -246,12 +246,12 @@ TEST(WorkLimits, ChangeFeedPagesStopAtTheByteLimitAndTheReaderMovesOn) {
 
   client::Client reader(with_key(cluster, cluster.readonly_key(), 30000));
   Request read;
-  read.op = Op::kReadChangeFeed;
+  read.operation = api::make_operation(Op::kReadChangeFeed);
   read.database = "w";
   read.container = "c";
   read.endpoint = node;
   read.options.consistency = client::Consistency::kEventual;
-  read.change_feed.max_items = 100;
+  test::operation_of<api::ReadChangeFeed>(read).max_items = 100;
   std::vector<int64_t> versions;
   size_t largest = 0;
   bool caught_up = false;
@@ -267,8 +267,8 @@ TEST(WorkLimits, ChangeFeedPagesStopAtTheByteLimitAndTheReaderMovesOn) {
       EXPECT_FALSE(changes.empty()) << "a page that is not caught up brought no change";
     }
     for (const bj::value& change : changes) versions.push_back(change.at("current").at("n").as_int64());
-    read.change_feed.from = client::ChangeFeedRead::From::kContinuation;
-    read.change_feed.continuation = std::string(body.at("continuation").as_string());
+    test::operation_of<api::ReadChangeFeed>(read).from = client::ReadChangeFeed::From::kContinuation;
+    test::operation_of<api::ReadChangeFeed>(read).continuation = std::string(body.at("continuation").as_string());
   }
   std::printf("%zu changes, largest page %zu bytes\n", versions.size(), largest);
   EXPECT_TRUE(caught_up);

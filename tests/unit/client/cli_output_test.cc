@@ -90,7 +90,7 @@ TEST(CliOutput, ClusterStatusOneRowPerMemberWithLagAndErrors) {
   EXPECT_NE(table.rows[2][8].find("unreachable"), std::string::npos);
 
   Request request;
-  request.op = Op::kClusterStatus;
+  request.operation = make_operation(Op::kClusterStatus);
   Response response;
   response.status = 200;
   response.body = body;
@@ -140,7 +140,7 @@ TEST(CliOutput, ProjectionsWithoutIdsShowTheirOwnFields) {
 
 TEST(CliOutput, QueryValuesAndFooterWithContinuation) {
   Request request;
-  request.op = Op::kQuery;
+  request.operation = make_operation(Op::kQuery);
   Response response;
   response.status = 200;
   response.body = R"(["a","b",3])";
@@ -173,13 +173,13 @@ TEST(CliOutput, ContainersDatabasesSingleItemsAndErrors) {
   EXPECT_EQ(containers.rows[1][5], "off");
 
   Request request;
-  request.op = Op::kListDatabases;
+  request.operation = make_operation(Op::kListDatabases);
   Response response;
   response.status = 200;
   response.body = R"(["shop","zoo"])";
   EXPECT_NE(format_response_table(request, response, "").out.find("| zoo  |"), std::string::npos);
 
-  request.op = Op::kReadItem;
+  request.operation = make_operation(Op::kReadItem);
   response.body = R"({"id":"a","user":"ana"})";
   response.etag = "\"5\"";
   response.served_by = 2;
@@ -188,7 +188,7 @@ TEST(CliOutput, ContainersDatabasesSingleItemsAndErrors) {
   EXPECT_NE(item.find("| user  | ana   |"), std::string::npos) << item;
   EXPECT_NE(item.find("OK (200), 0.00 RU, node 2, etag \"5\""), std::string::npos) << item;
 
-  request.op = Op::kDeleteItem;
+  request.operation = make_operation(Op::kDeleteItem);
   response.status = 204;
   response.body.clear();
   EXPECT_EQ(format_response_table(request, response, "").out.rfind("OK (204)", 0), 0u);

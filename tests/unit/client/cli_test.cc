@@ -11,6 +11,7 @@
 
 #include "client/cli.h"
 #include "client/forecast_cli.h"
+#include "tests/request_fields.h"
 
 namespace mayfly::client {
 namespace {
@@ -39,38 +40,39 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 }
 
 TEST(CliParse, ClusterCommands) {
-  EXPECT_EQ(request_of({"cluster", "status"}).op, Op::kClusterStatus);
+  EXPECT_EQ(request_of({"cluster", "status"}).kind(), Op::kClusterStatus);
   const Request add = request_of({"cluster", "add-member", "4", "10.0.0.4:7101"});
-  EXPECT_EQ(add.op, Op::kAddMember);
-  EXPECT_EQ(add.member_id, 4u);
-  EXPECT_EQ(add.member_address, "10.0.0.4:7101");
+  EXPECT_EQ(add.kind(), Op::kAddMember);
+  EXPECT_EQ(test::operation_of<api::AddMember>(add).id, 4u);
+  EXPECT_EQ(test::operation_of<api::AddMember>(add).address, "10.0.0.4:7101");
   const Request remove = request_of({"cluster", "remove-member", "2"});
-  EXPECT_EQ(remove.op, Op::kRemoveMember);
-  EXPECT_EQ(remove.member_id, 2u);
+  EXPECT_EQ(remove.kind(), Op::kRemoveMember);
+  EXPECT_EQ(test::operation_of<api::RemoveMember>(remove).id, 2u);
   const Request transfer = request_of({"cluster", "transfer-leader", "3"});
-  EXPECT_EQ(transfer.op, Op::kTransferLeader);
-  EXPECT_EQ(transfer.member_id, 3u);
+  EXPECT_EQ(transfer.kind(), Op::kTransferLeader);
+  EXPECT_EQ(test::operation_of<api::TransferLeader>(transfer).id, 3u);
 }
 
 TEST(CliParse, AdvanceClockAndTtlChangeOptions) {
   const Request advance = request_of({"cluster", "advance-clock", "90s"});
-  EXPECT_EQ(advance.op, Op::kAdvanceClock);
-  EXPECT_EQ(advance.duration, "90s");  // validated by the server (400), like defaultTtl
+  EXPECT_EQ(advance.kind(), Op::kAdvanceClock);
+  // Validated by the server (400), like defaultTtl.
+  EXPECT_EQ(test::operation_of<api::AdvanceClock>(advance).duration, "90s");
   expect_usage_error({"cluster", "advance-clock"}, "DURATION");
   const Request dry = request_of({"container", "set", "shop", "carts", "--default-ttl", "60", "--dry-run"});
-  EXPECT_TRUE(dry.settings.dry_run);
-  EXPECT_FALSE(dry.settings.force);
+  EXPECT_TRUE(test::settings_of(dry).dry_run);
+  EXPECT_FALSE(test::settings_of(dry).force);
   const Request forced = request_of({"container", "set", "shop", "carts", "--default-ttl", "60", "--force"});
-  EXPECT_TRUE(forced.settings.force);
-  EXPECT_FALSE(forced.settings.dry_run);
+  EXPECT_TRUE(test::settings_of(forced).force);
+  EXPECT_FALSE(test::settings_of(forced).dry_run);
   const Request plain = request_of({"container", "set", "shop", "carts", "--default-ttl", "60"});
-  EXPECT_FALSE(plain.settings.force || plain.settings.dry_run);
+  EXPECT_FALSE(test::settings_of(plain).force || test::settings_of(plain).dry_run);
 }
 
 TEST(CliParse, BackupCreate) {
   const CliParse parsed = parse({"backup", "create", "--out", "x.mfb", "--node", "2"});
   ASSERT_TRUE(parsed.command.has_value()) << parsed.error;
-  EXPECT_EQ(parsed.command->request.op, Op::kBackupOpen);
+  EXPECT_EQ(parsed.command->request.kind(), Op::kBackupOpen);
   EXPECT_EQ(parsed.command->backup_out, "x.mfb");
   EXPECT_EQ(parsed.command->backup_node, 2u);
   EXPECT_EQ(parse({"backup", "create", "--out", "y.mfb"}).command->backup_node, 0u);
@@ -81,12 +83,12 @@ TEST(CliParse, BackupCreate) {
 TEST(CliParse, ContainerForecast) {
   const CliParse parsed = parse({"container", "forecast", "shop", "carts", "--node", "2"});
   ASSERT_TRUE(parsed.command.has_value()) << parsed.error;
-  EXPECT_EQ(parsed.command->request.op, Op::kContainerForecast);
+  EXPECT_EQ(parsed.command->request.kind(), Op::kContainerForecast);
   EXPECT_EQ(parsed.command->request.database, "shop");
   EXPECT_EQ(parsed.command->request.container, "carts");
   EXPECT_EQ(parsed.command->forecast_node, 2u);
   EXPECT_EQ(parse({"container", "forecast", "shop", "carts"}).command->forecast_node, 0u);  // every node
-  EXPECT_FALSE(is_write(Op::kContainerForecast));
+  EXPECT_FALSE(api::changes_state(Op::kContainerForecast));
   expect_usage_error({"container", "forecast", "shop"}, "CONTAINER");
   expect_usage_error({"container", "forecast", "shop", "carts", "--node", "0"}, "--node");
 }
@@ -94,14 +96,14 @@ TEST(CliParse, ContainerForecast) {
 TEST(CliParse, ContainerChangeFeedSetting) {
   const Request on = request_of({"container", "create", "shop", "carts", "--pk", "/user", "--change-feed", "on",
                                  "--change-feed-retention", "600"});
-  EXPECT_EQ(on.settings.change_feed, ContainerSettings::ChangeFeed::kOn);
-  EXPECT_EQ(on.settings.change_feed_retention_seconds, 600u);
+  EXPECT_EQ(test::settings_of(on).change_feed, ContainerSettings::ChangeFeed::kOn);
+  EXPECT_EQ(test::settings_of(on).change_feed_retention_seconds, 600u);
   const Request on_default = request_of({"container", "set", "shop", "carts", "--change-feed", "on"});
-  EXPECT_EQ(on_default.settings.change_feed, ContainerSettings::ChangeFeed::kOn);
-  EXPECT_EQ(on_default.settings.change_feed_retention_seconds, 0u);  // the leader's --changefeed-retention
-  EXPECT_EQ(request_of({"container", "set", "shop", "carts", "--change-feed", "off"}).settings.change_feed,
+  EXPECT_EQ(test::settings_of(on_default).change_feed, ContainerSettings::ChangeFeed::kOn);
+  EXPECT_EQ(test::settings_of(on_default).change_feed_retention_seconds, 0u);  // the leader's --changefeed-retention
+  EXPECT_EQ(test::settings_of(request_of({"container", "set", "shop", "carts", "--change-feed", "off"})).change_feed,
             ContainerSettings::ChangeFeed::kOff);
-  EXPECT_EQ(request_of({"container", "set", "shop", "carts", "--indexing", "none"}).settings.change_feed,
+  EXPECT_EQ(test::settings_of(request_of({"container", "set", "shop", "carts", "--indexing", "none"})).change_feed,
             ContainerSettings::ChangeFeed::kUnchanged);
   expect_usage_error({"container", "set", "shop", "carts", "--change-feed", "maybe"}, "--change-feed");
   expect_usage_error({"container", "set", "shop", "carts", "--change-feed-retention", "60"}, "--change-feed on");
@@ -118,29 +120,30 @@ TEST(CliParse, Changefeed) {
   const CliParse parsed = parse({"changefeed", "shop", "carts"});
   ASSERT_TRUE(parsed.command.has_value()) << parsed.error;
   const Request plain = parsed.command->request;
-  EXPECT_EQ(plain.op, Op::kReadChangeFeed);
-  EXPECT_FALSE(is_write(Op::kReadChangeFeed));
+  EXPECT_EQ(plain.kind(), Op::kReadChangeFeed);
+  EXPECT_FALSE(api::changes_state(Op::kReadChangeFeed));
   EXPECT_EQ(plain.database, "shop");
   EXPECT_EQ(plain.container, "carts");
-  EXPECT_EQ(plain.change_feed, ChangeFeedRead{});  // all, from the beginning, the server's page size, no wait
+  // All, from the beginning, the server's page size, no wait.
+  EXPECT_EQ(test::operation_of<ReadChangeFeed>(plain), ReadChangeFeed{});
   EXPECT_FALSE(parsed.command->follow);
 
   const CliParse follow = parse({"changefeed", "shop", "carts", "--mode", "latest", "--from", "now",
                                  "--only-expirations", "--max-items", "5", "--follow"});
   ASSERT_TRUE(follow.command.has_value()) << follow.error;
-  const ChangeFeedRead& read = follow.command->request.change_feed;
-  EXPECT_EQ(read.mode, ChangeFeedRead::Mode::kLatest);
-  EXPECT_EQ(read.from, ChangeFeedRead::From::kNow);
+  const ReadChangeFeed& read = test::operation_of<ReadChangeFeed>(follow.command->request);
+  EXPECT_EQ(read.mode, ReadChangeFeed::Mode::kLatest);
+  EXPECT_EQ(read.from, ReadChangeFeed::From::kNow);
   EXPECT_TRUE(read.only_expirations);
   EXPECT_EQ(read.max_items, 5u);
   EXPECT_TRUE(follow.command->follow);
 
   const Request at = request_of({"changefeed", "shop", "carts", "--from", "1700000000.25"});
-  EXPECT_EQ(at.change_feed.from, ChangeFeedRead::From::kTime);
-  EXPECT_EQ(at.change_feed.time_micros, 1'700'000'000'250'000);
+  EXPECT_EQ(test::operation_of<ReadChangeFeed>(at).from, ReadChangeFeed::From::kTime);
+  EXPECT_EQ(test::operation_of<ReadChangeFeed>(at).time_micros, 1'700'000'000'250'000);
   const Request resumed = request_of({"changefeed", "shop", "carts", "--continuation", "01ab"});
-  EXPECT_EQ(resumed.change_feed.from, ChangeFeedRead::From::kContinuation);
-  EXPECT_EQ(resumed.change_feed.continuation, "01ab");
+  EXPECT_EQ(test::operation_of<ReadChangeFeed>(resumed).from, ReadChangeFeed::From::kContinuation);
+  EXPECT_EQ(test::operation_of<ReadChangeFeed>(resumed).continuation, "01ab");
   EXPECT_TRUE(resumed.options.continuation.empty()) << "travels in the request, not in Options";
 
   expect_usage_error({"changefeed", "shop", "carts", "--from", "yesterday"}, "--from");
@@ -207,12 +210,12 @@ TEST(CliParse, ClusterUsageErrors) {
 
 TEST(CliParse, DatabaseCommands) {
   const Request create = request_of({"db", "create", "shop"});
-  EXPECT_EQ(create.op, Op::kCreateDatabase);
+  EXPECT_EQ(create.kind(), Op::kCreateDatabase);
   EXPECT_EQ(create.database, "shop");
   const Request remove = request_of({"db", "delete", "shop"});
-  EXPECT_EQ(remove.op, Op::kDeleteDatabase);
+  EXPECT_EQ(remove.kind(), Op::kDeleteDatabase);
   EXPECT_EQ(remove.database, "shop");
-  EXPECT_EQ(request_of({"db", "list"}).op, Op::kListDatabases);
+  EXPECT_EQ(request_of({"db", "list"}).kind(), Op::kListDatabases);
   expect_usage_error({"db", "create"}, "DB");
   expect_usage_error({"db", "rename", "a", "b"}, "subcommand");
 }
@@ -221,31 +224,31 @@ TEST(CliParse, ContainerCreateWithEverySetting) {
   const Request request = request_of(
       {"container", "create", "shop", "carts", "--pk", "/user", "--default-ttl", "3600", "--indexing", "consistent",
        "--throughput", "1000"});
-  EXPECT_EQ(request.op, Op::kCreateContainer);
+  EXPECT_EQ(request.kind(), Op::kCreateContainer);
   EXPECT_EQ(request.database, "shop");
   EXPECT_EQ(request.container, "carts");
-  EXPECT_EQ(request.settings.partition_key_path, "/user");
-  EXPECT_EQ(request.settings.default_ttl, ContainerSettings::DefaultTtl::kSet);
-  EXPECT_EQ(request.settings.default_ttl_json, "3600");
-  EXPECT_EQ(request.settings.indexing, ContainerSettings::Indexing::kConsistent);
-  EXPECT_EQ(request.settings.throughput, ContainerSettings::Throughput::kProvisioned);
-  EXPECT_EQ(request.settings.provisioned_ru_per_second, 1000u);
+  EXPECT_EQ(test::settings_of(request).partition_key_path, "/user");
+  EXPECT_EQ(test::settings_of(request).default_ttl, ContainerSettings::DefaultTtl::kSet);
+  EXPECT_EQ(test::settings_of(request).default_ttl_json, "3600");
+  EXPECT_EQ(test::settings_of(request).indexing, ContainerSettings::Indexing::kConsistent);
+  EXPECT_EQ(test::settings_of(request).throughput, ContainerSettings::Throughput::kProvisioned);
+  EXPECT_EQ(test::settings_of(request).provisioned_ru_per_second, 1000u);
 }
 
 TEST(CliParse, ContainerCreateDefaultsLeaveSettingsAbsent) {
   const Request request = request_of({"container", "create", "shop", "carts", "--pk", "/user"});
-  EXPECT_EQ(request.settings.default_ttl, ContainerSettings::DefaultTtl::kUnchanged);
-  EXPECT_EQ(request.settings.indexing, ContainerSettings::Indexing::kUnchanged);
-  EXPECT_EQ(request.settings.throughput, ContainerSettings::Throughput::kUnchanged);
+  EXPECT_EQ(test::settings_of(request).default_ttl, ContainerSettings::DefaultTtl::kUnchanged);
+  EXPECT_EQ(test::settings_of(request).indexing, ContainerSettings::Indexing::kUnchanged);
+  EXPECT_EQ(test::settings_of(request).throughput, ContainerSettings::Throughput::kUnchanged);
 }
 
 TEST(CliParse, ContainerCreateServerlessNoIndexingAndMinusOne) {
   const Request request = request_of(
       {"container", "create", "shop", "carts", "--pk", "/user", "--default-ttl", "-1", "--indexing", "none",
        "--serverless"});
-  EXPECT_EQ(request.settings.default_ttl_json, "-1");
-  EXPECT_EQ(request.settings.indexing, ContainerSettings::Indexing::kNone);
-  EXPECT_EQ(request.settings.throughput, ContainerSettings::Throughput::kServerless);
+  EXPECT_EQ(test::settings_of(request).default_ttl_json, "-1");
+  EXPECT_EQ(test::settings_of(request).indexing, ContainerSettings::Indexing::kNone);
+  EXPECT_EQ(test::settings_of(request).throughput, ContainerSettings::Throughput::kServerless);
 }
 
 TEST(CliParse, DefaultTtlTextReachesTheServerAsWritten) {
@@ -253,36 +256,36 @@ TEST(CliParse, DefaultTtlTextReachesTheServerAsWritten) {
   for (const std::string value : {"1.5", "0", "-2", "\"5\"", "null", "2147483648"}) {
     const Request request =
         request_of({"container", "set", "shop", "carts", "--default-ttl=" + value});
-    EXPECT_EQ(request.settings.default_ttl, ContainerSettings::DefaultTtl::kSet) << value;
-    EXPECT_EQ(request.settings.default_ttl_json, value);
+    EXPECT_EQ(test::settings_of(request).default_ttl, ContainerSettings::DefaultTtl::kSet) << value;
+    EXPECT_EQ(test::settings_of(request).default_ttl_json, value);
   }
 }
 
 TEST(CliParse, ContainerSet) {
   const Request off = request_of({"container", "set", "shop", "carts", "--default-ttl", "off"});
-  EXPECT_EQ(off.op, Op::kUpdateContainer);
-  EXPECT_EQ(off.settings.default_ttl, ContainerSettings::DefaultTtl::kRemove);
-  EXPECT_EQ(off.settings.partition_key_path, "");
+  EXPECT_EQ(off.kind(), Op::kUpdateContainer);
+  EXPECT_EQ(test::settings_of(off).default_ttl, ContainerSettings::DefaultTtl::kRemove);
+  EXPECT_EQ(test::settings_of(off).partition_key_path, "");
   const Request all = request_of(
       {"container", "set", "shop", "carts", "--default-ttl", "-1", "--indexing", "none", "--throughput", "500"});
-  EXPECT_EQ(all.settings.default_ttl, ContainerSettings::DefaultTtl::kSet);
-  EXPECT_EQ(all.settings.default_ttl_json, "-1");
-  EXPECT_EQ(all.settings.indexing, ContainerSettings::Indexing::kNone);
-  EXPECT_EQ(all.settings.provisioned_ru_per_second, 500u);
+  EXPECT_EQ(test::settings_of(all).default_ttl, ContainerSettings::DefaultTtl::kSet);
+  EXPECT_EQ(test::settings_of(all).default_ttl_json, "-1");
+  EXPECT_EQ(test::settings_of(all).indexing, ContainerSettings::Indexing::kNone);
+  EXPECT_EQ(test::settings_of(all).provisioned_ru_per_second, 500u);
   const Request nothing = request_of({"container", "set", "shop", "carts"});
-  EXPECT_EQ(nothing.settings, ContainerSettings{});
+  EXPECT_EQ(test::settings_of(nothing), ContainerSettings{});
   // "off" on create is what an absent defaultTtl already means.
   const Request create_off = request_of({"container", "create", "s", "c", "--pk", "/k", "--default-ttl", "off"});
-  EXPECT_EQ(create_off.settings.default_ttl, ContainerSettings::DefaultTtl::kUnchanged);
+  EXPECT_EQ(test::settings_of(create_off).default_ttl, ContainerSettings::DefaultTtl::kUnchanged);
 }
 
 TEST(CliParse, OtherContainerCommands) {
   const Request get = request_of({"container", "get", "shop", "carts"});
-  EXPECT_EQ(get.op, Op::kGetContainer);
+  EXPECT_EQ(get.kind(), Op::kGetContainer);
   EXPECT_EQ(get.container, "carts");
-  EXPECT_EQ(request_of({"container", "delete", "shop", "carts"}).op, Op::kDeleteContainer);
+  EXPECT_EQ(request_of({"container", "delete", "shop", "carts"}).kind(), Op::kDeleteContainer);
   const Request list = request_of({"container", "list", "shop"});
-  EXPECT_EQ(list.op, Op::kListContainers);
+  EXPECT_EQ(list.kind(), Op::kListContainers);
   EXPECT_EQ(list.database, "shop");
 }
 
@@ -305,10 +308,10 @@ TEST(CliParse, ItemWritesWithInlineJson) {
   for (const auto& write : writes) {
     const Request request =
         request_of({"item", write.command, "shop", "carts", R"({"id":"a","user":"u1","ttl":5})", "--if-match", "\"e1\""});
-    EXPECT_EQ(request.op, write.op) << write.command;
+    EXPECT_EQ(request.kind(), write.op) << write.command;
     EXPECT_EQ(request.database, "shop");
     EXPECT_EQ(request.container, "carts");
-    EXPECT_EQ(request.body, R"({"id":"a","user":"u1","ttl":5})");
+    EXPECT_EQ(test::body_of(request), R"({"id":"a","user":"u1","ttl":5})");
     EXPECT_EQ(request.options.if_match, "\"e1\"");
   }
 }
@@ -320,19 +323,19 @@ TEST(CliParse, ItemJsonFromFileAndStdin) {
     std::ofstream file(path);
     file << "{\"id\": \"from-file\"}\n";
   }
-  EXPECT_EQ(request_of({"item", "create", "s", "c", "@" + path.string()}).body, "{\"id\": \"from-file\"}\n");
+  EXPECT_EQ(test::body_of(request_of({"item", "create", "s", "c", "@" + path.string()})), "{\"id\": \"from-file\"}\n");
   std::filesystem::remove(path);
   expect_usage_error({"item", "create", "s", "c", "@" + path.string()}, "cannot read JSON file");
 
   std::istringstream input("{\"id\": \"from-stdin\"}");
   CliEnvironment environment;
   environment.standard_input = &input;
-  EXPECT_EQ(request_of({"item", "upsert", "s", "c", "-"}, environment).body, "{\"id\": \"from-stdin\"}");
+  EXPECT_EQ(test::body_of(request_of({"item", "upsert", "s", "c", "-"}, environment)), "{\"id\": \"from-stdin\"}");
   expect_usage_error({"item", "upsert", "s", "c", "-"}, "standard input");  // no stdin given
 
   std::istringstream operations(R"([{"op":"set","path":"/ttl","value":10}])");
   environment.standard_input = &operations;
-  EXPECT_EQ(request_of({"item", "patch", "s", "c", "--pk", "u", "--id", "a", "-"}, environment).body,
+  EXPECT_EQ(test::body_of(request_of({"item", "patch", "s", "c", "--pk", "u", "--id", "a", "-"}, environment)),
             R"([{"op":"set","path":"/ttl","value":10}])");
 }
 
@@ -349,8 +352,8 @@ TEST(CliParse, QuerySqlAndParametersFromFileAndStdin) {
   environment.standard_input = &sql;
   const Request request = request_of(
       {"query", "d", "c", "-", "--param", "@items=@" + path.string(), "--param", "@n=2"}, environment);
-  EXPECT_EQ(request.sql, "SELECT * FROM c WHERE ARRAY_CONTAINS(@items, c.item)");
-  EXPECT_EQ(request.parameters_json, "{\"@items\":[\"tea\", \"jam\"]\n,\"@n\":2}");
+  EXPECT_EQ(test::operation_of<api::Query>(request).sql, "SELECT * FROM c WHERE ARRAY_CONTAINS(@items, c.item)");
+  EXPECT_EQ(test::operation_of<api::Query>(request).parameters, "{\"@items\":[\"tea\", \"jam\"]\n,\"@n\":2}");
   std::filesystem::remove(path);
   expect_usage_error({"query", "d", "c", "SELECT 1 FROM c", "--param", "@items=@" + path.string()},
                      "cannot read JSON file");
@@ -359,19 +362,19 @@ TEST(CliParse, QuerySqlAndParametersFromFileAndStdin) {
 
 TEST(CliParse, ItemReadDeletePatch) {
   const Request read = request_of({"item", "read", "shop", "carts", "--pk", "u1", "--id", "a"});
-  EXPECT_EQ(read.op, Op::kReadItem);
-  EXPECT_EQ(read.partition_key, "\"u1\"");
-  EXPECT_EQ(read.id, "a");
+  EXPECT_EQ(read.kind(), Op::kReadItem);
+  EXPECT_EQ(test::partition_key_of(read), "\"u1\"");
+  EXPECT_EQ(test::id_of(read), "a");
   const Request remove = request_of({"item", "delete", "shop", "carts", "--pk", "7", "--id", "a", "--if-match", "\"e\""});
-  EXPECT_EQ(remove.op, Op::kDeleteItem);
-  EXPECT_EQ(remove.partition_key, "7");
+  EXPECT_EQ(remove.kind(), Op::kDeleteItem);
+  EXPECT_EQ(test::partition_key_of(remove), "7");
   EXPECT_EQ(remove.options.if_match, "\"e\"");
   const Request patch =
       request_of({"item", "patch", "shop", "carts", "--pk", "u1", "--id", "a", R"([{"op":"remove","path":"/ttl"}])",
                   "--if-match", "\"e2\""});
-  EXPECT_EQ(patch.op, Op::kPatchItem);
-  EXPECT_EQ(patch.body, R"([{"op":"remove","path":"/ttl"}])");
-  EXPECT_EQ(patch.id, "a");
+  EXPECT_EQ(patch.kind(), Op::kPatchItem);
+  EXPECT_EQ(test::body_of(patch), R"([{"op":"remove","path":"/ttl"}])");
+  EXPECT_EQ(test::id_of(patch), "a");
   EXPECT_EQ(patch.options.if_match, "\"e2\"");
 }
 
@@ -397,17 +400,17 @@ TEST(CliParse, PartitionKeyIsJsonWhenItParsesElseAString) {
   EXPECT_EQ(partition_key_json("say \"hi\"\\"), R"("say \"hi\"\\")");
   EXPECT_EQ(partition_key_json("42abc"), "\"42abc\"");
   // Through the command line, negative numbers are values, not options.
-  EXPECT_EQ(request_of({"item", "read", "s", "c", "--pk", "-3", "--id", "a"}).partition_key, "-3");
+  EXPECT_EQ(test::partition_key_of(request_of({"item", "read", "s", "c", "--pk", "-3", "--id", "a"})), "-3");
 }
 
 TEST(CliParse, ItemList) {
   const Request whole = request_of({"item", "list", "shop", "carts"});
-  EXPECT_EQ(whole.op, Op::kListItems);
-  EXPECT_FALSE(whole.partition_key.has_value());
+  EXPECT_EQ(whole.kind(), Op::kListItems);
+  EXPECT_FALSE(test::partition_key_of(whole).has_value());
   EXPECT_EQ(whole.options.max_items, 0u);
   const Request page = request_of(
       {"item", "list", "shop", "carts", "--pk", "u1", "--max-items", "25", "--continuation", "opaque+token"});
-  EXPECT_EQ(page.partition_key, "\"u1\"");
+  EXPECT_EQ(test::partition_key_of(page), "\"u1\"");
   EXPECT_EQ(page.options.max_items, 25u);
   EXPECT_EQ(page.options.continuation, "opaque+token");
 }

@@ -20,6 +20,8 @@
 #include "common/auth.h"
 #include "client/policy.h"
 #include "client/wire.h"
+#include "api/codec.h"
+#include "tests/request_fields.h"
 #include "proto/mayfly.capnp.h"
 
 namespace mayfly::client {
@@ -307,8 +309,8 @@ TEST(SessionTokens, HighestIsCarriedOnSessionRequestsUnlessTheCallerSetsOne) {
   EXPECT_EQ(tokens.token_for({}, Consistency::kSession), "12");
   EXPECT_EQ(tokens.token_for({}, Consistency::kEventual), "");
   EXPECT_EQ(tokens.token_for({}, Consistency::kStrong), "");
-  EXPECT_EQ(tokens.token_for(RequestOptions{.session_token = "3"}, Consistency::kSession), "3");
-  EXPECT_EQ(tokens.token_for(RequestOptions{.session_token = "3"}, Consistency::kBounded), "3");
+  EXPECT_EQ(tokens.token_for(Options{.session_token = "3"}, Consistency::kSession), "3");
+  EXPECT_EQ(tokens.token_for(Options{.session_token = "3"}, Consistency::kBounded), "3");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -318,7 +320,7 @@ std::vector<Request> one_request_per_op() {
   std::vector<Request> requests;
   const auto add = [&](Op op, auto fill) {
     Request request;
-    request.op = op;
+    request.operation = make_operation(op);
     request.options.if_match = "\"e\"";
     request.options.max_items = 3;
     request.options.continuation = "cont";
@@ -335,7 +337,7 @@ std::vector<Request> one_request_per_op() {
   add(Op::kListDatabases, [](Request&) {});
   add(Op::kCreateContainer, [&](Request& r) {
     container(r);
-    r.settings = ContainerSettings{.partition_key_path = "/k",
+    test::settings_of(r) = ContainerSettings{.partition_key_path = "/k",
                                    .default_ttl = ContainerSettings::DefaultTtl::kSet,
                                    .default_ttl_json = "1.5",
                                    .indexing = ContainerSettings::Indexing::kNone,
@@ -344,13 +346,13 @@ std::vector<Request> one_request_per_op() {
   });
   add(Op::kUpdateContainer, [&](Request& r) {
     container(r);
-    r.settings = ContainerSettings{.default_ttl = ContainerSettings::DefaultTtl::kRemove,
+    test::settings_of(r) = ContainerSettings{.default_ttl = ContainerSettings::DefaultTtl::kRemove,
                                    .indexing = ContainerSettings::Indexing::kConsistent,
                                    .throughput = ContainerSettings::Throughput::kServerless};
   });
   add(Op::kUpdateContainer, [&](Request& r) {  // a defaultTtl change with its dry-run and force options
     container(r);
-    r.settings = ContainerSettings{.default_ttl = ContainerSettings::DefaultTtl::kSet,
+    test::settings_of(r) = ContainerSettings{.default_ttl = ContainerSettings::DefaultTtl::kSet,
                                    .default_ttl_json = "60",
                                    .dry_run = true,
                                    .force = true};
@@ -361,46 +363,45 @@ std::vector<Request> one_request_per_op() {
   for (const Op op : {Op::kCreateItem, Op::kUpsertItem, Op::kReplaceItem}) {
     add(op, [&](Request& r) {
       container(r);
-      r.body = R"({"id":"a","k":1})";
+      test::body_of(r) = R"({"id":"a","k":1})";
     });
   }
   for (const Op op : {Op::kReadItem, Op::kDeleteItem}) {
     add(op, [&](Request& r) {
       container(r);
-      r.partition_key = "\"p\"";
-      r.id = "a";
+      test::set_partition_key(r, "\"p\"");
+      test::id_of(r) = "a";
     });
   }
   add(Op::kPatchItem, [&](Request& r) {
     container(r);
-    r.partition_key = "42";
-    r.id = "a";
-    r.body = R"([{"op":"set","path":"/ttl","value":5}])";
+    test::set_partition_key(r, "42");
+    test::id_of(r) = "a";
+    test::body_of(r) = R"([{"op":"set","path":"/ttl","value":5}])";
   });
   add(Op::kListItems, container);
   add(Op::kListItems, [&](Request& r) {
     container(r);
-    r.partition_key = "true";
+    test::set_partition_key(r, "true");
   });
   add(Op::kClusterStatus, [](Request&) {});
-  add(Op::kAddMember, [](Request& r) {
-    r.member_id = 4;
-    r.member_address = "h4:7101";
-  });
-  add(Op::kRemoveMember, [](Request& r) { r.member_id = 5; });
-  add(Op::kTransferLeader, [](Request& r) { r.member_id = 6; });
-  add(Op::kAdvanceClock, [](Request& r) { r.duration = "90s"; });
+  add(Op::kAddMember, [](Request& r) { r.operation = api::AddMember{.id = 4, .address = "h4:7101"}; });
+  add(Op::kRemoveMember, [](Request& r) { r.operation = api::RemoveMember{.id = 5}; });
+  add(Op::kTransferLeader, [](Request& r) { r.operation = api::TransferLeader{.id = 6}; });
+  add(Op::kAdvanceClock, [](Request& r) { r.operation = api::AdvanceClock{.duration = "90s"}; });
   return requests;
 }
 
 TEST(Wire, EveryOpRoundTrips) {
   for (Request request : one_request_per_op()) {
-    capnp::MallocMessageBuilder message;
-    encode_request(request, Consistency::kBounded, "77", message.initRoot<proto::Request>());
-    const Request decoded = decode_request(message.getRoot<proto::Request>().asReader());
+    // As the Client sends it: the effective consistency and session token in the copy's options.
     request.options.consistency = Consistency::kBounded;
     request.options.session_token = "77";
-    EXPECT_EQ(decoded, request) << op_name(request.op);
+    capnp::MallocMessageBuilder message;
+    api::encode_request(request, message.initRoot<proto::Request>());
+    const Result<Request> decoded = api::decode_request(message.getRoot<proto::Request>().asReader());
+    ASSERT_TRUE(decoded.is_ok()) << kind_name(request.kind());
+    EXPECT_EQ(decoded.value(), request) << kind_name(request.kind());
   }
 }
 
@@ -416,12 +417,12 @@ TEST(Wire, ResponseRoundTripsEveryField) {
 TEST(Ops, WritesAreTheStateChangingOps) {
   for (const Op op : {Op::kListDatabases, Op::kGetContainer, Op::kListContainers, Op::kReadItem, Op::kListItems,
                       Op::kClusterStatus}) {
-    EXPECT_FALSE(is_write(op)) << op_name(op);
+    EXPECT_FALSE(api::changes_state(op)) << kind_name(op);
   }
   for (const Op op : {Op::kCreateDatabase, Op::kDeleteDatabase, Op::kCreateContainer, Op::kUpdateContainer,
                       Op::kDeleteContainer, Op::kCreateItem, Op::kUpsertItem, Op::kReplaceItem, Op::kDeleteItem,
                       Op::kPatchItem, Op::kAddMember, Op::kRemoveMember, Op::kTransferLeader, Op::kAdvanceClock}) {
-    EXPECT_TRUE(is_write(op)) << op_name(op);
+    EXPECT_TRUE(api::changes_state(op)) << kind_name(op);
   }
 }
 
@@ -439,7 +440,7 @@ struct NodeState {
   uint64_t id = 0;
   Handler handler;
   std::vector<Request> requests;
-  std::vector<std::optional<WriteStamp>> stamps;  // each request's writeId, in order
+  std::vector<std::optional<WriteId>> stamps;  // each request's writeId, in order
   int sessions_opened = 0;
   std::string key;  // the client key this fake node holds (proves) in the handshake; empty: none
 };
@@ -452,14 +453,11 @@ class FakeSession final : public proto::Session::Server {
   explicit FakeSession(std::shared_ptr<NodeState> state) : state_(std::move(state)) {}
 
   kj::Promise<void> execute(ExecuteContext context) override {
-    const Request request = decode_request(context.getParams().getRequest());
+    Result<Request> decoded = api::decode_request(context.getParams().getRequest());
+    KJ_REQUIRE(decoded.is_ok(), decoded.status().message());
+    const Request request = std::move(decoded).value();
     state_->requests.push_back(request);
-    std::optional<WriteStamp> stamp;
-    if (context.getParams().getRequest().hasWriteId()) {
-      auto id = context.getParams().getRequest().getWriteId();
-      stamp = WriteStamp{id.getClient(), id.getSequence(), id.getFirstUnacknowledged(), id.getRetry()};
-    }
-    state_->stamps.push_back(stamp);
+    state_->stamps.push_back(request.write_id);
     return state_->handler(request).then(
         [context](Response response) mutable { encode_response(response, context.getResults().initResponse()); });
   }
@@ -550,16 +548,17 @@ ClientOptions options_for(const std::vector<FakeNode*>& nodes) {
 }
 
 Request write_request() {
-  return Request{.op = Op::kUpsertItem, .database = "d", .container = "c", .body = R"({"id":"a","k":"p"})"};
+  return Request{.database = "d", .container = "c", .operation = api::UpsertItem{.body = R"({"id":"a","k":"p"})"}};
 }
 
 Request read_request() {
-  return Request{.op = Op::kReadItem, .database = "d", .container = "c", .partition_key = "\"p\"", .id = "a"};
+  return Request{
+      .database = "d", .container = "c", .operation = api::ReadItem{.partition_key = "\"p\"", .id = "a"}};
 }
 
 TEST(ClientNetwork, ExecutesOverARealSocketAndCarriesEveryField) {
   FakeNode node(1, [](const Request& request) {
-    return kj::Promise<Response>(Response{.status = 200, .message = std::string(op_name(request.op)),
+    return kj::Promise<Response>(Response{.status = 200, .message = std::string(kind_name(request.kind())),
                                           .body = R"({"id":"a"})", .etag = "\"e\"", .ts = 17,
                                           .request_charge = 1.25, .session_token = "8", .served_by = 1,
                                           .leader_hint = 1});
@@ -570,7 +569,7 @@ TEST(ClientNetwork, ExecutesOverARealSocketAndCarriesEveryField) {
                                 .ts = 17, .request_charge = 1.25, .session_token = "8", .served_by = 1,
                                 .leader_hint = 1}));
   ASSERT_EQ(node.requests().size(), 1u);
-  EXPECT_EQ(node.requests()[0].partition_key, "\"p\"");
+  EXPECT_EQ(test::partition_key_of(node.requests()[0]), "\"p\"");
   EXPECT_EQ(node.requests()[0].options.consistency, Consistency::kSession);
   EXPECT_EQ(client.leader(), 1u);
   EXPECT_EQ(client.session_token(), "8");
@@ -585,7 +584,7 @@ TEST(ClientNetwork, ExecutesOverARealSocketAndCarriesEveryField) {
 TEST(ClientNetwork, NumberedWritesStayWithinTheClustersWindowBehindAHeldUpWrite) {
   kj::Own<kj::PromiseFulfiller<Response>> held;
   FakeNode node(1, [&held](const Request& request) -> kj::Promise<Response> {
-    if (request.body.find("\"w0\"") != std::string::npos) {
+    if (test::body_of(request).find("\"w0\"") != std::string::npos) {
       auto waiting = kj::newPromiseAndFulfiller<Response>();
       held = kj::mv(waiting.fulfiller);
       return kj::mv(waiting.promise);
@@ -597,7 +596,7 @@ TEST(ClientNetwork, NumberedWritesStayWithinTheClustersWindowBehindAHeldUpWrite)
   std::vector<kj::Promise<Response>> answers;
   for (size_t i = 0; i < kWriteWindow + kExtra; ++i) {
     Request write = write_request();
-    write.body = R"({"id":"w)" + std::to_string(i) + R"(","k":"p"})";
+    test::body_of(write) = R"({"id":"w)" + std::to_string(i) + R"(","k":"p"})";
     answers.push_back(client.execute_async(write));
   }
   auto run_until = [&](const std::function<bool()>& done) {
@@ -618,7 +617,7 @@ TEST(ClientNetwork, NumberedWritesStayWithinTheClustersWindowBehindAHeldUpWrite)
   held->fulfill(Response{.status = 200, .served_by = 1, .leader_hint = 1});
   ASSERT_TRUE(run_until([&] { return node.requests().size() == kWriteWindow + kExtra; })) << node.requests().size();
   for (kj::Promise<Response>& answer : answers) EXPECT_EQ(answer.wait(client.wait_scope()).status, 200);
-  for (const std::optional<WriteStamp>& stamp : node.state().stamps) {
+  for (const std::optional<WriteId>& stamp : node.state().stamps) {
     ASSERT_TRUE(stamp.has_value());
     EXPECT_LT(stamp->sequence - stamp->first_unacknowledged, kWriteWindow) << stamp->sequence;
   }
@@ -847,7 +846,7 @@ TEST(ClientNetwork, ANumberedWriteLostInFlightIsResentWithItsId) {
   EXPECT_EQ(other.state().stamps[0]->sequence, 1u) << "the same write, the same number";
   EXPECT_TRUE(other.state().stamps[0]->retry);
   // The next write is number 2, and says number 1 was answered. Reads carry no id.
-  EXPECT_EQ(client.execute(Request{.op = Op::kUpsertItem, .database = "d", .container = "c", .body = "{}",
+  EXPECT_EQ(client.execute(Request{.database = "d", .container = "c", .operation = api::UpsertItem{.body = "{}"},
                                    .endpoint = 2}).status, 201);
   ASSERT_EQ(other.state().stamps.size(), 2u);
   EXPECT_EQ(other.state().stamps[1]->sequence, 2u);
@@ -945,7 +944,7 @@ TEST(ClientNetwork, ManyRequestsAreInFlightAtOnce) {
   std::vector<Request> requests;
   for (size_t i = 0; i < kRequests; ++i) {
     Request request = read_request();
-    request.id = "item-" + std::to_string(i);
+    test::id_of(request) = "item-" + std::to_string(i);
     requests.push_back(request);
   }
   const std::vector<Response> responses = client.execute_all(requests);
@@ -961,13 +960,13 @@ TEST(ClientNetwork, ClusterStatusTeachesMemberAddresses) {
   FakeNode node4(4, answers(201, 4, 4));
   const std::string body = R"({"leader":4,"nodes":[{"id":4,"address":")" + node4.address() + R"("}]})";
   FakeNode node1(1, [&](const Request& request) {
-    if (request.op == Op::kClusterStatus) {
+    if (request.kind() == Op::kClusterStatus) {
       return kj::Promise<Response>(Response{.status = 200, .body = body, .served_by = 1, .leader_hint = 4});
     }
     return kj::Promise<Response>(Response{.status = 503, .served_by = 1, .leader_hint = 4});
   });
   Client client(options_for({&node1}));
-  EXPECT_EQ(client.execute(Request{.op = Op::kClusterStatus}).status, 200);
+  EXPECT_EQ(client.execute(Request{.operation = api::ClusterStatus{}}).status, 200);
   EXPECT_EQ(client.execute(write_request()).status, 201);  // straight to node 4, learned from the status body
   EXPECT_EQ(node4.requests().size(), 1u);
   EXPECT_EQ(node1.requests().size(), 1u);
@@ -989,7 +988,7 @@ TEST(ClientNetwork, RequestEndpointPinsTheFirstAttempt) {
 
 TEST(ClientNetwork, CommandLineEndToEnd) {
   FakeNode node(1, [](const Request& request) {
-    EXPECT_EQ(request.op, Op::kClusterStatus);
+    EXPECT_EQ(request.kind(), Op::kClusterStatus);
     return kj::Promise<Response>(
         Response{.status = 200, .body = R"({"leader": 1, "nodes": [ ]})", .request_charge = 1, .served_by = 1});
   });

@@ -4,6 +4,7 @@
 
 #include <capnp/message.h>
 
+#include "api/codec.h"
 #include "client/cli.h"
 #include "client/wire.h"
 
@@ -18,26 +19,30 @@ TEST(QueryCli, EveryOptionReachesTheRequest) {
                                  "--continuation", "abc", "--enable-scan", "--consistency", "strong"});
   ASSERT_TRUE(parsed.command.has_value()) << parsed.error;
   const Request& request = parsed.command->request;
-  EXPECT_EQ(request.op, Op::kQuery);
+  EXPECT_EQ(request.kind(), Op::kQuery);
+  ASSERT_NE(request.as<api::Query>(), nullptr);
+  const api::Query& query = *request.as<api::Query>();
   EXPECT_EQ(request.database, "shop");
   EXPECT_EQ(request.container, "carts");
-  EXPECT_EQ(request.sql, "SELECT * FROM c WHERE c.n > @min AND c.s = @s");
-  EXPECT_EQ(request.parameters_json, R"({"@min":1.5,"@s":"a=b"})");
-  EXPECT_EQ(request.partition_key, std::optional<std::string>("\"ana\""));
+  EXPECT_EQ(query.sql, "SELECT * FROM c WHERE c.n > @min AND c.s = @s");
+  EXPECT_EQ(query.parameters, R"({"@min":1.5,"@s":"a=b"})");
+  EXPECT_EQ(query.partition_key, std::optional<std::string>("\"ana\""));
   EXPECT_EQ(request.options.max_items, 7u);
   EXPECT_EQ(request.options.continuation, "abc");
-  EXPECT_TRUE(request.enable_scan);
+  EXPECT_TRUE(query.enable_scan);
   EXPECT_EQ(request.options.consistency, std::optional<Consistency>(Consistency::kStrong));
-  EXPECT_FALSE(is_write(Op::kQuery));
-  EXPECT_EQ(op_name(Op::kQuery), "query");
+  EXPECT_FALSE(api::changes_state(Op::kQuery));
+  EXPECT_EQ(kind_name(Op::kQuery), "query");
 }
 
 TEST(QueryCli, DefaultsAndUsageErrors) {
   const CliParse plain = parse({"query", "d", "c", "SELECT VALUE COUNT(1) FROM c"});
   ASSERT_TRUE(plain.command.has_value()) << plain.error;
-  EXPECT_EQ(plain.command->request.parameters_json, "");
-  EXPECT_FALSE(plain.command->request.partition_key.has_value());
-  EXPECT_FALSE(plain.command->request.enable_scan);
+  ASSERT_NE(plain.command->request.as<api::Query>(), nullptr);
+  const api::Query& query = *plain.command->request.as<api::Query>();
+  EXPECT_EQ(query.parameters, "");
+  EXPECT_FALSE(query.partition_key.has_value());
+  EXPECT_FALSE(query.enable_scan);
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"query", "d", "c"},                                    // no SQL
            {"query", "d", "c", "SELECT 1 FROM c", "--param", "min=1"},  // no @
@@ -55,32 +60,37 @@ TEST(QueryCli, DefaultsAndUsageErrors) {
 
 TEST(QueryCli, WireRoundTripAndOutput) {
   Request request;
-  request.op = Op::kQuery;
   request.database = "d";
   request.container = "c";
-  request.sql = "SELECT VALUE c.id FROM c";
-  request.parameters_json = R"({"@x":[1,2]})";
-  request.partition_key = "42";
-  request.enable_scan = true;
+  request.operation = api::Query{
+      .sql = "SELECT VALUE c.id FROM c", .parameters = R"({"@x":[1,2]})", .partition_key = "42", .enable_scan = true};
   request.options.max_items = 3;
   request.options.continuation = "tok";
+  // As the Client sends it: the effective consistency and session token in the copy's options.
+  Request sent = request;
+  sent.options.consistency = Consistency::kEventual;
+  sent.options.session_token = "17";
   capnp::MallocMessageBuilder message;
   auto wire = message.initRoot<proto::Request>();
-  encode_request(request, Consistency::kEventual, "17", wire);
+  api::encode_request(sent, wire);
   EXPECT_TRUE(wire.isQuery());
   EXPECT_EQ(std::string(wire.getQuery().getPartitionKey().getValue().cStr()), "42");
-  Request back = decode_request(wire.asReader());
-  EXPECT_EQ(back.op, Op::kQuery);
-  EXPECT_EQ(back.sql, request.sql);
-  EXPECT_EQ(back.parameters_json, request.parameters_json);
-  EXPECT_EQ(back.partition_key, request.partition_key);
-  EXPECT_TRUE(back.enable_scan);
+  Result<Request> decoded = api::decode_request(wire.asReader());
+  ASSERT_TRUE(decoded.is_ok());
+  const Request& back = decoded.value();
+  EXPECT_EQ(back.kind(), Op::kQuery);
+  ASSERT_NE(back.as<api::Query>(), nullptr);
+  EXPECT_EQ(back.as<api::Query>()->sql, request.as<api::Query>()->sql);
+  EXPECT_EQ(back.as<api::Query>()->parameters, request.as<api::Query>()->parameters);
+  EXPECT_EQ(back.as<api::Query>()->partition_key, request.as<api::Query>()->partition_key);
+  EXPECT_TRUE(back.as<api::Query>()->enable_scan);
   EXPECT_EQ(back.options.max_items, 3u);
   EXPECT_EQ(back.options.continuation, "tok");
-  request.partition_key.reset();
+  request.as<api::Query>()->partition_key.reset();
+  request.options.consistency = Consistency::kSession;
   capnp::MallocMessageBuilder cross;
   auto cross_wire = cross.initRoot<proto::Request>();
-  encode_request(request, Consistency::kSession, "", cross_wire);
+  api::encode_request(request, cross_wire);
   EXPECT_TRUE(cross_wire.getQuery().getPartitionKey().isCrossPartition());
 
   Response response;
