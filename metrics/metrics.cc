@@ -262,7 +262,10 @@ Metrics::Metrics(uint64_t node_id)
                         .Help("Time until the garbage collector's next pass (node/gc_pacer.h)")
                         .Register(*registry_)),
       gc_busy_gauge_(gc_busy_.Add({{"node", node_}})),
-      gc_next_pass_gauge_(gc_next_pass_.Add({{"node", node_}})) {
+      gc_next_pass_gauge_(gc_next_pass_.Add({{"node", node_}})),
+      fsync_histogram_(fsync_latency_.Add({{"node", node_}}, latency_buckets())),
+      proposal_histogram_(proposal_latency_.Add({{"node", node_}}, latency_buckets())),
+      lateness_histogram_(expiry_lateness_.Add({{"node", node_}}, lateness_buckets())) {
   raft_term_.Add({{"node", node_}}).Set(0);
   for (const char* role : kRoles) raft_role_.Add({{"node", node_}, {"role", role}}).Set(0);
   leader_changes_.Add({{"node", node_}});
@@ -274,9 +277,6 @@ Metrics::Metrics(uint64_t node_id)
   expired_skipped_.Add({{"node", node_}});
   for (const char* reason : kPeerRejectReasons) peer_messages_rejected_.Add({{"node", node_}, {"reason", reason}});
   for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
-  fsync_latency_.Add({{"node", node_}}, latency_buckets());
-  proposal_latency_.Add({{"node", node_}}, latency_buckets());
-  expiry_lateness_.Add({{"node", node_}}, lateness_buckets());
 }
 
 void Metrics::set_gc_pace(bool busy, double next_pass_seconds) {
@@ -337,19 +337,29 @@ void Metrics::set_dedup_table(uint64_t clients, int64_t bytes) {
   dedup_bytes_.Add({{"node", node_}}).Set(static_cast<double>(bytes));
 }
 
-void Metrics::observe_fsync(double seconds) { fsync_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds); }
+void Metrics::observe_fsync(double seconds) { fsync_histogram_.Observe(seconds); }
 
 void Metrics::observe_expiry_lateness(double seconds) {
-  expiry_lateness_.Add({{"node", node_}}, lateness_buckets()).Observe(seconds);
+  lateness_histogram_.Observe(seconds);
 }
 
 void Metrics::observe_proposal(double seconds) {
-  proposal_latency_.Add({{"node", node_}}, latency_buckets()).Observe(seconds);
+  proposal_histogram_.Observe(seconds);
 }
 
 void Metrics::observe_request(const std::string& op, int status, double seconds) {
-  requests_.Add({{"node", node_}, {"op", op}, {"status", std::to_string(status)}}).Increment();
-  request_latency_.Add({{"node", node_}, {"op", op}}, latency_buckets()).Observe(seconds);
+  RequestSeries series;
+  {
+    std::lock_guard<std::mutex> lock(request_series_mutex_);
+    RequestSeries& known = request_series_[{op, status}];
+    if (known.count == nullptr) {
+      known.count = &requests_.Add({{"node", node_}, {"op", op}, {"status", std::to_string(status)}});
+      known.latency = &request_latency_.Add({{"node", node_}, {"op", op}}, latency_buckets());
+    }
+    series = known;
+  }
+  series.count->Increment();
+  series.latency->Observe(seconds);
 }
 
 void Metrics::add_expired_skipped(int64_t items) {
@@ -459,9 +469,7 @@ void Metrics::retain_containers(const std::vector<std::string>& existing) {
       ++it;
       continue;
     }
-    for (const std::string& op : it->second) {
-      request_units_.Remove(&request_units_.Add({{"node", node_}, {"container", it->first}, {"op", op}}));
-    }
+    for (const auto& [op, counter] : it->second) request_units_.Remove(counter);
     it = charged_ops_.erase(it);
   }
 }
@@ -482,11 +490,14 @@ void Metrics::observe_collected(const std::string& container, int64_t items, int
 }
 
 void Metrics::add_request_units(const std::string& container, const std::string& op, double request_units) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    charged_ops_[container].insert(op);
+  // Under the lock that retain_containers removes series under: a handle is never used after its removal.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& ops = charged_ops_[container];
+  auto found = ops.find(op);
+  if (found == ops.end()) {
+    found = ops.emplace(op, &request_units_.Add({{"node", node_}, {"container", container}, {"op", op}})).first;
   }
-  request_units_.Add({{"node", node_}, {"container", container}, {"op", op}}).Increment(request_units);
+  found->second->Increment(request_units);
 }
 
 void Metrics::add_throttled(const std::string& container) {

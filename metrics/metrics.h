@@ -166,6 +166,19 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& gc_next_pass_;
   prometheus::Gauge& gc_busy_gauge_;       // this node's series of the two above: set on every driver tick
   prometheus::Gauge& gc_next_pass_gauge_;
+  // This node's series of the per-write histograms. Family::Add builds (and drops) a whole metric on every call, even
+  // for labels it already has: the hot paths keep handles instead.
+  prometheus::Histogram& fsync_histogram_;
+  prometheus::Histogram& proposal_histogram_;
+  prometheus::Histogram& lateness_histogram_;
+
+  // The request series by (op, status): bounded label sets, made once and never removed.
+  struct RequestSeries {
+    prometheus::Counter* count = nullptr;
+    prometheus::Histogram* latency = nullptr;
+  };
+  std::mutex request_series_mutex_;
+  std::map<std::pair<std::string, int>, RequestSeries> request_series_;
 
   std::mutex mutex_;
   std::set<std::string> feed_containers_;  // containers with change feed series
@@ -173,7 +186,8 @@ class Metrics {
   uint64_t last_leader_ = 0;
   std::set<std::string> known_containers_;  // every container with a series of its own
   std::vector<uint64_t> known_clock_peers_;
-  std::map<std::string, std::set<std::string>> charged_ops_;  // container -> ops with a request-units series
+  // container -> op -> its request-units series (removed with the container, retain_containers).
+  std::map<std::string, std::map<std::string, prometheus::Counter*, std::less<>>, std::less<>> charged_ops_;
 };
 
 // Serves a registry on http://HOST:PORT/metrics (civetweb inside prometheus-cpp).

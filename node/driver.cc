@@ -277,7 +277,7 @@ void Driver::handle_write(uint64_t request_id, const api::Request& operation) {
   std::optional<storage::ContainerRecord> container;
   if (storage::is_item_write(command.type)) {
     // One container lookup serves every check before anything reaches the log.
-    container = replica_->state().reader().container_record(command.database, command.container);
+    container = replica_->state().container_for_write(command.database, command.container);
     if (!container && !resent) {
       // No such container (or database): read_container gives the 404.
       reply(request_id, Reply{replica_->state().reader().read_container(command.database, command.container)});

@@ -236,6 +236,14 @@ Result<ContainerRecord> StateMachine::apply_container(const std::string& databas
   return record;
 }
 
+std::optional<ContainerRecord> StateMachine::container_for_write(const std::string& database,
+                                                                 const std::string& container) {
+  MAYFLY_ASSERT_MSG(!grouping_, "container_for_write inside an apply group");
+  Result<ContainerRecord> record = apply_container(database, container);
+  if (!record.is_ok()) return std::nullopt;
+  return std::move(record).value();
+}
+
 Result<std::optional<std::string>> StateMachine::apply_get(const std::string& key) const {
   if (const std::optional<std::string_view>* pending = group_.find(key)) {
     if (!pending->has_value()) return std::optional<std::string>();

@@ -89,6 +89,10 @@ class StateMachine {
 
   // The read side: hand this, not the StateMachine, to code on other threads.
   const StoreReader& reader() const { return reader_; }
+  // The applied state's record of a container, for the leader's checks before it proposes an item write (driver
+  // thread, between applies): from the apply path's cache, so a LevelDB Get only after a database or container
+  // change. nullopt: no such container (or it could not be read: reader().read_container says which).
+  std::optional<ContainerRecord> container_for_write(const std::string& database, const std::string& container);
   // The change feed's reader (storage/changefeed.h): const, any thread.
   const ChangeFeedReader& change_feed() const { return change_feed_; }
   // The garbage collector's side (driver thread).
