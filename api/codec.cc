@@ -128,6 +128,37 @@ Overloaded(F...) -> Overloaded<F...>;
 
 }  // namespace
 
+capnp::MessageSize size_hint(const Request& request) {
+  size_t bytes = request.database.size() + request.container.size() + request.options.session_token.size() +
+                 request.options.if_match.size() + request.options.continuation.size();
+  bytes += std::visit(
+      Overloaded{
+          [](const CreateItem& op) { return op.body.size(); },
+          [](const UpsertItem& op) { return op.body.size(); },
+          [](const ReplaceItem& op) { return op.body.size(); },
+          [](const ReadItem& op) { return op.partition_key.size() + op.id.size(); },
+          [](const DeleteItem& op) { return op.partition_key.size() + op.id.size(); },
+          [](const PatchItem& op) { return op.partition_key.size() + op.id.size() + op.operations.size(); },
+          [](const ListItems& op) { return op.partition_key ? op.partition_key->size() : size_t{0}; },
+          [](const Query& op) {
+            return op.sql.size() + op.parameters.size() + (op.partition_key ? op.partition_key->size() : 0);
+          },
+          [](const CreateContainer& op) {
+            return op.settings.partition_key_path.size() + op.settings.default_ttl_json.size();
+          },
+          [](const UpdateContainer& op) {
+            return op.settings.partition_key_path.size() + op.settings.default_ttl_json.size();
+          },
+          [](const AddMember& op) { return op.address.size(); },
+          [](const AdvanceClock& op) { return op.duration.size(); },
+          [](const ReadChangeFeed& op) { return op.continuation.size(); },
+          [](const auto&) { return size_t{0}; },
+      },
+      request.operation);
+  // Each text rounds up to a word with its NUL; the structs and pointers fit in 64 words.
+  return capnp::MessageSize{64 + bytes / 8 + 12, 0};
+}
+
 // The schema's union and Kind list the operations in the same order.
 static_assert(static_cast<size_t>(proto::Request::CREATE_DATABASE) == static_cast<size_t>(Kind::kCreateDatabase));
 static_assert(static_cast<size_t>(proto::Request::UPSERT_ITEM) == static_cast<size_t>(Kind::kUpsertItem));

@@ -15,6 +15,10 @@ namespace mayfly::api {
 // client's and never sent.
 void encode_request(const Request& request, proto::Request::Builder out);
 
+// The first segment a message carrying `request` needs (Cap'n Proto's size hint): without one an RPC message starts
+// with a zeroed 8 KiB segment, most of it unused by a 256-byte write.
+capnp::MessageSize size_hint(const Request& request);
+
 // Takes a request off the wire as sent (Options::consistency always set). Fails (kInvalidArgument) only when the
 // message names something this build does not know — an operation or a change feed start added by a newer client;
 // what the values mean is checked by the node (node/request.h).

@@ -20,6 +20,7 @@
 #include "client/policy.h"
 #include "common/assert.h"
 #include "common/auth.h"
+#include "common/message_stream.h"
 #include "common/tls.h"
 #include "client/wire.h"
 #include "proto/mayfly.capnp.h"
@@ -35,15 +36,32 @@ constexpr const char* kAuthRefusal =
     "the node did not accept the client key (unknown or removed), or it runs without keys and so cannot prove it "
     "holds it; no request was sent to it";
 
+// The RPC system of one connection, over a stream that reads and writes in bulk (common/message_stream.h).
+struct Wire {
+  explicit Wire(kj::AsyncIoStream& stream)
+      : messages(stream), network(messages, capnp::rpc::twoparty::Side::CLIENT), rpc(capnp::makeRpcClient(network)) {}
+
+  proto::Mayfly::Client bootstrap() {
+    capnp::MallocMessageBuilder message(8);
+    auto vat = message.initRoot<capnp::rpc::twoparty::VatId>();
+    vat.setSide(capnp::rpc::twoparty::Side::SERVER);
+    return rpc.bootstrap(vat).castAs<proto::Mayfly>();
+  }
+
+  BufferedMessageStream messages;
+  capnp::TwoPartyVatNetwork network;
+  capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
+};
+
 struct Connection {
-  // `tls` null: plaintext through EzRpcClient. Otherwise the connection is made here, through the network of the
-  // thread's EzRpc context, and wrapped with TLS (the node's certificate must chain to ClientOptions::tls_ca and name
-  // the endpoint's host); EzRpcClient then only holds the shared event loop, on a local socket pair nothing uses.
+  // The connection is made here, through the network of the thread's EzRpc context, and wrapped with TLS when `tls`
+  // is set (the node's certificate must chain to ClientOptions::tls_ca and name the endpoint's host); EzRpcClient
+  // only holds the thread's shared event loop, on a local socket pair nothing uses.
   Connection(const std::string& address, kj::TimePoint opened_at, std::string client_key, tls::Context* tls)
-      : loop_socket(tls != nullptr ? idle_socket() : kj::AutoCloseFd()),
-        rpc(tls != nullptr ? kj::heap<capnp::EzRpcClient>(loop_socket.get()) : kj::heap<capnp::EzRpcClient>(address)),
+      : loop_socket(idle_socket()),
+        rpc(kj::heap<capnp::EzRpcClient>(loop_socket.get())),
         key(std::move(client_key)),
-        main(tls != nullptr ? proto::Mayfly::Client(connect_tls(address, *tls)) : rpc->getMain<proto::Mayfly>()),
+        main(proto::Mayfly::Client(connect(address, tls))),
         session(open_session(main, this->key)),
         last_answer_at(opened_at) {}
 
@@ -55,16 +73,19 @@ struct Connection {
     return kj::AutoCloseFd(ends[0]);
   }
 
-  kj::Promise<proto::Mayfly::Client> connect_tls(const std::string& address, tls::Context& tls) {
+  kj::Promise<proto::Mayfly::Client> connect(const std::string& address, tls::Context* tls) {
     return rpc->getIoProvider()
         .getNetwork()
         .parseAddress(address)
         .then([](kj::Own<kj::NetworkAddress> resolved) { return resolved->connect(); })
-        .then([&tls, address](kj::Own<kj::AsyncIoStream> stream) { return tls.wrap_client(kj::mv(stream), address); })
-        .then([this](kj::Own<kj::AsyncIoStream> secured) {
-          tls_stream = kj::mv(secured);
-          tls_rpc = kj::heap<capnp::TwoPartyClient>(*tls_stream);
-          return tls_rpc->bootstrap().castAs<proto::Mayfly>();
+        .then([tls, address](kj::Own<kj::AsyncIoStream> connected) -> kj::Promise<kj::Own<kj::AsyncIoStream>> {
+          if (tls == nullptr) return kj::mv(connected);
+          return tls->wrap_client(kj::mv(connected), address);
+        })
+        .then([this](kj::Own<kj::AsyncIoStream> connected) {
+          stream = kj::mv(connected);
+          wire = kj::heap<Wire>(*stream);
+          return wire->bootstrap();
         });
   }
 
@@ -102,10 +123,10 @@ struct Connection {
         .fork();
   }
 
-  kj::AutoCloseFd loop_socket;              // with TLS: EzRpcClient's idle socket (closed after it)
-  kj::Own<capnp::EzRpcClient> rpc;         // the thread's shared event loop (and, without TLS, the connection)
-  kj::Own<kj::AsyncIoStream> tls_stream;   // with TLS: the connection
-  kj::Own<capnp::TwoPartyClient> tls_rpc;  //   and its RPC system
+  kj::AutoCloseFd loop_socket;       // EzRpcClient's idle socket (closed after it)
+  kj::Own<capnp::EzRpcClient> rpc;  // the thread's shared event loop
+  kj::Own<kj::AsyncIoStream> stream;  // the connection (plaintext or TLS)
+  kj::Own<Wire> wire;                 //   and its RPC system
   std::string key;
   proto::Mayfly::Client main;
   kj::ForkedPromise<proto::Session::Client> session;
@@ -339,9 +360,9 @@ class Client::Impl {
     return session
         .then(
             [this, raw, request = kj::mv(request)](proto::Session::Client opened) mutable -> kj::Promise<Attempt> {
-              auto rpc = opened.executeRequest();
               // The token is chosen at send time, so a retry carries whatever newer token arrived meanwhile.
               request.options.session_token = tokens_.token_for(request.options, *request.options.consistency);
+              auto rpc = opened.executeRequest(api::size_hint(request));
               api::encode_request(request, rpc.initRequest());
               return rpc.send().then(
                   [this, raw](capnp::Response<proto::Session::ExecuteResults> results) {

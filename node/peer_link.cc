@@ -47,7 +47,7 @@ void PeerLink::send(std::vector<std::string>& messages) {
 
 kj::Promise<Reply> PeerLink::forward(const api::Request& request) {
   const uint64_t generation = generation_;
-  auto call = capability().forwardRequest();
+  auto call = capability().forwardRequest(api::size_hint(request));
   api::encode_request(request, call.initRequest());
   return call.send().then(
       [](capnp::Response<proto::Peer::ForwardResults> response) { return decode_reply(response.getResponse()); },
@@ -173,12 +173,13 @@ kj::Promise<proto::Peer::Client> PeerLink::connect() {
 
 void PeerLink::pump() {
   if (sending_ || waiting_to_reconnect_ || queue_.empty()) return;
-  auto request = capability().deliverRequest();
   size_t count = 0, bytes = 0;
   while (count < queue_.size() && count < kMaxMessagesPerDelivery && bytes < kMaxBytesPerDelivery) {
     bytes += queue_[count].size();
     ++count;
   }
+  // The first segment sized for what it carries (Cap'n Proto starts with a zeroed 8 KiB one otherwise).
+  auto request = capability().deliverRequest(capnp::MessageSize{32 + 2 * count + bytes / 8, 0});
   auto list = request.initMessages(static_cast<unsigned>(count));
   for (size_t i = 0; i < count; ++i) {
     const std::string& message = queue_.front();

@@ -23,12 +23,14 @@ using namespace rpc_detail;
 struct RaftConnection {
   RaftConnection(kj::Own<kj::AsyncIoStream> accepted, capnp::Capability::Client bootstrap)
       : stream(kj::mv(accepted)),
-        network(*stream, capnp::rpc::twoparty::Side::SERVER, reader_options()),
+        messages(*stream),
+        network(messages, capnp::rpc::twoparty::Side::SERVER, reader_options()),
         rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
     rpc.setFlowLimit(kFlowLimitWords);
   }
 
   kj::Own<kj::AsyncIoStream> stream;
+  BufferedMessageStream messages;  // the messages on `stream`, read and written in bulk (common/message_stream.h)
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   bool authenticated = false;

@@ -240,6 +240,13 @@ void encode_reply(const Reply& reply, proto::Response::Builder response) {
   }
 }
 
+capnp::MessageSize reply_size_hint(const Reply& reply) {
+  const storage::OpResult& result = reply.result;
+  const size_t bytes = result.message.size() + result.body.size() + result.etag.size() + result.continuation.size() +
+                       reply.data.size();
+  return capnp::MessageSize{64 + bytes / 8 + 8, 0};
+}
+
 Reply decode_reply(proto::Response::Reader response) {
   Reply reply;
   if (std::optional<HttpAnswer> answer = from_http_status(response.getStatus())) {

@@ -86,6 +86,8 @@ uint32_t change_feed_wait_ms(const api::Request& request);
 // The edge: a Reply's answer goes on the wire with its HTTP status (common/http_status.h), and comes back from it (a
 // leader's answer to a forwarded request) as a code again; a number the mapping does not make reads as kInternal.
 void encode_reply(const Reply& reply, proto::Response::Builder response);
+// The first segment of a message carrying `reply` (Cap'n Proto's size hint; 8 KiB zeroed otherwise).
+capnp::MessageSize reply_size_hint(const Reply& reply);
 Reply decode_reply(proto::Response::Reader response);
 
 // A short, bounded name for metrics labels: "create", "read", "list", "cluster_status", ...

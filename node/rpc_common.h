@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/message_stream.h"
 #include "proto/mayfly.capnp.h"
 
 namespace mayfly::node {
@@ -76,7 +77,8 @@ inline capnp::Data::Reader data_of(const std::string& bytes) {
 struct OutgoingConnection {
   explicit OutgoingConnection(kj::Own<kj::AsyncIoStream> connected)
       : stream(kj::mv(connected)),
-        network(*stream, capnp::rpc::twoparty::Side::CLIENT, reader_options()),
+        messages(*stream),
+        network(messages, capnp::rpc::twoparty::Side::CLIENT, reader_options()),
         rpc(capnp::makeRpcClient(network)) {
     capnp::MallocMessageBuilder message(8);
     auto vat = message.initRoot<capnp::rpc::twoparty::VatId>();
@@ -85,6 +87,7 @@ struct OutgoingConnection {
   }
 
   kj::Own<kj::AsyncIoStream> stream;
+  BufferedMessageStream messages;  // the messages on `stream`, read and written in bulk (common/message_stream.h)
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   proto::Mayfly::Client bootstrap = nullptr;  // last: released first

@@ -29,12 +29,14 @@ namespace mayfly::node {
 struct ServedConnection {
   ServedConnection(kj::Own<kj::AsyncIoStream> accepted, capnp::Capability::Client bootstrap)
       : stream(kj::mv(accepted)),
-        network(*stream, capnp::rpc::twoparty::Side::SERVER, rpc_detail::reader_options()),
+        messages(*stream),
+        network(messages, capnp::rpc::twoparty::Side::SERVER, rpc_detail::reader_options()),
         rpc(capnp::makeRpcServer(network, kj::mv(bootstrap))) {
     rpc.setFlowLimit(rpc_detail::kFlowLimitWords);
   }
 
   kj::Own<kj::AsyncIoStream> stream;
+  BufferedMessageStream messages;  // the messages on `stream`, read and written in bulk (common/message_stream.h)
   capnp::TwoPartyVatNetwork network;
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
   bool authenticated = false;

@@ -69,7 +69,7 @@ class SessionImpl final : public proto::Session::Server {
   kj::Promise<void> execute(ExecuteContext context) override {
     // Refused before anything is decoded or executed when the key's or the connection's budget is spent.
     if (std::optional<Reply> refused = host_.call_started(connection_, key_id_)) {
-      encode_reply(*refused, context.getResults().initResponse());
+      encode_reply(*refused, context.getResults(reply_size_hint(*refused)).initResponse());
       return kj::READY_NOW;
     }
     return run(context).attach(kj::defer([host = &host_, connection = connection_, key = key_id_] {
@@ -82,14 +82,14 @@ class SessionImpl final : public proto::Session::Server {
     auto request = context.getParams().getRequest();
     if (std::optional<Reply> refused = authorize(request)) {
       refused->served_by = host_.config().id;
-      encode_reply(*refused, context.getResults().initResponse());
+      encode_reply(*refused, context.getResults(reply_size_hint(*refused)).initResponse());
       return kj::READY_NOW;
     }
     Result<api::Request> operation = decode_request(request);
     if (!operation.is_ok()) {
       Reply reply{storage::OpResult::error(operation.status())};
       reply.served_by = host_.config().id;
-      encode_reply(reply, context.getResults().initResponse());
+      encode_reply(reply, context.getResults(reply_size_hint(reply)).initResponse());
       return kj::READY_NOW;
     }
     // The write is the key's: its exactly-once record lives apart from every other key's (storage/write_dedup.h).
@@ -97,7 +97,7 @@ class SessionImpl final : public proto::Session::Server {
     std::optional<api::WriteId>& write_id = operation.value().write_id;
     if (write_id && !host_.keyring().open()) write_id->owner = storage::dedup_owner_of(key_name_);
     return host_.handle(std::move(operation.value()), false, key_id_).then([context](Reply reply) mutable {
-      encode_reply(reply, context.getResults().initResponse());
+      encode_reply(reply, context.getResults(reply_size_hint(reply)).initResponse());
     });
   }
 
@@ -162,7 +162,7 @@ class PeerImpl final : public proto::Peer::Server {
       Reply refused = Reply::error(StatusCode::kForbidden, "node " + std::to_string(from_.value()) +
                                                                " is not a member: it may not forward requests");
       refused.served_by = host_.config().id;
-      encode_reply(refused, context.getResults().initResponse());
+      encode_reply(refused, context.getResults(reply_size_hint(refused)).initResponse());
       return kj::READY_NOW;
     }
     auto request = context.getParams().getRequest();
@@ -176,7 +176,7 @@ class PeerImpl final : public proto::Peer::Server {
     std::optional<api::WriteId>& write_id = operation.value().write_id;
     if (write_id && !secret_id_.empty() && request.hasWriteId()) write_id->owner = request.getWriteId().getOwner();
     return host_.handle(std::move(operation.value()), true).then([context](Reply reply) mutable {
-      encode_reply(reply, context.getResults().initResponse());
+      encode_reply(reply, context.getResults(reply_size_hint(reply)).initResponse());
     });
   }
 
