@@ -2,8 +2,9 @@
 // write costs a WAL record, a write(2) and the writer queue's lock hand-off). The group keeps each apply's finished
 // batch and answers point reads through them, so a later apply in the group reads what the earlier ones wrote, as
 // it would have read it from the store; iterators see only LevelDB, so a caller writes the group out before any
-// scan (StateMachine does). Writing the group is one atomic batch that ends with the last apply's meta state: after
-// a crash the store is exactly the state after some applied index, as with one write per apply.
+// scan (StateMachine does). Writing the group is one atomic batch holding each key once, as the group's last apply
+// left it (the meta state among them): after a crash the store is exactly the state after some applied index, as
+// with one write per apply.
 //
 // Thread-safety: driver thread only (owned by the StateMachine).
 #pragma once
@@ -27,7 +28,7 @@ class ApplyGroup {
   // The value the group's applies left for `key`: nullptr when none of them wrote it; otherwise the value, or
   // nullopt when the last of them deleted it. Valid until the group is cleared.
   const std::optional<std::string_view>* find(std::string_view key) const;
-  // All the applies' writes, in order, as one batch.
+  // The applies' writes as one batch, each key once with its last value (or its deletion).
   leveldb::WriteBatch combined() const;
   void clear();
 
