@@ -263,7 +263,7 @@ Source* IntegrationBackup::source_ = nullptr;
 TEST_F(IntegrationBackup, DryRunPredictsEachModeAndChangesNothing) {
   ASSERT_FALSE(source_->file.empty());
   const std::string data = source_cluster_->dir() + "/dry-run-data";
-  const std::string command = std::string(MAYFLY_IT_MAYFLYD) + " --id 1 --listen 127.0.0.1:1 --peers 1=127.0.0.1:1 " +
+  const std::string command = default_mayflyd() + " --id 1 --listen 127.0.0.1:1 --peers 1=127.0.0.1:1 " +
                               "--data " + data + " --restore " + source_->file + " --dry-run 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
@@ -371,7 +371,7 @@ TEST_F(IntegrationBackup, RestoreRefusesACorruptFileAndANonEmptyDirectory) {
     file.put('\x5a');
   }
   auto run = [&](const std::string& file, const std::string& data) {
-    const std::string command = std::string(MAYFLY_IT_MAYFLYD) +
+    const std::string command = default_mayflyd() +
                                 " --id 1 --listen 127.0.0.1:1 --peers 1=127.0.0.1:1 --data " + data + " --restore " +
                                 file + " --ttl preserve > " + data + ".out 2>&1";
     const int status = std::system(command.c_str());

@@ -353,6 +353,13 @@ std::string Cluster::data_dir(size_t n) const { return dir_ + "/node" + std::to_
 std::string Cluster::log_text(size_t n) const { return read_file(log_path(n)); }
 pid_t Cluster::pid(size_t n) const { return nodes_.at(n - 1).pid; }
 
+std::string default_mayflyd() {
+  // $MAYFLY_IT_MAYFLYD_OVERRIDE runs the clusters on another build's mayflyd (a Debug one, whose thread-ownership
+  // checks are live: docs/tests.md); otherwise this build's.
+  if (const char* path = std::getenv("MAYFLY_IT_MAYFLYD_OVERRIDE"); path != nullptr && *path != '\0') return path;
+  return MAYFLY_IT_MAYFLYD;
+}
+
 std::vector<std::string> Cluster::node_argv(size_t n) const {
   std::string peers;
   for (size_t i = 1; i <= ports_.size(); ++i) {
@@ -360,7 +367,7 @@ std::vector<std::string> Cluster::node_argv(size_t n) const {
   }
   std::vector<std::string> argv;
   if (auto prefix = options_.launch_prefix.find(n); prefix != options_.launch_prefix.end()) argv = prefix->second;
-  argv.insert(argv.end(), {options_.mayflyd.empty() ? std::string(MAYFLY_IT_MAYFLYD) : options_.mayflyd,
+  argv.insert(argv.end(), {options_.mayflyd.empty() ? default_mayflyd() : options_.mayflyd,
                                    "--id",
                                    std::to_string(n),
                                    "--listen",

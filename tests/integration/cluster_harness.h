@@ -30,6 +30,10 @@
 
 namespace mayfly::it {
 
+// The mayflyd the clusters run: $MAYFLY_IT_MAYFLYD_OVERRIDE when set (another build's, e.g. a Debug one whose
+// thread-ownership checks are live), else this build's.
+std::string default_mayflyd();
+
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 

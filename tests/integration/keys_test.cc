@@ -52,7 +52,7 @@ void replace_private_file(const std::string& path, const std::string& text) {
 // Runs mayflyd with `args`, its stdout into `out` and its stderr into `out`.err; the exit status if it exits within
 // `timeout`, else nullopt (it is then killed: a node that should have refused to start, and did not).
 std::optional<int> run_mayflyd(const std::vector<std::string>& args, const std::string& out, milliseconds timeout) {
-  std::vector<std::string> argv = {MAYFLY_IT_MAYFLYD};
+  std::vector<std::string> argv = {default_mayflyd()};
   argv.insert(argv.end(), args.begin(), args.end());
   const pid_t pid = spawn_to_files(argv, out, out + ".err");
   if (pid < 0) return std::nullopt;

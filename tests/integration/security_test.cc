@@ -428,7 +428,7 @@ TEST(Security, MetricsWithBasicAuthRefuseScrapesWithoutTheCredentials) {
 TEST(Security, AnOpenNodeRefusesANonLoopbackListenerWithoutInsecure) {
   const std::string dir = (fs::temp_directory_path() / "mayfly-sec-open").string();
   const std::string out = dir + ".out";
-  const std::string command = std::string(MAYFLY_IT_MAYFLYD) + " --id 1 --listen 0.0.0.0:1 --peers 1=127.0.0.1:1 --data " +
+  const std::string command = default_mayflyd() + " --id 1 --listen 0.0.0.0:1 --peers 1=127.0.0.1:1 --data " +
                               dir + " > " + out + " 2>&1";
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));

@@ -39,7 +39,7 @@ std::pair<int, std::string> run_refused_node(Cluster& cluster, size_t n, const s
   for (size_t i = 1; i <= cluster.size(); ++i) {
     peers += (peers.empty() ? "" : ",") + std::to_string(i) + "=" + cluster.endpoint(i);
   }
-  const std::string command = std::string("timeout 20 ") + MAYFLY_IT_MAYFLYD + " --id " + std::to_string(n) +
+  const std::string command = std::string("timeout 20 ") + default_mayflyd() + " --id " + std::to_string(n) +
                               " --listen " + cluster.endpoint(n) + " --peers " + peers + " --data " +
                               cluster.data_dir(n) + " " + flags + " 2>&1";
   std::string output;
