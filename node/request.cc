@@ -273,17 +273,18 @@ Reply decode_reply(proto::Response::Reader response) {
 }
 
 std::string op_name(const api::Request& request) {
+  // Writes by the name of the command they become (storage::command_type_name), without building it.
   switch (request.kind()) {
-    case api::Kind::kCreateDatabase:
-    case api::Kind::kDeleteDatabase:
-    case api::Kind::kCreateContainer:
-    case api::Kind::kUpdateContainer:
-    case api::Kind::kDeleteContainer:
-    case api::Kind::kCreateItem:
-    case api::Kind::kUpsertItem:
-    case api::Kind::kReplaceItem:
-    case api::Kind::kDeleteItem:
-    case api::Kind::kPatchItem: break;
+    case api::Kind::kCreateDatabase: return "create_database";
+    case api::Kind::kDeleteDatabase: return "delete_database";
+    case api::Kind::kCreateContainer: return "create_container";
+    case api::Kind::kUpdateContainer: return "update_container";
+    case api::Kind::kDeleteContainer: return "delete_container";
+    case api::Kind::kCreateItem: return "create";
+    case api::Kind::kUpsertItem: return "upsert";
+    case api::Kind::kReplaceItem: return "replace";
+    case api::Kind::kDeleteItem: return "delete";
+    case api::Kind::kPatchItem: return "patch";
     case api::Kind::kReadItem: return "read";
     case api::Kind::kListItems: return "list";
     case api::Kind::kGetContainer: return "get_container";
@@ -300,7 +301,7 @@ std::string op_name(const api::Request& request) {
     case api::Kind::kBackupRead: return "backup_read";
     case api::Kind::kContainerForecast: return "container_forecast";
   }
-  return std::string(storage::command_type_name(to_command(request, 0).type));
+  return "unknown";
 }
 
 storage::OpResult execute_read(const storage::StoreReader& state, const api::Request& request, int64_t now_micros) {

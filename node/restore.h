@@ -1,4 +1,5 @@
 // mayflyd --restore FILE --ttl MODE [--dry-run]: starting a new cluster from an online backup (storage/restore.h).
+// Thread-safety: a free function, run by main() on its own thread before any of the node's threads start.
 #pragma once
 
 #include "node/config.h"

@@ -168,3 +168,19 @@ TEST(Router, ForwardsAreTakenFromMembersAndTheLeaderOnly) {
 
 }  // namespace
 }  // namespace mayfly::node
+
+namespace mayfly::node {
+namespace {
+
+// The request metrics name a write by the command it becomes, without building it (node/request.h op_name).
+TEST(Request, AWritesMetricNameIsItsCommandsName) {
+  for (size_t i = 0; i < api::kKindCount; ++i) {
+    const api::Kind kind = static_cast<api::Kind>(i);
+    if (!api::is_write(kind)) continue;
+    const api::Request request{.database = "db", .container = "c", .operation = api::make_operation(kind)};
+    EXPECT_EQ(op_name(request), storage::command_type_name(to_command(request, 0).type)) << api::kind_name(kind);
+  }
+}
+
+}  // namespace
+}  // namespace mayfly::node
