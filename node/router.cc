@@ -51,74 +51,64 @@ Route Router::route(const api::Request& operation, bool forwarded, storage::Appl
                     int64_t steady_ms) const {
   Route route;
   const Consistency consistency = consistency_of(operation);
-  switch (operation.kind()) {
-    case api::Kind::kListDatabases:
-    case api::Kind::kGetContainer:
-    case api::Kind::kListContainers:
-    case api::Kind::kReadItem:
-    case api::Kind::kListItems:
-    case api::Kind::kQuery:
-    case api::Kind::kReadChangeFeed: {
-      if (fresh_enough(operation, applied, steady_ms)) {
-        route.kind = Route::Kind::kServe;
-        return route;
-      }
-      if (consistency == Consistency::kSession) {
-        const uint64_t required = session_token_of(operation);
-        // The leader's log holds every entry ever committed (Raft's leader completeness), and a session token is an
-        // index some replica had applied: one past the end of the leader's log never came from this cluster — unless
-        // this node was deposed and does not know it yet (a partition). So it is answered at once, without parking,
-        // but as retriable (503 substatus 3: the client library tries another node), never as a 400 that would be
-        // wrong in that case.
-        if (view_.role == replication::Role::kLeader && required > view_.last_index) {
-          route.kind = Route::Kind::kRefuse;
-          route.refusal = unavailable(
-              kSubstatusReplicaBehind, 50,
-              "the session token " + std::to_string(required) + " is past the end of this leader's log (" +
-                  std::to_string(view_.last_index) + "): it did not come from this cluster, or this node is no "
-                  "longer the leader and does not know it yet; nothing was done: retry on another node, or drop the "
-                  "token (a new session)");
-          return route;
-        }
-        route.kind = Route::Kind::kWait;
-        route.required = required;
-        route.wait_ms = config_.session_wait_ms;
-        // A token beyond the commit index this follower last heard from its leader waits a few heartbeats, not the
-        // whole --session-wait-ms: an honest one is covered by the next heartbeat or two, a made-up one never is.
-        if (required > view_.commit) {
-          const int64_t heartbeat_ms = config_.heartbeat_interval_ticks * config_.tick_interval_ms;
-          route.wait_ms =
-              std::min(route.wait_ms, std::max(kBeyondCommitWaitMinMs, kBeyondCommitWaitHeartbeats * heartbeat_ms));
-        }
-        return route;
-      }
-      if (consistency == Consistency::kBounded) {
-        // The commit index we know is only a bound on staleness while the leader keeps talking to us: a follower
-        // cut off from it would otherwise serve ever older state as "bounded".
-        if (!leader_heard_within(steady_ms, config_.bounded_staleness_ms)) {
-          route.kind = Route::Kind::kRefuse;
-          route.refusal = unavailable(kSubstatusNoLeader, 100,
-                                      "no recent contact with the leader, so staleness cannot be bounded here; retry "
-                                      "on another node or read at eventual consistency");
-          return route;
-        }
-        const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
-        route.kind = Route::Kind::kWait;
-        route.required = view_.commit > slack ? view_.commit - slack : 0;
-        route.wait_ms = config_.session_wait_ms;
-        return route;
-      }
-      route.kind = Route::Kind::kStrongRead;
+  if (api::is_read(operation.kind())) {
+    if (fresh_enough(operation, applied, steady_ms)) {
+      route.kind = Route::Kind::kServe;
       return route;
     }
-    case api::Kind::kClusterStatus:
-    case api::Kind::kBackupOpen:  // served by the node the client chose (a follower, preferably)
-    case api::Kind::kBackupRead:
-    case api::Kind::kContainerForecast:  // this node's own figures (its backlog, its collector)
-      route.kind = Route::Kind::kLocal;
+    if (consistency == Consistency::kSession) {
+      const uint64_t required = session_token_of(operation);
+      // The leader's log holds every entry ever committed (Raft's leader completeness), and a session token is an
+      // index some replica had applied: one past the end of the leader's log never came from this cluster — unless
+      // this node was deposed and does not know it yet (a partition). So it is answered at once, without parking,
+      // but as retriable (503 substatus 3: the client library tries another node), never as a 400 that would be
+      // wrong in that case.
+      if (view_.role == replication::Role::kLeader && required > view_.last_index) {
+        route.kind = Route::Kind::kRefuse;
+        route.refusal = unavailable(
+            kSubstatusReplicaBehind, 50,
+            "the session token " + std::to_string(required) + " is past the end of this leader's log (" +
+                std::to_string(view_.last_index) + "): it did not come from this cluster, or this node is no "
+                "longer the leader and does not know it yet; nothing was done: retry on another node, or drop the "
+                "token (a new session)");
+        return route;
+      }
+      route.kind = Route::Kind::kWait;
+      route.required = required;
+      route.wait_ms = config_.session_wait_ms;
+      // A token beyond the commit index this follower last heard from its leader waits a few heartbeats, not the
+      // whole --session-wait-ms: an honest one is covered by the next heartbeat or two, a made-up one never is.
+      if (required > view_.commit) {
+        const int64_t heartbeat_ms = config_.heartbeat_interval_ticks * config_.tick_interval_ms;
+        route.wait_ms =
+            std::min(route.wait_ms, std::max(kBeyondCommitWaitMinMs, kBeyondCommitWaitHeartbeats * heartbeat_ms));
+      }
       return route;
-    default:
-      break;
+    }
+    if (consistency == Consistency::kBounded) {
+      // The commit index we know is only a bound on staleness while the leader keeps talking to us: a follower
+      // cut off from it would otherwise serve ever older state as "bounded".
+      if (!leader_heard_within(steady_ms, config_.bounded_staleness_ms)) {
+        route.kind = Route::Kind::kRefuse;
+        route.refusal = unavailable(kSubstatusNoLeader, 100,
+                                    "no recent contact with the leader, so staleness cannot be bounded here; retry "
+                                    "on another node or read at eventual consistency");
+        return route;
+      }
+      const uint64_t slack = static_cast<uint64_t>(config_.bounded_staleness_entries);
+      route.kind = Route::Kind::kWait;
+      route.required = view_.commit > slack ? view_.commit - slack : 0;
+      route.wait_ms = config_.session_wait_ms;
+      return route;
+    }
+    route.kind = Route::Kind::kStrongRead;
+    return route;
+  }
+  // Cluster status, backups (served by the node the client chose, a follower preferably) and the forecast (this
+  // node's own figures: its backlog, its collector).
+  if (api::is_node_local(operation.kind())) {
+    route.kind = Route::Kind::kLocal;
+    return route;
   }
   // Writes and admin changes go to the leader. The leader counts what a defaultTtl change would expire (on a read
   // thread, never on the driver thread) before proposing it.
