@@ -90,6 +90,7 @@ struct Settings {
   int runs = 3;
   uint64_t max_requests = 200000;
   size_t connections = 4;
+  uint32_t max_batch = 128;  // ClientOptions::max_batch_requests (1: one call per request)
   bool change_feed = false;  // the container is created with its change feed on (docs/changefeed.md)
   uint32_t feed_page = 100;  // feed: changes per page (max_items)
 };
@@ -389,6 +390,9 @@ int main(int argc, char** argv) {
   app.add_option("--clients", clients_flag, "requests in flight, one row each (comma-separated)");
   app.add_option("--connections", settings.connections, "connections shared by the clients")
       ->check(CLI::PositiveNumber);
+  app.add_option("--max-batch", settings.max_batch,
+                 "requests per executeBatch call at most (1: one call per request; default 128)")
+      ->check(CLI::Range(1u, mayfly::kMaxBatchRequests));
   app.add_option("--workloads", workloads_flag, "upsert256,upsert1k,strong,session,feed");
   app.add_option("--database", settings.database, "database to write into");
   app.add_option("--container", settings.container, "container to write into");
@@ -474,6 +478,7 @@ int main(int argc, char** argv) {
     ClientOptions options;
     options.endpoints = endpoints;
     options.request_timeout_ms = timeout_ms;
+    options.max_batch_requests = settings.max_batch;
     for (size_t i = 0; i < settings.connections; ++i) {
       options.jitter_seed = 0x6d617966 + i;
       clients.push_back(std::make_unique<Client>(options));
@@ -490,10 +495,11 @@ int main(int argc, char** argv) {
               start_cluster ? "3 mayflyd started by this benchmark, fresh data" : "already running",
               static_cast<unsigned long long>(leader));
   std::printf("clients: N concurrent clients = N requests kept in flight with execute_async from one thread (one "
-              "event loop), spread over min(N, %zu) Client instances; each run stops after %.1f s or %llu "
+              "event loop), spread over min(N, %zu) Client instances (at most %u requests per call); each run stops after %.1f s or %llu "
               "requests; %s; items: partition key /pk over %d partitions, ttl %d, container defaultTtl -1, change "
               "feed %s\n",
-              settings.connections, settings.seconds, static_cast<unsigned long long>(settings.max_requests),
+              settings.connections, settings.max_batch, settings.seconds,
+              static_cast<unsigned long long>(settings.max_requests),
               feed_ab ? (start_cluster ? "A/B: each run on a new cluster (fresh data), feed off then on, per round"
                                        : "A/B: each run into a fresh container, feed off then on, per round")
                       : ("ops/s = median of " + std::to_string(settings.runs) + " runs, latency percentiles over all samples")

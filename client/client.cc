@@ -53,17 +53,144 @@ struct Wire {
   capnp::RpcSystem<capnp::rpc::twoparty::VatId> rpc;
 };
 
+// Whether a request may share an executeBatch call (proto Session) with others: item writes and point reads, which
+// are answered within a commit round. Anything that may wait long (queries and lists on a read thread, change feed
+// long-polls, admin work) goes alone, so it never holds the answers of the requests batched with it.
+bool batchable(const Request& request) {
+  switch (request.kind()) {
+    case Op::kCreateItem:
+    case Op::kUpsertItem:
+    case Op::kReplaceItem:
+    case Op::kDeleteItem:
+    case Op::kPatchItem:
+    case Op::kReadItem:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One request as its own execute call.
+kj::Promise<Response> execute_one(proto::Session::Client& session, const Request& request) {
+  auto rpc = session.executeRequest(api::size_hint(request));
+  api::encode_request(request, rpc.initRequest());
+  return rpc.send().then(
+      [](capnp::Response<proto::Session::ExecuteResults> results) { return decode_response(results.getResponse()); });
+}
+
+// The batchable requests issued on one connection in the same turn of the event loop, sent as one executeBatch call
+// when the turn ends (kj::evalLast) or when the batch is full: one message and one answer for many requests, instead
+// of a call each. Every request keeps its own promise, resolved with its own response (or rejected with the call's
+// failure); the caller's timeouts and retries are per request, as without batching. A node without executeBatch
+// (UNIMPLEMENTED) gets the batch again one call per request, and only single calls after that.
+//
+// Thread-safety: the connection's thread (the client's event loop).
+class Batcher {
+ public:
+  explicit Batcher(size_t max_requests) : max_requests_(max_requests), tasks_(errors_) {}
+
+  // `generation` names the session the request was made for: requests of two sessions never share a call.
+  kj::Promise<Response> submit(proto::Session::Client session, uint64_t generation, Request request) {
+    if (max_requests_ <= 1 || unimplemented_) return execute_one(session, request);
+    if (open_.has_value() && open_->generation != generation) send();
+    const size_t words = api::size_hint(request).wordCount;
+    if (open_.has_value() && open_->words + words > kMaxBatchWords) send();
+    if (!open_.has_value()) {
+      open_.emplace(Open{.session = kj::mv(session), .generation = generation});
+      tasks_.add(kj::evalLast([this, batch = ++opened_] {
+        if (open_.has_value() && opened_ == batch) send();
+      }));
+    }
+    auto answer = kj::newPromiseAndFulfiller<Response>();
+    open_->requests.push_back(std::move(request));
+    open_->waiting.push_back(kj::mv(answer.fulfiller));
+    open_->words += words;
+    if (open_->requests.size() >= max_requests_) send();
+    return kj::mv(answer.promise);
+  }
+
+ private:
+  // Bounds one call's request message well under the node's flow limit.
+  static constexpr size_t kMaxBatchWords = (1 << 20) / sizeof(capnp::word);
+
+  struct Open {
+    proto::Session::Client session;
+    uint64_t generation = 0;
+    std::vector<Request> requests;
+    std::vector<kj::Own<kj::PromiseFulfiller<Response>>> waiting;
+    size_t words = 8;
+  };
+  using Waiting = std::vector<kj::Own<kj::PromiseFulfiller<Response>>>;
+
+  class Errors final : public kj::TaskSet::ErrorHandler {
+   public:
+    void taskFailed(kj::Exception&&) override {}  // every task hands its failure to the requests it carries
+  };
+
+  void send() {
+    Open batch = kj::mv(*open_);
+    open_.reset();
+    auto waiting = std::make_shared<Waiting>(kj::mv(batch.waiting));
+    if (batch.requests.size() == 1) {
+      tasks_.add(forward(execute_one(batch.session, batch.requests[0]), waiting, 0));
+      return;
+    }
+    auto rpc = batch.session.executeBatchRequest(capnp::MessageSize{batch.words, 0});
+    auto list = rpc.initRequests(static_cast<unsigned>(batch.requests.size()));
+    for (size_t i = 0; i < batch.requests.size(); ++i) api::encode_request(batch.requests[i], list[i]);
+    auto requests = std::make_shared<std::vector<Request>>(std::move(batch.requests));
+    tasks_.add(rpc.send().then(
+        [waiting](capnp::Response<proto::Session::ExecuteBatchResults> results) {
+          auto responses = results.getResponses();
+          if (responses.size() != waiting->size()) {
+            const kj::Exception malformed(kj::Exception::Type::FAILED, __FILE__, __LINE__,
+                                          kj::str("the node answered ", responses.size(), " of a batch of ",
+                                                  waiting->size(), " requests"));
+            for (auto& fulfiller : *waiting) fulfiller->reject(kj::cp(malformed));
+            return;
+          }
+          for (size_t i = 0; i < waiting->size(); ++i) (*waiting)[i]->fulfill(decode_response(responses[i]));
+        },
+        [this, waiting, requests, session = kj::mv(batch.session)](kj::Exception&& failure) mutable {
+          if (failure.getType() != kj::Exception::Type::UNIMPLEMENTED) {
+            for (auto& fulfiller : *waiting) fulfiller->reject(kj::cp(failure));
+            return;
+          }
+          // An older node: nothing of the batch ran. One call per request from now on.
+          unimplemented_ = true;
+          for (size_t i = 0; i < requests->size(); ++i) {
+            tasks_.add(forward(execute_one(session, (*requests)[i]), waiting, i));
+          }
+        }));
+  }
+
+  // Hands `answer` to the i-th waiting request.
+  static kj::Promise<void> forward(kj::Promise<Response> answer, std::shared_ptr<Waiting> waiting, size_t i) {
+    return answer.then([waiting, i](Response response) { (*waiting)[i]->fulfill(kj::mv(response)); },
+                       [waiting, i](kj::Exception&& failure) { (*waiting)[i]->reject(kj::mv(failure)); });
+  }
+
+  const size_t max_requests_;
+  std::optional<Open> open_;
+  uint64_t opened_ = 0;  // batches opened so far: the end-of-turn send belongs to one of them
+  bool unimplemented_ = false;
+  Errors errors_;
+  kj::TaskSet tasks_;
+};
+
 struct Connection {
   // The connection is made here, through the network of the thread's EzRpc context, and wrapped with TLS when `tls`
   // is set (the node's certificate must chain to ClientOptions::tls_ca and name the endpoint's host); EzRpcClient
   // only holds the thread's shared event loop, on a local socket pair nothing uses.
-  Connection(const std::string& address, kj::TimePoint opened_at, std::string client_key, tls::Context* tls)
+  Connection(const std::string& address, kj::TimePoint opened_at, std::string client_key, tls::Context* tls,
+             size_t max_batch_requests)
       : loop_socket(idle_socket()),
         rpc(kj::heap<capnp::EzRpcClient>(loop_socket.get())),
         key(std::move(client_key)),
         main(proto::Mayfly::Client(connect(address, tls))),
         session(open_session(main, this->key)),
-        last_answer_at(opened_at) {}
+        last_answer_at(opened_at),
+        batcher(max_batch_requests) {}
 
   // One end of a socket pair whose other end is closed at once: EzRpcClient's own connection, idle (it sees EOF).
   static kj::AutoCloseFd idle_socket() {
@@ -130,8 +257,10 @@ struct Connection {
   std::string key;
   proto::Mayfly::Client main;
   kj::ForkedPromise<proto::Session::Client> session;
+  uint64_t session_generation = 0;  // bumped when `session` is opened again (a write's idle probe)
   bool broken = false;            // a call saw it fail: the next use opens a new one
   kj::TimePoint last_answer_at;   // when an execute call last got its answer on it (or when it was opened)
+  Batcher batcher;                // declared last: its calls go before the connection's RPC system
 };
 
 std::string describe(const kj::Exception& exception) {
@@ -292,7 +421,8 @@ class Client::Impl {
     std::shared_ptr<Connection>& slot = connections_.at(endpoint);
     if (slot == nullptr || slot->broken) {
       const kj::TimePoint now = timer_ != nullptr ? timer_->now() : kj::origin<kj::TimePoint>();
-      auto fresh = std::make_shared<Connection>(routing_.address(endpoint), now, options_.key, tls_.get());
+      auto fresh = std::make_shared<Connection>(routing_.address(endpoint), now, options_.key, tls_.get(),
+                                                options_.max_batch_requests);
       if (timer_ == nullptr) {
         timer_ = &fresh->rpc->getIoProvider().getTimer();
         fresh->last_answer_at = timer_->now();
@@ -347,6 +477,7 @@ class Client::Impl {
     const kj::TimePoint now = kj::max(timer_->now(), kj::systemPreciseMonotonicClock().now());
     if (call.write && now - raw->last_answer_at >= options_.write_probe_idle_ms * kj::MILLISECONDS) {
       raw->session = Connection::open_session(raw->main, raw->key);
+      ++raw->session_generation;
       session = raw->session.addBranch();
       // One probe per quiet spell: the other writes of a burst wait on this one's session (a node answers one
       // openSession per hello on a connection, so concurrent handshakes on it would spoil each other's proofs).
@@ -359,16 +490,17 @@ class Client::Impl {
     request.write_id = write_id;
     return session
         .then(
-            [this, raw, request = kj::mv(request)](proto::Session::Client opened) mutable -> kj::Promise<Attempt> {
+            [this, raw, request = kj::mv(request),
+             generation = raw->session_generation](proto::Session::Client opened) mutable -> kj::Promise<Attempt> {
               // The token is chosen at send time, so a retry carries whatever newer token arrived meanwhile.
               request.options.session_token = tokens_.token_for(request.options, *request.options.consistency);
-              auto rpc = opened.executeRequest(api::size_hint(request));
-              api::encode_request(request, rpc.initRequest());
-              return rpc.send().then(
-                  [this, raw](capnp::Response<proto::Session::ExecuteResults> results) {
+              kj::Promise<Response> answer = batchable(request)
+                                                 ? raw->batcher.submit(kj::mv(opened), generation, kj::mv(request))
+                                                 : execute_one(opened, request);
+              return answer.then(
+                  [this, raw](Response response) {
                     raw->last_answer_at = timer_->now();
-                    return Attempt{.kind = Attempt::Kind::kAnswered,
-                                   .response = decode_response(results.getResponse())};
+                    return Attempt{.kind = Attempt::Kind::kAnswered, .response = kj::mv(response)};
                   },
                   [raw](kj::Exception&& exception) {
                     if (exception.getType() == kj::Exception::Type::DISCONNECTED) {

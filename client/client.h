@@ -124,6 +124,10 @@ struct ClientOptions {
   // connection is TLS, trusting only this CA (not the system store), and the node's certificate must name the host
   // of the endpoint dialled (for 127.0.0.1, a DNS SAN "127.0.0.1": deploy/make-certs.sh writes DNS and IP SANs).
   std::string tls_ca;
+  // Item writes and point reads issued together (in one turn of the event loop) on one connection go to the node as
+  // one executeBatch call of at most this many requests: one message and one answer instead of one each. Each keeps
+  // its own timeout, retries and write id. 1: one call per request.
+  uint32_t max_batch_requests = 128;
 };
 
 // A connection to a Mayfly cluster that runs its Cap'n Proto event loop on the calling thread (via capnp::EzRpcClient:

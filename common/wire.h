@@ -20,4 +20,8 @@ inline constexpr uint32_t kSubstatusOverloaded = 4;       // 503: not executed, 
 inline constexpr uint32_t kSubstatusWriteRecordLost = 5;
 inline constexpr uint32_t kSubstatusDedupTableFull = 6;
 
+// Session.executeBatch takes at most this many requests in one call; a longer batch is answered 400 for every request
+// and nothing in it runs. The client library sends far fewer (ClientOptions::max_batch_requests).
+inline constexpr uint32_t kMaxBatchRequests = 1024;
+
 }  // namespace mayfly

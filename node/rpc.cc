@@ -81,10 +81,19 @@ kj::Promise<Reply> RpcHost::to_driver(api::Request operation) {
   auto reply = kj::newPromiseAndFulfiller<Reply>();
   pending_.emplace(id, kj::mv(reply.fulfiller));
   if (!is_read(operation)) pending_writes_.insert(id);
-  driver_.post([this, id, operation = std::move(operation)]() mutable {
-    driver_.on_request(id, std::move(operation));
-  });
+  to_post_.emplace_back(id, std::move(operation));
+  if (to_post_.size() == 1 && tasks_.get() != nullptr) tasks_->add(kj::evalLast([this] { post_to_driver(); }));
   return await_reply(id, kj::mv(reply.promise));
+}
+
+void RpcHost::post_to_driver() {
+  owner_.check();
+  if (to_post_.empty() || stopping_) return;  // stopping: stop() answered everything in pending_
+  auto requests = std::make_shared<std::vector<std::pair<uint64_t, api::Request>>>(std::move(to_post_));
+  to_post_.clear();
+  driver_.post([this, requests] {
+    for (auto& [id, operation] : *requests) driver_.on_request(id, std::move(operation));
+  });
 }
 
 kj::Promise<Reply> RpcHost::on_read_thread(std::function<Reply()> work, const std::string& lane, bool write) {

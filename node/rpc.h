@@ -202,7 +202,10 @@ class RpcHost final : public DriverOutput, public LinkContext {
   // Carries out the Router's decision (node/router.h) for the request.
   kj::Promise<Reply> route(api::Request operation, bool forwarded, const std::string& key);
   kj::Promise<Reply> forward(NodeId leader, PeerLink& leader_link, const api::Request& operation);
+  // Registers the request in pending_ and queues it for the driver; the queue goes over in one post at the end of
+  // the event loop's turn (post_to_driver), so the requests of one socket read or one batch are one hand-off.
   kj::Promise<Reply> to_driver(api::Request operation);
+  void post_to_driver();
   // A session or bounded read this replica is not fresh enough for: it waits here (not on the driver) until the
   // applied index the driver reports reaches `required`, then is served; 503 (replica behind) after
   // --session-wait-ms.
@@ -281,6 +284,7 @@ class RpcHost final : public DriverOutput, public LinkContext {
   uint64_t next_request_id_ = 1;
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<Reply>>> pending_;  // waiting on the driver or a read thread
   std::set<uint64_t> pending_writes_;  // the writes among them: at shutdown, their outcome is unknown
+  std::vector<std::pair<uint64_t, api::Request>> to_post_;  // for the driver at the end of this turn (in pending_)
   ReadQueue read_queue_;               // the read threads' turns, by key
   std::set<uint64_t> read_jobs_;       // reads started on the pool whose answer has not come back
   std::map<uint64_t, kj::Own<kj::PromiseFulfiller<bool>>> parked_;  // the router's wait id -> what to wake

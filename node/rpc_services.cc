@@ -67,38 +67,73 @@ class SessionImpl final : public proto::Session::Server {
         refusal_(refusal) {}
 
   kj::Promise<void> execute(ExecuteContext context) override {
-    // Refused before anything is decoded or executed when the key's or the connection's budget is spent.
-    if (std::optional<Reply> refused = host_.call_started(connection_, key_id_)) {
-      encode_reply(*refused, context.getResults(reply_size_hint(*refused)).initResponse());
+    return serve(context.getParams().getRequest()).then([context](Reply reply) mutable {
+      encode_reply(reply, context.getResults(reply_size_hint(reply)).initResponse());
+    });
+  }
+
+  // Each request of the batch is served as if it came alone (admitted against the connection's and the key's
+  // budgets, authorized, decoded, routed), in list order, so the writes of one batch reach the driver in one hand-off
+  // (RpcHost::to_driver) and their answers leave in one message.
+  kj::Promise<void> executeBatch(ExecuteBatchContext context) override {
+    auto requests = context.getParams().getRequests();
+    if (requests.size() > kMaxBatchRequests) {
+      Reply refused = Reply::error(StatusCode::kInvalidArgument,
+                                   "a batch holds at most " + std::to_string(kMaxBatchRequests) + " requests, this one " +
+                                       std::to_string(requests.size()) + "; nothing in it was done: send fewer");
+      refused.served_by = host_.config().id;
+      auto responses = context.getResults().initResponses(requests.size());
+      for (auto response : responses) encode_reply(refused, response);
       return kj::READY_NOW;
     }
-    return run(context).attach(kj::defer([host = &host_, connection = connection_, key = key_id_] {
+    auto replies = kj::heapArrayBuilder<kj::Promise<Reply>>(requests.size());
+    for (proto::Request::Reader request : requests) {
+      // One request failing inside the node (its promise broken) must not take the others' answers with it; its own
+      // outcome is unknown to this node, as for a write the node stopped during.
+      replies.add(serve(request).catch_([id = host_.config().id](kj::Exception&& exception) {
+        Reply failed = Reply::error(StatusCode::kUnavailable,
+                                    "the node failed while serving this request (" +
+                                        std::string(exception.getDescription().cStr()) +
+                                        "); a write's outcome is unknown: read, or re-send it with its write id");
+        failed.result.substatus = static_cast<int>(kSubstatusOutcomeUnknown);
+        failed.served_by = id;
+        return failed;
+      }));
+    }
+    return kj::joinPromises(replies.finish()).then([context](kj::Array<Reply> answers) mutable {
+      capnp::MessageSize hint{8, 0};
+      for (const Reply& answer : answers) hint.wordCount += reply_size_hint(answer).wordCount;
+      auto responses = context.getResults(hint).initResponses(answers.size());
+      for (size_t i = 0; i < answers.size(); ++i) encode_reply(answers[i], responses[i]);
+    });
+  }
+
+ private:
+  // One request: refused before anything is decoded or executed when the key's or the connection's budget is spent,
+  // then authorized, decoded and handed to the host. `request` is read before the first suspension only.
+  kj::Promise<Reply> serve(proto::Request::Reader request) {
+    if (std::optional<Reply> refused = host_.call_started(connection_, key_id_)) return kj::mv(*refused);
+    return run(request).attach(kj::defer([host = &host_, connection = connection_, key = key_id_] {
       host->call_finished(connection, key);
     }));
   }
 
- private:
-  kj::Promise<void> run(ExecuteContext& context) {
-    auto request = context.getParams().getRequest();
+  kj::Promise<Reply> run(proto::Request::Reader request) {
     if (std::optional<Reply> refused = authorize(request)) {
       refused->served_by = host_.config().id;
-      encode_reply(*refused, context.getResults(reply_size_hint(*refused)).initResponse());
-      return kj::READY_NOW;
+      return kj::mv(*refused);
     }
     Result<api::Request> operation = decode_request(request);
     if (!operation.is_ok()) {
       Reply reply{storage::OpResult::error(operation.status())};
       reply.served_by = host_.config().id;
-      encode_reply(reply, context.getResults(reply_size_hint(reply)).initResponse());
-      return kj::READY_NOW;
+      return reply;
     }
     // The write is the key's: its exactly-once record lives apart from every other key's (storage/write_dedup.h).
     // An open node's sessions are all the anonymous owner.
     std::optional<api::WriteId>& write_id = operation.value().write_id;
     if (write_id && !host_.keyring().open()) write_id->owner = storage::dedup_owner_of(key_name_);
-    return host_.handle(std::move(operation.value()), false, key_id_).then([context](Reply reply) mutable {
-      encode_reply(reply, context.getResults(reply_size_hint(reply)).initResponse());
-    });
+    return host_.handle(std::move(operation.value()), false, key_id_);
   }
 
   // 401 without a valid key, 403 when the key's role is not enough; nothing is executed or charged then.

@@ -207,6 +207,12 @@ interface Mayfly {
 
 interface Session {
   execute @0 (request :Request) -> (response :Response);
+  # Several requests in one call (the client library batches the item writes and point reads issued together on a
+  # connection): each is admitted, authorized and executed as if it came alone, in list order, and `responses[i]`
+  # answers `requests[i]`. The call returns when the last of them is answered, so the library sends nothing that may
+  # wait long (queries, lists, change feed waits, admin) this way. At most 1024 requests: a longer batch is answered
+  # 400 for each request, none executed.
+  executeBatch @1 (requests :List(Request)) -> (responses :List(Response));
 }
 
 interface Peer {

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "api/codec.h"
 #include "common/auth.h"
+#include "common/wire.h"
 #include "proto/mayfly.capnp.h"
 #include "replication/codec.h"
 #include "tests/integration/cluster_harness.h"
@@ -162,6 +164,106 @@ TEST(Security, ReadOnlyKeyReadsButEveryWriteAndAdminOpIs403) {
     EXPECT_EQ(run(reader, status, node).status, 200);
   }
   EXPECT_EQ(fingerprint(cluster, admin), before);
+}
+
+// A raw client session on node n's listener opened with `key`, as the library opens one (hello, then openSession with
+// the key's proof).
+struct RawSession {
+  explicit RawSession(const std::string& endpoint) : rpc(endpoint) {}
+  capnp::EzRpcClient rpc;
+  std::unique_ptr<proto::Session::Client> session;
+};
+
+std::unique_ptr<RawSession> open_raw_session(const std::string& endpoint, const std::string& key) {
+  auto raw = std::make_unique<RawSession>(endpoint);
+  auto& wait = raw->rpc.getWaitScope();
+  proto::Mayfly::Client main = raw->rpc.getMain<proto::Mayfly>();
+  const std::string client_nonce = auth::random_nonce();
+  auto hello = main.helloRequest();
+  hello.setClientNonce(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(client_nonce.data()), client_nonce.size()));
+  auto greeted = hello.send().wait(wait);
+  const std::string server_nonce(reinterpret_cast<const char*>(greeted.getServerNonce().begin()),
+                                 greeted.getServerNonce().size());
+  const std::string proof = auth::session_client_proof(key, client_nonce, server_nonce);
+  auto open = main.openSessionRequest();
+  open.setProof(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(proof.data()), proof.size()));
+  raw->session = std::make_unique<proto::Session::Client>(open.send().wait(wait).getSession());
+  return raw;
+}
+
+// Session.executeBatch: every request of a batch is authorized, admitted and executed on its own, in order, and
+// answered in its own slot; an oversized batch runs nothing. The library batches item writes and point reads issued
+// together, so a readonly key's mixed batch is the same mix of 200s and 403s as one call each.
+TEST(Security, EveryRequestOfABatchIsAuthorizedAndAnsweredOnItsOwnAndAnOversizedBatchRunsNothing) {
+  Cluster cluster({.name = "sec-batch"});
+  client::Client admin(cluster.client_options());
+  prepare(cluster, admin);
+  const Fingerprint before = fingerprint(cluster, admin);
+  client::Client reader(with_key(cluster, cluster.readonly_key()));
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    std::vector<Request> mixed = {
+        item_key(Op::kReadItem, "sec", "c", "p", "a"),
+        item_write(Op::kCreateItem, "sec", "c", R"({"id":"b","pk":"p"})"),
+        item_key(Op::kReadItem, "sec", "c", "p", "a"),
+        item_write(Op::kUpsertItem, "sec", "c", R"({"id":"a","pk":"p","v":2})"),
+        item_key(Op::kDeleteItem, "sec", "c", "p", "a"),
+    };
+    for (Request& request : mixed) request.endpoint = node;
+    const std::vector<client::Response> answers = reader.execute_all(mixed);
+    ASSERT_EQ(answers.size(), mixed.size());
+    const std::vector<int> expected = {200, 403, 200, 403, 403};
+    for (size_t i = 0; i < answers.size(); ++i) {
+      EXPECT_EQ(answers[i].status, expected[i]) << "request " << i << " on node " << node << ": " << answers[i].message;
+      EXPECT_EQ(answers[i].served_by, node) << "request " << i;
+    }
+    EXPECT_NE(answers[0].body.find("\"id\":\"a\""), std::string::npos) << answers[0].body;
+  }
+  EXPECT_EQ(fingerprint(cluster, admin), before);
+
+  std::unique_ptr<RawSession> raw = open_raw_session(cluster.endpoint(1), cluster.admin_key());
+  auto& wait = raw->rpc.getWaitScope();
+  // One past the limit: every slot is a 400 that says so, and the create at its head is not applied.
+  {
+    auto call = raw->session->executeBatchRequest();
+    auto requests = call.initRequests(kMaxBatchRequests + 1);
+    api::encode_request(item_write(Op::kCreateItem, "sec", "c", R"({"id":"too-many","pk":"p"})"), requests[0]);
+    for (uint32_t i = 1; i <= kMaxBatchRequests; ++i) {
+      api::encode_request(item_key(Op::kReadItem, "sec", "c", "p", "a"), requests[i]);
+    }
+    auto answered = call.send().wait(wait);
+    ASSERT_EQ(answered.getResponses().size(), kMaxBatchRequests + 1);
+    for (proto::Response::Reader response : answered.getResponses()) {
+      EXPECT_EQ(response.getStatus(), 400u);
+      EXPECT_NE(std::string(response.getMessage().cStr()).find("at most 1024"), std::string::npos)
+          << response.getMessage().cStr();
+    }
+    Request read = item_key(Op::kReadItem, "sec", "c", "p", "too-many");
+    read.options.consistency = client::Consistency::kStrong;
+    EXPECT_EQ(run(admin, read).status, 404) << "a request of a refused batch was applied";
+  }
+  // Outcomes in request order, each its own: created, a bad body, a conflict with the create before it in the same
+  // batch, a missing container, and a strong read.
+  {
+    std::vector<Request> batch = {
+        item_write(Op::kCreateItem, "sec", "c", R"({"id":"m1","pk":"p"})"),
+        item_write(Op::kCreateItem, "sec", "c", R"({"id":"m2","pk":"p","ttl":"soon"})"),
+        item_write(Op::kCreateItem, "sec", "c", R"({"id":"m1","pk":"p"})"),
+        item_write(Op::kUpsertItem, "sec", "nope", R"({"id":"m3","pk":"p"})"),
+        item_key(Op::kReadItem, "sec", "c", "p", "a"),
+    };
+    batch.back().options.consistency = client::Consistency::kStrong;
+    auto call = raw->session->executeBatchRequest();
+    auto requests = call.initRequests(static_cast<unsigned>(batch.size()));
+    for (size_t i = 0; i < batch.size(); ++i) api::encode_request(batch[i], requests[static_cast<unsigned>(i)]);
+    auto answered = call.send().wait(wait);
+    ASSERT_EQ(answered.getResponses().size(), batch.size());
+    const std::vector<uint16_t> expected = {201, 400, 409, 404, 200};
+    for (size_t i = 0; i < batch.size(); ++i) {
+      proto::Response::Reader response = answered.getResponses()[static_cast<unsigned>(i)];
+      EXPECT_EQ(response.getStatus(), expected[i]) << "request " << i << ": " << response.getMessage().cStr();
+      EXPECT_NE(response.getServedBy(), 0u) << "request " << i;
+    }
+  }
 }
 
 TEST(Security, ReadWriteKeyWritesDataButCannotChangeMembership) {
