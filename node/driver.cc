@@ -269,7 +269,7 @@ void Driver::handle_write(uint64_t request_id, const api::Request& operation) {
   }
   // The one place a client write becomes the replicated command; a change feed turned on without a retention gets this
   // leader's --changefeed-retention (the command carries the number, so no replica applies its own flag).
-  const storage::Command command = to_command(operation, config_.changefeed_retention_seconds);
+  storage::Command command = to_command(operation, config_.changefeed_retention_seconds);
   // A re-sent write whose container is gone still goes to the log: its first attempt may have applied, and only
   // apply knows that outcome (answering 404 here would replace it). Throttling and the body check apply to it as to
   // any write: the retry flag buys nothing else.
@@ -292,14 +292,11 @@ void Driver::handle_write(uint64_t request_id, const api::Request& operation) {
       reply(request_id, throttled_reply(wait_ms));
       return;
     }
-    // Reject bad item bodies here (apply would reject them too, on every replica, after a costly trip through the log).
-    if (command.type != storage::CommandType::kDeleteItem && command.type != storage::CommandType::kPatchItem) {
-      Result<storage::PreparedItem> prepared =
-          storage::prepare_item(command.body, container->partition_key_path);
-      if (!prepared.is_ok()) {
-        reply(request_id, Reply{storage::OpResult::error(prepared.status())});
-        return;
-      }
+    // Bad item bodies are refused here, and good ones go to the log validated (storage::PreparedBody): no replica
+    // parses the body again.
+    if (Status prepared = storage::prepare_body(command, *container); !prepared.is_ok()) {
+      reply(request_id, Reply{storage::OpResult::error(prepared)});
+      return;
     }
   }
   // The RPC host ran the dry run and the guard of a defaultTtl change on a read thread (node/ttl_guard.h) and marked

@@ -1,5 +1,6 @@
 #include "storage/command.h"
 
+#include "common/assert.h"
 #include "common/codec.h"
 
 namespace mayfly::storage {
@@ -11,6 +12,14 @@ constexpr uint8_t kCommandVersionWithOwner = 3;    // version 2 with the WriteId
 constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kSetMemberAddress);
 
 enum Presence : uint8_t { kAbsent = 0, kPresent = 1 };
+
+// Set in the type byte when the body is a PreparedBody (after the empty raw body); older nodes refuse such a type as
+// undecodable rather than misread it.
+constexpr uint8_t kPreparedFlag = 0x80;
+
+bool may_be_prepared(CommandType type) {
+  return type == CommandType::kCreateItem || type == CommandType::kReplaceItem || type == CommandType::kUpsertItem;
+}
 
 }  // namespace
 
@@ -38,13 +47,18 @@ bool is_item_write(CommandType type) {
 
 std::string encode_command(const Command& command) {
   std::string out;
-  out.reserve(command.body.size() + command.database.size() + command.container.size() + 32);
+  out.reserve(command.body.size() + command.database.size() + command.container.size() + 32 +
+              (command.prepared ? command.prepared->item.json.size() + command.prepared->item.id.size() +
+                                      command.prepared->item.partition_key.size()
+                                : 0));
   // Commands without a write id keep version 1's bytes, so logs written before exactly-once read the same.
   // Writes of the anonymous owner keep version 2's bytes (open nodes: logs read the same by an older node).
   codec::put_u8(out, !command.write_id          ? kCommandVersion
                      : command.write_id->owner ? kCommandVersionWithOwner
                                                : kCommandVersionWithWriteId);
-  codec::put_u8(out, static_cast<uint8_t>(command.type));
+  MAYFLY_ASSERT_MSG(!command.prepared || (may_be_prepared(command.type) && command.body.empty()),
+                    "a prepared body is for create, replace and upsert, instead of the raw body");
+  codec::put_u8(out, static_cast<uint8_t>(command.type) | (command.prepared ? kPreparedFlag : 0));
   codec::put_bytes(out, command.database);
   codec::put_bytes(out, command.container);
   codec::put_bytes(out, command.partition_key_path);
@@ -62,6 +76,15 @@ std::string encode_command(const Command& command) {
   codec::put_u8(out, command.if_match ? kPresent : kAbsent);
   if (command.if_match) codec::put_bytes(out, *command.if_match);
   codec::put_bytes(out, command.body);
+  if (command.prepared) {
+    const PreparedItem& item = command.prepared->item;
+    codec::put_varint(out, command.prepared->container_rid);
+    codec::put_bytes(out, item.id);
+    codec::put_bytes(out, item.partition_key);
+    codec::put_u8(out, static_cast<uint8_t>(item.ttl.kind));
+    codec::put_varint(out, static_cast<uint64_t>(item.ttl.seconds));
+    codec::put_bytes(out, item.json);
+  }
   if (command.write_id) {
     codec::put_u64_be(out, command.write_id->client);
     codec::put_varint(out, command.write_id->sequence);
@@ -95,8 +118,11 @@ Result<Command> decode_command(std::string_view bytes) {
   bool ok = reader.get_u8(version) &&
             (version == kCommandVersion || version == kCommandVersionWithWriteId ||
              version == kCommandVersionWithOwner) &&
-            reader.get_u8(type) &&
-            type <= kMaxCommandType && reader.get_bytes(database) && reader.get_bytes(container) &&
+            reader.get_u8(type);
+  const bool prepared = (type & kPreparedFlag) != 0;
+  type = static_cast<uint8_t>(type & ~kPreparedFlag);
+  ok = ok && type <= kMaxCommandType && (!prepared || may_be_prepared(static_cast<CommandType>(type))) &&
+            reader.get_bytes(database) && reader.get_bytes(container) &&
             reader.get_bytes(path) && reader.get_u8(change) && change <= 2 && reader.get_bytes(ttl_json) &&
             reader.get_u8(presence) && presence <= 1;
   if (ok && presence == kPresent) {
@@ -117,6 +143,22 @@ Result<Command> decode_command(std::string_view bytes) {
     command.if_match = std::string(if_match);
   }
   ok = ok && reader.get_bytes(body);
+  if (ok && prepared) {
+    PreparedBody form;
+    std::string_view item_id, item_key, json;
+    uint8_t ttl_kind = 0;
+    uint64_t seconds = 0;
+    ok = body.empty() && reader.get_varint(form.container_rid) && reader.get_bytes(item_id) &&
+         reader.get_bytes(item_key) && reader.get_u8(ttl_kind) && ttl_kind <= 2 && reader.get_varint(seconds) &&
+         seconds <= static_cast<uint64_t>(ttl::kMaxTtlSeconds) && reader.get_bytes(json) && !item_id.empty() &&
+         !item_key.empty() && !json.empty() && json.front() == '{';
+    form.item.id = std::string(item_id);
+    form.item.partition_key = std::string(item_key);
+    form.item.ttl.kind = static_cast<ttl::ItemTtl::Kind>(ttl_kind);
+    form.item.ttl.seconds = static_cast<int64_t>(seconds);
+    form.item.json = std::string(json);
+    command.prepared = std::move(form);
+  }
   if (ok && version != kCommandVersion) {
     WriteId write_id;
     uint8_t retry = 0;

@@ -1,9 +1,10 @@
 // Commands: what the log carries and the state machine applies, and the results it gives back.
 //
-// A command holds the request as the client sent it (raw JSON for item bodies, patch operations and TTL values), so
-// that validation happens inside the deterministic apply and every replica reaches the same verdict; the leader
-// also checks item bodies before proposing (storage::prepare_item, storage/document.h, called by node/driver.cc) so
-// bad requests rarely reach the log. Encoded with common/codec; decoding rejects malformed bytes with a Status.
+// A command holds the request as the client sent it (raw JSON for patch operations and TTL values), so that
+// validation happens inside the deterministic apply and every replica reaches the same verdict. Item bodies of
+// create, replace and upsert are the exception: the leader validates them before proposing (storage::prepare_item,
+// storage/document.h, called by node/driver.cc) and logs the validated parts (PreparedBody), so a body is parsed once
+// in the cluster, not once per replica. Encoded with common/codec; decoding rejects malformed bytes with a Status.
 // Thread-safety: plain values.
 #pragma once
 
@@ -58,6 +59,25 @@ Status validate_write_id(const WriteId& id);
 // For kUpdateContainer: what to do with defaultTtl.
 enum class DefaultTtlChange : uint8_t { kKeep, kSet, kRemove };
 
+// An item body validated (storage::prepare_item, storage/document.h): what apply needs of it.
+struct PreparedItem {
+  std::string id;
+  std::string partition_key;  // canonical JSON of the key value
+  ttl::ItemTtl ttl;
+  std::string json;           // compact user JSON without system properties
+  bool operator==(const PreparedItem&) const = default;
+};
+
+// A create, replace or upsert body the leader validated before proposing it, against the container whose resource
+// id is `container_rid`: the log carries these parts instead of the raw body, so no replica parses the JSON again.
+// Apply uses them while that container is the one it applies to; a container deleted and created again meanwhile
+// (another rid, perhaps another partition key path) gets `item.json` validated afresh against its own path.
+struct PreparedBody {
+  uint64_t container_rid = 0;
+  PreparedItem item;
+  bool operator==(const PreparedBody&) const = default;
+};
+
 struct Command {
   CommandType type = CommandType::kTime;
   std::string database;
@@ -80,6 +100,9 @@ struct Command {
   std::string partition_key_json;
   std::string id;
   std::optional<std::string> if_match;  // etag, as returned in _etag
+  // Create, replace, upsert: the body as the leader validated it; `body` is then empty. Absent: the raw body is in
+  // `body` (commands logged before this form existed, and re-sent writes whose container the leader did not find).
+  std::optional<PreparedBody> prepared;
 
   // Client writes from a client that asks for exactly-once execution; absent for time entries, the address book
   // and older clients.

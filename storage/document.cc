@@ -39,6 +39,18 @@ Result<PreparedItem> prepare_item(std::string_view body, std::string_view partit
   return prepare_item_object(std::move(parsed->get_object()), partition_key_path);
 }
 
+Status prepare_body(Command& command, const ContainerRecord& container) {
+  if (command.type != CommandType::kCreateItem && command.type != CommandType::kReplaceItem &&
+      command.type != CommandType::kUpsertItem) {
+    return Status::ok();
+  }
+  Result<PreparedItem> item = prepare_item(command.body, container.partition_key_path);
+  if (!item.is_ok()) return item.status();
+  command.prepared = PreparedBody{.container_rid = container.crid, .item = std::move(item).value()};
+  command.body.clear();
+  return Status::ok();
+}
+
 Result<PreparedItem> prepare_item_object(boost::json::object document, std::string_view partition_key_path) {
   PreparedItem item;
   const boost::json::value* id = document.if_contains("id");

@@ -16,12 +16,7 @@ namespace mayfly::storage {
 inline constexpr size_t kMaxItemBytes = 2 * 1024 * 1024;  // docs/ttl.md §9: larger items are 413
 inline constexpr size_t kMaxIdCharacters = 255;
 
-struct PreparedItem {
-  std::string id;
-  std::string partition_key;  // canonical JSON of the key value
-  ttl::ItemTtl ttl;
-  std::string json;           // compact user JSON without system properties
-};
+// PreparedItem (storage/command.h): what a validated item body yields.
 
 // Validates an item body (docs/ttl.md §1–§2, §9): a JSON object ≤ 2 MB with a valid string `id`, a partition key value
 // at `partition_key_path` (string, number, bool or null), and a valid `ttl` if present. kInvalidArgument or kTooLarge
@@ -29,6 +24,11 @@ struct PreparedItem {
 Result<PreparedItem> prepare_item(std::string_view body, std::string_view partition_key_path);
 // The same for a document already parsed (after a patch); `id` and the key are re-checked, size is measured.
 Result<PreparedItem> prepare_item_object(boost::json::object document, std::string_view partition_key_path);
+// The leader's step before proposing a create, replace or upsert (node/driver.cc): validates `command.body` against
+// `container` and, when valid, moves it into `command.prepared` (storage/command.h PreparedBody), the form the log
+// carries. A bad body is the Status (kInvalidArgument or kTooLarge) and `command` is unchanged. Other commands: ok,
+// unchanged.
+Status prepare_body(Command& command, const ContainerRecord& container);
 
 // Resource ids (items, containers, databases): 1..255 characters, none of / \ ? #.
 Status validate_resource_id(std::string_view kind, std::string_view id);

@@ -521,8 +521,14 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
     if (!key.is_ok()) return OpResult::error(key.status());
     partition_key = key.value();
     id = command.id;
+  } else if (command.prepared && command.prepared->container_rid == container.crid) {
+    prepared = command.prepared->item;  // validated by the leader against this very container
+    partition_key = prepared->partition_key;
+    id = prepared->id;
   } else {
-    Result<PreparedItem> item = prepare_item(command.body, container.partition_key_path);
+    // A raw body, or one validated against a container that has since been replaced: validated here.
+    Result<PreparedItem> item = prepare_item(command.prepared ? command.prepared->item.json : command.body,
+                                             container.partition_key_path);
     if (!item.is_ok()) return OpResult::error(item.status());
     prepared = std::move(item.value());
     partition_key = prepared->partition_key;

@@ -26,6 +26,7 @@
 #include "node/ru_account.h"
 #include "replication/codec.h"
 #include "storage/changefeed.h"
+#include "storage/document.h"
 #include "storage/replica.h"
 #include "tests/sim/fault_env.h"
 
@@ -509,9 +510,16 @@ class Simulation {
       case node::Route::Kind::kDriver: {
         PendingRequest pending;
         pending.kind = PendingRequest::Kind::kWrite;
-        // The command the driver will propose (node/request.h to_command), as the log will hold it.
-        pending.command_hash = fnv1a(storage::encode_command(
-            node::to_command(operation, node_config(n).changefeed_retention_seconds)));
+        // The command the driver will propose (node/request.h to_command, an item body validated against the
+        // container as the leader sees it now: storage::prepare_body), as the log will hold it.
+        storage::Command command = node::to_command(operation, node_config(n).changefeed_retention_seconds);
+        if (storage::is_item_write(command.type)) {
+          if (std::optional<storage::ContainerRecord> container =
+                  n.replica().state().container_for_write(command.database, command.container)) {
+            (void)storage::prepare_body(command, *container);  // a bad body is refused, never logged
+          }
+        }
+        pending.command_hash = fnv1a(storage::encode_command(command));
         pending.forwarded = forwarded;
         return request(n, pending, std::move(operation));
       }

@@ -178,3 +178,106 @@ TEST_F(StateMachineTest, ARefusalIsAVerdictButACorruptRecordStopsApplyForGood) {
 
 }  // namespace
 }  // namespace mayfly::storage::testing
+
+#include "storage/document.h"
+
+namespace mayfly::storage::testing {
+namespace {
+
+// The leader validates an item body once and logs its parts (storage::PreparedBody): a replica applying that form
+// stores exactly what it stores from the raw body, and the form survives the log's encoding.
+TEST_F(StateMachineTest, APreparedBodyAppliesAsTheRawBodyDoesAndRoundTripsThroughTheLog) {
+  make_container("10");
+  const std::string body = R"({"id":"a","pk":"p","ttl":30,"_rid":"ignored","x":[1,2]})";
+  Command raw = item_command(CommandType::kUpsertItem, "db", "c", body);
+  Command prepared = raw;
+  std::optional<ContainerRecord> container = store_->container_for_write("db", "c");
+  ASSERT_TRUE(container.has_value());
+  ASSERT_TRUE(prepare_body(prepared, *container).is_ok());
+  ASSERT_TRUE(prepared.prepared.has_value());
+  EXPECT_TRUE(prepared.body.empty());
+  EXPECT_EQ(prepared.prepared->container_rid, container->crid);
+  EXPECT_EQ(prepared.prepared->item.id, "a");
+  EXPECT_EQ(prepared.prepared->item.partition_key, "\"p\"");
+  EXPECT_EQ(prepared.prepared->item.ttl, ttl::ItemTtl::of_seconds(30));
+  EXPECT_EQ(prepared.prepared->item.json, R"({"id":"a","pk":"p","ttl":30,"x":[1,2]})");
+
+  Result<Command> decoded = decode_command(encode_command(prepared));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->prepared, prepared.prepared);
+  EXPECT_TRUE(decoded->body.empty());
+  EXPECT_EQ(decoded->write_id, prepared.write_id);
+  // A raw command keeps its bytes: no prepared form appears.
+  EXPECT_FALSE(decode_command(encode_command(raw))->prepared.has_value());
+
+  const OpResult from_raw = apply(raw, kT0 + 1);
+  ASSERT_EQ(from_raw.http_status(), 201) << from_raw.message;
+  ASSERT_EQ(read("\"p\"", "a", kT0 + 2).http_status(), 200) << from_raw.body;
+  const OpResult from_prepared = apply(*decoded, kT0 + 2);
+  ASSERT_EQ(from_prepared.http_status(), 200) << from_prepared.body << " after " << from_raw.body;
+  // The same item either way, but for its system properties (the second write's etag and _ts).
+  const OpResult read_back = read("\"p\"", "a", kT0 + 3);
+  ASSERT_EQ(read_back.http_status(), 200);
+  EXPECT_EQ(read_back.body, from_prepared.body);
+  EXPECT_EQ(from_raw.body.substr(0, from_raw.body.find("\"_rid\"")),
+            from_prepared.body.substr(0, from_prepared.body.find("\"_rid\"")));
+
+  // A bad body is refused and the command left as it was.
+  Command bad = item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":"p","ttl":0})");
+  EXPECT_EQ(prepare_body(bad, *container).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(bad.prepared.has_value());
+  EXPECT_FALSE(bad.body.empty());
+}
+
+// A body validated against a container that was deleted and created again before the entry applied (another rid,
+// here another partition key path) is validated afresh against the container it now applies to.
+TEST_F(StateMachineTest, APreparedBodyForAReplacedContainerIsValidatedAgainstTheNewOne) {
+  make_container(std::nullopt);
+  std::optional<ContainerRecord> old_container = store_->container_for_write("db", "c");
+  ASSERT_TRUE(old_container.has_value());
+  Command by_pk = item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p","tenant":"t"})");
+  ASSERT_TRUE(prepare_body(by_pk, *old_container).is_ok());
+  Command no_tenant = item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":"p"})");
+  ASSERT_TRUE(prepare_body(no_tenant, *old_container).is_ok());
+
+  Command drop;
+  drop.type = CommandType::kDeleteContainer;
+  drop.database = "db";
+  drop.container = "c";
+  ASSERT_EQ(apply(drop, kT0 + 1).http_status(), 204);
+  ASSERT_EQ(apply(create_container_command("db", "c", "/tenant", std::nullopt), kT0 + 2).http_status(), 201);
+
+  // Keyed by the new path's value, not the old key the leader extracted.
+  ASSERT_EQ(apply(by_pk, kT0 + 3).http_status(), 201);
+  EXPECT_EQ(store_->reader().read_item("db", "c", "\"t\"", "a", kT0 + 4).http_status(), 200);
+  EXPECT_EQ(store_->reader().read_item("db", "c", "\"p\"", "a", kT0 + 4).http_status(), 404);
+  // No value at the new path: refused, as the raw body would have been.
+  const OpResult refused = apply(no_tenant, kT0 + 5);
+  EXPECT_EQ(refused.http_status(), 400) << refused.message;
+}
+
+TEST(CommandCodec, AMalformedPreparedBodyIsUndecodable) {
+  Command command = item_command(CommandType::kCreateItem, "db", "c", "");
+  command.prepared = PreparedBody{.container_rid = 7,
+                                  .item = PreparedItem{.id = "a", .partition_key = "\"p\"", .ttl = {}, .json = "{}"}};
+  const std::string good = encode_command(command);
+  ASSERT_TRUE(decode_command(good).is_ok());
+  // The flag on a type that has no body to prepare.
+  std::string wrong_type = good;
+  wrong_type[1] = static_cast<char>(static_cast<uint8_t>(CommandType::kDeleteItem) | 0x80);
+  EXPECT_FALSE(decode_command(wrong_type).is_ok());
+  // Every truncation is refused.
+  for (size_t size = 0; size < good.size(); ++size) {
+    EXPECT_FALSE(decode_command(good.substr(0, size)).is_ok()) << size;
+  }
+  // A json that is not an object, an empty id.
+  Command not_object = command;
+  not_object.prepared->item.json = "[1]";
+  EXPECT_FALSE(decode_command(encode_command(not_object)).is_ok());
+  Command no_id = command;
+  no_id.prepared->item.id.clear();
+  EXPECT_FALSE(decode_command(encode_command(no_id)).is_ok());
+}
+
+}  // namespace
+}  // namespace mayfly::storage::testing
