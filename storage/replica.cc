@@ -76,7 +76,8 @@ Result<AppliedEntry> Replica::apply_entry(const Entry& entry) {
     applied.command_type = command->type;
     applied.database = std::move(command->database);
     applied.container = std::move(command->container);
-    applied.command_bytes = command->body.size();
+    // A validated body (storage::PreparedBody) counts as its compact JSON.
+    applied.command_bytes = command->prepared ? command->prepared->item.json.size() : command->body.size();
   } else {
     // Config changes and time entries carry no command, but they move the applied index and replicated time.
     MAYFLY_ASSIGN_OR_RETURN(applied.result, state_->apply(Command{}, entry.index, entry.ts_micros));
