@@ -116,7 +116,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   context.index = index.value();
   // A write re-sent by its client is answered with its first outcome, or refused, without running again.
   GroupReads reads(*this);
-  DedupApply dedup(db_.get(), &reads, ts_micros, dedup_totals_);
+  DedupApply dedup(db_.get(), &reads, ts_micros, options_.dedup_in_memory ? &dedup_mirror_ : nullptr);
   std::optional<OpResult> answered;
   if (command.write_id) {
     Result<std::optional<OpResult>> checked = dedup.check(*command.write_id);
@@ -158,7 +158,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   }
   context.batch.Put(meta_key(), encode_meta(context.meta));
   MAYFLY_RETURN_IF_ERROR(commit(context, grouped));
-  if (dedup.totals()) dedup_totals_ = dedup.totals();  // as now stored
+  dedup.committed();  // the table's mirror follows what is now stored (or in the group)
   switch (command.type) {
     case CommandType::kCreateDatabase:
     case CommandType::kDeleteDatabase:
@@ -189,6 +189,7 @@ Status StateMachine::commit(ApplyContext& context, bool grouped) {
   Status status = from_leveldb(db_->Write(write_options, &context.batch), "write state batch");
   if (!status.is_ok()) {
     sticky_ = status;
+    dedup_mirror_.drop();  // stopped: never read again
     return status;
   }
   meta_ = context.meta;
@@ -221,6 +222,7 @@ Status StateMachine::write_group() {
   group_.clear();
   if (!status.is_ok()) {
     sticky_ = status;
+    dedup_mirror_.drop();  // it holds the group's changes, which the store does not: stopped, never read again
     return status;
   }
   publish_applied();
