@@ -116,7 +116,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   context.index = index.value();
   // A write re-sent by its client is answered with its first outcome, or refused, without running again.
   GroupReads reads(*this);
-  DedupApply dedup(db_.get(), &reads, ts_micros, dedup_totals_);
+  DedupApply dedup(db_.get(), &reads, ts_micros, options_.dedup_in_memory ? &dedup_mirror_ : nullptr);
   std::optional<OpResult> answered;
   if (command.write_id) {
     Result<std::optional<OpResult>> checked = dedup.check(*command.write_id);
@@ -158,7 +158,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   }
   context.batch.Put(meta_key(), encode_meta(context.meta));
   MAYFLY_RETURN_IF_ERROR(commit(context, grouped));
-  if (dedup.totals()) dedup_totals_ = dedup.totals();  // as now stored
+  dedup.committed();  // the table's mirror follows what is now stored (or in the group)
   switch (command.type) {
     case CommandType::kCreateDatabase:
     case CommandType::kDeleteDatabase:
@@ -189,6 +189,7 @@ Status StateMachine::commit(ApplyContext& context, bool grouped) {
   Status status = from_leveldb(db_->Write(write_options, &context.batch), "write state batch");
   if (!status.is_ok()) {
     sticky_ = status;
+    dedup_mirror_.drop();  // stopped: never read again
     return status;
   }
   meta_ = context.meta;
@@ -221,6 +222,7 @@ Status StateMachine::write_group() {
   group_.clear();
   if (!status.is_ok()) {
     sticky_ = status;
+    dedup_mirror_.drop();  // it holds the group's changes, which the store does not: stopped, never read again
     return status;
   }
   publish_applied();
@@ -549,8 +551,9 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
                            "an item with id '" + id + "' and partition key " + partition_key + " already exists");
   }
   if (!creating && !alive) {
-    return not_found("item with id '" + id + "' and partition key " + partition_key + " does not exist" +
-                     (existing ? " (it has expired)" : ""));
+    // The same words whether an expired item is still stored or this node's collector removed it already: the
+    // answer is recorded in the exactly-once table, which must be byte-identical on every replica.
+    return not_found("item with id '" + id + "' and partition key " + partition_key + " does not exist");
   }
   if (command.if_match && !creating && *command.if_match != format_etag(existing->record.etag_sequence)) {
     return OpResult::error(StatusCode::kPreconditionFailed, "the item's etag " +
@@ -634,7 +637,7 @@ OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyCont
   const std::optional<StoredItem>& existing = *loaded;
   if (!existing || !ttl::alive(existing->record.ttl, existing->record.write_ts_micros, container.ttl, ts)) {
     return not_found("item with id '" + command.id + "' and partition key " + partition_key.value() +
-                     " does not exist" + (existing ? " (it has expired)" : ""));
+                     " does not exist");  // whether or not the collector removed it (see write_item)
   }
   if (command.if_match && *command.if_match != format_etag(existing->record.etag_sequence)) {
     return OpResult::error(StatusCode::kPreconditionFailed, "the item's etag " +

@@ -63,6 +63,10 @@ struct StoreOptions {
   // thread between Raft ticks: counting resumes where it stopped on the next call (Backlog::complete says when it
   // is done). ~0.7 µs an entry, so the default holds the caller for ~7 ms.
   size_t backlog_count_step = kBacklogCountStep;
+  // Applies read the exactly-once table from its mirror in memory (storage/write_dedup.h, "The table in memory")
+  // instead of LevelDB. Tests turn it off to hold the mirror's verdicts and writes to those of the table read from
+  // LevelDB; what is stored is the same either way.
+  bool dedup_in_memory = true;
 };
 
 class StateMachine {
@@ -141,6 +145,8 @@ class StateMachine {
   Result<std::vector<std::pair<std::string, std::string>>> dump(bool include_local) const;
   // The LevelDB handle (the Raft log only reads it to migrate a log an earlier version kept here).
   leveldb::DB* leveldb() const { return db_.get(); }
+  // The exactly-once table's mirror as it is now (tests: what it has loaded). Driver thread.
+  const DedupMirror& dedup_mirror() const { return dedup_mirror_; }
 
 
  private:
@@ -190,9 +196,11 @@ class StateMachine {
   std::unique_ptr<const leveldb::FilterPolicy> filter_;  // bloom filters: point reads of absent keys skip files
   std::unique_ptr<leveldb::DB> db_;
   MetaState meta_;  // driver thread only
-  // The exactly-once table's totals as stored (storage/write_dedup.h), kept between applies once read; dropped when
-  // a snapshot replaces the store. Driver thread only.
-  std::optional<DedupTotals> dedup_totals_;
+  // The exactly-once table in memory (storage/write_dedup.h, "The table in memory"; unused without
+  // StoreOptions::dedup_in_memory): loaded by the first apply that reads the table, moved by each apply once its
+  // batch is committed (written, or in the open group); dropped when a snapshot replaces the store and when a write
+  // fails (the machine is stopped then). Driver thread only.
+  DedupMirror dedup_mirror_;
   // Container records found by item applies, by container key: a LevelDB Get and a decode less per write. Cleared
   // after every database or container command and by snapshot installs. Driver thread only.
   std::unordered_map<std::string, ContainerRecord> apply_containers_;

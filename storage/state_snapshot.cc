@@ -116,7 +116,7 @@ Status StateMachine::install_snapshot(std::string_view data) {
   MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan before installing a snapshot"));
   replace.Append(batch);
   for (const auto& [crid, local] : stats) replace.Put(local_stats_key(crid), encode_local_stats(local));
-  dedup_totals_.reset();  // the snapshot's own totals and containers are read on the next apply that needs them
+  dedup_mirror_.drop();  // the snapshot's own table and containers are read on the next apply that needs them
   apply_containers_.clear();
   Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &replace), "install snapshot");
   if (!status.is_ok()) {

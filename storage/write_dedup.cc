@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "common/assert.h"
 #include "common/codec.h"
 #include "storage/layout.h"
 #include "storage/store_internal.h"
@@ -52,6 +53,30 @@ std::string activity_key(int64_t last_active_micros, uint64_t client) {
 // which starts at the oldest entry, would step over until a compaction).
 int64_t activity_bucket(int64_t micros) {
   return micros - micros % kDedupActivityBucketMicros;
+}
+
+struct ActivityEntry {
+  int64_t bucket = 0;
+  uint64_t client = 0;
+};
+
+Result<ActivityEntry> decode_activity_key(const leveldb::Slice& key) {
+  ActivityEntry entry;
+  codec::Reader reader(std::string_view(key.data(), key.size()).substr(key.empty() ? 0 : 1));
+  if (key.empty() || !reader.get_i64_be(entry.bucket) || !reader.get_u64_be(entry.client) || !reader.done()) {
+    return Status::corruption("undecodable exactly-once activity key");
+  }
+  return entry;
+}
+
+// The sequence of one of `client`'s outcome keys.
+Result<uint64_t> decode_result_key(const leveldb::Slice& key, uint64_t client) {
+  uint64_t sequence = 0;
+  codec::Reader reader(std::string_view(key.data(), key.size()).substr(key.size() < 9 ? 0 : 9));
+  if (key.size() != 17 || !reader.get_u64_be(sequence)) {
+    return Status::corruption("undecodable exactly-once outcome key of client " + std::to_string(client));
+  }
+  return sequence;
 }
 
 std::string totals_key() { return std::string(1, static_cast<char>(KeyTag::kDedupTotals)); }
@@ -183,13 +208,25 @@ uint64_t dedup_table_client(uint64_t owner, uint64_t client) {
 Result<DedupTotals*> DedupApply::key_totals(uint64_t owner) {
   auto found = keys_.find(owner);
   if (found != keys_.end()) return &found->second;
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(key_totals_key(owner)));
-  MAYFLY_ASSIGN_OR_RETURN(DedupTotals totals, decode_key_totals(raw, owner));
+  DedupTotals totals;
+  if (mirror_ != nullptr) {
+    MAYFLY_RETURN_IF_ERROR(mirror_->load(db_, reads_));
+    auto share = mirror_->shares_.find(owner);
+    if (share != mirror_->shares_.end()) totals = share->second;
+  } else {
+    MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(key_totals_key(owner)));
+    MAYFLY_ASSIGN_OR_RETURN(totals, decode_key_totals(raw, owner));
+  }
   return &keys_.emplace(owner, totals).first->second;
 }
 
 Status DedupApply::load_totals() {
   if (totals_) return Status::ok();
+  if (mirror_ != nullptr) {
+    MAYFLY_RETURN_IF_ERROR(mirror_->load(db_, reads_));
+    totals_ = mirror_->totals_;
+    return Status::ok();
+  }
   MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(totals_key()));
   MAYFLY_ASSIGN_OR_RETURN(DedupTotals totals, decode_totals(raw));
   totals_ = totals;
@@ -203,6 +240,128 @@ Result<std::optional<std::string>> DedupApply::get(const std::string& key) {
 Result<std::unique_ptr<leveldb::Iterator>> DedupApply::scan() {
   if (reads_ != nullptr) MAYFLY_RETURN_IF_ERROR(reads_->before_scan());
   return std::unique_ptr<leveldb::Iterator>(db_->NewIterator(leveldb::ReadOptions()));
+}
+
+Result<std::optional<DedupApply::ClientRecord>> DedupApply::stored_record(uint64_t client) {
+  if (mirror_ != nullptr) {
+    MAYFLY_ASSIGN_OR_RETURN(DedupMirror::Client * found, mirror_->find(db_, reads_, client));
+    if (found == nullptr) return std::optional<ClientRecord>();
+    return std::optional<ClientRecord>(found->record);
+  }
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(client_key(client)));
+  if (!raw) return std::optional<ClientRecord>();
+  MAYFLY_ASSIGN_OR_RETURN(ClientRecord record, decode_record(*raw, client));
+  return std::optional<ClientRecord>(record);
+}
+
+Result<std::optional<std::string>> DedupApply::stored_result(uint64_t client, uint64_t sequence) {
+  const std::string key = result_key(client, sequence);
+  if (mirror_ != nullptr) {
+    // Most writes are not duplicates: the mirror knows there is no outcome without a read.
+    MAYFLY_ASSIGN_OR_RETURN(DedupMirror::Client * found, mirror_->find(db_, reads_, client));
+    if (found == nullptr || !found->results.contains(sequence)) return std::optional<std::string>();
+    MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> value, get(key));
+    if (!value) {
+      return Status::corruption("exactly-once outcome " + std::to_string(sequence) + " of client " +
+                                std::to_string(client) + " is in the table's mirror but not in the store");
+    }
+    return value;
+  }
+  return get(key);
+}
+
+Result<std::vector<DedupApply::StoredResult>> DedupApply::stored_results(uint64_t client, uint64_t from,
+                                                                          uint64_t to) {
+  std::vector<StoredResult> out;
+  if (mirror_ != nullptr) {
+    MAYFLY_ASSIGN_OR_RETURN(DedupMirror::Client * found, mirror_->find(db_, reads_, client));
+    if (found == nullptr) return out;
+    for (auto it = found->results.lower_bound(from); it != found->results.end() && it->first < to; ++it) {
+      out.push_back(StoredResult{it->first, it->second});
+    }
+    return out;
+  }
+  if (to - from <= kDedupAcknowledgeLookups) {
+    // A client acknowledging a few writes (the usual case: one or two per write) costs point reads, not an iterator
+    // over every LevelDB file; the same keys, in the same order, as the scan below finds.
+    for (uint64_t sequence = from; sequence < to; ++sequence) {
+      const std::string key = result_key(client, sequence);
+      MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> value, get(key));
+      if (value) out.push_back(StoredResult{sequence, static_cast<int64_t>(key.size() + value->size())});
+    }
+    return out;
+  }
+  const std::string end = result_key(client, to);
+  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
+  for (it->Seek(result_key(client, from)); it->Valid() && it->key().compare(end) < 0; it->Next()) {
+    MAYFLY_ASSIGN_OR_RETURN(uint64_t sequence, decode_result_key(it->key(), client));
+    out.push_back(StoredResult{sequence, static_cast<int64_t>(it->key().size() + it->value().size())});
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
+  return out;
+}
+
+Result<std::vector<DedupApply::StoredResult>> DedupApply::all_stored_results(uint64_t client) {
+  std::vector<StoredResult> out;
+  if (mirror_ != nullptr) {
+    MAYFLY_ASSIGN_OR_RETURN(DedupMirror::Client * found, mirror_->find(db_, reads_, client));
+    if (found == nullptr) return out;
+    for (const auto& [sequence, bytes] : found->results) out.push_back(StoredResult{sequence, bytes});
+    return out;
+  }
+  const std::string prefix = result_prefix(client);
+  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    MAYFLY_ASSIGN_OR_RETURN(uint64_t sequence, decode_result_key(it->key(), client));
+    out.push_back(StoredResult{sequence, static_cast<int64_t>(it->key().size() + it->value().size())});
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
+  return out;
+}
+
+Result<std::optional<uint64_t>> DedupApply::least_recently_active() {
+  if (mirror_ != nullptr) {
+    MAYFLY_RETURN_IF_ERROR(mirror_->load(db_, reads_));
+    if (mirror_->activity_.empty()) return std::optional<uint64_t>();
+    return std::optional<uint64_t>(mirror_->activity_.begin()->second);
+  }
+  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
+  it->Seek(activity_prefix());
+  std::optional<uint64_t> oldest;
+  if (it->Valid() && it->key().starts_with(activity_prefix()) && it->key().size() == 17) {
+    codec::Reader reader(std::string_view(it->key().data() + 9, 8));
+    uint64_t client = 0;
+    if (!reader.get_u64_be(client)) return Status::corruption("undecodable exactly-once activity key");
+    oldest = client;
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
+  return oldest;
+}
+
+Result<std::vector<uint64_t>> DedupApply::idle_clients(int64_t bound_bucket) {
+  std::vector<uint64_t> idle;
+  if (mirror_ != nullptr) {
+    MAYFLY_RETURN_IF_ERROR(mirror_->load(db_, reads_));
+    // The index as stored before this entry, as the scan below sees LevelDB: a client evicted in this entry is
+    // still in it (and counts towards the batch), the client this entry makes active is passed over.
+    const std::pair<int64_t, uint64_t> bound(bound_bucket, 0);
+    for (auto it = mirror_->activity_.begin();
+         it != mirror_->activity_.end() && *it < bound && idle.size() < kDedupExpiryBatch; ++it) {
+      if (id_ && it->second == table_client_) continue;  // active in this very entry
+      idle.push_back(it->second);
+    }
+    return idle;
+  }
+  const std::string bound = activity_key(bound_bucket, 0);
+  MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
+  for (it->Seek(activity_prefix()); it->Valid() && it->key().compare(bound) < 0 && idle.size() < kDedupExpiryBatch;
+       it->Next()) {
+    MAYFLY_ASSIGN_OR_RETURN(ActivityEntry entry, decode_activity_key(it->key()));
+    if (id_ && entry.client == table_client_) continue;  // active in this very entry
+    idle.push_back(entry.client);
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
+  return idle;
 }
 
 Result<DedupApply::ClientRecord> DedupApply::decode_record(std::string_view raw, uint64_t table_client) {
@@ -234,7 +393,7 @@ std::string DedupApply::encode_record(const ClientRecord& record) {
 Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   MAYFLY_RETURN_IF_ERROR(load_totals());
   const uint64_t table_client = dedup_table_client(id.owner, id.client);
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(client_key(table_client)));
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<ClientRecord> found, stored_record(table_client));
   // Only refusals say who (built on demand: most writes are not refused).
   const auto who = [&id] {
     return "write " + std::to_string(id.sequence) + " of client " + std::to_string(id.client);
@@ -253,19 +412,16 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
            std::to_string(kDedupMaxClientsPerKey) + " clients, " + std::to_string(kDedupMaxKeyBytes >> 20) +
            " MiB)";
   };
-  if (!raw) {
+  if (!found) {
     if (id.owner != 0 && id.retry) {
       // A write first sent before owners existed may have its outcome under the anonymous record of its client.
-      MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> legacy, get(client_key(id.client)));
-      if (legacy) {
-        MAYFLY_ASSIGN_OR_RETURN(ClientRecord anonymous, decode_record(*legacy, id.client));
-        if (anonymous.owner == 0) {
-          MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> recorded, get(result_key(id.client, id.sequence)));
-          if (recorded) {
-            MAYFLY_ASSIGN_OR_RETURN(OpResult first, decode_result(*recorded));
-            first.duplicate = true;
-            return std::optional<OpResult>(std::move(first));
-          }
+      MAYFLY_ASSIGN_OR_RETURN(std::optional<ClientRecord> anonymous, stored_record(id.client));
+      if (anonymous && anonymous->owner == 0) {
+        MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> recorded, stored_result(id.client, id.sequence));
+        if (recorded) {
+          MAYFLY_ASSIGN_OR_RETURN(OpResult first, decode_result(*recorded));
+          first.duplicate = true;
+          return std::optional<OpResult>(std::move(first));
         }
       }
     }
@@ -291,7 +447,7 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
     record_ = ClientRecord{ts_, id.first_unacknowledged, 0, 0, id.owner};
     return std::optional<OpResult>();
   }
-  MAYFLY_ASSIGN_OR_RETURN(ClientRecord stored, decode_record(*raw, table_client));
+  const ClientRecord stored = *found;
   if (stored.owner != id.owner) {
     // Two (owner, client) pairs with the same 64-bit table id: a SHA-256 collision, or a damaged table.
     return std::optional<OpResult>(OpResult::error(
@@ -306,37 +462,19 @@ Result<std::optional<OpResult>> DedupApply::check(const WriteId& id) {
   // The outcomes the client has acknowledged since it last wrote: dropped in this entry whatever the verdict.
   ClientRecord next = stored;
   next.last_active_micros = ts_;
-  std::vector<std::pair<std::string, int64_t>> acknowledged;
+  std::vector<StoredResult> acknowledged;
   if (id.first_unacknowledged > stored.first_unacknowledged) {
     next.first_unacknowledged = id.first_unacknowledged;
-    const auto drop = [&](std::string key, int64_t bytes) {
-      acknowledged.emplace_back(std::move(key), bytes);
+    MAYFLY_ASSIGN_OR_RETURN(acknowledged,
+                            stored_results(table_client, stored.first_unacknowledged, id.first_unacknowledged));
+    for (const StoredResult& dropped : acknowledged) {
       next.results = next.results > 0 ? next.results - 1 : 0;
-      next.result_bytes -= bytes;
-    };
-    if (id.first_unacknowledged - stored.first_unacknowledged <= kDedupAcknowledgeLookups) {
-      // A client acknowledging a few writes (the usual case: one or two per write) costs point reads, not an
-      // iterator over every LevelDB file; the same keys, in the same order, as the scan below finds.
-      for (uint64_t sequence = stored.first_unacknowledged; sequence < id.first_unacknowledged; ++sequence) {
-        std::string key = result_key(table_client, sequence);
-        MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> value, get(key));
-        if (!value) continue;
-        const auto bytes = static_cast<int64_t>(key.size() + value->size());
-        drop(std::move(key), bytes);
-      }
-    } else {
-      const std::string end = result_key(table_client, id.first_unacknowledged);
-      MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
-      for (it->Seek(result_key(table_client, stored.first_unacknowledged)); it->Valid() && it->key().compare(end) < 0;
-           it->Next()) {
-        drop(it->key().ToString(), static_cast<int64_t>(it->key().size() + it->value().size()));
-      }
-      MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
+      next.result_bytes -= dropped.bytes;
     }
     if (next.result_bytes < 0) return Status::corruption("exactly-once record of client " + std::to_string(id.client) +
                                                          " counts fewer bytes than it holds");
   }
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> recorded, get(result_key(table_client, id.sequence)));
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> recorded, stored_result(table_client, id.sequence));
   if (recorded) {
     MAYFLY_ASSIGN_OR_RETURN(OpResult first, decode_result(*recorded));
     first.duplicate = true;
@@ -375,31 +513,26 @@ Status DedupApply::forget(uint64_t client, leveldb::WriteBatch& batch) {
     if (gone == client) return Status::ok();  // evicted and idle both: forgotten once
   }
   forgotten_.push_back(client);
-  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, get(client_key(client)));
-  if (!raw) {
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<ClientRecord> record, stored_record(client));
+  if (!record) {
     return Status::corruption("exactly-once activity entry of client " + std::to_string(client) +
                               " without a record");
   }
-  MAYFLY_ASSIGN_OR_RETURN(ClientRecord record, decode_record(*raw, client));
-  const std::string prefix = result_prefix(client);
+  MAYFLY_ASSIGN_OR_RETURN(std::vector<StoredResult> results, all_stored_results(client));
   int64_t bytes = 0;
-  {
-    MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
-    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-      batch.Delete(it->key());
-      bytes += static_cast<int64_t>(it->key().size() + it->value().size());
-    }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
+  for (const StoredResult& result : results) {
+    batch.Delete(result_key(client, result.sequence));
+    bytes += result.bytes;
   }
   totals_->result_bytes -= bytes;
   batch.Delete(client_key(client));
-  batch.Delete(activity_key(activity_bucket(record.last_active_micros), client));
+  batch.Delete(activity_key(activity_bucket(record->last_active_micros), client));
   totals_->clients = totals_->clients > 0 ? totals_->clients - 1 : 0;
-  if (record.owner != 0) {
-    MAYFLY_ASSIGN_OR_RETURN(DedupTotals * share, key_totals(record.owner));
+  if (record->owner != 0) {
+    MAYFLY_ASSIGN_OR_RETURN(DedupTotals * share, key_totals(record->owner));
     share->clients -= share->clients > 0 ? 1 : 0;
     share->result_bytes -= bytes;
-    keys_changed_.insert(record.owner);
+    keys_changed_.insert(record->owner);
   }
   if (totals_->result_bytes < 0) return Status::corruption("exactly-once totals count fewer bytes than they hold");
   totals_changed_ = true;
@@ -407,25 +540,8 @@ Status DedupApply::forget(uint64_t client, leveldb::WriteBatch& batch) {
 }
 
 Status DedupApply::expire_idle(leveldb::WriteBatch& batch) {
-  const std::string prefix = activity_prefix();
   // Entries of minutes before the one the window began in: those clients were idle for at least the window.
-  const std::string bound = activity_key(activity_bucket(ts_ - kDedupWindowMicros), 0);
-  std::vector<uint64_t> idle;
-  {
-    MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
-    for (it->Seek(prefix); it->Valid() && it->key().compare(bound) < 0 && idle.size() < kDedupExpiryBatch;
-         it->Next()) {
-      codec::Reader reader(std::string_view(it->key().data() + 1, it->key().size() - 1));
-      int64_t last_active = 0;
-      uint64_t client = 0;
-      if (!reader.get_i64_be(last_active) || !reader.get_u64_be(client) || !reader.done()) {
-        return Status::corruption("undecodable exactly-once activity key");
-      }
-      if (id_ && client == table_client_) continue;  // active in this very entry
-      idle.push_back(client);
-    }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
-  }
+  MAYFLY_ASSIGN_OR_RETURN(std::vector<uint64_t> idle, idle_clients(activity_bucket(ts_ - kDedupWindowMicros)));
   if (!idle.empty()) MAYFLY_RETURN_IF_ERROR(load_totals());
   for (uint64_t client : idle) MAYFLY_RETURN_IF_ERROR(forget(client, batch));
   return Status::ok();
@@ -434,9 +550,9 @@ Status DedupApply::expire_idle(leveldb::WriteBatch& batch) {
 Status DedupApply::finish(const OpResult* executed, uint64_t index, leveldb::WriteBatch& batch) {
   if (id_) {
     const uint64_t client = table_client_;
-    for (const auto& [key, bytes] : acknowledged_) {
-      batch.Delete(key);
-      totals_->result_bytes -= bytes;
+    for (const StoredResult& dropped : acknowledged_) {
+      batch.Delete(result_key(client, dropped.sequence));
+      totals_->result_bytes -= dropped.bytes;
       totals_changed_ = true;
     }
     if (executed != nullptr) {
@@ -448,6 +564,7 @@ Status DedupApply::finish(const OpResult* executed, uint64_t index, leveldb::Wri
       record_.result_bytes += bytes;
       totals_->result_bytes += bytes;
       totals_changed_ = true;
+      recorded_bytes_ = bytes;
     }
     if (record_.owner != 0) {
       // The key's share moves by what this client's record moves (before any eviction below takes its own part).
@@ -461,15 +578,9 @@ Status DedupApply::finish(const OpResult* executed, uint64_t index, leveldb::Wri
       totals_->clients += 1;
       if (totals_->clients > kDedupMaxClients) {
         // The least recently active client makes room (never this one: its activity entry is only in the batch).
-        MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<leveldb::Iterator> it, scan());
-        it->Seek(activity_prefix());
-        if (it->Valid() && it->key().starts_with(activity_prefix()) && it->key().size() == 17) {
-          codec::Reader reader(std::string_view(it->key().data() + 9, 8));
-          uint64_t oldest = 0;
-          if (!reader.get_u64_be(oldest)) return Status::corruption("undecodable exactly-once activity key");
-          MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan exactly-once table"));
-          it.reset();
-          MAYFLY_RETURN_IF_ERROR(forget(oldest, batch));
+        MAYFLY_ASSIGN_OR_RETURN(std::optional<uint64_t> oldest, least_recently_active());
+        if (oldest) {
+          MAYFLY_RETURN_IF_ERROR(forget(*oldest, batch));
           totals_->last_eviction_micros = ts_;
         }
       }
@@ -504,6 +615,147 @@ Status DedupApply::finish(const OpResult* executed, uint64_t index, leveldb::Wri
     batch.Put(totals_key(), value);
   }
   return Status::ok();
+}
+
+void DedupApply::committed() {
+  // A mirror not loaded was not read by this apply, so the apply changed nothing in the table.
+  if (mirror_ == nullptr || !mirror_->loaded_) return;
+  DedupMirror& mirror = *mirror_;
+  for (uint64_t gone : forgotten_) {
+    auto found = mirror.clients_.find(gone);
+    MAYFLY_ASSERT_MSG(found != mirror.clients_.end(), "forgot client %llu the mirror does not hold",
+                      static_cast<unsigned long long>(gone));
+    mirror.activity_.erase({found->second.activity_bucket, gone});
+    mirror.clients_.erase(found);
+  }
+  if (id_) {
+    auto [entry, added] = mirror.clients_.try_emplace(table_client_);
+    DedupMirror::Client& client = entry->second;
+    MAYFLY_ASSERT_MSG(added == !stored_, "client %llu is %s the mirror, but the table %s it",
+                      static_cast<unsigned long long>(table_client_), added ? "new to" : "in",
+                      stored_ ? "holds" : "does not hold");
+    const int64_t bucket = activity_bucket(ts_);
+    if (added || client.activity_bucket != bucket) {
+      if (!added) mirror.activity_.erase({client.activity_bucket, table_client_});
+      mirror.activity_.emplace(bucket, table_client_);
+      client.activity_bucket = bucket;
+    }
+    client.loaded = true;
+    client.record = record_;
+    for (const StoredResult& dropped : acknowledged_) client.results.erase(dropped.sequence);
+    if (recorded_bytes_) client.results[id_->sequence] = *recorded_bytes_;
+  }
+  for (uint64_t owner : keys_changed_) {
+    const DedupTotals& share = keys_.at(owner);
+    if (share.clients == 0 && share.result_bytes == 0) {
+      mirror.shares_.erase(owner);
+    } else {
+      mirror.shares_[owner] = share;
+    }
+  }
+  if (totals_) mirror.totals_ = *totals_;
+}
+
+// ---- the table in memory ----------------------------------------------------------------------------------------
+
+void DedupMirror::drop() {
+  loaded_ = false;
+  totals_ = DedupTotals{};
+  shares_.clear();
+  clients_.clear();
+  activity_.clear();
+}
+
+size_t DedupMirror::loaded_clients() const {
+  size_t loaded = 0;
+  for (const auto& [id, client] : clients_) loaded += client.loaded ? 1 : 0;
+  return loaded;
+}
+
+Status DedupMirror::load(leveldb::DB* db, ApplyReads* reads) {
+  if (loaded_) return Status::ok();
+  // Once per mirror: the grouped applies' writes first, so the scan sees the whole table as stored.
+  if (reads != nullptr) MAYFLY_RETURN_IF_ERROR(reads->before_scan());
+  drop();
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(leveldb::ReadOptions()));
+  const std::string activity = activity_prefix();
+  for (it->Seek(activity); it->Valid() && it->key().starts_with(activity); it->Next()) {
+    Result<ActivityEntry> entry = decode_activity_key(it->key());
+    if (!entry.is_ok()) {
+      drop();
+      return entry.status();
+    }
+    auto [client, added] = clients_.try_emplace(entry->client);
+    if (!added) {
+      drop();
+      return Status::corruption("exactly-once client " + std::to_string(entry->client) +
+                                " has two activity entries");
+    }
+    client->second.activity_bucket = entry->bucket;
+    activity_.emplace(entry->bucket, entry->client);
+  }
+  const std::string totals = totals_key();
+  Status status = Status::ok();
+  for (it->Seek(totals); status.is_ok() && it->Valid() && it->key().starts_with(totals); it->Next()) {
+    const std::optional<std::string> value(it->value().ToString());
+    if (it->key().size() == 1) {
+      Result<DedupTotals> decoded = decode_totals(value);
+      if (decoded.is_ok()) totals_ = *decoded;
+      status = decoded.status();
+    } else if (it->key().size() == 9) {
+      codec::Reader reader(std::string_view(it->key().data() + 1, 8));
+      uint64_t owner = 0;
+      Result<DedupTotals> decoded = reader.get_u64_be(owner) ? decode_key_totals(value, owner)
+                                                             : Result<DedupTotals>(Status::corruption(
+                                                                   "undecodable exactly-once totals key"));
+      if (decoded.is_ok()) shares_.emplace(owner, *decoded);
+      status = decoded.status();
+    } else {
+      status = Status::corruption("undecodable exactly-once totals key");
+    }
+  }
+  if (status.is_ok()) status = from_leveldb(it->status(), "load the exactly-once table");
+  if (!status.is_ok()) {
+    drop();
+    return status;
+  }
+  loaded_ = true;
+  return Status::ok();
+}
+
+Result<DedupMirror::Client*> DedupMirror::find(leveldb::DB* db, ApplyReads* reads, uint64_t client) {
+  MAYFLY_RETURN_IF_ERROR(load(db, reads));
+  auto found = clients_.find(client);
+  if (found == clients_.end()) return static_cast<Client*>(nullptr);
+  Client& entry = found->second;
+  if (entry.loaded) return &entry;
+  // First touch of this client: its record (through the group, which holds nothing of it) and its outcomes.
+  Result<std::optional<std::string>> raw =
+      reads != nullptr ? reads->get(client_key(client)) : storage::get(db, client_key(client));
+  MAYFLY_RETURN_IF_ERROR(raw.status());
+  if (!raw->has_value()) {
+    return Status::corruption("exactly-once activity entry of client " + std::to_string(client) +
+                              " without a record");
+  }
+  MAYFLY_ASSIGN_OR_RETURN(DedupApply::ClientRecord record, DedupApply::decode_record(**raw, client));
+  if (activity_bucket(record.last_active_micros) != entry.activity_bucket) {
+    return Status::corruption("exactly-once record of client " + std::to_string(client) +
+                              " is indexed under another minute than its last activity");
+  }
+  // Straight from LevelDB, without writing the open group: the client has not changed since the index was loaded
+  // (every change goes through the mirror, and this client is not loaded), so the group holds none of its keys.
+  std::map<uint64_t, int64_t> results;
+  const std::string prefix = result_prefix(client);
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    MAYFLY_ASSIGN_OR_RETURN(uint64_t sequence, decode_result_key(it->key(), client));
+    results.emplace(sequence, static_cast<int64_t>(it->key().size() + it->value().size()));
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "load exactly-once outcomes"));
+  entry.record = record;
+  entry.results = std::move(results);
+  entry.loaded = true;
+  return &entry;
 }
 
 }  // namespace mayfly::storage

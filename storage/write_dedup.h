@@ -49,8 +49,40 @@
 // - A sequence below the client's first_unacknowledged was answered already and its outcome dropped: 400, nothing
 //   changes (only a delayed copy of an old request can arrive like that).
 //
-// Thread-safety: a DedupApply is made, used and dropped within one StateMachine::apply on the driver thread.
-// read_dedup_totals may be called from any thread.
+// The table in memory (DedupMirror). What LevelDB stores is the table; the state machine also keeps a mirror of it
+// so that the apply of a write reads memory instead of LevelDB (a client's record, which outcomes it keeps, the
+// totals, the activity index), and expiry and eviction walk an in-memory index instead of opening an iterator. Only
+// reads change: every apply writes the same keys and values, in the same batch, with or without a mirror.
+// - What it holds: the 0C activity index (every client in the table, by (minute, table_client): the order of the 0C
+//   keys), the totals and every stored key share (0D), and for each client it has loaded its decoded record (0A)
+//   and its outcomes' sequences with their stored bytes (key and value). Not the outcomes themselves: a duplicate
+//   is rare, and its outcome is read from LevelDB (through the open apply group) when one arrives.
+// - Loading: the index and the totals on first use (one pass over 0C and 0D, after the apply group is written out);
+//   a client's record and outcome sizes when an apply first touches that client (a Get of its 0A record and one
+//   prefix scan of its 0B keys). A client missing from the index is not in the table: the table keeps exactly one
+//   activity entry per client record, so absence needs no read. A client the mirror has not loaded has not changed
+//   since the index was loaded (every change to the table goes through the mirror), so its keys are all in LevelDB
+//   and the prefix scan needs no write of the open group.
+// - Changes: a DedupApply never changes what the mirror holds of the table, it only loads stored state into it;
+//   DedupApply::committed(), called once the apply's batch is written or added to the apply group, moves the mirror
+//   to what that batch stores. An apply whose batch is not committed leaves the mirror as it was. An apply that
+//   fails stops the state machine (sticky): the mirror is not read again, and where it may be ahead of the store (a
+//   failed write of a batch or of the group) it is dropped.
+// - Dropping: whenever the store changes outside an apply (a snapshot installed; a restore installs one) and when a
+//   write fails; the next apply that reads the table loads it again.
+// - Bounds: the index has one entry per client in the table, the loaded clients are at most as many, the outcome
+//   sizes one per outcome kept and the shares one per key with clients in the table: the table's own bounds
+//   (kDedupMaxClients, kDedupMaxTotalBytes) bound the mirror.
+// - Determinism: everything the rules walk in order is an ordered container in LevelDB's key order (the index by
+//   (minute, table_client), which sorts as the 0C keys do since codec::put_i64_be preserves order; a client's
+//   outcomes by sequence as its 0B keys sort), so the mirror yields the same clients, in the same order, as a scan
+//   of LevelDB would: the same verdicts and the same batches. Expiry and eviction walk the index as stored before
+//   the entry, as the scan did.
+//   A damaged table (an activity entry without a record, or in another minute than its record says) is a
+//   corruption error when the mirror meets it.
+//
+// Thread-safety: a DedupApply is made, used and dropped within one StateMachine::apply on the driver thread; the
+// DedupMirror is the state machine's, driver thread only. read_dedup_totals may be called from any thread.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +92,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -124,14 +157,16 @@ class ApplyReads {
   ~ApplyReads() = default;
 };
 
+class DedupMirror;
+
 // One apply's work on the table: check() before the command runs, finish() after, both with the entry's time.
 class DedupApply {
  public:
-  // `reads`: nullptr reads LevelDB directly. `totals`: the totals as stored, when the caller keeps them in memory
-  // (the state machine does, between applies: reading them on every write cost a Get); nullopt: read on first use.
-  DedupApply(leveldb::DB* db, ApplyReads* reads, int64_t ts_micros,
-             const std::optional<DedupTotals>& totals = std::nullopt)
-      : db_(db), reads_(reads), ts_(ts_micros), totals_(totals) {}
+  // `reads`: how the table is read from LevelDB (nullptr: directly). `mirror`: the table in memory, read instead
+  // (loading into it, through `reads`, what it has not loaded yet), which must mirror the table as `db` and `reads`
+  // hold it; call committed() once the batch is committed. nullptr: every read goes to LevelDB.
+  DedupApply(leveldb::DB* db, ApplyReads* reads, int64_t ts_micros, DedupMirror* mirror = nullptr)
+      : db_(db), reads_(reads), ts_(ts_micros), mirror_(mirror) {}
 
   // For a write that carries an id: nullopt when the command is to run; otherwise the answer to give instead —
   // the recorded outcome of a duplicate (OpResult::duplicate set), or a refusal. A Status error: the disk failed or
@@ -141,17 +176,24 @@ class DedupApply {
   // which is recorded) or was a duplicate (nullptr), the client's acknowledgements and activity; and, on every
   // kDedupExpiryEvery-th entry, the expiry of idle clients. Call once per apply, after check() if it was called.
   Status finish(const OpResult* executed, uint64_t index, leveldb::WriteBatch& batch);
-  // The totals as finish() left them in the batch (nullopt when this apply never needed them); what is stored once
-  // the batch is written.
-  const std::optional<DedupTotals>& totals() const { return totals_; }
+  // The batch finish() filled is committed (written, or added to the open apply group): the mirror, when there is
+  // one, moves to what it stores. Not called for an apply that failed (the state machine stops and drops the
+  // mirror). Call at most once, after finish().
+  void committed();
 
  private:
+  friend class DedupMirror;
   struct ClientRecord {
     int64_t last_active_micros = 0;
     uint64_t first_unacknowledged = 0;
     uint64_t results = 0;
     int64_t result_bytes = 0;
     uint64_t owner = 0;  // stored from record version 2 on (version 1: anonymous)
+  };
+  // A stored outcome: its sequence and the bytes it takes (key and value).
+  struct StoredResult {
+    uint64_t sequence = 0;
+    int64_t bytes = 0;
   };
   static Result<ClientRecord> decode_record(std::string_view raw, uint64_t table_client);
   static std::string encode_record(const ClientRecord& record);
@@ -161,6 +203,21 @@ class DedupApply {
   // Deletes every key of `client` (its record, outcomes and activity entry) in `batch`, and takes it off the totals.
   Status forget(uint64_t client, leveldb::WriteBatch& batch);
   Status expire_idle(leveldb::WriteBatch& batch);
+
+  // The table as stored, from the mirror or from LevelDB (through the apply group): what the rules above read.
+  // The record of `client` (nullopt: not in the table).
+  Result<std::optional<ClientRecord>> stored_record(uint64_t client);
+  // The outcome of (client, sequence) as stored (nullopt: none); `client` is in the table.
+  Result<std::optional<std::string>> stored_result(uint64_t client, uint64_t sequence);
+  // The outcomes `client` keeps with sequence in [from, to), in sequence order.
+  Result<std::vector<StoredResult>> stored_results(uint64_t client, uint64_t from, uint64_t to);
+  // Every outcome `client` keeps, in sequence order.
+  Result<std::vector<StoredResult>> all_stored_results(uint64_t client);
+  // The least recently active client (the first activity entry), if any.
+  Result<std::optional<uint64_t>> least_recently_active();
+  // Up to kDedupExpiryBatch clients whose activity entry is in a minute before `bound_bucket`, oldest first,
+  // passing over the client this entry makes active.
+  Result<std::vector<uint64_t>> idle_clients(int64_t bound_bucket);
   Result<std::optional<std::string>> get(const std::string& key);
   // An iterator over LevelDB, after the grouped writes reached it.
   Result<std::unique_ptr<leveldb::Iterator>> scan();
@@ -168,7 +225,8 @@ class DedupApply {
   leveldb::DB* db_;
   ApplyReads* reads_;
   int64_t ts_;
-  std::optional<DedupTotals> totals_;  // given, or loaded on first use
+  DedupMirror* mirror_ = nullptr;  // read instead of LevelDB when set
+  std::optional<DedupTotals> totals_;  // loaded on first use
   bool totals_changed_ = false;
   // Set by check() for a write to record or acknowledge.
   std::optional<WriteId> id_;
@@ -177,8 +235,40 @@ class DedupApply {
   std::set<uint64_t> keys_changed_;
   std::optional<ClientRecord> stored_;  // the client's record as stored (nullopt: a new client)
   ClientRecord record_;                 // as it will be
-  std::vector<std::pair<std::string, int64_t>> acknowledged_;  // outcome keys now below first_unacknowledged, bytes
-  std::vector<uint64_t> forgotten_;                            // clients forget() removed in this entry
+  std::vector<StoredResult> acknowledged_;  // outcomes now below first_unacknowledged
+  std::optional<int64_t> recorded_bytes_;   // set by finish(): the bytes of id_'s outcome, recorded in this entry
+  std::vector<uint64_t> forgotten_;         // clients forget() removed in this entry
+};
+
+// The table in memory (see "The table in memory" above): owned by the state machine, read and loaded by each
+// apply's DedupApply, changed only by DedupApply::committed().
+class DedupMirror {
+ public:
+  // Forgets everything; the next apply that reads the table loads it again.
+  void drop();
+  // What is in memory (tests): whether the index is loaded, the clients in it, those whose record is loaded.
+  bool loaded() const { return loaded_; }
+  size_t clients() const { return clients_.size(); }
+  size_t loaded_clients() const;
+
+ private:
+  friend class DedupApply;
+  struct Client {
+    int64_t activity_bucket = 0;  // the minute of its activity entry (0C)
+    bool loaded = false;          // record and results below hold what is stored
+    DedupApply::ClientRecord record;
+    std::map<uint64_t, int64_t> results;  // sequence -> the stored outcome's bytes (key and value)
+  };
+  // Loads the index and the totals if not yet loaded.
+  Status load(leveldb::DB* db, ApplyReads* reads);
+  // `client`'s entry with its record and results loaded (nullptr: not in the table). Loads the index first.
+  Result<Client*> find(leveldb::DB* db, ApplyReads* reads, uint64_t client);
+
+  bool loaded_ = false;
+  DedupTotals totals_;                      // 0D
+  std::map<uint64_t, DedupTotals> shares_;  // 0D owner: each stored share; an owner missing has none
+  std::unordered_map<uint64_t, Client> clients_;       // every client in the table, by table_client
+  std::set<std::pair<int64_t, uint64_t>> activity_;    // (minute, table_client): the 0C keys, in their order
 };
 
 }  // namespace mayfly::storage

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <vector>
 
+#include <leveldb/db.h>
+
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
@@ -27,6 +29,7 @@
 #include "replication/codec.h"
 #include "storage/changefeed.h"
 #include "storage/document.h"
+#include "storage/layout.h"
 #include "storage/replica.h"
 #include "tests/sim/fault_env.h"
 
@@ -137,6 +140,16 @@ struct PendingRequest {
   uint64_t command_hash = 0;     // kWrite: of the encoded command, as the log will hold it
   LogIndex acknowledged_before;  // kStrongRead: the highest index acknowledged when the read started
   bool forwarded = false;        // kWrite: a follower's router forwarded it to this node
+  std::optional<api::WriteId> write_id;  // kWrite: its exactly-once id
+};
+
+// A client of the exactly-once table (storage/write_dedup.h), as the client library numbers its writes: each item
+// write gets the next sequence, says the lowest one still unanswered, and a write left unanswered (dropped, its
+// node crashed, a 5xx) is re-sent with the same id until answered or given up.
+struct DedupClient {
+  uint64_t id = 0;
+  uint64_t next = 1;
+  std::map<uint64_t, api::Request> unanswered;  // sequence -> the write as first sent
 };
 
 // A write a follower's router forwards to its leader, on the simulated network.
@@ -155,7 +168,11 @@ struct ParkedRead {
 // Thrown-free failure: the first violation is recorded and the run stops.
 class Simulation {
  public:
-  explicit Simulation(const SimOptions& options) : options_(options), prng_(options.seed) {}
+  // The write ids draw from a stream of their own, so they leave the fault schedule of a seed as it was.
+  explicit Simulation(const SimOptions& options)
+      : options_(options), prng_(options.seed), ids_prng_(options.seed ^ 0x6d6179666c796964ULL) {
+    for (DedupClient& client : dedup_clients_) client.id = ids_prng_.next_u64() | 1;
+  }
 
   SimResult run() {
     plan_ = draw_plan();
@@ -465,6 +482,31 @@ class Simulation {
     return request;
   }
 
+  // An item write gets an exactly-once id; or, sometimes, is replaced by a re-send of a write still unanswered.
+  api::Request with_write_id(api::Request write) {
+    const bool item_write = write.as<api::UpsertItem>() != nullptr || write.as<api::CreateItem>() != nullptr ||
+                            write.as<api::ReplaceItem>() != nullptr || write.as<api::DeleteItem>() != nullptr ||
+                            write.as<api::PatchItem>() != nullptr;
+    if (!item_write) return write;
+    DedupClient& client = dedup_clients_[ids_prng_.uniform(dedup_clients_.size())];
+    if (!client.unanswered.empty() && ids_prng_.chance(1, 4)) {
+      auto resent = client.unanswered.begin();
+      std::advance(resent, ids_prng_.uniform(client.unanswered.size()));
+      api::Request again = resent->second;
+      again.write_id->first_unacknowledged = client.unanswered.begin()->first;
+      again.write_id->retry = true;
+      ++result_.writes_resent;
+      return again;
+    }
+    const uint64_t sequence = client.next++;
+    // A library gives a write up after a while: at most a few kept unanswered.
+    if (client.unanswered.size() >= 6) client.unanswered.erase(client.unanswered.begin());
+    const uint64_t first_unacknowledged = client.unanswered.empty() ? sequence : client.unanswered.begin()->first;
+    write.write_id = api::WriteId{client.id, sequence, first_unacknowledged, false};
+    client.unanswered.emplace(sequence, write);
+    return write;
+  }
+
   void request(Node& n, PendingRequest pending, api::Request operation) {
     const uint64_t id = next_request_id_++;
     pending_[{n.id.value(), id}] = pending;
@@ -521,6 +563,7 @@ class Simulation {
         }
         pending.command_hash = fnv1a(storage::encode_command(command));
         pending.forwarded = forwarded;
+        pending.write_id = operation.write_id;
         return request(n, pending, std::move(operation));
       }
       case node::Route::Kind::kGuardTtl:
@@ -612,7 +655,7 @@ class Simulation {
   void workload() {
     Node* lead = leader();
     if (lead != nullptr && prng_.uniform(100) < 20) {  // a client write, to the leader or to any node
-      api::Request write = random_write(lead->process->driver->state());
+      api::Request write = with_write_id(random_write(lead->process->driver->state()));
       Node* target = prng_.uniform(2) == 0 ? lead : random_live_node();
       if (target != nullptr) client_request(*target, std::move(write));
     }
@@ -643,6 +686,13 @@ class Simulation {
     switch (pending.kind) {
       case PendingRequest::Kind::kWrite:
         // Applied (whatever its business outcome) at the index the session token names.
+        if (pending.write_id && reply.result.http_status() < 500 && reply.result.http_status() != 429) {
+          // Answered (a 429 of the table is not: nothing was applied, the client re-sends it).
+          for (DedupClient& client : dedup_clients_) {
+            if (client.id == pending.write_id->client) client.unanswered.erase(pending.write_id->sequence);
+          }
+          if (reply.result.duplicate) ++result_.writes_deduplicated;
+        }
         if (reply.result.http_status() < 500 && reply.session_token != 0) {
           acknowledged_[reply.session_token] = pending.command_hash;
           highest_acknowledged_ = std::max(highest_acknowledged_, LogIndex(reply.session_token));
@@ -880,6 +930,24 @@ class Simulation {
     return hash;
   }
 
+  // The exactly-once table (0A..0D, storage/layout.h) — which clients, kept outcomes and activity minutes it holds,
+  // the outcomes' bytes, records and totals — is replicated, so byte-identical on every replica at the same applied
+  // index, however each replica's mirror of the table was loaded (storage/write_dedup.h) and whatever its collector
+  // has removed (an apply's answer never depends on that: a write to an expired item is a 404 in the same words
+  // whether or not it is still stored).
+  uint64_t table_digest(const storage::StateMachine& state) {
+    uint64_t hash = fnv1a("table");
+    std::unique_ptr<leveldb::Iterator> it(state.leveldb()->NewIterator(leveldb::ReadOptions()));
+    const std::string first(1, static_cast<char>(storage::KeyTag::kDedupClient));
+    for (it->Seek(first); it->Valid() && static_cast<uint8_t>(it->key()[0]) <=
+                                             static_cast<uint8_t>(storage::KeyTag::kDedupTotals);
+         it->Next()) {
+      hash = fnv1a(std::string_view(it->key().data(), it->key().size()), hash);
+      hash = fnv1a(std::string_view(it->value().data(), it->value().size()), hash);
+    }
+    return it->status().ok() ? hash : 0;
+  }
+
   void checkpoint_states() {
     for (Node& n : nodes_) {
       if (!n.process) continue;
@@ -890,6 +958,13 @@ class Simulation {
       if (!inserted && it->second.first != digest) {
         return fail("visible state at applied index " + std::to_string(index) + " differs between nodes " +
                     std::to_string(it->second.second) + " and " + std::to_string(n.id.value()));
+      }
+      const uint64_t table = table_digest(state);
+      auto [known, first] = table_digests_.try_emplace(index, std::make_pair(table, n.id.value()));
+      if (!first && known->second.first != table) {
+        return fail("the exactly-once table (keys and values) at applied index " + std::to_string(index) +
+                    " differ between nodes " + std::to_string(known->second.second) + " and " +
+                    std::to_string(n.id.value()));
       }
     }
   }
@@ -1057,6 +1132,9 @@ class Simulation {
   std::map<uint64_t, CommittedEntry> committed_;
   std::map<uint64_t, uint64_t> leaders_;                              // term -> node
   std::map<uint64_t, std::pair<uint64_t, uint64_t>> digests_;        // applied index -> (digest, node)
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> table_digests_;  // applied index -> (table digest, node)
+  Prng ids_prng_;                                                     // write ids and re-sends
+  std::array<DedupClient, 4> dedup_clients_;
   std::map<storage::ChangePosition, std::pair<uint64_t, uint64_t>> feed_;  // position -> (change hash, node)
   uint64_t feed_known_upto_ = 0;
 
@@ -1079,7 +1157,8 @@ std::string SimResult::summary() const {
       << " refused by admission; router: " << forwarded_writes_acknowledged << " forwarded writes acknowledged ("
       << forwards_refused << " forwards refused), " << reads_served << " reads served here (" << follower_reads_served
       << " by followers), " << reads_waited << " parked, " << reads_behind << " timed out behind, " << reads_refused
-      << " refused";
+      << " refused; exactly-once: " << writes_resent << " writes re-sent, " << writes_deduplicated
+      << " answered as duplicates";
   return out.str();
 }
 

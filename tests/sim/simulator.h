@@ -73,6 +73,9 @@ struct SimResult {
   uint64_t reads_waited = 0;
   uint64_t reads_behind = 0;
   uint64_t reads_refused = 0;
+  // Exactly-once: item writes re-sent with their first id, and re-sends answered with the first outcome.
+  uint64_t writes_resent = 0;
+  uint64_t writes_deduplicated = 0;
   std::string summary() const;
 };
 
