@@ -9,6 +9,7 @@
 #include <kj/time.h>
 #include <kj/timer.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <random>
@@ -87,7 +88,9 @@ kj::Promise<Response> execute_one(proto::Session::Client& session, const Request
 // Thread-safety: the connection's thread (the client's event loop).
 class Batcher {
  public:
-  explicit Batcher(size_t max_requests) : max_requests_(max_requests), tasks_(errors_) {}
+  // More than a node takes in one call (kMaxBatchRequests) is never put in one.
+  explicit Batcher(size_t max_requests)
+      : max_requests_(std::min<size_t>(max_requests, kMaxBatchRequests)), tasks_(errors_) {}
 
   // `generation` names the session the request was made for: requests of two sessions never share a call.
   kj::Promise<Response> submit(proto::Session::Client session, uint64_t generation, Request request) {

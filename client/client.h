@@ -126,7 +126,8 @@ struct ClientOptions {
   std::string tls_ca;
   // Item writes and point reads issued together (in one turn of the event loop) on one connection go to the node as
   // one executeBatch call of at most this many requests: one message and one answer instead of one each. Each keeps
-  // its own timeout, retries and write id. 1: one call per request.
+  // its own timeout, retries and write id. 1: one call per request; more than kMaxBatchRequests (common/wire.h, what
+  // a node takes in one call) counts as that many.
   uint32_t max_batch_requests = 128;
 };
 

@@ -98,6 +98,15 @@ int connect_raft_transport(const std::string& endpoint) {
   return fd;
 }
 
+std::string hello(proto::Mayfly::Client& main, kj::WaitScope& wait, const std::string& client_nonce) {
+  auto request = main.helloRequest();
+  request.setClientNonce(
+      capnp::Data::Reader(reinterpret_cast<const kj::byte*>(client_nonce.data()), client_nonce.size()));
+  auto greeted = request.send().wait(wait);
+  const capnp::Data::Reader nonce = greeted.getServerNonce();
+  return std::string(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+}
+
 boost::json::value parse_json(const std::string& text) {
   boost::system::error_code error;
   boost::json::value value = boost::json::parse(text, error);

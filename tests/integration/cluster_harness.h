@@ -25,6 +25,7 @@
 
 #include "client/client.h"
 #include "metrics/scrape.h"
+#include "proto/mayfly.capnp.h"
 #include "tests/env.h"
 #include "tests/request_fields.h"
 
@@ -64,6 +65,9 @@ uint64_t test_seed();
 // (common/peer_preamble.h), as a node's Raft link does: give it to capnp::EzRpcClient(fd) to speak the peer API on the
 // node's Raft thread. -1 when it cannot connect. The caller closes it.
 int connect_raft_transport(const std::string& endpoint);
+// The handshake's first step, as a raw client makes it (proto Mayfly.hello): sends `client_nonce` and returns the
+// node's nonce, for the proof of openSession or openPeer (common/auth.h). Throws what the node answers.
+std::string hello(proto::Mayfly::Client& main, kj::WaitScope& wait, const std::string& client_nonce);
 
 struct ClusterOptions {
   std::string name = "cluster";  // prefix of the temp dir

@@ -68,11 +68,7 @@ PeerConnection connect_as_peer(const Cluster& cluster, size_t n, uint64_t from) 
   auto& wait = connection.rpc->getWaitScope();
   proto::Mayfly::Client main = connection.rpc->getMain<proto::Mayfly>();
   const std::string client_nonce = auth::random_nonce();
-  auto hello = main.helloRequest();
-  hello.setClientNonce(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(client_nonce.data()), client_nonce.size()));
-  auto greeted = hello.send().wait(wait);
-  const std::string server_nonce(reinterpret_cast<const char*>(greeted.getServerNonce().begin()),
-                                 greeted.getServerNonce().size());
+  const std::string server_nonce = hello(main, wait, client_nonce);
   const std::string proof = auth::peer_client_proof(secret, "mayfly", from, client_nonce, server_nonce);
   auto request = main.openPeerRequest();
   request.setFrom(from);

@@ -93,11 +93,7 @@ proto::Peer::Client open_peer(capnp::EzRpcClient& rpc, uint64_t from, const std:
   auto& wait = rpc.getWaitScope();
   proto::Mayfly::Client main = rpc.getMain<proto::Mayfly>();
   const std::string client_nonce = auth::random_nonce();
-  auto hello = main.helloRequest();
-  hello.setClientNonce(data_of(client_nonce));
-  auto greeted = hello.send().wait(wait);
-  const capnp::Data::Reader nonce = greeted.getServerNonce();
-  const std::string server_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+  const std::string server_nonce = hello(main, wait, client_nonce);
   auto open = main.openPeerRequest();
   open.setFrom(from);
   open.setCluster("mayfly");

@@ -179,11 +179,7 @@ std::unique_ptr<RawSession> open_raw_session(const std::string& endpoint, const 
   auto& wait = raw->rpc.getWaitScope();
   proto::Mayfly::Client main = raw->rpc.getMain<proto::Mayfly>();
   const std::string client_nonce = auth::random_nonce();
-  auto hello = main.helloRequest();
-  hello.setClientNonce(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(client_nonce.data()), client_nonce.size()));
-  auto greeted = hello.send().wait(wait);
-  const std::string server_nonce(reinterpret_cast<const char*>(greeted.getServerNonce().begin()),
-                                 greeted.getServerNonce().size());
+  const std::string server_nonce = hello(main, wait, client_nonce);
   const std::string proof = auth::session_client_proof(key, client_nonce, server_nonce);
   auto open = main.openSessionRequest();
   open.setProof(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(proof.data()), proof.size()));
@@ -378,11 +374,7 @@ std::string deliver_as_peer(const std::string& endpoint, uint64_t from, const st
     open.setCluster("mayfly");
     if (!secret.empty()) {
       const std::string client_nonce = auth::random_nonce();
-      auto hello = main.helloRequest();
-      hello.setClientNonce(data_of(client_nonce));
-      auto greeted = hello.send().wait(wait);
-      const capnp::Data::Reader nonce = greeted.getServerNonce();
-      const std::string server_nonce(reinterpret_cast<const char*>(nonce.begin()), nonce.size());
+      const std::string server_nonce = hello(main, wait, client_nonce);
       open.setProof(data_of(auth::peer_client_proof(secret, "mayfly", from, client_nonce, server_nonce)));
     }
     auto opened = open.send().wait(wait);
