@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
   options.raft.tick_interval_micros = config.tick_interval_ms * 1000;
   options.raft.max_clock_offset_micros = config.max_clock_offset_ms * 1000;
   options.seed = static_cast<uint64_t>(SystemClock().now_micros()) ^ (config.id.value() << 48);
-  options.snapshot_interval_entries = config.snapshot_interval_entries;
-  options.log_entries_kept_after_snapshot = config.log_entries_kept_after_snapshot;
+  options.checkpoint_interval_entries = config.checkpoint_interval_entries;
+  options.log_entries_kept_after_checkpoint = config.log_entries_kept_after_checkpoint;
   options.log.recent_entry_bytes = config.log_cache_bytes;
   options.background_snapshots = true;
   if (!config.join) {
@@ -72,8 +72,9 @@ int main(int argc, char** argv) {
     spdlog::info("virtual clock: replicated time moves only on `mayfly cluster advance-clock`");
   }
   const storage::AppliedState applied = (*replica)->state().applied();
-  spdlog::info("opened {} at applied index {} (replicated time {} µs)", config.data_dir, applied.index.value(),
-               applied.ts_micros);
+  spdlog::info("opened {} at applied index {} (replicated time {} µs); log {}..{}, checkpoint at {}",
+               config.data_dir, applied.index.value(), applied.ts_micros, (*replica)->log().first_index().value(),
+               (*replica)->log().last_index().value(), (*replica)->log().snapshot_metadata().index.value());
 
   metrics::Metrics metrics(config.id.value());
   std::unique_ptr<metrics::MetricsServer> metrics_server;

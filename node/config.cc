@@ -298,7 +298,11 @@ ParsedFlags parse_flags(int argc, char** argv) {
   app.add_option("--bounded-staleness-entries", config.bounded_staleness_entries)->capture_default_str();
   app.add_option("--bounded-staleness-ms", config.bounded_staleness_ms)->capture_default_str();
   app.add_option("--session-wait-ms", config.session_wait_ms)->capture_default_str();
-  app.add_option("--snapshot-interval-entries", config.snapshot_interval_entries)->capture_default_str();
+  // --snapshot-interval-entries: its name before snapshots stopped being taken for compaction (kept for scripts).
+  app.add_option("--checkpoint-interval-entries,--snapshot-interval-entries", config.checkpoint_interval_entries,
+                 "make the state durable and compact the Raft log after this many applied entries")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
+      ->capture_default_str();
   app.add_option("--log-cache-bytes", config.log_cache_bytes,
                  "bytes of the newest Raft log entries kept in memory for followers and the apply loop (older ones "
                  "are read from the WAL's files)")

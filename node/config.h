@@ -88,8 +88,9 @@ struct NodeConfig {
   int64_t bounded_staleness_entries = 1000; // `bounded` reads: at most this many entries behind the leader
   int64_t bounded_staleness_ms = 5000;      //   and at most this much replicated time behind
   int64_t session_wait_ms = 2000;           // a session read waits this long for the replica to catch up
-  uint64_t snapshot_interval_entries = 100000;  // exported on a background thread (etcd 3.4: 100,000 too)
-  uint64_t log_entries_kept_after_snapshot = 2000;
+  // Checkpoint (one synced LevelDB write) and compact the log this often; snapshots are exported only for followers.
+  uint64_t checkpoint_interval_entries = 20000;
+  uint64_t log_entries_kept_after_checkpoint = 2000;
   uint64_t log_cache_bytes = 32 << 20;      // the newest log entries kept in memory (storage/raft_log_store.h)
   int64_t gc_interval_ms = 200;             // the collector's pace while the node is busy (node/gc_pacer.h)
   uint64_t gc_batch_items_max = 1000;       // items per container per pass (at most 100 while busy)

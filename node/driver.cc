@@ -73,6 +73,13 @@ void Driver::start(DriverOutput& output) {
   output_ = &output;
   last_proposal_ms_ = steady_ms();
   foreground_ops_seen_ = foreground_.total();
+  const replication::RaftStatus status = replica_->core().status();
+  replay_ = Replay{.from = replica_->state().applied().index.value(), .until = status.commit.value(),
+                   .started_ms = steady_ms(), .reported = status.commit <= replica_->state().applied().index};
+  if (!replay_.reported) {
+    spdlog::info("replaying the log's committed entries {}..{} (after the state's applied index)", replay_.from + 1,
+                 replay_.until);
+  }
   gc_timer_->arm(config_.gc_interval_ms * 1000, [this] { collect_garbage(); });
   loop_.post([this] { on_tick(); });
 }
@@ -354,6 +361,10 @@ void Driver::flush() {
   });
   if (!output.is_ok()) return fatal(output.status());
   if (flush_observer_) flush_observer_(*output);
+  if (!replay_.reported && replica_->state().applied().index.value() >= replay_.until) {
+    replay_.reported = true;
+    spdlog::info("replayed {} entries in {} ms", replay_.until - replay_.from, steady_ms() - replay_.started_ms);
+  }
   for (double seconds : output->persist_seconds) metrics_.observe_fsync(seconds);
   for (const replication::Message& message : output->messages) {
     batch_.messages[message.to].push_back(replication::encode_message(message));

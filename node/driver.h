@@ -221,6 +221,14 @@ class Driver {
   std::string read_context_prefix_;  // "r<this start's seed>.": ReadIndex contexts unique across restarts
   uint64_t next_read_context_ = 1;
   int64_t last_proposal_ms_ = 0;
+  // The restart's replay of the log after the state's checkpoint: reported once applied reaches the commit index
+  // known at start.
+  struct Replay {
+    uint64_t from = 0;
+    uint64_t until = 0;
+    int64_t started_ms = 0;
+    bool reported = true;
+  } replay_;
   ForegroundCount foreground_;           // client requests served, counted by the RPC thread
   uint64_t foreground_ops_seen_ = 0;     // foreground_.total() already given to the pacer
   uint64_t item_writes_unreported_ = 0;  // item writes applied since the pacer last heard

@@ -168,12 +168,12 @@ void Driver::maybe_start_snapshot() {
   // when the loop stops is destroyed with the loop, after the store has closed.
   if (!loop_.background_threads()) {
     // A simulated loop: the export runs here, so the run stays single-threaded and reproducible.
-    spdlog::info("taking a snapshot at index {}", job->index.value());
+    spdlog::info("a follower needs a snapshot: exporting the state at index {}", job->index.value());
     job->run(log);
     loop_.post([this] { finish_snapshot(); });
     return;
   }
-  spdlog::info("taking a snapshot at index {} in the background", job->index.value());
+  spdlog::info("a follower needs a snapshot: exporting the state at index {} in the background", job->index.value());
   snapshot_thread_ = std::thread([this, job, &log] {
     try {
       job->run(log);
@@ -197,10 +197,11 @@ void Driver::finish_snapshot() {
   Status status = replica_->finish_snapshot(*job);
   if (!replica_->log().failure().is_ok()) return fatal(replica_->log().failure());
   if (!status.is_ok()) {
-    spdlog::error("snapshot at index {} failed (the log stays uncompacted): {}", job->index.value(), status.to_string());
+    spdlog::error("snapshot export at index {} failed (tried again when the follower next asks): {}",
+                  job->index.value(), status.to_string());
     return;
   }
-  spdlog::info("snapshot at index {} recorded ({} bytes)", job->index.value(), job->size_bytes);
+  spdlog::info("snapshot at index {} ready to send ({} bytes)", job->index.value(), job->size_bytes);
 }
 
 void Driver::publish_metrics() {

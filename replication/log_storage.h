@@ -77,6 +77,11 @@ class LogStorage {
   // snapshot has been replaced by a newer one (the core then restarts the transfer with the new one).
   virtual Result<std::string> read_snapshot_chunk(LogIndex snapshot_index, uint64_t offset,
                                                   uint64_t max_bytes) const = 0;
+  // Whether the data of snapshot_metadata() can be read now. A storage may record a snapshot whose data is produced
+  // only when a follower needs it — a checkpoint of a state machine that keeps its own durable state
+  // (storage/raft_log_store.h): the leader then asks for it (RaftCore::take_snapshot_request) and waits, retrying at
+  // each heartbeat, until the storage records a snapshot with data.
+  virtual bool snapshot_data_ready() const { return true; }
 };
 
 // Where a follower writes a snapshot arriving from the leader, chunk by chunk, so that memory does not grow with the

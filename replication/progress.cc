@@ -33,6 +33,11 @@ void Progress::become_probe() {
   snapshot_read_failed = false;
 }
 
+void Progress::abandon_snapshot() {
+  snapshot = {};  // the follower has nothing of it: become_probe resumes after match
+  become_probe();
+}
+
 void Progress::become_replicate() {
   state = ProgressState::kReplicate;
   next = match.next();

@@ -74,6 +74,8 @@ struct Progress {
   void become_probe();
   void become_replicate();
   void become_snapshot(const SnapshotMetadata& metadata);
+  // Gives up a snapshot transfer the follower has not received (its data is gone): probe again after `match`.
+  void abandon_snapshot();
   // Rewinds a snapshot transfer to `offset` (the follower asked for it, or acks stopped coming).
   void rewind_snapshot(uint64_t offset);
   // The follower accepted up to `index`. Returns false for a stale answer (nothing new).

@@ -943,6 +943,11 @@ bool RaftCore::send_append(NodeId to, bool send_if_empty) {
 bool RaftCore::start_snapshot(NodeId to, Progress& progress) {
   // A node we have not heard from lately may be down; a snapshot is expensive, so wait until it answers.
   if (!progress.recent_active) return false;
+  if (!storage_.snapshot_data_ready()) {
+    // The storage checkpoints without exporting: ask for the data; the next heartbeat's probe comes back here.
+    snapshot_wanted_ = true;
+    return false;
+  }
   const SnapshotMetadata snapshot = storage_.snapshot_metadata();
   MAYFLY_ASSERT_MSG(snapshot.index.next() >= log_.first_index(), "compacted entries must be covered by a snapshot");
   progress.become_snapshot(snapshot);
@@ -967,6 +972,12 @@ void RaftCore::send_snapshot_chunks(NodeId to, Progress& progress) {
       }
       // The snapshot was replaced by a newer one: start over with it. (The same one again would loop forever.)
       const LogIndex gone = snapshot.index;
+      if (!storage_.snapshot_data_ready()) {
+        // Replaced by a checkpoint without data: probe again; the probe asks for the data (start_snapshot).
+        progress.abandon_snapshot();
+        snapshot_wanted_ = true;
+        return;
+      }
       progress.become_snapshot(storage_.snapshot_metadata());
       MAYFLY_ASSERT_MSG(progress.snapshot.index != gone, "storage reports snapshot %llu gone but still offers it",
                         static_cast<unsigned long long>(gone.value()));
@@ -1365,6 +1376,14 @@ void RaftCore::advance(const Ready& ready) {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Observing
+
+bool RaftCore::sending_snapshot() const {
+  if (role_ != Role::kLeader) return false;
+  for (const auto& [id, progress] : progress_) {
+    if (progress.state == ProgressState::kSnapshot && progress.recent_active) return true;
+  }
+  return false;
+}
 
 RaftStatus RaftCore::status() const {
   RaftStatus status;

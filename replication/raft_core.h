@@ -238,6 +238,13 @@ class RaftCore {
   // driver that waits for replicated time to reach an instant should wait for this, not only its own clock, to
   // reach it. Not leader: INT64_MAX.
   int64_t time_ceiling_micros() const { return time_ceiling_micros(now_micros_); }
+  // Leader: a follower needs a snapshot whose data the storage has not produced yet (LogStorage::snapshot_data_ready
+  // is false). Returns true once per such request since the last call; the driver then produces the data and records
+  // the snapshot, and the transfer starts at the next heartbeat.
+  bool take_snapshot_request() { return std::exchange(snapshot_wanted_, false); }
+  // Leader: a snapshot is being sent to a follower that answered within the current election timeout. While this
+  // holds, the storage should keep that snapshot's data and the entries after it (the follower needs them next).
+  bool sending_snapshot() const;
   // The ts of the last entry in this node's log (of its snapshot when the log is empty).
   int64_t last_ts_micros() const { return log_.last_ts_micros(); }
   // Always-on checks of the core's invariants; aborts the process when one does not hold.
@@ -404,6 +411,7 @@ class RaftCore {
   SnapshotSink* sink_;
   std::optional<Snapshot> incoming_snapshot_;
   uint64_t incoming_received_ = 0;
+  bool snapshot_wanted_ = false;  // see take_snapshot_request
   uint64_t snapshot_read_errors_ = 0;
   uint64_t snapshot_receive_errors_ = 0;
   std::string last_snapshot_error_;

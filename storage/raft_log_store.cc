@@ -117,21 +117,39 @@ Status read_whole_file(leveldb::Env* env, const std::string& path, std::string& 
 
 // Write-then-rename: `path` only ever names complete, fsync'd data — written to `<path>.tmp`, fsync'd, renamed over
 // `path`, and the directory entry made durable (`sync_directory`, when given). The temporary goes on failure.
-Status replace_file_durably(leveldb::Env* env, const std::string& path, std::string_view data,
-                            const std::function<Status()>& sync_directory) {
+// Writes `path` as `<path>.tmp` with the bytes `produce` hands over, fsyncs and renames it, then makes the name
+// durable; nothing is left under `path` unless all of it was written. Returns the bytes written.
+Result<uint64_t> write_file_durably(leveldb::Env* env, const std::string& path,
+                                    const RaftLogStore::SnapshotProducer& produce,
+                                    const std::function<Status()>& sync_directory) {
   const std::string temporary = path + ".tmp";
   leveldb::WritableFile* raw = nullptr;
+  uint64_t written = 0;
   Status status = from_leveldb(env->NewWritableFile(temporary, &raw), "create " + temporary);
   if (status.is_ok()) {
     std::unique_ptr<leveldb::WritableFile> file(raw);
-    status = from_leveldb(file->Append(leveldb::Slice(data.data(), data.size())), "write " + temporary);
+    status = produce([&](std::string_view piece) {
+      written += piece.size();
+      return from_leveldb(file->Append(leveldb::Slice(piece.data(), piece.size())), "write " + temporary);
+    });
     if (status.is_ok()) status = from_leveldb(file->Sync(), "fsync " + temporary);
     if (status.is_ok()) status = from_leveldb(file->Close(), "close " + temporary);
   }
   if (status.is_ok()) status = from_leveldb(env->RenameFile(temporary, path), "rename " + temporary);
   if (status.is_ok() && sync_directory) status = sync_directory();
-  if (!status.is_ok()) env->RemoveFile(temporary);
-  return status;
+  if (!status.is_ok()) {
+    env->RemoveFile(temporary);
+    return status;
+  }
+  return written;
+}
+
+Status replace_file_durably(leveldb::Env* env, const std::string& path, std::string_view data,
+                            const std::function<Status()>& sync_directory) {
+  return write_file_durably(
+             env, path, [data](const std::function<Status(std::string_view)>& write) { return write(data); },
+             sync_directory)
+      .status();
 }
 
 }  // namespace
@@ -619,6 +637,7 @@ Result<std::string> RaftLogStore::read_snapshot_chunk(LogIndex snapshot_index, u
   if (snapshot_index != snapshot_.index) {
     return Status::not_found("snapshot " + text(snapshot_index) + " replaced by " + text(snapshot_.index));
   }
+  if (!snapshot_data_ready()) return Status::not_found("snapshot " + text(snapshot_index) + " is a checkpoint, without data");
   if (offset > snapshot_.size_bytes) return Status::invalid_argument("snapshot chunk offset past the end");
   if (snapshot_.size_bytes == 0) return std::string();  // no snapshot yet (index 0): empty, like the in-memory log
   leveldb::RandomAccessFile* raw = nullptr;
@@ -663,6 +682,10 @@ void RaftLogStore::remove_snapshot_files_except(LogIndex index) {
 Status RaftLogStore::write_snapshot_data(LogIndex index, std::string_view data) const {
   // `snapshot-<index>` only ever names complete, fsync'd data.
   return replace_file_durably(env_, snapshot_path(index), data, [this] { return sync_snapshot_dir(); });
+}
+
+Result<uint64_t> RaftLogStore::write_snapshot_stream(LogIndex index, const SnapshotProducer& produce) const {
+  return write_file_durably(env_, snapshot_path(index), produce, [this] { return sync_snapshot_dir(); });
 }
 
 Status RaftLogStore::receive_begin(const SnapshotMetadata& metadata) {
@@ -827,6 +850,13 @@ Status RaftLogStore::persist(const std::optional<Snapshot>& snapshot, const std:
 Result<SnapshotMetadata> RaftLogStore::describe_snapshot(LogIndex index, const replication::Membership& membership,
                                                               uint64_t size_bytes) const {
   if (index < snapshot_.index) return Status::invalid_argument("snapshot at " + text(index) + " is older than current");
+  if (index == snapshot_.index && index == base_index_) {
+    // The log was compacted up to the current record (a checkpoint): its term and time are in the record.
+    SnapshotMetadata metadata = snapshot_;
+    metadata.membership = membership;
+    metadata.size_bytes = size_bytes;
+    return metadata;
+  }
   if (index < first_index() || index > last_index()) {
     return Status::invalid_argument("snapshot index " + text(index) + " not in the log");
   }
@@ -840,7 +870,9 @@ Result<SnapshotMetadata> RaftLogStore::describe_snapshot(LogIndex index, const r
 
 Status RaftLogStore::record_snapshot(const SnapshotMetadata& metadata) {
   if (!failure_.is_ok()) return failure_;
-  if (metadata.index <= snapshot_.index) {
+  // A snapshot with data at the index of a checkpoint replaces it (the data was produced for a follower).
+  const bool fills_checkpoint = metadata.index == snapshot_.index && !snapshot_data_ready() && metadata.size_bytes != 0;
+  if (metadata.index <= snapshot_.index && !fills_checkpoint) {
     if (metadata.index < snapshot_.index) env_->RemoveFile(snapshot_path(metadata.index));
     return Status::invalid_argument("snapshot at " + text(metadata.index) + " is not newer than the current one at " +
                                     text(snapshot_.index));
@@ -851,6 +883,11 @@ Status RaftLogStore::record_snapshot(const SnapshotMetadata& metadata) {
   snapshot_ = metadata;
   remove_snapshot_files_except(metadata.index);
   return Status::ok();
+}
+
+void RaftLogStore::discard_snapshot_file(LogIndex index) {
+  if (index == snapshot_.index && snapshot_data_ready()) return;
+  env_->RemoveFile(snapshot_path(index));
 }
 
 Status RaftLogStore::create_snapshot(LogIndex index, const replication::Membership& membership,

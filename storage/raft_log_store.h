@@ -8,7 +8,8 @@
 // The WAL: files `wal/<sequence, 20 digits>.log`, each a run of records
 //   crc32c (4 bytes LE, over type and payload) | payload length (4 bytes LE) | type (1 byte) | payload
 // of five types: an entry (replication::encode_entry; an entry at an index the log already holds replaces it and
-// every later one — a follower's conflicting suffix), the hard state, the snapshot record, a compaction point (index,
+// every later one — a follower's conflicting suffix), the hard state, the snapshot record (one of size 0 is a
+// checkpoint: the state machine's own durable state covers it and there is no data file), a compaction point (index,
 // term: entries up to it are dropped) and a reset (index, term: a snapshot from the leader replaced the whole log).
 // Replaying every segment in order rebuilds the log. A new segment starts at every open and when the active one
 // passes `segment_bytes`; it begins with the hard state, snapshot record and compaction point of that moment, so an
@@ -113,6 +114,8 @@ class RaftLogStore final : public replication::LogStorage, public replication::S
   Result<std::vector<replication::Entry>> entries(LogIndex low, LogIndex high, uint64_t max_bytes) const override;
   Result<std::string> read_snapshot_chunk(LogIndex snapshot_index, uint64_t offset,
                                           uint64_t max_bytes) const override;
+  // False while the snapshot record is a checkpoint (no data file: see record_snapshot).
+  bool snapshot_data_ready() const override { return snapshot_.index == LogIndex(0) || snapshot_.size_bytes != 0; }
 
   // SnapshotSink (the core, driver thread). receive_begin refuses (InvalidArgument) a declared size over half the
   // free space of the snapshot directory (the file and the installed state both need room).
@@ -135,8 +138,19 @@ class RaftLogStore final : public replication::LogStorage, public replication::S
   Result<replication::SnapshotMetadata> describe_snapshot(LogIndex index, const replication::Membership& membership,
                                                           uint64_t size_bytes) const;
   Status write_snapshot_data(LogIndex index, std::string_view data) const;
+  // The same, with the data handed to `write` piece by piece by `produce` (memory stays at one piece); returns the
+  // number of bytes written.
+  using SnapshotProducer = std::function<Status(const std::function<Status(std::string_view piece)>& write)>;
+  Result<uint64_t> write_snapshot_stream(LogIndex index, const SnapshotProducer& produce) const;
+  // A record with size_bytes 0 (and index > 0) is a checkpoint: the state machine made its state at `index` durable
+  // itself (StateMachine::checkpoint), no data file exists, and snapshot_data_ready() is false until a snapshot with
+  // data is recorded at the same or a later index (produced when a follower needs one: RaftCore::
+  // take_snapshot_request). Every other snapshot file is removed when a record is made.
   Status record_snapshot(const replication::SnapshotMetadata& metadata);
-  // Deletes entries up to and including `index`, which the snapshot must cover; segments holding only such entries
+  // Removes the file a snapshot job wrote at `index` that was not recorded (unless it is the current record's data).
+  void discard_snapshot_file(LogIndex index);
+  // Deletes entries up to and including `index`, which the snapshot record (a checkpoint or a snapshot with data) must
+  // cover; segments holding only such entries
   // are removed (after an fsync of the record that drops them).
   Status compact(LogIndex index);
 

@@ -1,6 +1,7 @@
 #include "storage/replica.h"
 
 #include <chrono>
+#include <utility>
 
 namespace mayfly::storage {
 
@@ -9,8 +10,8 @@ using replication::EntryType;
 
 Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
   MAYFLY_RETURN_IF_ERROR(options.raft.validate());
-  if (options.snapshot_interval_entries == 0) {
-    return Status::invalid_argument("snapshot_interval_entries must be at least 1");
+  if (options.checkpoint_interval_entries == 0) {
+    return Status::invalid_argument("checkpoint_interval_entries must be at least 1");
   }
   StoreOptions store_options;
   store_options.path = options.data_dir + "/db";
@@ -46,6 +47,14 @@ Replica::~Replica() {
 Status Replica::recover_snapshot() {
   const replication::SnapshotMetadata snapshot = log_->snapshot_metadata();
   if (snapshot.index == LogIndex(0) || state_->applied().index >= snapshot.index) return Status::ok();
+  if (!log_->snapshot_data_ready()) {
+    // A checkpoint record is made only after the state's synced write at its index: a store behind it lost data
+    // that was durable (the disk, or a data directory put together from different copies).
+    return Status::corruption("the state machine is at index " + std::to_string(state_->applied().index.value()) +
+                              ", behind the log's checkpoint at " + std::to_string(snapshot.index.value()) +
+                              ": the log before it is gone and the store lost writes it had made durable; wipe this "
+                              "node's data directory and re-add it to the cluster (it then receives a snapshot)");
+  }
   // The log moved past entries the state machine never applied: only the snapshot has them.
   MAYFLY_ASSIGN_OR_RETURN(std::string data, log_->read_snapshot_chunk(snapshot.index, 0, snapshot.size_bytes));
   MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(data));
@@ -145,16 +154,41 @@ Result<ReplicaOutput> Replica::process_ready(const SendNow& send_now) {
     for (replication::ReadState& read : ready.read_states) output.read_states.push_back(std::move(read));
     core_->advance(ready);
   }
+  MAYFLY_RETURN_IF_ERROR(maybe_checkpoint());
   MAYFLY_RETURN_IF_ERROR(maybe_take_snapshot());
   return output;
 }
 
+Status Replica::maybe_checkpoint() {
+  const LogIndex applied = state_->applied().index;
+  const replication::SnapshotMetadata recorded = log_->snapshot_metadata();
+  if (applied.value() < recorded.index.value() + options_.checkpoint_interval_entries) return Status::ok();
+  // Keep the snapshot a follower is about to receive, or is receiving, and the entries after it: a new record would
+  // delete its data, and compacting past it would leave the follower needing another one (a transfer that never
+  // ends on a large store). Both pins end with the transfer, or when the follower stops answering.
+  if (snapshot_running_ || core_->sending_snapshot()) return Status::ok();
+  if (applied < log_->first_index()) return Status::ok();  // nothing applied since the log's start
+  // (1) The state at `applied` becomes durable; (2) the record says so; (3) the log before it may go. In this order:
+  // after a crash anywhere, the state is at or past every index the log no longer holds.
+  MAYFLY_RETURN_IF_ERROR(state_->checkpoint());
+  MAYFLY_ASSIGN_OR_RETURN(replication::SnapshotMetadata metadata,
+                          log_->describe_snapshot(applied, core_->membership_at(applied), 0));
+  MAYFLY_RETURN_IF_ERROR(log_->record_snapshot(metadata));
+  ++checkpoints_;
+  if (applied.value() > options_.log_entries_kept_after_checkpoint) {
+    MAYFLY_RETURN_IF_ERROR(log_->compact(LogIndex(applied.value() - options_.log_entries_kept_after_checkpoint)));
+  }
+  return Status::ok();
+}
+
 std::unique_ptr<Replica::SnapshotJob> Replica::begin_snapshot() {
   if (snapshot_running_) return nullptr;
-  const LogIndex applied = state_->applied().index;
-  const LogIndex last_snapshot = log_->snapshot_metadata().index;
-  if (applied.value() < last_snapshot.value() + options_.snapshot_interval_entries) return nullptr;
-  if (applied < log_->first_index()) return nullptr;  // nothing of ours to snapshot yet
+  const bool asked = core_->take_snapshot_request();
+  if (std::exchange(snapshot_requested_, false)) {
+    if (state_->applied().index <= log_->snapshot_metadata().index && log_->snapshot_data_ready()) return nullptr;
+  } else if (!asked || log_->snapshot_data_ready()) {
+    return nullptr;  // not asked, or recorded meanwhile (the next heartbeat sends it)
+  }
   auto job = std::make_unique<SnapshotJob>();
   job->view = state_->open_view();
   job->index = job->view->applied().index;
@@ -164,30 +198,32 @@ std::unique_ptr<Replica::SnapshotJob> Replica::begin_snapshot() {
 }
 
 void Replica::SnapshotJob::run(const RaftLogStore& log) {
-  // Callers catch exceptions (std::bad_alloc) around this: it runs on a thread of its own.
-  Result<std::string> data = view->export_snapshot();
-  if (!data.is_ok()) {
-    status = data.status();
+  // Callers catch exceptions (std::bad_alloc) around this: it runs on a thread of its own. Memory stays at one piece
+  // of the export, whatever the store's size.
+  Result<uint64_t> written = log.write_snapshot_stream(index, [this](const auto& write) {
+    return view->export_snapshot_to(write, kSnapshotPieceBytes, nullptr);
+  });
+  if (!written.is_ok()) {
+    status = written.status();
     return;
   }
-  size_bytes = data->size();
-  status = log.write_snapshot_data(index, *data);
+  size_bytes = *written;
 }
 
 Status Replica::finish_snapshot(SnapshotJob& job) {
   snapshot_running_ = false;
   job.view.reset();
   MAYFLY_RETURN_IF_ERROR(job.status);
-  if (job.index <= log_->snapshot_metadata().index || job.index < log_->first_index()) {
-    (void)log_->record_snapshot(replication::SnapshotMetadata{.index = job.index});  // removes the stale file
+  const replication::SnapshotMetadata recorded = log_->snapshot_metadata();
+  const bool newer = job.index > recorded.index || (job.index == recorded.index && !log_->snapshot_data_ready());
+  if (!newer || job.index < log_->first_index().prev()) {
+    log_->discard_snapshot_file(job.index);  // overtaken (a leader's snapshot installed meanwhile): not needed
     return Status::ok();
   }
   MAYFLY_ASSIGN_OR_RETURN(replication::SnapshotMetadata metadata,
                           log_->describe_snapshot(job.index, job.membership, job.size_bytes));
   MAYFLY_RETURN_IF_ERROR(log_->record_snapshot(metadata));
-  if (job.index.value() > options_.log_entries_kept_after_snapshot) {
-    MAYFLY_RETURN_IF_ERROR(log_->compact(LogIndex(job.index.value() - options_.log_entries_kept_after_snapshot)));
-  }
+  ++snapshots_produced_;
   return Status::ok();
 }
 

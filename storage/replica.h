@@ -4,12 +4,22 @@
 //
 // The caller owns time and the network: it calls tick() with its wall clock, step() with peer messages, propose()
 // with commands, and process_ready() after each batch of inputs, sending the messages it returns. Everything else —
-// fsync'd group commit of the log, applying committed entries at their replicated time, installing and taking
-// snapshots, compacting the log — happens here.
+// fsync'd group commit of the log, applying committed entries at their replicated time, installing snapshots,
+// checkpointing and compacting the log — happens here.
+//
+// Compaction by checkpoint (no export): every `checkpoint_interval_entries` applied entries, process_ready makes the
+// state durable (StateMachine::checkpoint: one synced LevelDB write), records a checkpoint at the applied index in
+// the log (a snapshot record without data) and compacts the log up to `log_entries_kept_after_checkpoint` entries
+// before it. Invariant, through every crash: the log's compaction point <= the checkpoint <= the state's durable
+// applied index. A snapshot's data is produced only when a follower needs entries the log no longer has
+// (RaftCore::take_snapshot_request): begin_snapshot opens a consistent view of the state, SnapshotJob::run streams it
+// to the snapshot file (memory: one piece), finish_snapshot records it, and the leader sends it. While a snapshot is
+// being produced or sent, checkpoints wait (the follower needs that snapshot and the entries after it).
 //
 // Recovery: open() rebuilds the core from the log; entries already applied to the state machine are not applied
 // again; if a crash came between persisting an installed snapshot and installing it into the state machine, the
-// snapshot is installed from its file first.
+// snapshot is installed from its file first. A state behind the log's checkpoint is Corruption (it lost writes it had
+// made durable).
 //
 // Snapshots from the leader stream to a file as they arrive (the log store is the core's SnapshotSink); once
 // persisted, the state is installed from that file.
@@ -39,11 +49,11 @@ struct ReplicaOptions {
   replication::RaftConfig raft;              // raft.self is this node's id
   replication::Membership bootstrap;         // a fresh cluster's initial voters; empty for a node that joins later
   uint64_t seed = 1;                         // for the core's randomized election timeouts
-  uint64_t snapshot_interval_entries = 10000;  // take a snapshot after this many applied entries
-  uint64_t log_entries_kept_after_snapshot = 1000;  // keep this much log behind a snapshot for slow followers
-  // Off: process_ready() takes due snapshots itself, synchronously (the simulator, benchmarks). On: it leaves them to
-  // the caller, who runs begin_snapshot / SnapshotJob::run / finish_snapshot with the export on another thread, so
-  // a large export never stalls the driver past an election timeout (mayflyd).
+  uint64_t checkpoint_interval_entries = 10000;  // checkpoint and compact the log after this many applied entries
+  uint64_t log_entries_kept_after_checkpoint = 1000;  // keep this much log behind a checkpoint for slow followers
+  // Off: process_ready() produces the snapshots followers ask for itself, synchronously (the simulator, benchmarks).
+  // On: it leaves them to the caller, who runs begin_snapshot / SnapshotJob::run / finish_snapshot with the export
+  // on another thread, so a large export never stalls the driver past an election timeout (mayflyd).
   bool background_snapshots = false;
   size_t block_cache_bytes = 64 << 20;
   RaftLogStoreOptions log;                   // the WAL's segment size and cache of the newest entries
@@ -105,6 +115,8 @@ class Replica {
   using SendNow = std::function<void(std::vector<replication::Message>&&)>;
   Result<ReplicaOutput> process_ready(const SendNow& send_now = nullptr);
 
+  // Pieces of a snapshot export (the memory an export holds, besides LevelDB's iterator).
+  static constexpr size_t kSnapshotPieceBytes = 1 << 20;
   // A snapshot of the state machine in the making. run() may execute on any thread; the rest is the driver's.
   struct SnapshotJob {
     std::unique_ptr<StateMachine::View> view;  // the state at `metadata.index`
@@ -112,14 +124,21 @@ class Replica {
     LogIndex index;
     Status status;                             // run()'s outcome
     uint64_t size_bytes = 0;
-    // Exports the view and writes the snapshot file (thread-safe: touches only the view and that file).
+    // Streams the view to the snapshot file (thread-safe: touches only the view and that file).
     void run(const RaftLogStore& log);
   };
-  // A job when a snapshot is due (snapshot_interval_entries applied since the last one) and none is running.
+  // A job when the core asked for a snapshot's data (a follower needs entries before the log's start) and none is
+  // running.
   std::unique_ptr<SnapshotJob> begin_snapshot();
-  // Records the job's snapshot and compacts the log. A job overtaken by a newer snapshot (one installed from the
-  // leader meanwhile) is dropped quietly; a failed export or write is returned.
+  // Makes the next begin_snapshot return a job even though no follower asked (tests; a tool that wants the state as
+  // a snapshot file).
+  void request_snapshot() { snapshot_requested_ = true; }
+  // Records the job's snapshot; the leader sends it at the next heartbeat. A job overtaken by a newer snapshot (one
+  // installed from the leader meanwhile) is dropped quietly; a failed export or write is returned.
   Status finish_snapshot(SnapshotJob& job);
+  // Checkpoints made and snapshots produced since open (for tests and metrics).
+  uint64_t checkpoints() const { return checkpoints_; }
+  uint64_t snapshots_produced() const { return snapshots_produced_; }
 
   replication::RaftCore& core() { return *core_; }
   const replication::RaftCore& core() const { return *core_; }
@@ -134,8 +153,12 @@ class Replica {
   Replica(const ReplicaOptions& options, std::unique_ptr<StateMachine> state, std::unique_ptr<RaftLogStore> log);
   Status recover_snapshot();
   Result<AppliedEntry> apply_entry(const replication::Entry& entry);
+  Status maybe_checkpoint();
   Status maybe_take_snapshot();
   bool snapshot_running_ = false;
+  bool snapshot_requested_ = false;  // request_snapshot
+  uint64_t checkpoints_ = 0;
+  uint64_t snapshots_produced_ = 0;
 
   ReplicaOptions options_;
   std::unique_ptr<StateMachine> state_;

@@ -212,6 +212,18 @@ Status StateMachine::end_apply_group() {
   return written;
 }
 
+Status StateMachine::checkpoint() {
+  MAYFLY_ASSERT_MSG(!grouping_, "a checkpoint inside an apply group");
+  if (!sticky_.is_ok()) return sticky_;
+  leveldb::WriteBatch batch;
+  batch.Put(meta_key(), encode_meta(meta_));  // the value it already has: the write is for its sync
+  leveldb::WriteOptions write_options;
+  write_options.sync = true;
+  Status status = from_leveldb(db_->Write(write_options, &batch), "write checkpoint");
+  if (!status.is_ok()) sticky_ = status;
+  return status;
+}
+
 Status StateMachine::write_group() {
   if (!sticky_.is_ok()) return sticky_;
   if (group_.empty()) return Status::ok();

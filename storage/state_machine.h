@@ -90,6 +90,11 @@ class StateMachine {
   Status end_apply_group();
   // The applied index and time (the same as reader().applied()).
   AppliedState applied() const { return reader_.applied(); }
+  // Makes everything applied so far durable: one synced LevelDB write of the applied state (LevelDB's log is
+  // sequential, so every earlier unsynced write becomes durable with it). After it returns, a crash — of the process or
+  // of the machine — reopens the store at applied() or later, so the Raft log may be compacted up to it (Replica).
+  // Driver thread, outside an apply group. A Status error is sticky, as for apply.
+  Status checkpoint();
 
   // The read side: hand this, not the StateMachine, to code on other threads.
   const StoreReader& reader() const { return reader_; }

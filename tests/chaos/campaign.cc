@@ -392,12 +392,12 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
   cluster_options.name = "chaos";
   cluster_options.mayflyd = options.mayflyd;
   cluster_options.extra_flags = {"--request-timeout-ms", "3000"};
-  const int64_t snapshot_interval = options.snapshot_interval_entries != 0 ? options.snapshot_interval_entries
+  const int64_t checkpoint_interval = options.checkpoint_interval_entries != 0 ? options.checkpoint_interval_entries
                                     : options.seed % 3 == 0                ? 300
                                     : options.seed % 3 == 1                ? 2000
                                                                            : 20000;
   cluster_options.extra_flags.insert(cluster_options.extra_flags.end(),
-                                     {"--snapshot-interval-entries", std::to_string(snapshot_interval)});
+                                     {"--checkpoint-interval-entries", std::to_string(checkpoint_interval)});
   if (!options.power_cut_shim.empty()) cluster_options.extra_env = {"LD_PRELOAD=" + options.power_cut_shim};
   if (options.network != nullptr) {
     for (size_t n = 1; n <= 3; ++n) {
@@ -405,7 +405,7 @@ CampaignSummary run_campaign(const CampaignOptions& options) {
       cluster_options.launch_prefix[n] = options.network->launch_prefix(n);
     }
   }
-  std::cerr << "[chaos] seed " << options.seed << ": snapshots every " << snapshot_interval << " entries\n";
+  std::cerr << "[chaos] seed " << options.seed << ": checkpoints every " << checkpoint_interval << " entries\n";
   it::Cluster cluster(cluster_options);
   // Removed by an interrupt's cleanup while it exists (the destructor removes it, or keeps it for diagnosis).
   struct RunDir {

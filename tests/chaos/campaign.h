@@ -29,9 +29,9 @@ struct CampaignOptions {
   // writes the node had not fsync'd, as a power cut would.
   std::string power_cut_shim;
   int64_t recovery_bound_ms = 15000;
-  // The nodes' --snapshot-interval-entries; 0: by seed, 300 / 2000 / 20000 in turn, so snapshots,
-  // log compaction and snapshot installs (a lagging or re-added node) happen under the faults too.
-  int64_t snapshot_interval_entries = 0;
+  // The nodes' --checkpoint-interval-entries; 0: by seed, 300 / 2000 / 20000 in turn, so checkpoints, log
+  // compaction and snapshots produced for and installed by a lagging or re-added node happen under the faults too.
+  int64_t checkpoint_interval_entries = 0;
   std::string history_dir;  // where failing runs' histories are written
   bool keep_history = false;  // write it for passing runs too
 };

@@ -36,7 +36,7 @@ struct Flags {
   std::string history_dir = "/tmp";
   bool keep_history = false;
   bool no_power_cut = false;
-  int64_t snapshot_interval_entries = 0;
+  int64_t checkpoint_interval_entries = 0;
 };
 Flags flags;
 std::unique_ptr<mayfly::chaos::Network> network;
@@ -69,7 +69,7 @@ TEST(Chaos, Campaign) {
     options.history_dir = flags.history_dir;
     options.keep_history = flags.keep_history;
     if (!flags.no_power_cut) options.power_cut_shim = MAYFLY_CHAOS_POWER_CUT_SHIM;
-    options.snapshot_interval_entries = flags.snapshot_interval_entries;
+    options.checkpoint_interval_entries = flags.checkpoint_interval_entries;
     const mayfly::chaos::CampaignSummary summary = mayfly::chaos::run_campaign(options);
     const char* verdict = summary.result == mayfly::chaos::CampaignResult::kPass      ? "PASS"
                           : summary.result == mayfly::chaos::CampaignResult::kAnomaly ? "FAIL"
@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
   app.add_option("--mayflyd", flags.mayflyd, "the mayflyd binary (default: this build's)");
   app.add_option("--history-dir", flags.history_dir, "where a failing run's history is written");
   app.add_flag("--no-power-cut", flags.no_power_cut, "SIGKILL only (the nodes' unsynced log writes survive it)");
-  app.add_option("--snapshot-interval-entries", flags.snapshot_interval_entries,
-                 "the nodes' snapshot interval (default: by seed, 300, 2000 or 20000)");
+  app.add_option("--checkpoint-interval-entries,--snapshot-interval-entries", flags.checkpoint_interval_entries,
+                 "the nodes' checkpoint interval (default: by seed, 300, 2000 or 20000)");
   app.add_flag("--keep-history", flags.keep_history, "write the history of passing runs too");
   CLI11_PARSE(app, argc, argv);
 

@@ -57,7 +57,7 @@ void write_items(client::Client& c, int64_t from, int64_t to) {
 
 TEST(HostileDiskFaults, LeaderSurvivesSnapshotReadEioAndTheFollowerGetsItAfterwards) {
   Cluster cluster({.name = "eio",
-                   .extra_flags = {"--snapshot-interval-entries", "200"},
+                   .extra_flags = {"--checkpoint-interval-entries", "200"},
                    .extra_env = {std::string("LD_PRELOAD=") + MAYFLY_IT_EIO_SHIM},
                    .metrics = true});
   ASSERT_TRUE(cluster.start());

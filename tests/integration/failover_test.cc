@@ -216,14 +216,14 @@ TEST(IntegrationFailover, LeaderKilledUnderWriteLoadLosesNoAcknowledgedWrite) {
 }
 
 TEST(IntegrationFailover, WipedNodeCatchesUpBySnapshot) {
-  Cluster cluster({.name = "snapshot", .extra_flags = {"--snapshot-interval-entries", "200"}});
+  Cluster cluster({.name = "snapshot", .extra_flags = {"--checkpoint-interval-entries", "200"}});
   ASSERT_TRUE(cluster.start());
   uint64_t leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0u) << "no leader elected";
   client::Client c(cluster.client_options());
   ASSERT_NO_FATAL_FAILURE(setup(c));
 
-  // The log keeps 2000 entries behind a snapshot (log_entries_kept_after_snapshot, not a flag): write well past
+  // The log keeps 2000 entries behind a snapshot (log_entries_kept_after_checkpoint, not a flag): write well past
   // that so the leader has compacted away the beginning of the log.
   std::vector<std::pair<std::string, int64_t>> items;
   const auto t0 = Clock::now();
@@ -277,7 +277,7 @@ TEST(IntegrationFailover, WipedNodeCatchesUpBySnapshot) {
 // The supported way to replace a node's disk: remove the member, wipe it, start it with --join, add it back. It
 // comes back as a learner that needs entries the leader has compacted, so it must be sent the snapshot.
 TEST(IntegrationFailover, WipedNodeRejoinedByMembershipChangeInstallsSnapshot) {
-  Cluster cluster({.name = "rejoin", .extra_flags = {"--snapshot-interval-entries", "200"}});
+  Cluster cluster({.name = "rejoin", .extra_flags = {"--checkpoint-interval-entries", "200"}});
   ASSERT_TRUE(cluster.start());
   uint64_t leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0u) << "no leader elected";

@@ -222,8 +222,8 @@ class Simulation {
     options.raft.snapshot_chunk_bytes = 4096;  // several chunks per snapshot
     if (node.bootstrap_member) options.bootstrap = bootstrap_;
     options.seed = options_.seed * 31 + node.id.value() * 7 + restarts_++;
-    options.snapshot_interval_entries = 200;
-    options.log_entries_kept_after_snapshot = 50;
+    options.checkpoint_interval_entries = 200;
+    options.log_entries_kept_after_checkpoint = 50;
     options.block_cache_bytes = 1 << 20;
     // Small WAL segments and cache: segments rotate and are deleted after compactions many times per run, and
     // followers' catch-up and the applies after a restart read entries back from the segment files.
@@ -1090,8 +1090,28 @@ class Simulation {
       if (!member || !n.process) continue;
       const uint64_t applied = n.process->driver->state().applied().index.value();
       if (applied + 50 < commit.value()) {  // time entries keep arriving: allow a little lag
+        const replication::RaftStatus mine = n.process->driver->replica().core().status();
+        const replication::RaftStatus theirs = lead->replica().core().status();
+        const storage::RaftLogStore& log = lead->replica().log();
+        std::string progress = "none";
+        if (auto it = theirs.progress.find(n.id); it != theirs.progress.end()) {
+          progress = "match " + std::to_string(it->second.match.value()) + " next " +
+                     std::to_string(it->second.next.value()) + " state " +
+                     std::string(replication::progress_state_name(it->second.state)) +
+                     (it->second.recent_active ? " active" : " inactive");
+        }
         return fail("liveness: node " + std::to_string(n.id.value()) + " applied " + std::to_string(applied) +
-                    " but the leader committed " + std::to_string(commit.value()));
+                    " but the leader committed " + std::to_string(commit.value()) + " (node: term " +
+                    std::to_string(mine.term.value()) + " leader " + std::to_string(mine.leader.value()) +
+                    " log " + std::to_string(mine.first_index.value()) + ".." +
+                    std::to_string(mine.last_index.value()) + " commit " + std::to_string(mine.commit.value()) +
+                    "; leader " + std::to_string(lead->id.value()) + " term " + std::to_string(theirs.term.value()) +
+                    " log " + std::to_string(theirs.first_index.value()) + ".." +
+                    std::to_string(theirs.last_index.value()) + ", snapshot record " +
+                    std::to_string(log.snapshot_metadata().index.value()) +
+                    (log.snapshot_data_ready() ? " with data" : " (checkpoint)") + ", its progress: " + progress +
+                    "; snapshot errors read " + std::to_string(theirs.snapshot_read_errors) + " receive " +
+                    std::to_string(mine.snapshot_receive_errors) + " " + mine.last_snapshot_error + ")");
       }
     }
     // Every write a driver acknowledged is the committed entry at the index it named.

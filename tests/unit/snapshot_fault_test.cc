@@ -55,8 +55,8 @@ class SnapshotFaultTest : public ::testing::Test {
     options.raft.snapshot_chunk_bytes = kChunkBytes;
     options.raft.max_inflight_messages = 4;
     options.seed = 7 + id.value();
-    options.snapshot_interval_entries = 50;
-    options.log_entries_kept_after_snapshot = 5;
+    options.checkpoint_interval_entries = 50;
+    options.log_entries_kept_after_checkpoint = 5;
     options.block_cache_bytes = 1 << 20;
     options.sync_directory = [this](const std::string& path) {
       synced_directories_.push_back(path);
@@ -134,17 +134,31 @@ class SnapshotFaultTest : public ::testing::Test {
           CommandType::kCreateItem, "db", "c",
           "{\"id\":\"i" + std::to_string(i) + "\",\"pk\":\"p\",\"pad\":\"" + padding + "\"}")));
     }
-    snapshot_ = leader_->log().snapshot_metadata();
-    ASSERT_GT(snapshot_.index.value(), 0u);
-    ASSERT_GT(snapshot_.size_bytes, 8 * kChunkBytes) << "the snapshot must take several chunks";
+    // Compacted by checkpoint: the record has no data until a follower needs it.
+    const replication::SnapshotMetadata checkpoint = leader_->log().snapshot_metadata();
+    ASSERT_GT(checkpoint.index.value(), 0u);
+    ASSERT_FALSE(leader_->log().snapshot_data_ready());
+    ASSERT_GT(leader_->checkpoints(), 0u);
     ASSERT_GT(leader_->log().first_index(), LogIndex(2)) << "the log must be compacted so a learner needs it";
+    ASSERT_TRUE(files_in(leader_dir_.path() + "/snapshots").empty()) << "a checkpoint exports nothing";
   }
 
-  void add_follower() {
-    auto opened = open_follower_at(follower_dir_.path());
+  // Node 2 joins as a learner (in `dir`, the test's follower directory by default). It needs entries the leader
+  // compacted, so the leader produces a snapshot for it; snapshot messages are held back until it has (the test
+  // decides what happens to the transfer), and snapshot_ is that snapshot.
+  void add_follower(const std::string& dir = "") {
+    auto opened = open_follower_at(dir.empty() ? follower_dir_.path() : dir);
     ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
     follower_ = std::move(opened).value();
     ASSERT_TRUE(leader_->propose_config_change(ConfigChange{ConfigChangeType::kAddLearner, NodeId(2)}).is_ok());
+    const uint64_t produced = leader_->snapshots_produced();
+    for (int i = 0; i < 100 && leader_->snapshots_produced() == produced; ++i) {
+      ASSERT_NO_FATAL_FAILURE(round([](const Message& m) { return m.type != MessageType::kSnapshot; }));
+    }
+    ASSERT_GT(leader_->snapshots_produced(), produced) << "the leader produced no snapshot for the learner";
+    ASSERT_TRUE(leader_->log().snapshot_data_ready());
+    snapshot_ = leader_->log().snapshot_metadata();
+    ASSERT_GT(snapshot_.size_bytes, 8 * kChunkBytes) << "the snapshot must take several chunks";
   }
 
   bool follower_caught_up() const {
@@ -330,6 +344,7 @@ TEST_F(SnapshotFaultTest, AbsurdDeclaredSnapshotSizesAreRefusedWithoutWritingAny
 
 TEST_F(SnapshotFaultTest, SnapshotFileIsRenamedIntoPlaceAndItsDirectorySynced) {
   ASSERT_NO_FATAL_FAILURE(build_leader_with_snapshot());
+  ASSERT_NO_FATAL_FAILURE(add_follower());
   const std::string snapshots = leader_dir_.path() + "/snapshots";
   EXPECT_GE(std::count(synced_directories_.begin(), synced_directories_.end(), snapshots), 1);
   const std::string name = snapshots + "/snapshot-" + std::to_string(snapshot_.index.value());
@@ -339,8 +354,9 @@ TEST_F(SnapshotFaultTest, SnapshotFileIsRenamedIntoPlaceAndItsDirectorySynced) {
   std::vector<std::string> files = files_in(snapshots);
   EXPECT_EQ(files, std::vector<std::string>{"snapshot-" + std::to_string(snapshot_.index.value())});
 
-  // An fsync failure while writing the next snapshot: the job fails, and no file is visible under a snapshot name
-  // (neither a partial `snapshot-<n>` nor the temporary).
+  // The learner goes away; the leader, reopened with the driver's settings, checkpoints past it (which removes the
+  // snapshot file: a checkpoint has none).
+  follower_.reset();
   leader_.reset();
   ReplicaOptions options = options_for(NodeId(1), leader_dir_.path());
   options.env = &leader_env_;
@@ -353,28 +369,49 @@ TEST_F(SnapshotFaultTest, SnapshotFileIsRenamedIntoPlaceAndItsDirectorySynced) {
                                        "leadership"));
   for (int i = 0; i < 60; ++i) {
     ASSERT_NO_FATAL_FAILURE(propose(testing::item_command(CommandType::kCreateItem, "db", "c",
-                                                          "{\"id\":\"n" + std::to_string(i) + "\",\"pk\":\"p\"}")));
+                                                          "{\"id\":\"n\" + std::to_string(i) + \"\",\"pk\":\"p\"}")));
   }
-  std::unique_ptr<Replica::SnapshotJob> job = leader_->begin_snapshot();
-  ASSERT_NE(job, nullptr);
+  const replication::SnapshotMetadata checkpoint = leader_->log().snapshot_metadata();
+  ASSERT_GT(checkpoint.index, snapshot_.index);
+  ASSERT_FALSE(leader_->log().snapshot_data_ready());
+  EXPECT_TRUE(files_in(snapshots).empty()) << ::testing::PrintToString(files_in(snapshots));
+
+  // A wiped learner comes back: the leader is asked for a snapshot. An fsync failure while writing it fails the job,
+  // and no file is visible under a snapshot name (neither a partial `snapshot-<n>` nor the temporary).
+  TempDir wiped;
+  auto opened = open_follower_at(wiped.path());
+  ASSERT_TRUE(opened.is_ok()) << opened.status().to_string();
+  follower_ = std::move(opened).value();
+  std::unique_ptr<Replica::SnapshotJob> job;
+  for (int i = 0; i < 100 && job == nullptr; ++i) {
+    ASSERT_NO_FATAL_FAILURE(round());
+    job = leader_->begin_snapshot();
+  }
+  ASSERT_NE(job, nullptr) << "the leader was never asked for a snapshot";
   leader_env_.fail_syncs_matching("/snapshots/snapshot-");
   job->run(leader_->log());
   EXPECT_FALSE(job->status.is_ok());
-  files = files_in(snapshots);
-  EXPECT_EQ(files, std::vector<std::string>{"snapshot-" + std::to_string(snapshot_.index.value())});
+  EXPECT_TRUE(files_in(snapshots).empty()) << ::testing::PrintToString(files_in(snapshots));
   EXPECT_FALSE(leader_->finish_snapshot(*job).is_ok());
-  EXPECT_EQ(leader_->log().snapshot_metadata().index, snapshot_.index);
+  EXPECT_EQ(leader_->log().snapshot_metadata(), checkpoint);
 
-  // Without the fault the next one goes through: written as .tmp, renamed, directory synced.
+  // Without the fault the next request goes through: written as .tmp, renamed, directory synced, recorded.
   leader_env_.fail_syncs_matching("");
   synced_directories_.clear();
-  job = leader_->begin_snapshot();
-  ASSERT_NE(job, nullptr);
+  job.reset();
+  for (int i = 0; i < 100 && job == nullptr; ++i) {
+    ASSERT_NO_FATAL_FAILURE(round());
+    job = leader_->begin_snapshot();
+  }
+  ASSERT_NE(job, nullptr) << "the leader was not asked again";
   job->run(leader_->log());
   ASSERT_TRUE(job->status.is_ok()) << job->status.to_string();
   EXPECT_EQ(synced_directories_, std::vector<std::string>{snapshots});
   ASSERT_TRUE(leader_->finish_snapshot(*job).is_ok());
   EXPECT_EQ(files_in(snapshots), std::vector<std::string>{"snapshot-" + std::to_string(job->index.value())});
+  EXPECT_TRUE(leader_->log().snapshot_data_ready());
+  snapshot_ = leader_->log().snapshot_metadata();
+  ASSERT_NO_FATAL_FAILURE(rounds_until([&] { return follower_caught_up(); }, 300, "the wiped learner's snapshot"));
 }
 
 }  // namespace

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Memory per node while the store grows (issue #31, the quick form).
+
+Starts 3 mayflyd on 127.0.0.1 (fresh data in a temporary directory), loads --first 1 KB items with mayfly-bench
+(upsert1k, each with a 1 h ttl, so all stay live), lets the cluster settle, then loads --second more into a second
+container, sampling every node's VmRSS every 0.5 s throughout. Prints per node: the settled RSS after the first load,
+the peak during the second load (and the settle after it) and the difference — the figure the issue bounds at
+128 MB — plus the snapshot exports each node logged. Stops only the processes it started.
+
+    bench/memory_bench.py [--build build] [--first 100000] [--second 200000] [--base-port 27600]
+                          [--flags "--checkpoint-interval-entries 20000"]
+"""
+import argparse
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def rss_mb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+class Sampler(threading.Thread):
+    def __init__(self, pids):
+        super().__init__(daemon=True)
+        self.pids = pids
+        self.phase = "start"
+        self.samples = []  # (time, phase, [rss per node])
+        self.stopping = threading.Event()
+
+    def run(self):
+        while not self.stopping.is_set():
+            self.samples.append((time.time(), self.phase, [rss_mb(p) for p in self.pids]))
+            self.stopping.wait(0.5)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--mayflyd", default=None, help="default: BUILD/mayflyd/mayflyd")
+    parser.add_argument("--first", type=int, default=100000)
+    parser.add_argument("--second", type=int, default=200000)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--settle-seconds", type=float, default=15.0)
+    parser.add_argument("--base-port", type=int, default=27600)
+    parser.add_argument("--flags", default="", help="extra mayflyd flags")
+    parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    args = parser.parse_args()
+    mayflyd = args.mayflyd or os.path.join(args.build, "mayflyd", "mayflyd")
+    bench = os.path.join(args.build, "bench", "mayfly-bench")
+    for path in (mayflyd, bench):
+        if not os.access(path, os.X_OK):
+            sys.exit(f"{path} is not built")
+    print("command: " + " ".join(shlex.quote(a) for a in sys.argv), flush=True)
+    print(f"mayflyd: {mayflyd}", flush=True)
+
+    root = tempfile.mkdtemp(prefix="mayfly-memory-")
+    ports = [args.base_port + i for i in range(3)]
+    endpoints = ",".join(f"127.0.0.1:{p}" for p in ports)
+    peers = ",".join(f"{i + 1}=127.0.0.1:{p}" for i, p in enumerate(ports))
+    processes = []
+    try:
+        for i in range(3):
+            log = open(os.path.join(root, f"node{i + 1}.log"), "w")
+            command = [mayflyd, "--id", str(i + 1), "--listen", f"127.0.0.1:{ports[i]}", "--peers", peers,
+                       "--data", os.path.join(root, f"node{i + 1}")] + shlex.split(args.flags)
+            processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+        time.sleep(3)  # an election; the client library retries until there is a leader
+        sampler = Sampler([p.pid for p in processes])
+        sampler.start()
+
+        def load(container, count):
+            command = [bench, "--endpoints", endpoints, "--workloads", "upsert1k", "--clients", str(args.clients),
+                       "--seconds", "3600", "--max-requests", str(count), "--runs", "1", "--container", container,
+                       "--ttl", "3600"]
+            started = time.time()
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                sys.exit(f"load failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+            seconds = time.time() - started
+            print(f"loaded {count} items into {container} in {seconds:.1f} s ({count / seconds:.0f} items/s)",
+                  flush=True)
+            for p in processes:
+                if p.poll() is not None:
+                    sys.exit(f"a node exited (see {root})")
+
+        sampler.phase = "first"
+        load("m1", args.first)
+        sampler.phase = "settle"
+        time.sleep(args.settle_seconds)
+        settle_end = time.time()
+        sampler.phase = "second"
+        load("m2", args.second)
+        sampler.phase = "after"
+        time.sleep(args.settle_seconds)
+        sampler.stopping.set()
+        sampler.join()
+
+        def column(node, phases, since=None):
+            return [s[2][node] for s in sampler.samples
+                    if s[1] in phases and s[2][node] is not None and (since is None or s[0] >= since)]
+
+        print()
+        print(f"| node | peak while loading {args.first} (MB) | settled after it (MB) | peak while loading "
+              f"{args.second} more, and after (MB) | peak − settled (MB) | end (MB) | snapshot exports |")
+        print("|---|---|---|---|---|---|---|")
+        worst = 0.0
+        for node in range(3):
+            settled = statistics.median(column(node, {"settle"}, since=settle_end - 5))
+            peak_first = max(column(node, {"first"}))
+            peak_second = max(column(node, {"second", "after"}))
+            end = column(node, {"after"})[-1]
+            with open(os.path.join(root, f"node{node + 1}.log")) as f:
+                text = f.read()
+            exports = text.count("exporting the state") + text.count("taking a snapshot")
+            worst = max(worst, peak_second - settled)
+            print(f"| {node + 1} | {peak_first:.0f} | {settled:.0f} | {peak_second:.0f} | {peak_second - settled:+.0f} | "
+                  f"{end:.0f} | {exports} |")
+        print(f"\nworst peak above the settled RSS: {worst:+.0f} MB (issue #31's bound: +128 MB)")
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in processes:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if args.keep:
+            print(f"data and logs kept in {root}")
+        else:
+            subprocess.run(["rm", "-rf", root])
+
+
+if __name__ == "__main__":
+    main()
