@@ -167,6 +167,12 @@ Metrics::Metrics(uint64_t node_id)
                            .Help("Snapshot transfers that failed on this node: read (of the leader's snapshot file), "
                                  "receive (an incoming snapshot refused or not written)")
                            .Register(*registry_)),
+      state_persists_(BuildCounter()
+                          .Name("mayfly_raft_state_persists_total")
+                          .Help("How the Raft log was made compactable: checkpoint (a synced write of the state, "
+                                "the log compacted behind it) or snapshot_export (the state streamed to a snapshot "
+                                "file for a follower that needs one)")
+                          .Register(*registry_)),
       live_items_(BuildGauge().Name("mayfly_storage_live_items").Help("Items users can see (expired items excluded)").Register(*registry_)),
       billable_bytes_(BuildGauge()
                           .Name("mayfly_storage_billable_bytes")
@@ -277,6 +283,7 @@ Metrics::Metrics(uint64_t node_id)
   expired_skipped_.Add({{"node", node_}});
   for (const char* reason : kPeerRejectReasons) peer_messages_rejected_.Add({{"node", node_}, {"reason", reason}});
   for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
+  for (const char* kind : {"checkpoint", "snapshot_export"}) state_persists_.Add({{"node", node_}, {"kind", kind}});
 }
 
 void Metrics::set_gc_pace(bool busy, double next_pass_seconds) {
@@ -370,6 +377,10 @@ void Metrics::add_peer_message_rejected(const std::string& reason) {
   bool known = false;
   for (const char* name : kPeerRejectReasons) known = known || reason == name;
   peer_messages_rejected_.Add({{"node", node_}, {"reason", known ? reason : std::string("other")}}).Increment();
+}
+
+void Metrics::add_state_persists(const std::string& kind, uint64_t count) {
+  if (count > 0) state_persists_.Add({{"node", node_}, {"kind", kind}}).Increment(static_cast<double>(count));
 }
 
 void Metrics::add_snapshot_errors(const std::string& kind, uint64_t count) {

@@ -79,6 +79,8 @@ class Metrics {
   // Snapshot transfers that failed locally: kind "read" (a leader could not read its snapshot file) or "receive" (a
   // follower refused or could not write an incoming one).
   void add_snapshot_errors(const std::string& kind, uint64_t count);
+  // Checkpoints ("checkpoint") and snapshot exports for followers ("snapshot_export") this node made.
+  void add_state_persists(const std::string& kind, uint64_t count);
   // Containers, refreshed periodically by the driver. set_container_figures sets the figures of the containers
   // given (a node with many refreshes them in turns); retain_containers drops every series of the containers not in
   // `existing` ("database/container"); set_containers is both: the containers given are all there are.
@@ -141,6 +143,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& expired_skipped_;
   prometheus::Family<prometheus::Counter>& peer_messages_rejected_;
   prometheus::Family<prometheus::Counter>& snapshot_errors_;
+  prometheus::Family<prometheus::Counter>& state_persists_;
   prometheus::Family<prometheus::Gauge>& live_items_;
   prometheus::Family<prometheus::Gauge>& billable_bytes_;
   prometheus::Family<prometheus::Gauge>& backlog_items_;

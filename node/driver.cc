@@ -415,6 +415,7 @@ void Driver::flush() {
     if (replica_->has_ready()) schedule_flush();  // proposals made just now
   }
   driver_metrics_.note_snapshot_errors(replica_->core().status(), steady_ms());
+  driver_metrics_.note_state_persists(replica_->checkpoints(), replica_->snapshots_produced());
   batch_.view = view();
   output_->deliver(std::move(batch_));
   batch_ = DriverBatch{};

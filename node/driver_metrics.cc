@@ -69,6 +69,13 @@ Result<bool> DriverMetrics::publish(const NodeView& view, int64_t now, int64_t s
   return true;
 }
 
+void DriverMetrics::note_state_persists(uint64_t checkpoints, uint64_t snapshot_exports) {
+  metrics_.add_state_persists("checkpoint", checkpoints - checkpoints_seen_);
+  metrics_.add_state_persists("snapshot_export", snapshot_exports - snapshot_exports_seen_);
+  checkpoints_seen_ = checkpoints;
+  snapshot_exports_seen_ = snapshot_exports;
+}
+
 void DriverMetrics::note_snapshot_errors(const replication::RaftStatus& status, int64_t steady_ms) {
   const uint64_t reads = status.snapshot_read_errors - snapshot_read_errors_seen_;
   const uint64_t receives = status.snapshot_receive_errors - snapshot_receive_errors_seen_;

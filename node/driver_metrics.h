@@ -41,6 +41,8 @@ class DriverMetrics {
   void publish_clock(const replication::RaftStatus& status, int64_t steady_ms);
   // The snapshot transfer errors the core saw since the last call.
   void note_snapshot_errors(const replication::RaftStatus& status, int64_t steady_ms);
+  // The replica's checkpoints and snapshot exports so far (Replica::checkpoints, snapshots_produced).
+  void note_state_persists(uint64_t checkpoints, uint64_t snapshot_exports);
 
  private:
   NodeConfig config_;
@@ -54,6 +56,8 @@ class DriverMetrics {
   uint64_t clock_holds_unreported_ = 0;  // holds since the last warning
   std::optional<int64_t> last_clock_warning_ms_;
   uint64_t snapshot_read_errors_seen_ = 0;
+  uint64_t checkpoints_seen_ = 0;
+  uint64_t snapshot_exports_seen_ = 0;
   uint64_t snapshot_receive_errors_seen_ = 0;
   uint64_t snapshot_errors_unlogged_ = 0;
   int64_t snapshot_error_logged_ms_ = 0;
