@@ -69,7 +69,14 @@ Status Replica::recover_snapshot() {
     return Status::ok();
   }
   // The log moved past entries the state machine never applied: only the snapshot has them.
-  MAYFLY_RETURN_IF_ERROR(install_snapshot_file(snapshot));
+  Status installed = install_snapshot_file(snapshot);
+  if (installed.code() == StatusCode::kCorruption) {
+    // The same file at every start: say how to get out rather than fail the same way again.
+    return installed.with_context("install the snapshot at index " + std::to_string(snapshot.index.value()) +
+                                  " from its file (it cannot be: remove this node from the cluster, empty its data "
+                                  "directory and add it again)");
+  }
+  MAYFLY_RETURN_IF_ERROR(installed);
   if (state_->applied().index != snapshot.index) {
     return Status::corruption("snapshot file does not match its record (applied index " +
                               std::to_string(state_->applied().index.value()) + ", record " +
