@@ -7,11 +7,17 @@ container, sampling every node's VmRSS every 0.5 s throughout. Prints per node: 
 the peak during the second load (and the settle after it) and the difference — the figure the issue bounds at
 128 MB — plus the snapshot exports each node logged. Stops only the processes it started.
 
+With --catch-up SECONDS it then stops node 3, wipes its data directory and starts it again while 256 B upserts go
+on for SECONDS against nodes 1 and 2: the leader streams it a snapshot of the whole store. It prints the time until
+node 3 applied what the leader had committed at its restart, the write throughput before / during / after, and the
+peak RSS of every node meanwhile above its settled RSS (node 3: above the others' settled RSS).
+
     bench/memory_bench.py [--build build] [--first 100000] [--second 200000] [--base-port 27600]
-                          [--flags "--checkpoint-interval-entries 20000"]
+                          [--flags "--checkpoint-interval-entries 20000"] [--catch-up 60]
 """
 import argparse
 import os
+import re
 import shlex
 import signal
 import statistics
@@ -20,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 
 def rss_mb(pid):
@@ -58,6 +65,7 @@ def main():
     parser.add_argument("--base-port", type=int, default=27600)
     parser.add_argument("--flags", default="", help="extra mayflyd flags")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
+    parser.add_argument("--catch-up", type=float, default=0.0, help="seconds of writes while node 3 catches up")
     args = parser.parse_args()
     mayflyd = args.mayflyd or os.path.join(args.build, "mayflyd", "mayflyd")
     bench = os.path.join(args.build, "bench", "mayfly-bench")
@@ -69,33 +77,50 @@ def main():
 
     root = tempfile.mkdtemp(prefix="mayfly-memory-")
     ports = [args.base_port + i for i in range(3)]
+    metrics_ports = [args.base_port + 10 + i for i in range(3)]
     endpoints = ",".join(f"127.0.0.1:{p}" for p in ports)
     peers = ",".join(f"{i + 1}=127.0.0.1:{p}" for i, p in enumerate(ports))
     processes = []
+
+    def start(i, mode="w"):
+        log = open(os.path.join(root, f"node{i + 1}.log"), mode)
+        command = [mayflyd, "--id", str(i + 1), "--listen", f"127.0.0.1:{ports[i]}", "--peers", peers,
+                   "--data", os.path.join(root, f"node{i + 1}"), "--metrics", f"127.0.0.1:{metrics_ports[i]}"]
+        return subprocess.Popen(command + shlex.split(args.flags), stdout=log, stderr=subprocess.STDOUT)
+
+    def gauge(i, name):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_ports[i]}/metrics", timeout=2) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith(name + "{") or line.startswith(name + " "):
+                        return float(line.rsplit(" ", 1)[1])
+        except OSError:
+            pass
+        return None
+
     try:
         for i in range(3):
-            log = open(os.path.join(root, f"node{i + 1}.log"), "w")
-            command = [mayflyd, "--id", str(i + 1), "--listen", f"127.0.0.1:{ports[i]}", "--peers", peers,
-                       "--data", os.path.join(root, f"node{i + 1}")] + shlex.split(args.flags)
-            processes.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+            processes.append(start(i))
         time.sleep(3)  # an election; the client library retries until there is a leader
         sampler = Sampler([p.pid for p in processes])
         sampler.start()
 
-        def load(container, count):
-            command = [bench, "--endpoints", endpoints, "--workloads", "upsert1k", "--clients", str(args.clients),
-                       "--seconds", "3600", "--max-requests", str(count), "--runs", "1", "--container", container,
-                       "--ttl", "3600"]
+        def load(container, count, workload="upsert1k", seconds=3600, targets=endpoints):
+            command = [bench, "--endpoints", targets, "--workloads", workload, "--clients", str(args.clients),
+                       "--seconds", str(seconds), "--max-requests", str(count), "--runs", "1", "--container",
+                       container, "--ttl", "3600"]
             started = time.time()
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode != 0:
                 sys.exit(f"load failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-            seconds = time.time() - started
-            print(f"loaded {count} items into {container} in {seconds:.1f} s ({count / seconds:.0f} items/s)",
-                  flush=True)
+            elapsed = time.time() - started
+            rate = re.search(r"^\| upsert[^|]*\| *%d *\| *([0-9.]+) " % args.clients, done.stdout, re.M)
+            print(f"{workload}: {container} in {elapsed:.1f} s"
+                  + (f", {rate.group(1)} writes/s" if rate else f" ({count} requests at most)"), flush=True)
             for p in processes:
-                if p.poll() is not None:
+                if p.poll() is not None and p is not processes[2]:
                     sys.exit(f"a node exited (see {root})")
+            return float(rate.group(1)) if rate else None
 
         sampler.phase = "first"
         load("m1", args.first)
@@ -106,6 +131,37 @@ def main():
         load("m2", args.second)
         sampler.phase = "after"
         time.sleep(args.settle_seconds)
+        catch_up = None
+        if args.catch_up > 0:
+            settled_all = [statistics.median([s[2][n] for s in sampler.samples[-10:] if s[2][n] is not None])
+                           for n in range(3)]
+            two = ",".join(f"127.0.0.1:{p}" for p in ports[:2])
+            before = load("m3", 10**9, "upsert256", 10, two)
+            processes[2].send_signal(signal.SIGTERM)
+            processes[2].wait(timeout=30)
+            subprocess.run(["rm", "-rf", os.path.join(root, "node3")], check=True)
+            target = max(filter(None, [gauge(0, "mayfly_raft_commit_index"), gauge(1, "mayfly_raft_commit_index")]))
+            restarted = time.time()
+            processes[2] = start(2, "a")
+            sampler.pids[2] = processes[2].pid
+            sampler.phase = "catch-up"
+            caught = {}
+
+            def watch():
+                while time.time() - restarted < 3600 and processes[2].poll() is None:
+                    applied = gauge(2, "mayfly_raft_applied_index")
+                    if applied is not None and applied >= target:
+                        caught["seconds"] = time.time() - restarted
+                        return
+                    time.sleep(0.25)
+
+            watcher = threading.Thread(target=watch, daemon=True)
+            watcher.start()
+            during = load("m3", 10**9, "upsert256", args.catch_up, two)
+            watcher.join()
+            sampler.phase = "caught-up"
+            after = load("m3", 10**9, "upsert256", 10, two)
+            catch_up = (settled_all, target, caught.get("seconds"), before, during, after)
         sampler.stopping.set()
         sampler.join()
 
@@ -130,6 +186,17 @@ def main():
             print(f"| {node + 1} | {peak_first:.0f} | {settled:.0f} | {peak_second:.0f} | {peak_second - settled:+.0f} | "
                   f"{end:.0f} | {exports} |")
         print(f"\nworst peak above the settled RSS: {worst:+.0f} MB (issue #31's bound: +128 MB)")
+        if catch_up:
+            settled_all, target, seconds, before, during, after = catch_up
+            print(f"\nnode 3 wiped and restarted: applied the leader's commit index at its restart ({target:.0f}) "
+                  + (f"after {seconds:.1f} s" if seconds else "NEVER (within the run)"))
+            print(f"256 B writes/s against nodes 1 and 2: before {before}, during {during}, after {after}")
+            print("| node | settled before (MB) | peak during the catch-up (MB) | above settled (MB) |")
+            print("|---|---|---|---|")
+            for node in range(3):
+                peak = max(column(node, {"catch-up", "caught-up"}))
+                base = settled_all[node] if node < 2 else max(settled_all[:2])
+                print(f"| {node + 1} | {base:.0f} | {peak:.0f} | {peak - base:+.0f} |")
     finally:
         for p in processes:
             if p.poll() is None:

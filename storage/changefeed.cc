@@ -286,7 +286,9 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   if (request.max_changes == 0 || request.max_work == 0) {
     return Status::invalid_argument("a change feed page needs max_changes and max_work of at least 1");
   }
+  const uint64_t ticket = gate_.ticket();
   ReadSnapshot snapshot(db_);
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
   const leveldb::ReadOptions options = read_options(&snapshot);
   std::string raw;
   MAYFLY_RETURN_IF_ERROR(from_leveldb(db_->Get(options, meta_key(), &raw), "read meta state"));
@@ -565,7 +567,9 @@ std::string change_feed_token(uint64_t crid, const ChangePosition& position) { r
 Result<ChangeFeedUsage> ChangeFeedReader::usage(const ContainerRecord& container) const {
   leveldb::DB* db = db_;
   if (!container.change_feed.enabled) return Status::invalid_argument("the change feed is off");
+  const uint64_t ticket = gate_.ticket();
   ReadSnapshot snapshot(db);
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
   std::string raw;
   MAYFLY_RETURN_IF_ERROR(from_leveldb(db->Get(read_options(&snapshot), meta_key(), &raw), "read meta state"));
   MAYFLY_ASSIGN_OR_RETURN(MetaState meta, decode_meta(raw));

@@ -117,7 +117,8 @@ struct ChangeFeedUsage {
 
 class ChangeFeedReader {
  public:
-  explicit ChangeFeedReader(leveldb::DB* db) : db_(db) {}
+  // `gate` (the store's, storage/store_reader.h): both reads answer Unavailable while a snapshot is being installed.
+  ChangeFeedReader(leveldb::DB* db, const InstallGate& gate) : db_(db), gate_(gate) {}
   // kGone (410) for a start before the retention window or before the feed was turned on; kNotFound for a missing
   // container; kInvalidArgument for a feed that is off or a bad continuation.
   Result<ChangeFeedPage> read(const ChangeFeedRequest& request) const;
@@ -126,6 +127,7 @@ class ChangeFeedReader {
 
  private:
   leveldb::DB* db_;
+  const InstallGate& gate_;
 };
 
 // The continuation token that resumes right after `position` of container `crid` (a change's "position" on the wire).

@@ -129,6 +129,7 @@ Result<uint64_t> decode_trailing_index(std::string_view key) {
 
 std::string dropped_container_key(uint64_t crid) { return with_u64(KeyTag::kDroppedContainer, crid); }
 std::string local_stats_key(uint64_t crid) { return with_u64(KeyTag::kLocalStats, crid); }
+std::string install_marker_key() { return tagged(KeyTag::kInstallMarker) + "installing"; }
 std::string member_address_key(uint64_t node) { return with_u64(KeyTag::kMemberAddress, node); }
 std::string raft_meta_key(std::string_view name) { return tagged(KeyTag::kRaftMeta) + std::string(name); }
 std::string raft_entry_key(uint64_t index) { return with_u64(KeyTag::kRaftEntry, index); }

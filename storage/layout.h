@@ -18,6 +18,8 @@
 //   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record (until
 //   11 index                                    -> raft log entry                   the WAL: migrated, then deleted)
 //   20 crid                                     -> LocalStats     (node-local: physical items and bytes)
+//   21 "installing"                             -> index (u64 BE) (node-local: a snapshot install under way, written
+//                                                                  before its first batch, deleted by its last)
 //
 // Strings are order-preserving escaped (codec::put_ordered_string), integers big-endian, so a prefix scan of a
 // container, a partition or an index walks it in order. crid is a container's internal id, allocated from a
@@ -53,6 +55,7 @@ enum class KeyTag : uint8_t {
   kRaftMeta = 0x10,
   kRaftEntry = 0x11,
   kLocalStats = 0x20,
+  kInstallMarker = 0x21,
 };
 inline constexpr uint8_t kLocalPrefixFirst = 0x20;
 
@@ -89,6 +92,9 @@ std::string time_index_key(uint64_t index);
 // The log index at the end of a feed record, policy or time index key.
 Result<uint64_t> decode_trailing_index(std::string_view key);
 std::string local_stats_key(uint64_t crid);
+// Present while a snapshot install has begun and not finished (StateMachine::install_snapshot); its value is the
+// snapshot's index, 8 bytes big-endian.
+std::string install_marker_key();
 std::string member_address_key(uint64_t node);
 std::string raft_meta_key(std::string_view name);  // "hard", "base", "snap"
 std::string raft_entry_key(uint64_t index);

@@ -1,5 +1,6 @@
 #include "storage/replica.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -7,6 +8,13 @@ namespace mayfly::storage {
 
 using replication::Entry;
 using replication::EntryType;
+
+namespace {
+
+// How much of the snapshot file an install reads at a time (StateMachine::install_snapshot holds one such piece).
+constexpr uint64_t kInstallReadBytes = 4 << 20;
+
+}  // namespace
 
 Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
   MAYFLY_RETURN_IF_ERROR(options.raft.validate());
@@ -17,6 +25,8 @@ Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
   store_options.path = options.data_dir + "/db";
   store_options.env = options.env;
   store_options.block_cache_bytes = options.block_cache_bytes;
+  store_options.install_batch_bytes = options.install_batch_bytes;
+  store_options.after_install_batch = options.after_install_batch;
   MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<StateMachine> state, StateMachine::open(store_options));
   SyncDirectory sync_directory = options.sync_directory;
   if (!sync_directory && options.env == nullptr) sync_directory = sync_directory_posix;
@@ -46,8 +56,19 @@ Replica::~Replica() {
 
 Status Replica::recover_snapshot() {
   const replication::SnapshotMetadata snapshot = log_->snapshot_metadata();
-  if (snapshot.index == LogIndex(0) || state_->applied().index >= snapshot.index) return Status::ok();
-  if (!log_->snapshot_data_ready()) {
+  if (const std::optional<LogIndex> unfinished = state_->unfinished_install()) {
+    // A crash (or a failure) stopped an install half-way: the store holds part of two states, whatever its applied
+    // index says. The log recorded the snapshot before the install began, so its file is the one to install again.
+    if (*unfinished != snapshot.index || !log_->snapshot_data_ready()) {
+      return Status::corruption(
+          "the store holds an unfinished install of the snapshot at index " + std::to_string(unfinished->value()) +
+          " but the raft log's snapshot is at index " + std::to_string(snapshot.index.value()) +
+          ", so it cannot be finished here: remove this node from the cluster, empty its data directory and add it "
+          "again (it then receives a snapshot from the leader)");
+    }
+  } else if (snapshot.index == LogIndex(0) || state_->applied().index >= snapshot.index) {
+    return Status::ok();
+  } else if (!log_->snapshot_data_ready()) {
     // A checkpoint record is made only after the state's synced write at its index: a store behind it lost data
     // that was durable (the disk, or a data directory put together from different copies).
     return Status::corruption("the state machine is at index " + std::to_string(state_->applied().index.value()) +
@@ -56,14 +77,34 @@ Status Replica::recover_snapshot() {
                               "node's data directory and re-add it to the cluster (it then receives a snapshot)");
   }
   // The log moved past entries the state machine never applied: only the snapshot has them.
-  MAYFLY_ASSIGN_OR_RETURN(std::string data, log_->read_snapshot_chunk(snapshot.index, 0, snapshot.size_bytes));
-  MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(data));
+  Status installed = install_snapshot_file(snapshot);
+  if (installed.code() == StatusCode::kCorruption) {
+    // The same file at every start: say how to get out rather than fail the same way again.
+    return installed.with_context("install the snapshot at index " + std::to_string(snapshot.index.value()) +
+                                  " from its file (it cannot be: remove this node from the cluster, empty its data "
+                                  "directory and add it again)");
+  }
+  MAYFLY_RETURN_IF_ERROR(installed);
   if (state_->applied().index != snapshot.index) {
     return Status::corruption("snapshot file does not match its record (applied index " +
                               std::to_string(state_->applied().index.value()) + ", record " +
                               std::to_string(snapshot.index.value()) + ")");
   }
   return Status::ok();
+}
+
+Status Replica::install_snapshot_file(const replication::SnapshotMetadata& metadata) {
+  // Read a piece at a time: memory stays at a piece and a write batch, whatever the snapshot's size.
+  uint64_t offset = 0;
+  return state_->install_snapshot(
+      [&](size_t max_bytes) -> Result<std::string> {
+        if (offset >= metadata.size_bytes) return std::string();
+        MAYFLY_ASSIGN_OR_RETURN(std::string piece, log_->read_snapshot_chunk(metadata.index, offset,
+                                                                            std::min<uint64_t>(max_bytes, kInstallReadBytes)));
+        offset += piece.size();
+        return piece;
+      },
+      metadata.index);
 }
 
 Result<replication::Proposal> Replica::propose(const Command& command, int64_t now_micros) {
@@ -121,13 +162,11 @@ Result<ReplicaOutput> Replica::process_ready(const SendNow& send_now) {
     // (3) Install, apply, answer reads.
     if (ready.snapshot) {
       if (ready.snapshot->staged) {
-        // Streamed to disk on arrival; persist() made it the snapshot file. (Installing is one atomic LevelDB batch,
-        // so it needs the data once in memory here, as the leader needed it to export.)
-        const replication::SnapshotMetadata& metadata = ready.snapshot->metadata;
-        MAYFLY_ASSIGN_OR_RETURN(std::string data, log_->read_snapshot_chunk(metadata.index, 0, metadata.size_bytes));
-        MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(data));
+        // Streamed to disk on arrival; persist() made it the snapshot file (and recorded it) before this install, so
+        // a crash in the middle of it is finished from that file at the next open (recover_snapshot).
+        MAYFLY_RETURN_IF_ERROR(install_snapshot_file(ready.snapshot->metadata));
       } else {
-        MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(ready.snapshot->data));
+        MAYFLY_RETURN_IF_ERROR(state_->install_snapshot(ready.snapshot->data, ready.snapshot->metadata.index));
       }
       if (state_->applied().index != ready.snapshot->metadata.index) {
         // The bytes came from the leader: a mismatch is corrupt data, not a broken invariant of this process.

@@ -17,12 +17,14 @@
 // being produced or sent, checkpoints wait (the follower needs that snapshot and the entries after it).
 //
 // Recovery: open() rebuilds the core from the log; entries already applied to the state machine are not applied
-// again; if a crash came between persisting an installed snapshot and installing it into the state machine, the
-// snapshot is installed from its file first. A state behind the log's checkpoint is Corruption (it lost writes it had
-// made durable).
+// again; if a crash came between persisting an installed snapshot and installing it into the state machine, or in
+// the middle of that install (the store's install marker says so, whatever its applied index), the snapshot is
+// installed again from its file first. A state behind the log's checkpoint is Corruption (it lost writes it had made
+// durable).
 //
 // Snapshots from the leader stream to a file as they arrive (the log store is the core's SnapshotSink); once
-// persisted, the state is installed from that file.
+// persisted, the state is installed from that file, read a piece at a time (StateMachine::install_snapshot: bounded
+// batches, crash-safe by its marker), so neither receiving nor installing holds the snapshot in memory.
 //
 // Thread-safety: one thread (the driver's). The state machine's read methods may be used from other threads.
 #pragma once
@@ -57,6 +59,9 @@ struct ReplicaOptions {
   bool background_snapshots = false;
   size_t block_cache_bytes = 64 << 20;
   RaftLogStoreOptions log;                   // the WAL's segment size and cache of the newest entries
+  // The state machine's install batches and (tests) its hook after each (StoreOptions, storage/state_machine.h).
+  size_t install_batch_bytes = 4 << 20;
+  std::function<Status(int batch)> after_install_batch;
   // Makes a rename in a directory durable (snapshot files). Empty: fsync the directory (POSIX) when `env` is the real
   // file system, nothing for another Env (the simulator's takes renames as durable at once).
   SyncDirectory sync_directory;
@@ -152,6 +157,8 @@ class Replica {
  private:
   Replica(const ReplicaOptions& options, std::unique_ptr<StateMachine> state, std::unique_ptr<RaftLogStore> log);
   Status recover_snapshot();
+  // Installs the snapshot file `metadata` names into the state machine, a piece at a time.
+  Status install_snapshot_file(const replication::SnapshotMetadata& metadata);
   Result<AppliedEntry> apply_entry(const replication::Entry& entry);
   Status maybe_checkpoint();
   Status maybe_take_snapshot();

@@ -61,22 +61,42 @@ Result<std::unique_ptr<StateMachine>> StateMachine::open(const StoreOptions& opt
   } else if (!status.IsNotFound()) {
     return from_leveldb(status, "read meta state");
   }
+  // An install that did not finish (storage/state_snapshot.cc): the store holds half a state until it is redone.
+  std::optional<LogIndex> unfinished_install;
+  status = db->Get(leveldb::ReadOptions(), install_marker_key(), &bytes);
+  if (status.ok()) {
+    codec::Reader reader(bytes);
+    uint64_t index = 0;
+    if (!reader.get_u64_be(index) || !reader.done()) return Status::corruption("undecodable snapshot install marker");
+    unfinished_install = LogIndex(index);
+  } else if (!status.IsNotFound()) {
+    return from_leveldb(status, "read snapshot install marker");
+  }
   return std::unique_ptr<StateMachine>(
-      new StateMachine(options, std::move(cache), std::move(filter), std::move(db), meta));
+      new StateMachine(options, std::move(cache), std::move(filter), std::move(db), meta, unfinished_install));
 }
 
 StateMachine::StateMachine(const StoreOptions& options, std::unique_ptr<leveldb::Cache> cache,
                            std::unique_ptr<const leveldb::FilterPolicy> filter, std::unique_ptr<leveldb::DB> db,
-                           MetaState meta)
+                           MetaState meta, std::optional<LogIndex> unfinished_install)
     : options_(options),
       cache_(std::move(cache)),
       filter_(std::move(filter)),
       db_(std::move(db)),
       meta_(meta),
-      reader_(db_.get(), applied_),
-      change_feed_(db_.get()),
+      unfinished_install_(unfinished_install),
+      reader_(db_.get(), applied_, install_gate_),
+      change_feed_(db_.get(), install_gate_),
       expiry_(db_.get(), reader_, sticky_, options.backlog_count_step) {
   publish_applied();
+  if (unfinished_install_) {
+    // Half of one state and half of another: nothing is applied, collected or read until the install is redone.
+    install_gate_.close();
+    redo_install_ = true;
+    sticky_ = Status::unavailable("the store holds an unfinished install of the snapshot at index " +
+                                  std::to_string(unfinished_install_->value()) +
+                                  "; it must be installed again (Replica::open does, from the raft log's snapshot)");
+  }
 }
 
 StateMachine::~StateMachine() {

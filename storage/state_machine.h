@@ -11,7 +11,8 @@
 // replica that applies the same log reaches byte-identical replicated state (key prefixes below 0x10; see
 // storage/layout.h). Each apply is one LevelDB WriteBatch that also records the applied index and time (the applies
 // of one group written together as one), so after a crash the state is exactly that of the last applied command, and
-// a rejected command changes nothing but those.
+// a rejected command changes nothing but those. Installing a snapshot is the exception: it is many bounded writes,
+// made crash-safe by a marker (see install_snapshot).
 // Expiry is decided at the time passed in: writes at the entry's ts, reads at the T the caller chooses (the node's
 // applied time). Garbage collection deletes only items expired at or before the applied time, and never changes
 // what a read at any time >= the applied time sees.
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -67,6 +69,12 @@ struct StoreOptions {
   // instead of LevelDB. Tests turn it off to hold the mirror's verdicts and writes to those of the table read from
   // LevelDB; what is stored is the same either way.
   bool dedup_in_memory = true;
+  // A snapshot is installed in LevelDB batches of about this many bytes (install_snapshot): what an install holds in
+  // memory is one batch and one piece of the snapshot, whatever the snapshot's size.
+  size_t install_batch_bytes = 4 << 20;
+  // Tests: called after each batch of an install is written but the last, with its number (1 is the marker's). An
+  // error stops the install right there, as if the process had died (the store keeps the marker and is stopped).
+  std::function<Status(int batch)> after_install_batch;
 };
 
 class StateMachine {
@@ -110,9 +118,31 @@ class StateMachine {
 
   // Snapshots for Raft (storage/state_snapshot.cc): the replicated state (every replicated key, applied index and
   // time included) as one blob, taken from a consistent LevelDB snapshot; and installing one, which replaces the
-  // whole state machine (node-local figures are recomputed from the installed items). Installing is one atomic write.
+  // whole state machine (node-local figures are recomputed from the installed items).
   Result<std::string> export_snapshot() const;
-  Status install_snapshot(std::string_view data);
+  // Installing a snapshot. The snapshot is read from `source` a piece at a time (it is asked for up to `max_bytes`
+  // and returns any non-empty piece, or "" at the end; records may straddle pieces) and written in bounded batches
+  // (StoreOptions::install_batch_bytes), so memory stays at one piece and one batch whatever the snapshot's size:
+  //   1. a synced write of the install marker (storage/layout.h, 21) naming the snapshot's index — from here on,
+  //      every read (StoreReader, the change feed, the query engine's ItemReader) answers Unavailable (InstallGate);
+  //   2. every state-machine key but the marker deleted, batch by batch;
+  //   3. the snapshot's keys put, batch by batch, counting each container's items and bytes;
+  //   4. one last write: the recomputed local stats, the applied state (meta) and the marker's removal. Only this
+  //      write makes the new state the applied one; then the caches are dropped and reads resume.
+  // Every batch is synced: LevelDB fsyncs only its current log file, and one closed at a memtable switch is never
+  // fsync'd, so an unsynced earlier batch could be lost in a crash that keeps the synced last one.
+  // Before step 1 the snapshot's version and its first record — the applied state, which the export writes first
+  // (key order) — are checked (and the index against `expect_index`, when given): a snapshot refused there changes
+  // nothing. Corrupt framing found later returns Corruption with the marker left in place: the store is stopped
+  // (sticky), as after any failed write, and reads stay Unavailable — it holds half a state.
+  // A store opened with the marker present (unfinished_install()) applies, collects and reads nothing (Unavailable)
+  // until the install is redone from the same snapshot: Replica::open does that from the raft log's snapshot file.
+  using SnapshotSource = std::function<Result<std::string>(size_t max_bytes)>;
+  Status install_snapshot(const SnapshotSource& source, std::optional<LogIndex> expect_index = std::nullopt);
+  // The same from bytes in memory (tests, restore), in pieces through the same code.
+  Status install_snapshot(std::string_view data, std::optional<LogIndex> expect_index = std::nullopt);
+  // The index of a snapshot whose install began and did not finish (the marker is in the store), if any.
+  std::optional<LogIndex> unfinished_install() const { return unfinished_install_; }
 
   // A consistent, read-only view of the state at the current applied position, for exporting a snapshot on another
   // thread while applies go on. Open it on the driver thread; export it anywhere; destroy it before the store.
@@ -158,7 +188,8 @@ class StateMachine {
   struct ApplyContext;
 
   StateMachine(const StoreOptions& options, std::unique_ptr<leveldb::Cache> cache,
-               std::unique_ptr<const leveldb::FilterPolicy> filter, std::unique_ptr<leveldb::DB> db, MetaState meta);
+               std::unique_ptr<const leveldb::FilterPolicy> filter, std::unique_ptr<leveldb::DB> db, MetaState meta,
+               std::optional<LogIndex> unfinished_install);
 
   OpResult dispatch(const Command& command, int64_t ts, ApplyContext& context);
   OpResult create_database(const Command& command, int64_t ts, ApplyContext& context);
@@ -185,6 +216,10 @@ class StateMachine {
   // A point read for the apply path: the open group's writes, then the live DB.
   Result<std::optional<std::string>> apply_get(const std::string& key) const;
   void publish_applied();
+  // Reads a snapshot's records from a SnapshotSource (storage/state_snapshot.cc).
+  class SnapshotDecoder;
+  // Steps 1-4 of install_snapshot, after its checks; `meta_bytes` is the snapshot's applied state record.
+  Status write_snapshot(SnapshotDecoder& decoder, const MetaState& meta, const std::string& meta_bytes);
   // The exactly-once table reads through the group (storage/write_dedup.h).
   class GroupReads final : public ApplyReads {
    public:
@@ -212,9 +247,16 @@ class StateMachine {
   bool grouping_ = false;  // between begin_apply_group and end_apply_group
   ApplyGroup group_;       // applies not yet written (driver thread only)
   AppliedCell applied_;  // published after each write, for the reader on any thread
+  InstallGate install_gate_;  // closed while a snapshot is half-installed (install_snapshot), for the readers
+  // An install that began and did not finish: found at open (the marker), or stopped half-way in this process.
+  std::optional<LogIndex> unfinished_install_;
+  // The store was opened with an unfinished install: sticky_ says so, and install_snapshot may run (once) anyway.
+  bool redo_install_ = false;
   StoreReader reader_;
   ChangeFeedReader change_feed_;
-  Status sticky_;  // a failed write: every later apply, install and GC write fails with it
+  // A failed write: every later apply, install and GC write fails with it. Also set (Unavailable) while the store
+  // holds an unfinished install from an earlier run, until it is redone.
+  Status sticky_;
   mutable std::atomic<int> open_views_{0};
   ExpiryKeeper expiry_;
 };

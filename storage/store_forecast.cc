@@ -18,7 +18,9 @@ using internal::view;
 
 Result<ExpiryForecast> StoreReader::forecast_expiry(std::string_view database, std::string_view container,
                                                     size_t max_entries) const {
+  const uint64_t ticket = gate_.ticket();
   const ReadSnapshot snapshot(db_);
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
   const leveldb::ReadOptions options = read_options(&snapshot);
   ExpiryForecast forecast;
   std::string meta_bytes;

@@ -25,7 +25,9 @@ std::string TtlChangePreview::to_json() const {
 
 Result<TtlChangePreview> StoreReader::preview_default_ttl(std::string_view database, std::string_view container,
                                                           ttl::DefaultTtl policy) const {
+  const uint64_t ticket = gate_.ticket();
   const ReadSnapshot snapshot(db_);
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
   const leveldb::ReadOptions options = read_options(&snapshot);
   TtlChangePreview preview;
   std::string meta_bytes;

@@ -19,12 +19,40 @@ using internal::internal_error;
 using internal::not_found;
 using internal::read_options;
 
+Status InstallGate::check(uint64_t ticket) const {
+  if (ticket % 2 == 1 || count_.load() != ticket) {
+    return Status::unavailable("this node is installing a snapshot; retry on another node");
+  }
+  return Status::ok();
+}
+
+void InstallGate::close() {
+  MAYFLY_ASSERT_MSG(!installing(), "install gate closed twice");
+  count_.fetch_add(1);
+}
+
+void InstallGate::open() {
+  MAYFLY_ASSERT_MSG(installing(), "install gate opened twice");
+  count_.fetch_add(1);
+}
+
 ReadSnapshot::ReadSnapshot(leveldb::DB* db) : db_(db), snapshot_(db->GetSnapshot()) {}
 
 ReadSnapshot::~ReadSnapshot() { db_->ReleaseSnapshot(snapshot_); }
 
-Result<DedupTotals> StoreReader::dedup_totals() const { return read_dedup_totals(db_); }
-Result<DedupTotals> StoreReader::dedup_key_totals(uint64_t owner) const { return read_dedup_key_totals(db_, owner); }
+Result<DedupTotals> StoreReader::dedup_totals() const {
+  const uint64_t ticket = gate_.ticket();
+  Result<DedupTotals> totals = read_dedup_totals(db_);
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));  // after the read: it has no snapshot of its own
+  return totals;
+}
+
+Result<DedupTotals> StoreReader::dedup_key_totals(uint64_t owner) const {
+  const uint64_t ticket = gate_.ticket();
+  Result<DedupTotals> totals = read_dedup_key_totals(db_, owner);
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
+  return totals;
+}
 
 // ---- lookups ----------------------------------------------------------------------------------------------------
 
@@ -94,8 +122,11 @@ std::string render_container(std::string_view id, const ContainerRecord& record)
 
 std::map<NodeId, std::string> StoreReader::member_addresses() const {
   std::map<NodeId, std::string> out;
+  const uint64_t ticket = gate_.ticket();
+  const ReadSnapshot snapshot(db_);
+  if (!gate_.check(ticket).is_ok()) return out;
   const std::string prefix(1, static_cast<char>(KeyTag::kMemberAddress));
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot)));
   for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
     codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
     uint64_t node = 0;
@@ -108,7 +139,9 @@ std::map<NodeId, std::string> StoreReader::member_addresses() const {
 
 OpResult StoreReader::read_item(std::string_view database, std::string_view container,
                                  std::string_view partition_key_json, std::string_view id, int64_t now_micros) const {
+  const uint64_t ticket = gate_.ticket();
   ReadSnapshot snapshot(db_);
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
   Result<ContainerRecord> found = find_container(database, container, &snapshot);
   if (!found.is_ok()) return OpResult::error(found.status());
   Result<std::string> partition_key = canonical_partition_key_text(partition_key_json);
@@ -136,7 +169,9 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
   if (request.max_items == 0 || request.max_items > kMaxListItems) {
     return bad_request("max items per page must be between 1 and " + std::to_string(kMaxListItems));
   }
+  const uint64_t ticket = gate_.ticket();
   ReadSnapshot snapshot(db_);
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
   Result<ContainerRecord> found = find_container(request.database, request.container, &snapshot);
   if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
@@ -201,7 +236,9 @@ ItemReader::ItemReader(leveldb::DB* db) : db_(db), snapshot_(db) {}
 Result<std::unique_ptr<ItemReader>> StoreReader::open_item_reader(std::string_view database,
                                                                                std::string_view container) const {
   // The container record is read from the reader's own snapshot, so settings and items are one consistent state.
+  const uint64_t ticket = gate_.ticket();
   std::unique_ptr<ItemReader> reader(new ItemReader(db_));
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));  // its walks read that snapshot only
   Result<ContainerRecord> found = find_container(database, container, &reader->snapshot_);
   if (!found.is_ok()) return found.status();
   reader->container_ = std::move(found.value());
@@ -311,7 +348,10 @@ Result<std::optional<ItemRecord>> ItemReader::lookup(std::string_view partition_
 }
 
 OpResult StoreReader::read_database(std::string_view database) const {
-  Result<std::optional<std::string>> raw = get_raw(database_key(database), nullptr);
+  const uint64_t ticket = gate_.ticket();
+  const ReadSnapshot snapshot(db_);
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
+  Result<std::optional<std::string>> raw = get_raw(database_key(database), &snapshot);
   if (!raw.is_ok()) return internal_error(raw.status());
   if (!raw->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
   Result<DatabaseRecord> record = decode_database(**raw);
@@ -325,10 +365,13 @@ OpResult StoreReader::read_database(std::string_view database) const {
 }
 
 OpResult StoreReader::list_databases() const {
+  const uint64_t ticket = gate_.ticket();
+  const ReadSnapshot snapshot(db_);
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
   const std::string prefix(1, static_cast<char>(KeyTag::kDatabase));
   OpResult result;
   result.body = "[";
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot)));
   bool first = true;
   for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
     codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
@@ -343,7 +386,9 @@ OpResult StoreReader::list_databases() const {
 }
 
 OpResult StoreReader::read_container(std::string_view database, std::string_view container) const {
+  const uint64_t ticket = gate_.ticket();
   const ReadSnapshot snapshot(db_);  // the database is looked up too when the container is missing
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
   Result<ContainerRecord> found = find_container(database, container, &snapshot);
   if (!found.is_ok()) return OpResult::error(found.status());
   OpResult result;
@@ -355,14 +400,18 @@ OpResult StoreReader::read_container(std::string_view database, std::string_view
 
 std::optional<ContainerRecord> StoreReader::container_record(std::string_view database,
                                                               std::string_view container) const {
+  const uint64_t ticket = gate_.ticket();
   const ReadSnapshot snapshot(db_);  // the database is looked up too when the container is missing
+  if (!gate_.check(ticket).is_ok()) return std::nullopt;
   Result<ContainerRecord> found = find_container(database, container, &snapshot);
   if (!found.is_ok()) return std::nullopt;
   return found.value();
 }
 
 OpResult StoreReader::list_containers(std::string_view database) const {
+  const uint64_t ticket = gate_.ticket();
   ReadSnapshot snapshot(db_);
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
   Result<std::optional<std::string>> db = get_raw(database_key(database), &snapshot);
   if (!db.is_ok()) return internal_error(db.status());
   if (!db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
@@ -397,11 +446,16 @@ void StoreReader::invalidate_container_list() {
 }
 
 Result<std::shared_ptr<const std::vector<ContainerInfo>>> StoreReader::container_list() const {
+  const uint64_t ticket = gate_.ticket();
   std::lock_guard<std::mutex> lock(containers_mutex_);
+  // The cache is dropped when an install ends, before the gate opens: a list cached before it is the old state's.
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
   if (containers_cache_) return containers_cache_;
+  const ReadSnapshot snapshot(db_);
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));  // never cache a list read from a half-installed state
   const std::string prefix(1, static_cast<char>(KeyTag::kContainer));
   std::vector<ContainerInfo> out;
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot)));
   for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
     ContainerInfo info;
     codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
@@ -421,7 +475,9 @@ Result<std::vector<ExpiringSoon>> StoreReader::expiring_soon(const std::vector<i
   if (windows_micros.empty()) return std::vector<ExpiringSoon>{};
   const int64_t widest = *std::max_element(windows_micros.begin(), windows_micros.end());
   MAYFLY_ASSERT(widest >= 0);
+  const uint64_t ticket = gate_.ticket();
   const ReadSnapshot snapshot(db_);
+  MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
   const leveldb::ReadOptions options = read_options(&snapshot);
 
   std::string meta_bytes;

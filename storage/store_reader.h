@@ -4,12 +4,15 @@
 // `const StoreReader&`, so code holding only a reader (RPC, query/, the metrics exporter) cannot apply or collect.
 //
 // Reads are at a replicated time the caller passes (normally applied().ts_micros): expired items are 404 / left
-// out. A call that reads more than one key does so on one consistent LevelDB snapshot (ReadSnapshot).
+// out. A call that reads more than one key does so on one consistent LevelDB snapshot (ReadSnapshot). While a
+// snapshot is being installed (InstallGate below), every read answers Unavailable — "this node is installing a
+// snapshot; retry on another node" — except the apply side's own lookups (get_raw, get_item, find_container).
 //
 // Thread-safety: every const method may be called from any thread, concurrently with applies. The non-const
 // invalidate_container_list() is the apply side's (driver thread). An ItemReader is used by one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -55,6 +58,29 @@ class AppliedCell {
  private:
   mutable std::mutex mutex_;
   AppliedState applied_;
+};
+
+// Whether what a read sees is one whole state. A snapshot is installed in many bounded LevelDB writes
+// (StateMachine::install_snapshot, "Installing a snapshot"), so between its first write and its last the store holds
+// part of the old state and part of the new one, and no read may answer from it. The apply side makes the gate's
+// count odd before the install's first write and even again after its last (it stays odd when an install stops
+// half-way, and from the opening of a store an unfinished install left until that install is redone). A read takes a
+// ticket (the count) before it reads and checks it once its LevelDB snapshot is taken — or after its last read, for
+// one without a snapshot: an odd ticket or a count that moved means it may have seen a half state, and it answers
+// Unavailable (503: retry elsewhere) instead. The check is exact, not a heuristic: an install's first write comes
+// after the count moved, and LevelDB orders that write and the read's snapshot under its mutex.
+// Thread-safety: close() and open() on the driver thread; the rest on any thread.
+class InstallGate {
+ public:
+  uint64_t ticket() const { return count_.load(); }
+  // OK when no install was under way at `ticket` and none began since.
+  Status check(uint64_t ticket) const;
+  bool installing() const { return count_.load() % 2 == 1; }
+  void close();  // an install's writes begin (or the store holds an unfinished one)
+  void open();   // its last write is done
+
+ private:
+  std::atomic<uint64_t> count_{0};
 };
 
 // One consistent LevelDB snapshot, released when this goes. Destroy it before the DB.
@@ -178,8 +204,9 @@ class ItemReader {
 
 class StoreReader {
  public:
-  // `db` and `applied` belong to the apply side and outlive the reader.
-  StoreReader(leveldb::DB* db, const AppliedCell& applied) : db_(db), applied_(applied) {}
+  // `db`, `applied` and `gate` belong to the apply side and outlive the reader.
+  StoreReader(leveldb::DB* db, const AppliedCell& applied, const InstallGate& gate)
+      : db_(db), applied_(applied), gate_(gate) {}
   StoreReader(const StoreReader&) = delete;
   StoreReader& operator=(const StoreReader&) = delete;
 
@@ -193,7 +220,8 @@ class StoreReader {
   OpResult read_database(std::string_view database) const;
   OpResult list_databases() const;
   OpResult read_container(std::string_view database, std::string_view container) const;
-  // The container's settings, or nullopt when it (or its database) does not exist.
+  // The container's settings, or nullopt when it (or its database) does not exist — or while a snapshot is being
+  // installed (the read that follows answers Unavailable).
   std::optional<ContainerRecord> container_record(std::string_view database, std::string_view container) const;
   OpResult list_containers(std::string_view database) const;
 
@@ -202,7 +230,8 @@ class StoreReader {
   // One key's share of it (storage::dedup_owner_of), zeros when it holds nothing.
   Result<DedupTotals> dedup_key_totals(uint64_t owner) const;
 
-  // The replicated address book: node id -> HOST:PORT, as set by kSetMemberAddress commands.
+  // The replicated address book: node id -> HOST:PORT, as set by kSetMemberAddress commands (empty while a snapshot
+  // is being installed: addresses in --peers still work).
   std::map<NodeId, std::string> member_addresses() const;
 
   // Every container, sorted by (database, container) name (std::string order), for the garbage collector's
@@ -234,7 +263,8 @@ class StoreReader {
   // kNotFound when the database or container does not exist; a storage failure when it cannot be read.
   Result<std::unique_ptr<ItemReader>> open_item_reader(std::string_view database, std::string_view container) const;
 
-  // Lookups at `snapshot`, or (nullptr) at the live DB — which the apply side uses, between its own writes.
+  // Lookups at `snapshot`, or (nullptr) at the live DB — which the apply side uses, between its own writes. Not
+  // gated (the apply side never runs during an install); the reads above that use them are.
   Result<std::optional<std::string>> get_raw(const std::string& key, const ReadSnapshot* snapshot) const;
   Result<std::optional<ItemRecord>> get_item(const std::string& key, const ReadSnapshot* snapshot) const;
   // kNotFound (saying which) when the container or its database is missing; a storage failure when the record
@@ -245,6 +275,7 @@ class StoreReader {
  private:
   leveldb::DB* db_;
   const AppliedCell& applied_;
+  const InstallGate& gate_;
   // The container list, rebuilt after any apply that can change it: scanning the container keys ends by stepping
   // into the item keys after them, over every item tombstone left by deletions.
   mutable std::mutex containers_mutex_;
