@@ -41,6 +41,11 @@ struct RaftConfig {
   uint64_t max_committed_bytes_per_ready = 16 << 20;
   // Snapshot data is sent in chunks of this size.
   uint64_t snapshot_chunk_bytes = 1 << 20;
+  // Snapshot chunks unacknowledged by one follower add up to at most this (at least one chunk is always in flight):
+  // the leader reads and queues no more of a snapshot than this per follower, whatever its size. It must stay below
+  // what the transport queues for a peer (node/rpc_common.h kMaxQueuedBytesPerPeer, 64 MB), which drops the oldest
+  // messages past it — the snapshot's first chunks, which the follower needs first.
+  uint64_t max_snapshot_bytes_in_flight = 8 << 20;
   // A follower refuses to reassemble a snapshot larger than this.
   uint64_t max_snapshot_bytes = uint64_t{16} << 30;
   // ReadIndex requests waiting on the leader for confirmation.

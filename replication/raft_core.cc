@@ -956,7 +956,10 @@ bool RaftCore::start_snapshot(NodeId to, Progress& progress) {
 }
 
 void RaftCore::send_snapshot_chunks(NodeId to, Progress& progress) {
-  while (!progress.snapshot_done_sent && progress.snapshot_chunks_in_flight < config_.max_inflight_messages) {
+  const int64_t max_chunks = std::clamp<int64_t>(
+      static_cast<int64_t>(config_.max_snapshot_bytes_in_flight / std::max<uint64_t>(config_.snapshot_chunk_bytes, 1)),
+      1, config_.max_inflight_messages);
+  while (!progress.snapshot_done_sent && progress.snapshot_chunks_in_flight < max_chunks) {
     const SnapshotMetadata& snapshot = progress.snapshot;
     const uint64_t offset = progress.snapshot_sent_offset;
     Result<std::string> chunk = storage_.read_snapshot_chunk(snapshot.index, offset, config_.snapshot_chunk_bytes);

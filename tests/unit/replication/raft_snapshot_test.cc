@@ -35,6 +35,34 @@ TEST(Snapshot, LaggingFollowerCatchesUpFromAChunkedSnapshot) {
   cluster.expect_states_equal();
 }
 
+// A large snapshot never has more than max_snapshot_bytes_in_flight unacknowledged: the transport queues a bounded
+// amount per peer and drops the oldest past it — which were the snapshot's first chunks, so a snapshot larger than the
+// queue (64 MB) never arrived (found loading 300,000 1 KB items and wiping a follower: 256 chunks of 1 MB in flight).
+TEST(Snapshot, ChunksInFlightAreBoundedByBytes) {
+  TestCluster cluster(3, 42, [](RaftConfig& config) {
+    config.snapshot_chunk_bytes = 64;
+    config.max_snapshot_bytes_in_flight = 3 * 64;  // three chunks; max_inflight_messages (256) would allow them all
+  });
+  cluster.elect(N(1));
+  cluster.isolate(N(3));
+  for (int i = 0; i < 40; ++i) cluster.propose(N(1), "item-" + std::to_string(i));
+  cluster.snapshot_and_compact(N(1));
+  cluster.sent_log().clear();
+  // Node 3 hears the leader but its answers are lost: whatever the leader sends to it is all it sends unacked.
+  cluster.heal();
+  cluster.set_filter([](const Message& message) {
+    return message.from == N(3) && message.type == MessageType::kSnapshotResponse;
+  });
+  cluster.tick_all(1);
+  EXPECT_EQ(count_sent(cluster, MessageType::kSnapshot, N(3)), 3);
+  // With the answers through, it arrives in full.
+  cluster.set_filter(nullptr);
+  cluster.tick_all(30);
+  EXPECT_EQ(cluster.node(N(3)).snapshots_installed, 1);
+  EXPECT_EQ(cluster.node(N(3)).state.size(), 40u);
+  cluster.expect_states_equal();
+}
+
 TEST(Snapshot, ChunkLossAndReorderingIsRepaired) {
   TestCluster cluster(3, 41);
   cluster.elect(N(1));
