@@ -7,13 +7,16 @@ container, sampling every node's VmRSS every 0.5 s throughout. Prints per node: 
 the peak during the second load (and the settle after it) and the difference — the figure the issue bounds at
 128 MB — plus the snapshot exports each node logged. Stops only the processes it started.
 
+With --restart it then stops node 2 with SIGTERM and starts it again, then with SIGKILL, and times each start until
+the node applied the commit index it had when it stopped (the log after the state's checkpoint is replayed).
+
 With --catch-up SECONDS it then stops node 3, wipes its data directory and starts it again while 256 B upserts go
 on for SECONDS against nodes 1 and 2: the leader streams it a snapshot of the whole store. It prints the time until
 node 3 applied what the leader had committed at its restart, the write throughput before / during / after, and the
 peak RSS of every node meanwhile above its settled RSS (node 3: above the others' settled RSS).
 
     bench/memory_bench.py [--build build] [--first 100000] [--second 200000] [--base-port 27600]
-                          [--flags "--checkpoint-interval-entries 20000"] [--catch-up 60]
+                          [--flags "--checkpoint-interval-entries 20000"] [--restart] [--catch-up 60]
 """
 import argparse
 import os
@@ -66,6 +69,8 @@ def main():
     parser.add_argument("--flags", default="", help="extra mayflyd flags")
     parser.add_argument("--keep", action="store_true", help="keep the data directory")
     parser.add_argument("--catch-up", type=float, default=0.0, help="seconds of writes while node 3 catches up")
+    parser.add_argument("--restart", action="store_true",
+                        help="then restart node 2 after SIGTERM and after SIGKILL, timing each")
     args = parser.parse_args()
     mayflyd = args.mayflyd or os.path.join(args.build, "mayflyd", "mayflyd")
     bench = os.path.join(args.build, "bench", "mayfly-bench")
@@ -162,6 +167,23 @@ def main():
             sampler.phase = "caught-up"
             after = load("m3", 10**9, "upsert256", 10, two)
             catch_up = (settled_all, target, caught.get("seconds"), before, during, after)
+        restarts = []
+        if args.restart:
+            for how in (signal.SIGTERM, signal.SIGKILL):
+                target = max(filter(None, [gauge(0, "mayfly_raft_commit_index"), gauge(2, "mayfly_raft_commit_index")]))
+                processes[1].send_signal(how)
+                processes[1].wait(timeout=60)
+                started = time.time()
+                processes[1] = start(1, "a")
+                sampler.pids[1] = processes[1].pid
+                seconds = None
+                while time.time() - started < 600 and processes[1].poll() is None:
+                    applied = gauge(1, "mayfly_raft_applied_index")
+                    if applied is not None and applied >= target:
+                        seconds = time.time() - started
+                        break
+                    time.sleep(0.05)
+                restarts.append((signal.Signals(how).name, target, seconds))
         sampler.stopping.set()
         sampler.join()
 
@@ -186,6 +208,9 @@ def main():
             print(f"| {node + 1} | {peak_first:.0f} | {settled:.0f} | {peak_second:.0f} | {peak_second - settled:+.0f} | "
                   f"{end:.0f} | {exports} |")
         print(f"\nworst peak above the settled RSS: {worst:+.0f} MB (issue #31's bound: +128 MB)")
+        for name, target, seconds in restarts:
+            print(f"node 2 after {name}: started, opened and applied index {target:.0f} (the commit index when it "
+                  f"stopped) in " + (f"{seconds:.2f} s" if seconds is not None else "NEVER (600 s)"))
         if catch_up:
             settled_all, target, seconds, before, during, after = catch_up
             print(f"\nnode 3 wiped and restarted: applied the leader's commit index at its restart ({target:.0f}) "
