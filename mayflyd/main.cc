@@ -71,6 +71,12 @@ int main(int argc, char** argv) {
   if (config.virtual_clock) {
     spdlog::info("virtual clock: replicated time moves only on `mayfly cluster advance-clock`");
   }
+  if (const auto& installed = (*replica)->installed_at_open()) {
+    spdlog::warn("{} the install of the snapshot at index {} ({} bytes) that a crash interrupted, from its file, in "
+                 "{:.0f} ms",
+                 installed->redo ? "redid" : "did", installed->snapshot.index.value(), installed->snapshot.size_bytes,
+                 installed->seconds * 1000);
+  }
   const storage::AppliedState applied = (*replica)->state().applied();
   spdlog::info("opened {} at applied index {} (replicated time {} µs); log {}..{}, checkpoint at {}",
                config.data_dir, applied.index.value(), applied.ts_micros, (*replica)->log().first_index().value(),

@@ -365,6 +365,11 @@ void Driver::flush() {
     replay_.reported = true;
     spdlog::info("replayed {} entries in {} ms", replay_.until - replay_.from, steady_ms() - replay_.started_ms);
   }
+  if (output->snapshot_installed) {
+    spdlog::info("installed the leader's snapshot at index {} ({} bytes) in {:.0f} ms",
+                 output->snapshot_installed->index.value(), output->snapshot_installed->size_bytes,
+                 output->snapshot_install_seconds * 1000);
+  }
   for (double seconds : output->persist_seconds) metrics_.observe_fsync(seconds);
   for (const replication::Message& message : output->messages) {
     batch_.messages[message.to].push_back(replication::encode_message(message));

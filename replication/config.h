@@ -46,6 +46,10 @@ struct RaftConfig {
   // what the transport queues for a peer (node/rpc_common.h kMaxQueuedBytesPerPeer, 64 MB), which drops the oldest
   // messages past it — the snapshot's first chunks, which the follower needs first.
   uint64_t max_snapshot_bytes_in_flight = 8 << 20;
+  // After the last chunk of a snapshot is sent, the follower installs it and is silent meanwhile (a large install
+  // takes minutes). For this long the leader keeps the log after the snapshot (RaftCore::snapshot_install_pin), so the
+  // follower continues from the log when it answers instead of needing another snapshot. 60,000 ticks: 10 minutes.
+  int64_t snapshot_install_wait_ticks = 60'000;
   // A follower refuses to reassemble a snapshot larger than this.
   uint64_t max_snapshot_bytes = uint64_t{16} << 30;
   // ReadIndex requests waiting on the leader for confirmation.

@@ -991,6 +991,7 @@ void RaftCore::send_snapshot_chunks(NodeId to, Progress& progress) {
     const bool done = offset + chunk->size() == snapshot.size_bytes;
     progress.snapshot_sent_offset += chunk->size();
     progress.snapshot_done_sent = done;
+    if (done) progress.snapshot_done_sent_tick = ticks_;
     ++progress.snapshot_chunks_in_flight;
     send(Message{.type = MessageType::kSnapshot,
                  .to = to,
@@ -1386,6 +1387,17 @@ bool RaftCore::sending_snapshot() const {
     if (progress.state == ProgressState::kSnapshot && progress.recent_active) return true;
   }
   return false;
+}
+
+std::optional<LogIndex> RaftCore::snapshot_install_pin() const {
+  if (role_ != Role::kLeader) return std::nullopt;
+  std::optional<LogIndex> pin;
+  for (const auto& [id, progress] : progress_) {
+    if (progress.state != ProgressState::kSnapshot || !progress.snapshot_done_sent) continue;
+    if (ticks_ - progress.snapshot_done_sent_tick > config_.snapshot_install_wait_ticks) continue;
+    if (!pin || progress.snapshot.index < *pin) pin = progress.snapshot.index;
+  }
+  return pin;
 }
 
 RaftStatus RaftCore::status() const {

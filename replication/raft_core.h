@@ -245,6 +245,11 @@ class RaftCore {
   // Leader: a snapshot is being sent to a follower that answered within the current election timeout. While this
   // holds, the storage should keep that snapshot's data and the entries after it (the follower needs them next).
   bool sending_snapshot() const;
+  // Leader: the lowest index of a snapshot sent whole to a follower that has not moved on from it yet — it is
+  // installing it, silent while it does — within config.snapshot_install_wait_ticks of its last chunk. The storage
+  // keeps the log after it (Replica::maybe_checkpoint): compacted past it, the follower would need another snapshot
+  // as soon as it answers, and on a store whose install outlasts the log's retention, again and again.
+  std::optional<LogIndex> snapshot_install_pin() const;
   // The ts of the last entry in this node's log (of its snapshot when the log is empty).
   int64_t last_ts_micros() const { return log_.last_ts_micros(); }
   // Always-on checks of the core's invariants; aborts the process when one does not hold.

@@ -77,6 +77,8 @@ Status Replica::recover_snapshot() {
                               "node's data directory and re-add it to the cluster (it then receives a snapshot)");
   }
   // The log moved past entries the state machine never applied: only the snapshot has them.
+  const bool redo = state_->unfinished_install().has_value();
+  const auto started = std::chrono::steady_clock::now();
   Status installed = install_snapshot_file(snapshot);
   if (installed.code() == StatusCode::kCorruption) {
     // The same file at every start: say how to get out rather than fail the same way again.
@@ -90,6 +92,8 @@ Status Replica::recover_snapshot() {
                               std::to_string(state_->applied().index.value()) + ", record " +
                               std::to_string(snapshot.index.value()) + ")");
   }
+  installed_at_open_ = InstalledAtOpen{
+      snapshot, redo, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()};
   return Status::ok();
 }
 
@@ -161,6 +165,7 @@ Result<ReplicaOutput> Replica::process_ready(const SendNow& send_now) {
     for (replication::Message& message : ready.messages_after_persist) output.messages.push_back(std::move(message));
     // (3) Install, apply, answer reads.
     if (ready.snapshot) {
+      const auto install_started = std::chrono::steady_clock::now();  // reported only
       if (ready.snapshot->staged) {
         // Streamed to disk on arrival; persist() made it the snapshot file (and recorded it) before this install, so
         // a crash in the middle of it is finished from that file at the next open (recover_snapshot).
@@ -175,6 +180,8 @@ Result<ReplicaOutput> Replica::process_ready(const SendNow& send_now) {
                                   std::to_string(ready.snapshot->metadata.index.value()));
       }
       output.snapshot_installed = ready.snapshot->metadata;
+      output.snapshot_install_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - install_started).count();
     }
     // The Ready's applies go to LevelDB as one write (StateMachine::begin_apply_group), before anything is answered.
     state_->begin_apply_group();
@@ -214,9 +221,15 @@ Status Replica::maybe_checkpoint() {
                           log_->describe_snapshot(applied, core_->membership_at(applied), 0));
   MAYFLY_RETURN_IF_ERROR(log_->record_snapshot(metadata));
   ++checkpoints_;
-  if (applied.value() > options_.log_entries_kept_after_checkpoint) {
-    MAYFLY_RETURN_IF_ERROR(log_->compact(LogIndex(applied.value() - options_.log_entries_kept_after_checkpoint)));
+  uint64_t compact_to = applied.value() > options_.log_entries_kept_after_checkpoint
+                            ? applied.value() - options_.log_entries_kept_after_checkpoint
+                            : 0;
+  // A follower installing a snapshot continues from the log after it when it answers: keep that log, up to a bound.
+  if (const std::optional<LogIndex> pin = core_->snapshot_install_pin();
+      pin && applied.value() - pin->value() <= options_.max_log_entries_held_for_install) {
+    compact_to = std::min(compact_to, pin->value());
   }
+  if (compact_to > 0) MAYFLY_RETURN_IF_ERROR(log_->compact(LogIndex(compact_to)));
   return Status::ok();
 }
 

@@ -53,6 +53,10 @@ struct ReplicaOptions {
   uint64_t seed = 1;                         // for the core's randomized election timeouts
   uint64_t checkpoint_interval_entries = 10000;  // checkpoint and compact the log after this many applied entries
   uint64_t log_entries_kept_after_checkpoint = 1000;  // keep this much log behind a checkpoint for slow followers
+  // While a follower installs a snapshot (RaftCore::snapshot_install_pin), the log after it is kept — unless that is
+  // more than this many entries behind the applied index (the WAL on disk is bounded; the follower then needs a new
+  // snapshot when it answers).
+  uint64_t max_log_entries_held_for_install = 2'000'000;
   // Off: process_ready() produces the snapshots followers ask for itself, synchronously (the simulator, benchmarks).
   // On: it leaves them to the caller, who runs begin_snapshot / SnapshotJob::run / finish_snapshot with the export
   // on another thread, so a large export never stalls the driver past an election timeout (mayflyd).
@@ -92,6 +96,7 @@ struct ReplicaOutput {
   std::vector<AppliedEntry> applied;
   std::vector<replication::ReadState> read_states;
   std::optional<replication::SnapshotMetadata> snapshot_installed;  // a leader's snapshot replaced the state
+  double snapshot_install_seconds = 0;  // how long that install took (reported, never decides anything)
   bool synced = false;  // the log was fsync'd for this batch (one fsync per batch: group commit)
   std::vector<double> persist_seconds;  // how long each synced log write took (for the fsync latency histogram)
   uint64_t entries_persisted = 0;
@@ -144,6 +149,14 @@ class Replica {
   // Checkpoints made and snapshots produced since open (for tests and metrics).
   uint64_t checkpoints() const { return checkpoints_; }
   uint64_t snapshots_produced() const { return snapshots_produced_; }
+  // A snapshot open() installed from the raft log's file before anything else: a crash came after the snapshot was
+  // persisted and before its install finished (`redo`: the install had begun — the store held its marker).
+  struct InstalledAtOpen {
+    replication::SnapshotMetadata snapshot;
+    bool redo = false;
+    double seconds = 0;
+  };
+  const std::optional<InstalledAtOpen>& installed_at_open() const { return installed_at_open_; }
 
   replication::RaftCore& core() { return *core_; }
   const replication::RaftCore& core() const { return *core_; }
@@ -166,6 +179,7 @@ class Replica {
   bool snapshot_requested_ = false;  // request_snapshot
   uint64_t checkpoints_ = 0;
   uint64_t snapshots_produced_ = 0;
+  std::optional<InstalledAtOpen> installed_at_open_;
 
   ReplicaOptions options_;
   std::unique_ptr<StateMachine> state_;

@@ -54,6 +54,7 @@ class SnapshotFaultTest : public ::testing::Test {
     options.raft.heartbeat_interval_ticks = 2;
     options.raft.snapshot_chunk_bytes = kChunkBytes;
     options.raft.max_inflight_messages = 4;
+    options.raft.snapshot_install_wait_ticks = snapshot_install_wait_ticks_;
     options.seed = 7 + id.value();
     options.checkpoint_interval_entries = 50;
     options.log_entries_kept_after_checkpoint = 5;
@@ -174,6 +175,7 @@ class SnapshotFaultTest : public ::testing::Test {
   int64_t now_ = kT0;
   replication::SnapshotMetadata snapshot_;
   std::vector<std::string> synced_directories_;
+  int64_t snapshot_install_wait_ticks_ = 60'000;
 };
 
 TEST_F(SnapshotFaultTest, LeaderSurvivesSnapshotReadEioAndSendsItOnceTheFaultClears) {
@@ -287,6 +289,86 @@ TEST_F(SnapshotFaultTest, IncomingSnapshotCompleteButNotPersistedIsDiscardedAfte
   auto restarted = open_follower_at(follower_dir_.path());
   ASSERT_TRUE(restarted.is_ok()) << restarted.status().to_string();
   EXPECT_GE((*restarted)->state().applied().index, snapshot_.index);
+}
+
+// A follower installing a snapshot is silent for as long as the install takes (minutes on a large store), and the
+// leader checkpoints meanwhile. Had it compacted its log past the snapshot, the follower would need another snapshot
+// as soon as it answered — found at 1M items, where one wiped node took 13. The leader keeps the log after the
+// snapshot (RaftCore::snapshot_install_pin) for snapshot_install_wait_ticks; after that it compacts, and the follower
+// gets a new snapshot when it answers.
+class SnapshotInstallPinTest : public SnapshotFaultTest {
+ protected:
+  // Delivers every chunk but the last and keeps it in last_chunk_; from then on nothing reaches or leaves the follower
+  // (it is "installing") until release(). Then `writes` more items, one round each.
+  void send_all_but_the_install(int writes) {
+    auto filter = [this](const Message& m) {
+      if (released_) return true;
+      if (m.type == MessageType::kSnapshot && m.snapshot_done) {
+        last_chunk_ = m;  // the leader resends it while the follower is silent: the same chunk
+        return false;
+      }
+      return !last_chunk_ || (m.from != NodeId(2) && m.to != NodeId(2));
+    };
+    for (int i = 0; i < 300 && !last_chunk_; ++i) ASSERT_NO_FATAL_FAILURE(round(filter));
+    ASSERT_TRUE(last_chunk_.has_value()) << "the last chunk was never sent";
+    produced_ = leader_->snapshots_produced();
+    checkpoints_ = leader_->checkpoints();
+    const std::string padding(200, 'y');
+    for (int i = 0; i < writes; ++i) {
+      ASSERT_TRUE(leader_
+                      ->propose(testing::item_command(CommandType::kCreateItem, "db", "c",
+                                                      "{\"id\":\"late" + std::to_string(i) +
+                                                          "\",\"pk\":\"p\",\"pad\":\"" + padding + "\"}"),
+                                now_)
+                      .is_ok());
+      ASSERT_NO_FATAL_FAILURE(round(filter));
+    }
+    EXPECT_GE(leader_->checkpoints(), checkpoints_ + 3) << "checkpoints go on while the follower installs";
+  }
+
+  // The install ends: the follower takes the last chunk and answers; rounds until it has every write.
+  void release() {
+    released_ = true;
+    ASSERT_TRUE(follower_->step(*last_chunk_).is_ok());
+    ASSERT_NO_FATAL_FAILURE(rounds_until(
+        [&] { return follower_->state().applied().index >= leader_->state().applied().index; }, 300,
+        "the follower's catch-up"));
+    EXPECT_EQ(follower_->state().reader().read_item("db", "c", "\"p\"", "late199", now_).http_status(), 200);
+  }
+
+  std::optional<Message> last_chunk_;
+  bool released_ = false;
+  uint64_t produced_ = 0;
+  uint64_t checkpoints_ = 0;
+};
+
+TEST_F(SnapshotInstallPinTest, TheLeaderKeepsTheLogAfterASnapshotItsFollowerIsInstalling) {
+  ASSERT_NO_FATAL_FAILURE(build_leader_with_snapshot());
+  ASSERT_NO_FATAL_FAILURE(add_follower());
+  // 200 writes, four checkpoint intervals, twenty election timeouts of silence.
+  ASSERT_NO_FATAL_FAILURE(send_all_but_the_install(200));
+  EXPECT_EQ(leader_->core().snapshot_install_pin(), snapshot_.index);
+  EXPECT_LE(leader_->log().first_index(), snapshot_.index.next()) << "the log after the follower's snapshot is kept";
+  ASSERT_NO_FATAL_FAILURE(release());
+  EXPECT_EQ(leader_->snapshots_produced(), produced_) << "the follower continued from the log: no second snapshot";
+  EXPECT_EQ(leader_->core().snapshot_install_pin(), std::nullopt);
+  // And the next checkpoint compacts as usual.
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_NO_FATAL_FAILURE(propose(testing::item_command(CommandType::kCreateItem, "db", "c",
+                                                          "{\"id\":\"after" + std::to_string(i) + "\",\"pk\":\"p\"}")));
+  }
+  EXPECT_GT(leader_->log().first_index(), snapshot_.index.next());
+}
+
+TEST_F(SnapshotInstallPinTest, TheHoldEndsAfterTheWaitAndTheFollowerGetsANewSnapshot) {
+  snapshot_install_wait_ticks_ = 30;  // 0.3 s of ticks
+  ASSERT_NO_FATAL_FAILURE(build_leader_with_snapshot());
+  ASSERT_NO_FATAL_FAILURE(add_follower());
+  ASSERT_NO_FATAL_FAILURE(send_all_but_the_install(200));
+  EXPECT_EQ(leader_->core().snapshot_install_pin(), std::nullopt);
+  EXPECT_GT(leader_->log().first_index(), snapshot_.index.next()) << "compacted past the snapshot after the wait";
+  ASSERT_NO_FATAL_FAILURE(release());
+  EXPECT_GT(leader_->snapshots_produced(), produced_) << "the follower needed a new snapshot";
 }
 
 TEST_F(SnapshotFaultTest, FollowerThatCannotWriteTheIncomingSnapshotRetriesAtAPaceAndRecovers) {
