@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   options.seed = static_cast<uint64_t>(SystemClock().now_micros()) ^ (config.id.value() << 48);
   options.checkpoint_interval_entries = config.checkpoint_interval_entries;
   options.log_entries_kept_after_checkpoint = config.log_entries_kept_after_checkpoint;
+  options.snapshot_export_bytes_per_second = config.snapshot_export_mb_per_s << 20;
   options.log.recent_entry_bytes = config.log_cache_bytes;
   options.background_snapshots = true;
   if (!config.join) {

@@ -303,6 +303,11 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "make the state durable and compact the Raft log after this many applied entries")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
       ->capture_default_str();
+  app.add_option("--snapshot-export-mb-per-s", config.snapshot_export_mb_per_s,
+                 "MB per second a snapshot for a follower is written at most, leaving the disk and a core to clients "
+                 "(0: unpaced)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--log-cache-bytes", config.log_cache_bytes,
                  "bytes of the newest Raft log entries kept in memory for followers and the apply loop (older ones "
                  "are read from the WAL's files)")

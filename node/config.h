@@ -91,6 +91,7 @@ struct NodeConfig {
   // Checkpoint (one synced LevelDB write) and compact the log this often; snapshots are exported only for followers.
   uint64_t checkpoint_interval_entries = 20000;
   uint64_t log_entries_kept_after_checkpoint = 2000;
+  uint64_t snapshot_export_mb_per_s = 200;  // a snapshot for a follower is written at most this fast (0: unpaced)
   uint64_t log_cache_bytes = 32 << 20;      // the newest log entries kept in memory (storage/raft_log_store.h)
   int64_t gc_interval_ms = 200;             // the collector's pace while the node is busy (node/gc_pacer.h)
   uint64_t gc_batch_items_max = 1000;       // items per container per pass (at most 100 while busy)

@@ -58,6 +58,7 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
       read_context_prefix_("r" + std::to_string(replica_->seed()) + ".") {}
 
 Driver::~Driver() {
+  if (snapshot_job_) snapshot_job_->cancelled = true;
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
   snapshot_job_.reset();  // members go in reverse order: the replica (and its store) before an owned loop
 }
@@ -124,6 +125,7 @@ void Driver::stop() {
   tick_timer_->cancel();
   gc_timer_->cancel();
   deadline_timer_->cancel();
+  if (snapshot_job_) snapshot_job_->cancelled = true;  // an export stops at its next piece
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
   snapshot_job_.reset();  // and its view of the store with it, before the store closes
   for (auto& [index, write] : pending_writes_) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 namespace mayfly::storage {
@@ -245,6 +246,7 @@ std::unique_ptr<Replica::SnapshotJob> Replica::begin_snapshot() {
   job->view = state_->open_view();
   job->index = job->view->applied().index;
   job->membership = core_->membership_at(job->index);
+  job->bytes_per_second = options_.snapshot_export_bytes_per_second;
   snapshot_running_ = true;
   return job;
 }
@@ -252,8 +254,24 @@ std::unique_ptr<Replica::SnapshotJob> Replica::begin_snapshot() {
 void Replica::SnapshotJob::run(const RaftLogStore& log) {
   // Callers catch exceptions (std::bad_alloc) around this: it runs on a thread of its own. Memory stays at one piece
   // of the export, whatever the store's size.
-  Result<uint64_t> written = log.write_snapshot_stream(index, [this](const auto& write) {
-    return view->export_snapshot_to(write, kSnapshotPieceBytes, nullptr);
+  const auto started = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  Result<uint64_t> written = log.write_snapshot_stream(index, [&](const auto& write) {
+    return view->export_snapshot_to(
+        [&](std::string_view piece) -> Status {
+          if (cancelled.load()) return Status::unavailable("snapshot export cancelled: the node is stopping");
+          MAYFLY_RETURN_IF_ERROR(write(piece));
+          bytes += piece.size();
+          if (bytes_per_second == 0) return Status::ok();
+          // Paced: wait until the bytes so far are due, in short sleeps so a stop is not held up.
+          const auto due = started + std::chrono::microseconds(bytes * 1'000'000 / bytes_per_second);
+          while (!cancelled.load() && std::chrono::steady_clock::now() < due) {
+            std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+                due - std::chrono::steady_clock::now(), std::chrono::milliseconds(20)));
+          }
+          return Status::ok();
+        },
+        kSnapshotPieceBytes, nullptr);
   });
   if (!written.is_ok()) {
     status = written.status();

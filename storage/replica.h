@@ -29,6 +29,7 @@
 // Thread-safety: one thread (the driver's). The state machine's read methods may be used from other threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -57,6 +58,9 @@ struct ReplicaOptions {
   // more than this many entries behind the applied index (the WAL on disk is bounded; the follower then needs a new
   // snapshot when it answers).
   uint64_t max_log_entries_held_for_install = 2'000'000;
+  // The export of a snapshot for a follower (one at a time) writes at most this many bytes a second, so it leaves
+  // the disk and a core to the foreground; 0: unpaced (the simulator, tests).
+  uint64_t snapshot_export_bytes_per_second = 0;
   // Off: process_ready() produces the snapshots followers ask for itself, synchronously (the simulator, benchmarks).
   // On: it leaves them to the caller, who runs begin_snapshot / SnapshotJob::run / finish_snapshot with the export
   // on another thread, so a large export never stalls the driver past an election timeout (mayflyd).
@@ -134,6 +138,10 @@ class Replica {
     LogIndex index;
     Status status;                             // run()'s outcome
     uint64_t size_bytes = 0;
+    // At most this many bytes a second (ReplicaOptions::snapshot_export_bytes_per_second; 0: as fast as it goes).
+    uint64_t bytes_per_second = 0;
+    // Set from any thread (the driver, stopping): run() stops at its next piece with Unavailable, and its file goes.
+    std::atomic<bool> cancelled{false};
     // Streams the view to the snapshot file (thread-safe: touches only the view and that file).
     void run(const RaftLogStore& log);
   };

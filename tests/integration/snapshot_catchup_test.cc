@@ -195,6 +195,15 @@ TEST(SnapshotCatchUp, AWipedFollowerKilledMidInstallFinishesItAndThenEqualsTheLe
   std::cerr << "[catchup] backups of nodes " << leader << " and " << follower << " at index "
             << a.body()->at("appliedIndex").to_number<uint64_t>() << ": "
             << a.body()->at("items").to_number<uint64_t>() << " items, equal byte for byte\n";
+  size_t exports = 0;
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    const std::string text = cluster.log_text(n);
+    for (size_t at = text.find("needs a snapshot: exporting"); at != std::string::npos;
+         at = text.find("needs a snapshot: exporting", at + 1)) {
+      ++exports;
+    }
+  }
+  std::cerr << "[catchup] snapshots exported for the follower: " << exports << "\n";
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
 }
 
