@@ -4,10 +4,12 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include "common/codec.h"
 
@@ -213,6 +215,65 @@ Result<BackupSummary> read_backup_file(const std::string& path, std::string* bod
   }
   summary.sha256_hex = hex(actual);
   return summary;
+}
+
+Result<StateMachine::SnapshotSource> open_backup_body(const std::string& path, BackupSummary* summary,
+                                                      size_t piece_bytes) {
+  MAYFLY_ASSIGN_OR_RETURN(*summary, read_backup_file(path));
+  // What the source reads as it goes: the file again, from the header to the end of the body, hashed again.
+  struct Reading {
+    std::string path;
+    std::unique_ptr<File> file;
+    Sha256 sha;
+    uint64_t offset = 0;  // the next byte to read, from the start of the file
+    uint64_t end = 0;     // the end of the body
+    std::string expected_hex;
+    bool finished = false;
+  };
+  auto reading = std::make_shared<Reading>();
+  reading->path = path;
+  reading->file = std::make_unique<File>(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (reading->file->fd() < 0) return errno_status("cannot open backup file", path);
+  reading->end = kBackupHeaderBytes + summary->body_bytes;
+  reading->expected_hex = summary->sha256_hex;
+  const std::string refused = "backup file " + path + " refused: ";
+  // One read of at most `bytes` at the current offset; "" only at the end of the body.
+  auto read_piece = [reading, refused](uint64_t bytes) -> Result<std::string> {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes, reading->end - reading->offset));
+    std::string piece(n, '\0');
+    size_t got = 0;
+    while (got < n) {
+      const ssize_t read = ::pread(reading->file->fd(), piece.data() + got, n - got,
+                                   static_cast<off_t>(reading->offset + got));
+      if (read < 0 && errno == EINTR) continue;
+      if (read < 0) return Status::io_error(refused + "read error in its body: " + std::strerror(errno));
+      if (read == 0) {
+        return Status::corruption(refused + "it is shorter than when it was checked: the file changed while it was "
+                                  "being restored");
+      }
+      got += static_cast<size_t>(read);
+    }
+    reading->sha.update(piece);
+    reading->offset += n;
+    return piece;
+  };
+  // The header goes into the hash first, as the checksum covers it.
+  MAYFLY_ASSIGN_OR_RETURN(std::string header, read_piece(kBackupHeaderBytes));
+  (void)header;
+  piece_bytes = std::max<size_t>(piece_bytes, 1);
+  return StateMachine::SnapshotSource([reading, read_piece, refused, piece_bytes](size_t max_bytes)
+                                          -> Result<std::string> {
+    if (reading->offset < reading->end) return read_piece(std::clamp<size_t>(max_bytes, 1, piece_bytes));
+    if (!reading->finished) {
+      const std::string actual = hex(reading->sha.finish());
+      if (actual != reading->expected_hex) {
+        return Status::corruption(refused + "checksum mismatch (SHA-256 " + actual + ", recorded " +
+                                  reading->expected_hex + "): the file changed while it was being restored");
+      }
+      reading->finished = true;
+    }
+    return std::string();
+  });
 }
 
 }  // namespace mayfly::storage

@@ -64,4 +64,15 @@ Result<BackupSummary> write_backup_file(const StateMachine::View& view, uint64_t
 // (checksum), with a message naming the file and the problem.
 Result<BackupSummary> read_backup_file(const std::string& path, std::string* body = nullptr);
 
+// A backup's body to install a piece at a time (StateMachine::install_snapshot; restore): the file is first checked
+// end to end exactly as read_backup_file does (same refusals, same messages; one sequential read, nothing kept), and
+// only then is the returned source made. It reads the body from the file again, pieces of at most `piece_bytes` (and
+// of the size asked for; memory: one piece, whatever the backup's size), and hashes it again on the way: if the file
+// changed after it was
+// checked, the call that would end the body (return "") returns Corruption ("changed while it was being restored")
+// instead, so an install from it fails before its last write and nothing corrupt is ever installed. A short read is
+// IOError. `summary` receives what the check found.
+Result<StateMachine::SnapshotSource> open_backup_body(const std::string& path, BackupSummary* summary,
+                                                      size_t piece_bytes = 1 << 20);
+
 }  // namespace mayfly::storage

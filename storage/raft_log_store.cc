@@ -813,9 +813,9 @@ Status RaftLogStore::persist(const std::optional<Snapshot>& snapshot, const std:
     // The data first: the record that points at it is only written once the file is durable.
     if (snapshot->staged) {
       MAYFLY_RETURN_IF_ERROR(take_staged_snapshot(snapshot->metadata));
-    } else {
+    } else if (snapshot->metadata.size_bytes != 0 || snapshot->metadata.index == LogIndex(0)) {
       MAYFLY_RETURN_IF_ERROR(write_snapshot_file(snapshot->metadata.index, snapshot->data));
-    }
+    }  // else a checkpoint (size 0): the state machine holds the state durably itself; there is no file to write
   }
   if (active_bytes_ >= options_.segment_bytes) MAYFLY_RETURN_IF_ERROR(start_segment());
   const uint64_t sequence = segments_.back().sequence;

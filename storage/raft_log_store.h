@@ -126,7 +126,10 @@ class RaftLogStore final : public replication::LogStorage, public replication::S
 
   // Persists what a Ready asks for, in one write (synced when `sync`). The snapshot, when present, replaces the
   // whole log; entries replace every stored entry from entries.front().index on. A staged snapshot's data is the
-  // file receive_finish() left; it becomes the snapshot file (renamed, directory fsync'd) before the write.
+  // file receive_finish() left; it becomes the snapshot file (renamed, directory fsync'd) before the write. A snapshot
+  // that is not staged, with index > 0 and size_bytes 0 (and no data), is recorded as a checkpoint (see
+  // record_snapshot) and no file is written: a restore (storage/restore.h) starts a new node's log that way, the state
+  // at that index made durable in the state machine beforehand.
   Status persist(const std::optional<replication::Snapshot>& snapshot, const std::vector<replication::Entry>& entries,
                  const std::optional<replication::HardState>& hard_state, bool sync);
   // Records a snapshot the state machine took at `index` (an entry of the log, at or after the current snapshot).

@@ -1,6 +1,13 @@
 // Restoring a backup (storage/backup_file.h) into a new cluster: what each TTL mode does to the backed-up state before
 // the new cluster serves it. The transformation runs once, on the node that restores, on a real state machine holding
-// the backup; the result becomes the new cluster's first Raft snapshot, so every replica gets the same bytes.
+// the backup; the result is the new cluster's first state, recorded in its Raft log as a checkpoint at the backup's
+// index, and every member that joins receives it as a snapshot produced from that state, so every replica gets the
+// same bytes.
+//
+// Memory is bounded whatever the backup's size: the backup is checked, then installed from the file a piece at a time
+// (open_backup_body, StateMachine::install_snapshot), the transformation writes LevelDB batches of about
+// RestoreOptions::batch_bytes, and what is derived from the result is recomputed by scanning the store
+// (StateMachine::recompute_local_state). Nothing holds the state, or one item per stored item, in memory.
 //
 // In every mode, items already expired at the backup's replicated time (its `applied time`, B) are deleted for good
 // (with their index entries), so no mode can bring one back. Then, with `now` the restoring node's clock:
@@ -20,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,21 +64,64 @@ struct RestoreFigures {
   std::string to_json() const;
 };
 
-// Applies `mode` to the state in `machine` (a backup just installed; nothing applied since) at `now_micros`. With
-// `dry_run` it only counts: the store is left exactly as it was. Bytes are items' keys and values.
-Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMode mode, int64_t now_micros,
-                                             bool dry_run);
+// How far a restore has come (RestoreOptions::progress).
+struct RestoreProgress {
+  enum class Step {
+    kInstall,    // the backup's body installed: `done` of `total` bytes
+    kTransform,  // the TTL mode's first pass (deletes): `done` items of `total` (the backup's, 0 when unknown)
+    kRebase,     // rebase's second pass (the shifted items written): `done` of `total` items
+    kRecord,     // the state is durable and recorded in the new Raft log; next, the directory is moved into place
+  };
+  Step step = Step::kInstall;
+  uint64_t done = 0;
+  uint64_t total = 0;
+};
+std::string restore_step_name(RestoreProgress::Step step);
 
-// Restores the backup file at `path` (read_backup_file: refused unless intact) into `data_dir`, which must be absent
-// or empty, as the first state of a new cluster whose initial configuration is `membership`: the backup is installed,
-// transformed (`mode` at `now_micros`) and recorded as the Raft log's snapshot at the backup's index, so a node opened
-// on the directory (storage::Replica) starts from it and ships it to every member that joins.
+struct RestoreOptions {
+  // The install and the transformation write LevelDB batches of about this many bytes (StoreOptions::
+  // install_batch_bytes): memory stays at a batch and a piece of the backup.
+  size_t batch_bytes = 4 << 20;
+  // The backup's body is read this many bytes at a time (open_backup_body).
+  size_t piece_bytes = 1 << 20;
+  // Called after each piece of the backup installed, after each batch of the transformation (and at the end of each
+  // of its passes), and once at kRecord. An error stops the restore there and is returned, after the cleanup any
+  // failure gets (tests inject failures with it).
+  std::function<Status(const RestoreProgress&)> progress;
+  // Tests: stage inside data_dir, as when it is a mount point (restore_into_data_dir).
+  bool stage_inside_data_dir = false;
+};
+
+// Applies `mode` to the state in `machine` (a backup just installed; nothing applied since) at `now_micros`, in
+// bounded batches and two passes: first every delete (items expired at B with their index entries; with a shift, the
+// old time and expiry index entries of every item; the address book and the change feed's keys), written before the
+// second pass starts, which reads the store again and writes the container records, the shifted items with their new
+// index entries, and the applied state. Then what is derived is recomputed (StateMachine::recompute_local_state).
+// Each batch is a synced write. With `dry_run` it only counts (the first pass, writing nothing): the store is left
+// exactly as it was and the figures are the same. Bytes are items' keys and values.
+Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMode mode, int64_t now_micros,
+                                             bool dry_run, const RestoreOptions& options = {});
+
+// Restores the backup file at `path` into `data_dir`, which must be absent or empty, as the first state of a new
+// cluster whose initial configuration is `membership`. The file is checked end to end first (refused unless intact:
+// open_backup_body) and nothing is created for a refused one. Then, in a staging directory, the backup is installed,
+// transformed (`mode` at `now_micros`), made durable (StateMachine::checkpoint) and recorded in a new Raft log as a
+// checkpoint at the backup's index (term 1, `membership`, hard state {1, none, index}; no snapshot file: the leader
+// produces one from its state when a member needs it), so a node opened on the directory (storage::Replica) starts
+// from it. Crash safety: the staging directory is `<data_dir>.restoring-XXXXXX`, beside data_dir on the same file
+// system, renamed to data_dir at the end (an empty data_dir is replaced by the rename) and the parent directory
+// fsync'd, so data_dir is either as before or the whole result. When data_dir is a mount point (a container's
+// volume) or its parent cannot be written, the staging directory is `<data_dir>/.restoring-XXXXXX` instead and its
+// parts are moved up at the end, the log (`wal/`) before the state (`db/`): a crash between the two leaves a log
+// whose checkpoint is ahead of an empty state, which a node refuses to start on (Corruption). On error the staging
+// directory is removed. Staging directories an interrupted restore left (beside data_dir, or inside an otherwise
+// empty data_dir) are removed by the next restore into data_dir.
 Result<RestoreFigures> restore_into_data_dir(const std::string& path, const std::string& data_dir,
                                              const replication::Membership& membership, RestoreTtlMode mode,
-                                             int64_t now_micros);
+                                             int64_t now_micros, const RestoreOptions& options = {});
 // What each mode would do to the backup at `now_micros`, changing nothing (the backup is installed in a scratch
 // directory under `scratch_parent`, removed afterwards).
 Result<std::vector<RestoreFigures>> dry_run_restore(const std::string& path, const std::string& scratch_parent,
-                                                    int64_t now_micros);
+                                                    int64_t now_micros, const RestoreOptions& options = {});
 
 }  // namespace mayfly::storage

@@ -141,6 +141,13 @@ class StateMachine {
   Status install_snapshot(const SnapshotSource& source, std::optional<LogIndex> expect_index = std::nullopt);
   // The same from bytes in memory (tests, restore), in pieces through the same code.
   Status install_snapshot(std::string_view data, std::optional<LogIndex> expect_index = std::nullopt);
+  // Recomputes from the store what install_snapshot's last step derives from the installed keys, for a store whose
+  // replicated keys were changed in bulk outside apply (storage/restore.cc): each container's node-local figures
+  // (items and bytes, by one scan of the items: memory is one entry per container, not per item) replace every stored
+  // one in one synced write; then the applied state is read back from the store, the caches are dropped and the
+  // applied state is published, as after an install. Driver thread, outside an apply group; nothing else may use the
+  // store meanwhile. A write error is sticky, as for apply.
+  Status recompute_local_state();
   // The index of a snapshot whose install began and did not finish (the marker is in the store), if any.
   std::optional<LogIndex> unfinished_install() const { return unfinished_install_; }
 

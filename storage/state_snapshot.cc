@@ -299,6 +299,48 @@ Status StateMachine::write_snapshot(SnapshotDecoder& decoder, const MetaState& m
   return write(true);
 }
 
+Status StateMachine::recompute_local_state() {
+  MAYFLY_ASSERT_MSG(!grouping_, "local state recomputed inside an apply group");
+  if (!sticky_.is_ok()) return sticky_;
+  std::string meta_bytes;
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(db_->Get(leveldb::ReadOptions(), meta_key(), &meta_bytes), "read applied state"));
+  MAYFLY_ASSIGN_OR_RETURN(const MetaState meta, decode_meta(meta_bytes));
+  // What step 4 of an install writes, counted the same way: every item key under its container's crid.
+  std::map<uint64_t, LocalStats> stats;
+  leveldb::WriteBatch batch;
+  {
+    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+    const std::string items(1, static_cast<char>(KeyTag::kItem));
+    for (it->Seek(items); it->Valid() && internal::has_prefix(it->key(), items); it->Next()) {
+      codec::Reader key_reader(internal::view(it->key()).substr(1));
+      uint64_t crid;
+      if (!key_reader.get_u64_be(crid)) return Status::corruption("undecodable item key while recomputing stats");
+      stats[crid].items += 1;
+      stats[crid].bytes += static_cast<int64_t>(it->key().size() + it->value().size());
+    }
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan items to recompute local stats"));
+    // The stored figures go, those of containers without items too (an install leaves none for them either).
+    const std::string local(1, static_cast<char>(KeyTag::kLocalStats));
+    for (it->Seek(local); it->Valid() && internal::has_prefix(it->key(), local); it->Next()) batch.Delete(it->key());
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan local stats"));
+  }
+  for (const auto& [crid, local] : stats) batch.Put(local_stats_key(crid), encode_local_stats(local));
+  leveldb::WriteOptions options;
+  options.sync = true;
+  Status written = from_leveldb(db_->Write(options, &batch), "write recomputed local stats");
+  dedup_mirror_.drop();
+  apply_containers_.clear();
+  if (!written.is_ok()) {
+    sticky_ = written;
+    return written;
+  }
+  meta_ = meta;
+  expiry_.forget_all();
+  reader_.invalidate_container_list();
+  publish_applied();
+  return Status::ok();
+}
+
 Result<std::vector<std::pair<std::string, std::string>>> StateMachine::dump(bool include_local) const {
   std::vector<std::pair<std::string, std::string>> out;
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));

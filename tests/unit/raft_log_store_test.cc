@@ -227,6 +227,34 @@ TEST_F(RaftLogStoreTest, InstalledSnapshotReplacesTheWholeLog) {
   EXPECT_EQ(all_entries(), expected);
 }
 
+// A restore (storage/restore.h) starts a new node's log with a checkpoint: a snapshot record of size 0 persisted on a
+// fresh log, without a file. It reopens as the log's start, and the data is to be produced on demand.
+TEST_F(RaftLogStoreTest, ACheckpointPersistedOnAFreshLogWritesNoFileAndReopensAsTheLogsStart) {
+  open();
+  replication::Snapshot checkpoint;
+  checkpoint.metadata = {LogIndex(500), Term(1), kT0 + 500, Membership{{NodeId(3)}, {}}, 0};
+  ASSERT_TRUE(log_->persist(checkpoint, {}, HardState{Term(1), NodeId(0), LogIndex(500)}, true).is_ok());
+  for (int reopened = 0; reopened < 2; ++reopened) {
+    SCOPED_TRACE(reopened);
+    EXPECT_FALSE(log_->snapshot_data_ready());
+    EXPECT_EQ(log_->snapshot_metadata(), checkpoint.metadata);
+    EXPECT_EQ(log_->first_index(), LogIndex(501));
+    EXPECT_EQ(log_->last_index(), LogIndex(500));
+    EXPECT_EQ(*log_->term(LogIndex(500)), Term(1));
+    EXPECT_EQ(log_->hard_state(), (HardState{Term(1), NodeId(0), LogIndex(500)}));
+    EXPECT_TRUE(std::filesystem::is_empty(dir_.path() + "/snapshots")) << "a checkpoint has no file";
+    EXPECT_EQ(log_->read_snapshot_chunk(LogIndex(500), 0, 10).status().code(), StatusCode::kNotFound);
+    // The term and time of the record are what a snapshot produced at the checkpoint is described with.
+    Result<replication::SnapshotMetadata> described = log_->describe_snapshot(LogIndex(500), {{NodeId(3)}, {}}, 9);
+    ASSERT_TRUE(described.is_ok()) << described.status().to_string();
+    EXPECT_EQ(described->term, Term(1));
+    EXPECT_EQ(described->ts_micros, kT0 + 500);
+    open(Membership{{NodeId(3)}, {}});  // not fresh: no bootstrap entries
+  }
+  ASSERT_TRUE(log_->persist(std::nullopt, {entry(501, 2)}, std::nullopt, true).is_ok());
+  EXPECT_EQ(log_->last_index(), LogIndex(501));
+}
+
 TEST_F(RaftLogStoreTest, FailedFsyncIsStickyAndLosesNothingSynced) {
   FailingSyncEnv env;
   open({}, &env);
