@@ -51,6 +51,9 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
                                     collector_.pass_work()}),
       gc_pacer_(GcPaceOptions{config.gc_interval_ms * 1000, config.gc_batch_items_max, config.gc_driver_share,
                               config.tick_interval_ms * 1000}),
+      gc_compactor_(replica_->state().expiry(), metrics,
+                    GcCompactOptions{config.gc_compact_interval_ms * 1000,
+                                     static_cast<int64_t>(config.gc_compact_min_deletes)}),
       driver_metrics_(config, metrics, request_units),
       tick_timer_(loop_.make_timer()),
       deadline_timer_(loop_.make_timer()),
@@ -59,6 +62,7 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
 
 Driver::~Driver() {
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
+  gc_compactor_.join();
   snapshot_job_.reset();  // members go in reverse order: the replica (and its store) before an owned loop
 }
 
@@ -126,6 +130,7 @@ void Driver::stop() {
   deadline_timer_->cancel();
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
   snapshot_job_.reset();  // and its view of the store with it, before the store closes
+  gc_compactor_.join();   // a range compaction under way cannot be interrupted: at most one to wait for
   for (auto& [index, write] : pending_writes_) {
     Reply unknown = Reply::error(StatusCode::kUnavailable,
                                  "the node is shutting down; the write's outcome is unknown (it may still apply): "
