@@ -130,7 +130,6 @@ void Driver::stop() {
   deadline_timer_->cancel();
   if (snapshot_thread_.joinable()) snapshot_thread_.join();  // its result is dropped: the next start takes another
   snapshot_job_.reset();  // and its view of the store with it, before the store closes
-  gc_compactor_.join();   // a range compaction under way cannot be interrupted: at most one to wait for
   for (auto& [index, write] : pending_writes_) {
     Reply unknown = Reply::error(StatusCode::kUnavailable,
                                  "the node is shutting down; the write's outcome is unknown (it may still apply): "
@@ -150,6 +149,8 @@ void Driver::stop() {
   pending_config_.clear();
   if (output_ != nullptr) output_->deliver(std::move(batch_));
   batch_ = DriverBatch{};
+  // A range compaction under way cannot be interrupted: the one to wait for, once the pending requests are answered.
+  gc_compactor_.join();
   loop_.release();
 }
 

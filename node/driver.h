@@ -95,7 +95,8 @@ class Driver {
   // returns; the caller then closes the store and exits non-zero. A replication::StorageFailure (the core could not
   // read its log) is logged as a storage failure, with the read and the disk's error.
   void run();
-  // Stops timers and answers every pending request with 503, then lets io().run() return.
+  // Stops timers and answers every pending request with 503, waits for a range compaction under way (at most one,
+  // node/gc_compactor.h), then lets io().run() return.
   void stop();
   // SIGTERM: a leader first hands leadership to its most caught-up voter (TimeoutNow), so a planned restart costs
   // no election timeout; then (or after at most two election timeouts) stop().
