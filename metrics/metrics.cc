@@ -267,6 +267,19 @@ Metrics::Metrics(uint64_t node_id)
                         .Name("mayfly_ttl_gc_next_pass_seconds")
                         .Help("Time until the garbage collector's next pass (node/gc_pacer.h)")
                         .Register(*registry_)),
+      gc_compactions_(BuildCounter()
+                          .Name("mayfly_ttl_gc_compactions_total")
+                          .Help("Key ranges the garbage collector drained that this node compacted (LevelDB "
+                                "CompactRange, so scans stop stepping over their tombstones)")
+                          .Register(*registry_)),
+      gc_compaction_seconds_(BuildCounter()
+                                 .Name("mayfly_ttl_gc_compaction_seconds_total")
+                                 .Help("Time those compactions took, on their own thread")
+                                 .Register(*registry_)),
+      gc_compacted_keys_(BuildCounter()
+                             .Name("mayfly_ttl_gc_compacted_keys_total")
+                             .Help("Keys deleted in the ranges compacted (their tombstones dropped)")
+                             .Register(*registry_)),
       gc_busy_gauge_(gc_busy_.Add({{"node", node_}})),
       gc_next_pass_gauge_(gc_next_pass_.Add({{"node", node_}})),
       fsync_histogram_(fsync_latency_.Add({{"node", node_}}, latency_buckets())),
@@ -284,6 +297,16 @@ Metrics::Metrics(uint64_t node_id)
   for (const char* reason : kPeerRejectReasons) peer_messages_rejected_.Add({{"node", node_}, {"reason", reason}});
   for (const char* kind : {"read", "receive"}) snapshot_errors_.Add({{"node", node_}, {"kind", kind}});
   for (const char* kind : {"checkpoint", "snapshot_export"}) state_persists_.Add({{"node", node_}, {"kind", kind}});
+  gc_compactions_.Add({{"node", node_}});
+  gc_compaction_seconds_.Add({{"node", node_}});
+  gc_compacted_keys_.Add({{"node", node_}});
+}
+
+void Metrics::add_gc_compaction(double seconds, int64_t keys) {
+  const prometheus::Labels node{{"node", node_}};
+  gc_compactions_.Add(node).Increment();
+  gc_compaction_seconds_.Add(node).Increment(std::max(0.0, seconds));
+  gc_compacted_keys_.Add(node).Increment(static_cast<double>(std::max<int64_t>(0, keys)));
 }
 
 void Metrics::set_gc_pace(bool busy, double next_pass_seconds) {

@@ -73,6 +73,9 @@ class Metrics {
   void observe_request(const std::string& op, int status, double seconds);
   // Whether the collector runs at its busy pace (yielding to foreground load), and the time to its next pass.
   void set_gc_pace(bool busy, double next_pass_seconds);
+  // The collector's drained ranges (node/gc_compactor.h): one range compacted in `seconds`, which held `keys` deleted
+  // keys. Called on the compaction thread.
+  void add_gc_compaction(double seconds, int64_t keys);
   void add_expired_skipped(int64_t items);
   // A peer message was refused: `reason` is one of kPeerRejectReasons (anything else counts as "other").
   void add_peer_message_rejected(const std::string& reason);
@@ -167,6 +170,9 @@ class Metrics {
 
   prometheus::Family<prometheus::Gauge>& gc_busy_;
   prometheus::Family<prometheus::Gauge>& gc_next_pass_;
+  prometheus::Family<prometheus::Counter>& gc_compactions_;
+  prometheus::Family<prometheus::Counter>& gc_compaction_seconds_;
+  prometheus::Family<prometheus::Counter>& gc_compacted_keys_;
   prometheus::Gauge& gc_busy_gauge_;       // this node's series of the two above: set on every driver tick
   prometheus::Gauge& gc_next_pass_gauge_;
   // This node's series of the per-write histograms. Family::Add builds (and drops) a whole metric on every call, even

@@ -330,6 +330,17 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "part (0..1) of a provisioned container's spare RU the collector may spend (0: none)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  app.add_option("--gc-compact-interval-ms", config.gc_compact_interval_ms,
+                 "compact a key range the collector drained (LevelDB CompactRange, on a thread of its own, one range "
+                 "at a time, not while the node serves clients) at most once per this interval (0: never; a "
+                 "shutdown waits for the one under way)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}))
+      ->capture_default_str();
+  app.add_option("--gc-compact-min-deletes", config.gc_compact_min_deletes,
+                 "keys the collector must have deleted in a range (a container's expiry index, ts index or items) "
+                 "since its last compaction before it is compacted")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}))
+      ->capture_default_str();
   app.add_option("--forecast-max-entries", config.forecast_max_entries,
                  "expiry index entries one container's TTL forecast reads at most (beyond: answered as truncated)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1'000'000'000}))

@@ -97,6 +97,10 @@ struct NodeConfig {
   uint64_t gc_batch_items_max = 1000;       // items per container per pass (at most 100 while busy)
   double gc_driver_share = 0.5;             // idle passes take at most this part of the driver thread
   double gc_ru_share = 1.0;                 // part of a provisioned container's spare RU the collector may spend
+  // Compacting what the collector drained (node/gc_compactor.h): a range once this many keys were deleted in it, at
+  // most one range at a time, at least this long between two (0: never), never while the node is busy.
+  uint64_t gc_compact_min_deletes = 10'000;
+  int64_t gc_compact_interval_ms = 5000;
   uint64_t forecast_max_entries = 1'000'000;  // expiry index entries one container's TTL forecast reads at most
   int64_t forecast_interval_ms = 60'000;    // the forecast metrics' refresh (0: never)
   // The change feed retention the leader writes into a command that turns a feed on without one (docs/changefeed.md):

@@ -51,6 +51,9 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
                                     collector_.pass_work()}),
       gc_pacer_(GcPaceOptions{config.gc_interval_ms * 1000, config.gc_batch_items_max, config.gc_driver_share,
                               config.tick_interval_ms * 1000}),
+      gc_compactor_(replica_->state().expiry(), metrics,
+                    GcCompactOptions{config.gc_compact_interval_ms * 1000,
+                                     static_cast<int64_t>(config.gc_compact_min_deletes)}),
       driver_metrics_(config, metrics, request_units),
       tick_timer_(loop_.make_timer()),
       deadline_timer_(loop_.make_timer()),
@@ -60,6 +63,7 @@ Driver::Driver(const NodeConfig& config, std::unique_ptr<storage::Replica> repli
 Driver::~Driver() {
   if (snapshot_job_) snapshot_job_->cancelled = true;
   if (snapshot_thread_.joinable()) snapshot_thread_.join();
+  gc_compactor_.join();
   snapshot_job_.reset();  // members go in reverse order: the replica (and its store) before an owned loop
 }
 
@@ -147,6 +151,8 @@ void Driver::stop() {
   pending_config_.clear();
   if (output_ != nullptr) output_->deliver(std::move(batch_));
   batch_ = DriverBatch{};
+  // A range compaction under way cannot be interrupted: the one to wait for, once the pending requests are answered.
+  gc_compactor_.join();
   loop_.release();
 }
 

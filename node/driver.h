@@ -40,6 +40,7 @@
 #include "common/thread_owner.h"
 #include "metrics/metrics.h"
 #include "node/collector.h"
+#include "node/gc_compactor.h"
 #include "node/gc_pacer.h"
 #include "node/config.h"
 #include "node/driver_metrics.h"
@@ -94,7 +95,8 @@ class Driver {
   // returns; the caller then closes the store and exits non-zero. A replication::StorageFailure (the core could not
   // read its log) is logged as a storage failure, with the read and the disk's error.
   void run();
-  // Stops timers and answers every pending request with 503, then lets io().run() return.
+  // Stops timers and answers every pending request with 503, waits for a range compaction under way (at most one,
+  // node/gc_compactor.h), then lets io().run() return.
   void stop();
   // SIGTERM: a leader first hands leadership to its most caught-up voter (TimeoutNow), so a planned restart costs
   // no election timeout; then (or after at most two election timeouts) stop().
@@ -117,6 +119,8 @@ class Driver {
   }
   uint64_t messages_refused() const { return messages_refused_; }
   int64_t gc_items_collected() const { return gc_items_collected_; }
+  // The compactions of what the collector drained (node/gc_compactor.h).
+  const GcCompactor& gc_compactor() const { return gc_compactor_; }
   // True after a storage failure stopped the node (the process should exit non-zero).
   bool failed() const { return failed_; }
   NodeView view() const;
@@ -160,7 +164,8 @@ class Driver {
   void reply(uint64_t request_id, Reply reply);
   void serve_waiting_reads();
   void expire_requests();
-  // A collector pass, then the next one armed when the pacer says (node/gc_pacer.h).
+  // A collector pass, then the next one armed when the pacer says (node/gc_pacer.h); and a drained range's
+  // compaction started when one is due (node/gc_compactor.h).
   void collect_garbage();
   // Gives the pacer the client requests served and item writes applied since it last heard.
   void note_foreground();
@@ -196,6 +201,8 @@ class Driver {
   Collector collector_;
   ReclaimRate reclaim_rate_;  // after collector_ (its pass budget): the forecast's capacity, read by read threads
   GcPacer gc_pacer_;
+  // After replica_: destroyed (its thread joined) before the store closes.
+  GcCompactor gc_compactor_;
   DriverMetrics driver_metrics_;
   DriverOutput* output_ = nullptr;
   std::unique_ptr<EventLoop::Timer> tick_timer_;

@@ -232,6 +232,10 @@ void Driver::collect_garbage() {
   reclaim_rate_.record_pass(ended, *deleted, collector_.last_pass_saturated());
   note_driver_hold("a garbage collector pass", started);
   gc_pacer_.pass_done(started, ended, *deleted, collector_.last_pass_saturated());
+  // A busy node, or one exporting a snapshot (its LevelDB snapshot would keep the tombstones), compacts later.
+  Result<bool> compacting =
+      gc_compactor_.poll(ended, gc_pacer_.busy(ended) || snapshot_job_ != nullptr, loop_.background_threads());
+  if (!compacting.is_ok()) return fail_on_exception("the range compaction thread", compacting.status().message());
   gc_timer_->arm(std::max<int64_t>(0, gc_pacer_.next_pass_micros() - ended), [this] { collect_garbage(); });
 }
 

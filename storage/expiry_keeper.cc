@@ -16,6 +16,23 @@ using internal::decode_index_value;
 using internal::from_leveldb;
 using internal::has_prefix;
 
+const char* drained_range_name(KeyTag tag) {
+  switch (tag) {
+    case KeyTag::kItem:
+      return "items";
+    case KeyTag::kOwnExpiryIndex:
+      return "own_expiry_index";
+    case KeyTag::kInheritExpiryIndex:
+      return "inherit_expiry_index";
+    case KeyTag::kTsIndex:
+      return "ts_index";
+    case KeyTag::kChangeFeed:
+      return "change_feed";
+    default:
+      return "other";
+  }
+}
+
 ExpiryKeeper::ExpiryKeeper(leveldb::DB* db, const StoreReader& reader, Status& sticky, size_t backlog_count_step)
     : db_(db), reader_(reader), sticky_(sticky), backlog_count_step_(backlog_count_step) {}
 
@@ -44,6 +61,70 @@ void ExpiryKeeper::forget_all() {
   trackers_.clear();
   collect_cursors_.clear();
   reclaim_cursors_.clear();
+  drained_.clear();
+  drained_dropped_.clear();
+}
+
+void ExpiryKeeper::KeySpan::add(std::string_view key) {
+  if (deleted == 0 || key < first) first.assign(key);
+  if (deleted == 0 || key > last) last.assign(key);
+  deleted += 1;
+}
+
+void ExpiryKeeper::KeySpan::add(const KeySpan& other) {
+  if (other.deleted == 0) return;
+  if (deleted == 0 || other.first < first) first = other.first;
+  if (deleted == 0 || other.last > last) last = other.last;
+  deleted += other.deleted;
+}
+
+void ExpiryKeeper::note_drained(const std::map<SpanKey, KeySpan>& spans) {
+  for (const auto& [key, span] : spans) {
+    if (span.deleted > 0) drained_[key].add(span);
+  }
+}
+
+std::optional<DrainedRange> ExpiryKeeper::take_drained_range(int64_t min_deletes) {
+  auto best = drained_.end();
+  for (auto it = drained_.begin(); it != drained_.end(); ++it) {
+    const auto& [key, span] = *it;
+    if (span.deleted < std::max<int64_t>(1, min_deletes)) continue;
+    // Item keys: only when the compaction drops at least as much as it rewrites (see the header).
+    if (key.second == KeyTag::kItem && drained_dropped_.count(key.first) == 0 &&
+        span.deleted < local_stats(key.first).items) {
+      continue;
+    }
+    if (best == drained_.end() || span.deleted > best->second.deleted) best = it;
+  }
+  if (best == drained_.end()) return std::nullopt;
+  const uint64_t crid = best->first.first;
+  DrainedRange range{crid, best->first.second, std::move(best->second.first), std::move(best->second.last),
+                     best->second.deleted};
+  drained_.erase(best);
+  const auto rest = drained_.lower_bound(SpanKey{crid, KeyTag{0}});
+  if (rest == drained_.end() || rest->first.first != crid) drained_dropped_.erase(crid);
+  return range;
+}
+
+std::vector<DrainedRange> ExpiryKeeper::drained_ranges() const {
+  std::vector<DrainedRange> ranges;
+  for (const auto& [key, span] : drained_) {
+    ranges.push_back(DrainedRange{key.first, key.second, span.first, span.last, span.deleted});
+  }
+  return ranges;
+}
+
+void ExpiryKeeper::compact(const DrainedRange& range) const {
+  const leveldb::Slice begin(range.first);
+  const leveldb::Slice end(range.last);  // inclusive: every version of this key is in the compaction
+  db_->CompactRange(&begin, &end);
+}
+
+uint64_t ExpiryKeeper::approximate_bytes(const std::string& from, const std::string& to) const {
+  const leveldb::Range range(from, to);
+  uint64_t bytes = 0;
+  db_->GetApproximateSizes(&range, 1, &bytes);
+  return bytes;
 }
 
 Status ExpiryKeeper::write(internal::StoreBatch& changes) {
@@ -253,6 +334,9 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     }
   }
   internal::StoreBatch context;
+  std::map<SpanKey, KeySpan> drained;  // the keys this batch deletes, for the drained ranges
+  KeySpan& drained_items = drained[{record.crid, KeyTag::kItem}];
+  KeySpan& drained_ts = drained[{record.crid, KeyTag::kTsIndex}];
   for (const Candidate& candidate : candidates) {
     const std::string key = item_key(record.crid, candidate.key.partition_key, candidate.key.id);
     MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> raw, reader_.get_raw(key, nullptr));
@@ -262,6 +346,10 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     const size_t bytes = key.size() + raw->size();
     remove_stored_item(record.crid, key, candidate.key.partition_key, candidate.key.id, item, bytes, context,
                        record.change_feed.enabled);
+    drained_items.add(key);
+    drained_ts.add(ts_index_key(record.crid, item.write_ts_micros, candidate.key.partition_key, candidate.key.id));
+    drained[{record.crid, candidate.index == 0 ? KeyTag::kOwnExpiryIndex : KeyTag::kInheritExpiryIndex}].add(
+        candidate.raw_key);
     result.items += 1;
     result.bytes += static_cast<int64_t>(bytes);
     result.expiry_instants_micros.push_back(candidate.expiry);
@@ -272,6 +360,7 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
   for (size_t i = 0; i < 2; ++i) {
     if (next_cursor[i]) cursors[i] = std::move(*next_cursor[i]);
   }
+  note_drained(drained);
   return result;
 }
 
@@ -307,6 +396,7 @@ Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
   leveldb::WriteBatch batch;
   int64_t deleted = 0;
   std::map<uint64_t, std::string> last_deleted;  // crid -> its last key deleted by this call
+  std::map<SpanKey, KeySpan> drained;             // the keys deleted, for the drained ranges
   std::vector<uint64_t> finished_crids;
   std::unique_ptr<leveldb::Iterator> marker(db_->NewIterator(leveldb::ReadOptions()));
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
@@ -329,6 +419,8 @@ Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
         }
         batch.Delete(it->key());
         last_deleted[crid] = it->key().ToString();
+        const KeyTag tag = static_cast<KeyTag>(static_cast<uint8_t>(it->key()[0]));
+        drained[{crid, tag}].add(std::string_view(it->key().data(), it->key().size()));
         ++deleted;
       }
       MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan dropped container"));
@@ -343,8 +435,12 @@ Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
   Status status = from_leveldb(db_->Write(leveldb::WriteOptions(), &batch), "reclaim dropped containers");
   if (!status.is_ok()) sticky_ = status;
   MAYFLY_RETURN_IF_ERROR(status);
-  for (auto& [crid, key] : last_deleted) reclaim_cursors_[crid] = std::move(key);
+  for (auto& [crid, key] : last_deleted) {
+    reclaim_cursors_[crid] = std::move(key);
+    drained_dropped_.insert(crid);
+  }
   for (uint64_t crid : finished_crids) reclaim_cursors_.erase(crid);
+  note_drained(drained);
   return deleted;
 }
 

@@ -7,12 +7,18 @@
 // cursors and the cache of the persisted local stats. The apply path (StateMachine) updates them through
 // remove_stored_item / local_stats / committed, in the same batch as the items it writes.
 //
-// Thread-safety: driver thread only, like StateMachine::apply (which owns it: StateMachine::expiry()).
+// It also keeps the key ranges the collector drained, for the node's compactor (node/gc_compactor.h): which one is
+// worth a LevelDB compaction, and the compaction itself.
+//
+// Thread-safety: driver thread only, like StateMachine::apply (which owns it: StateMachine::expiry()); compact() and
+// approximate_bytes() on any thread.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -67,6 +73,21 @@ struct ContainerStats {
   int64_t live_bytes = 0;
 };
 
+// A key range of one container that the collector (or the reclaiming of a dropped container) emptied: every key it
+// deleted there since the range was last compacted lies in [first, last]. LevelDB keeps a deleted key as a tombstone
+// until a compaction reaches it, and a scan that starts in front of such a range — the collector's first scan of an
+// index after a restart, the backlog count, a forecast's backlog part, a list of the container's items — steps over
+// every one of them (docs/metrics.md, "The garbage collector": compacting drained ranges).
+struct DrainedRange {
+  uint64_t crid = 0;
+  KeyTag tag = KeyTag::kItem;  // kItem, kOwnExpiryIndex, kInheritExpiryIndex, kTsIndex or kChangeFeed
+  std::string first;           // the smallest and the largest key deleted there
+  std::string last;
+  int64_t deleted = 0;         // keys deleted there since its last compaction
+};
+// "items", "own_expiry_index", "inherit_expiry_index", "ts_index", "change_feed" (for logs).
+const char* drained_range_name(KeyTag tag);
+
 class ExpiryKeeper {
  public:
   // `db`, `reader` and `sticky` (the store's sticky disk failure, shared with the apply path) belong to the
@@ -104,6 +125,27 @@ class ExpiryKeeper {
   // like GC: it never changes what a read allowed at the applied time returns. Returns how many it deleted.
   Result<int64_t> trim_change_feed(size_t max_keys);
 
+  // The drained range most worth compacting now, or nullopt: of those with at least `min_deletes` deleted keys, the
+  // one with the most. An expiry index range holds tombstones only (the collector deletes oldest first, and no new
+  // entry sorts below an expired one); so does the ts index range of items that inherit the defaultTtl (same order),
+  // while items with ttls of their own leave live entries between. Item keys are ordered by partition key and id, so
+  // the deleted ones are spread over the container's whole item range, live items in between: an item range
+  // qualifies only once the keys deleted there are at least as many as the items the container still stores (a
+  // compaction then drops at least as much as it rewrites), or the container was dropped. The range returned is
+  // forgotten here: deletes from now on start a new one.
+  std::optional<DrainedRange> take_drained_range(int64_t min_deletes);
+  // The ranges being tracked, none forgotten (tests, diagnostics).
+  std::vector<DrainedRange> drained_ranges() const;
+  // LevelDB's DB::CompactRange over `range`: its tombstones, and the values they hide, are dropped (those newer than
+  // an open LevelDB snapshot excepted). Synchronous and heavy: LevelDB first flushes its memtable (a write that
+  // arrives meanwhile waits behind the flush of the one before, if any), then rewrites every table file that
+  // overlaps the range, level by level, while its automatic compactions wait. Any thread (it touches nothing but
+  // LevelDB, which is thread-safe); the store must stay open until it returns.
+  void compact(const DrainedRange& range) const;
+  // LevelDB's approximate on-disk bytes of the keys in [from, to) (what is still in the memtable not counted). Any
+  // thread.
+  uint64_t approximate_bytes(const std::string& from, const std::string& to) const;
+
   // For the apply path, in its batch: removes a stored item and its index entries; the local stats of a container
   // (cached); and, once the batch is written, its effects on the trackers, stats and cursors. forget_all() drops
   // everything after a snapshot install replaced the store (figures are recomputed lazily).
@@ -136,6 +178,18 @@ class ExpiryKeeper {
   // Writes a GC batch (not synced; the sticky failure on error) and applies its effects.
   Status write(internal::StoreBatch& batch);
 
+  // The keys deleted in one drained range since its compaction (see DrainedRange).
+  struct KeySpan {
+    std::string first;
+    std::string last;
+    int64_t deleted = 0;
+    void add(std::string_view key);
+    void add(const KeySpan& other);
+  };
+  using SpanKey = std::pair<uint64_t, KeyTag>;  // (crid, the key tag of the range)
+  // Adds the spans of a batch that was written.
+  void note_drained(const std::map<SpanKey, KeySpan>& spans);
+
   leveldb::DB* db_;
   const StoreReader& reader_;
   Status& sticky_;
@@ -152,6 +206,10 @@ class ExpiryKeeper {
   // Where reclaim_dropped resumes deleting a dropped container's keys (crid -> the last key it deleted): a seek from
   // the container's first key would step over every key deleted by the passes before. In memory, like the above.
   std::unordered_map<uint64_t, std::string> reclaim_cursors_;
+  // The drained ranges (see take_drained_range), and the dropped containers among their crids. In memory: tombstones
+  // left behind by a node that stopped before compacting them wait for LevelDB's own compactions.
+  std::map<SpanKey, KeySpan> drained_;
+  std::set<uint64_t> drained_dropped_;
 };
 
 }  // namespace mayfly::storage

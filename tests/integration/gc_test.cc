@@ -446,5 +446,41 @@ TEST(IntegrationGc, AnIdleNodeCollectsInPassesBackToBackABusyOneInShortPassesEve
       << describe(scrape_all(cluster), std::string(kDb) + "/busy");
 }
 
+// What the collector drained is compacted on every node (node/gc_compactor.h), by mayflyd's own compaction thread:
+// with --gc-compact-min-deletes 1000, the 4,000 items' key ranges (items, own-ttl index, ts index: 12,000 keys) are
+// compacted once they are deleted, but for what is left of a range below the threshold (at most 999 keys in each).
+TEST(IntegrationGc, EveryNodeCompactsTheRangesItsCollectorDrained) {
+  ClusterOptions options = metrics_cluster("gc-compact", "200");
+  options.extra_flags.insert(options.extra_flags.end(),
+                             {"--gc-compact-min-deletes", "1000", "--gc-compact-interval-ms", "100"});
+  Cluster cluster(options);
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  client::Client client(cluster.client_options());
+  ASSERT_EQ(client.execute(db_req(Op::kCreateDatabase, kDb)).status, 201);
+  ASSERT_EQ(client.execute(create_container(kDb, "drained", "/pk", "-1")).status, 201);
+  constexpr int kItems = 4000;
+  const std::map<std::string, std::string> label = {{"container", std::string(kDb) + "/drained"}};
+  int64_t deadline = 0;
+  write_items(client, "drained", "d", kItems, 2, &deadline);
+  ASSERT_TRUE(replicated_time_passed(cluster, deadline, milliseconds(30000)));
+  EXPECT_TRUE(wait_every_node(
+      cluster,
+      [&](const Scrape& s) {
+        return s.sum("mayfly_ttl_gc_deleted_items_total", label) == kItems &&
+               s.sum("mayfly_ttl_gc_compacted_keys_total", {}) >= 3 * kItems - 3 * 999;
+      },
+      milliseconds(30000)))
+      << describe(scrape_all(cluster), std::string(kDb) + "/drained");
+  for (const Scrape& s : scrape_all(cluster)) {
+    EXPECT_GE(s.sum("mayfly_ttl_gc_compactions_total", {}), 3) << s.text();
+    EXPECT_LE(s.sum("mayfly_ttl_gc_compacted_keys_total", {}), 3 * kItems) << s.text();
+    EXPECT_GT(s.sum("mayfly_ttl_gc_compaction_seconds_total", {}), 0) << s.text();
+    std::printf("[gc-compact] %.0f range compactions, %.0f keys, %.3f s\n",
+                s.sum("mayfly_ttl_gc_compactions_total", {}), s.sum("mayfly_ttl_gc_compacted_keys_total", {}),
+                s.sum("mayfly_ttl_gc_compaction_seconds_total", {}));
+  }
+}
+
 }  // namespace
 }  // namespace mayfly::it

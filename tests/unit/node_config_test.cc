@@ -110,6 +110,24 @@ TEST(NodeConfig, CollectorFlagsAreRangeChecked) {
   }
 }
 
+TEST(NodeConfig, CompactionFlagsAreRangeChecked) {
+  const ParsedFlags defaults = parse(with({}));
+  ASSERT_LT(defaults.exit_code, 0) << defaults.output;
+  EXPECT_EQ(defaults.config.gc_compact_interval_ms, 5000);
+  EXPECT_EQ(defaults.config.gc_compact_min_deletes, 10'000u);
+  const ParsedFlags ok = parse(with({"--gc-compact-interval-ms", "0", "--gc-compact-min-deletes", "500"}));
+  ASSERT_LT(ok.exit_code, 0) << ok.output;
+  EXPECT_EQ(ok.config.gc_compact_interval_ms, 0);  // off
+  EXPECT_EQ(ok.config.gc_compact_min_deletes, 500u);
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"--gc-compact-interval-ms", "-1"}, {"--gc-compact-interval-ms", "86400001"},
+           {"--gc-compact-min-deletes", "0"}}) {
+    const ParsedFlags parsed = parse(with(bad));
+    EXPECT_EQ(parsed.exit_code, 2) << bad[0] << " " << bad[1] << " must be a usage error";
+    EXPECT_NE(parsed.output.find(bad[0]), std::string::npos) << parsed.output;
+  }
+}
+
 TEST(NodeConfig, RunningOpenOnANonLoopbackAddressNeedsInsecure) {
   const std::vector<std::string> open = {"--id", "1", "--listen", "0.0.0.0:7100", "--data", "/tmp/x", "--peers",
                                          "1=mayfly1:7100"};
