@@ -10,6 +10,10 @@ the peak during the second load (and the settle after it) and the difference —
 With --restart it then stops node 2 with SIGTERM and starts it again, then with SIGKILL, and times each start until
 the node applied the commit index it had when it stopped (the log after the state's checkpoint is replayed).
 
+With --backup-restore it then takes an online backup from node 1 (`mayfly backup create`) and restores it with
+`mayflyd --restore FILE --ttl preserve` into a new one-node cluster, timing both and sampling the RSS of node 1 during
+the backup and of the restoring process until it serves the restored index.
+
 With --catch-up SECONDS it then stops node 3, wipes its data directory and starts it again while 256 B upserts go
 on for SECONDS against nodes 1 and 2: the leader streams it a snapshot of the whole store. It prints the time until
 node 3 applied what the leader had committed at its restart, the write throughput before / during / after, and the
@@ -17,6 +21,7 @@ peak RSS of every node meanwhile above its settled RSS (node 3: above the others
 
     bench/memory_bench.py [--build build] [--first 100000] [--second 200000] [--base-port 27600]
                           [--flags "--checkpoint-interval-entries 20000"] [--restart] [--catch-up 60]
+                          [--backup-restore]
 """
 import argparse
 import os
@@ -71,6 +76,8 @@ def main():
     parser.add_argument("--catch-up", type=float, default=0.0, help="seconds of writes while node 3 catches up")
     parser.add_argument("--restart", action="store_true",
                         help="then restart node 2 after SIGTERM and after SIGKILL, timing each")
+    parser.add_argument("--backup-restore", action="store_true",
+                        help="then back up node 1 and restore the backup into a new one-node cluster, timing both")
     args = parser.parse_args()
     mayflyd = args.mayflyd or os.path.join(args.build, "mayflyd", "mayflyd")
     bench = os.path.join(args.build, "bench", "mayfly-bench")
@@ -184,6 +191,45 @@ def main():
                         break
                     time.sleep(0.05)
                 restarts.append((signal.Signals(how).name, target, seconds))
+        backup_restore = None
+        if args.backup_restore:
+            cli = os.path.join(args.build, "client", "mayfly")
+            backup_file = os.path.join(root, "backup.mfb")
+            sampler.phase = "backup"
+            started = time.time()
+            done = subprocess.run([cli, "--endpoints", endpoints, "backup", "create", "--out", backup_file, "--node",
+                                   "1"], capture_output=True, text=True, timeout=7200)
+            backup_seconds = time.time() - started
+            if done.returncode != 0:
+                sys.exit(f"backup failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+            backup_index = int(re.search(r'"appliedIndex":\s*(\d+)', done.stdout).group(1))
+            sampler.phase = "restore"
+            restore_port = args.base_port + 20
+            log = open(os.path.join(root, "restore.log"), "w")
+            restoring = subprocess.Popen(
+                [mayflyd, "--id", "1", "--listen", f"127.0.0.1:{restore_port}", "--peers",
+                 f"1=127.0.0.1:{restore_port}", "--data", os.path.join(root, "restored"), "--metrics",
+                 f"127.0.0.1:{restore_port + 1}", "--restore", backup_file, "--ttl", "preserve"],
+                stdout=log, stderr=subprocess.STDOUT)
+            started = time.time()
+            peak = 0.0
+            serving = None
+            while time.time() - started < 7200 and restoring.poll() is None:
+                peak = max(peak, rss_mb(restoring.pid) or 0.0)
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{restore_port + 1}/metrics", timeout=2) as r:
+                        for line in r.read().decode().splitlines():
+                            if line.startswith("mayfly_raft_applied_index") and float(line.rsplit(" ", 1)[1]) >= \
+                                    backup_index:
+                                serving = time.time() - started
+                except OSError:
+                    pass
+                if serving is not None:
+                    break
+                time.sleep(0.2)
+            restoring.send_signal(signal.SIGTERM)
+            restoring.wait(timeout=60)
+            backup_restore = (backup_index, os.path.getsize(backup_file), backup_seconds, serving, peak)
         sampler.stopping.set()
         sampler.join()
 
@@ -222,6 +268,15 @@ def main():
                 peak = max(column(node, {"catch-up", "caught-up"}))
                 base = settled_all[node] if node < 2 else max(settled_all[:2])
                 print(f"| {node + 1} | {base:.0f} | {peak:.0f} | {peak - base:+.0f} |")
+        if backup_restore:
+            index, size, backup_seconds, serving, peak = backup_restore
+            settled_1 = statistics.median(column(0, {"after"})[-10:] or [0])
+            peak_1 = max(column(0, {"backup"}) or [0])
+            print(f"\nbackup of node 1 at index {index}: {size / 2**20:.0f} MB in {backup_seconds:.1f} s; node 1's RSS "
+                  f"peaked at {peak_1:.0f} MB during it ({peak_1 - settled_1:+.0f} MB above its RSS before)")
+            print("restored into a new one-node cluster (--ttl preserve): serving the restored index after "
+                  + (f"{serving:.1f} s" if serving is not None else "NEVER (within 2 h)")
+                  + f"; the restoring process's RSS peaked at {peak:.0f} MB")
     finally:
         for p in processes:
             if p.poll() is None:
