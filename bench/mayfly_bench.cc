@@ -93,6 +93,7 @@ struct Settings {
   uint32_t max_batch = 128;  // ClientOptions::max_batch_requests (1: one call per request)
   bool change_feed = false;  // the container is created with its change feed on (docs/changefeed.md)
   uint32_t feed_page = 100;  // feed: changes per page (max_items)
+  bool per_second = false;   // print each run's successful operations second by second
 };
 
 // The status counted for a feed answer that is not a change feed page (statuses are > 0; 0 is an exception).
@@ -109,6 +110,7 @@ struct RunResult {
   std::map<int, std::string> messages;  // status -> first message seen
   std::vector<double> latencies_ms;     // successful and failed requests alike
   double wall_seconds = 0;
+  std::vector<uint64_t> per_second;     // successful operations completed in each second of the run
 };
 
 // Keeps `concurrency` requests in flight on one event loop until the time or the request budget runs out.
@@ -252,6 +254,11 @@ class Run {
     } else if (is_write(workload_)) {
       keys_.push_back(std::move(key));
     }
+    if (ok) {
+      const auto second = static_cast<size_t>(std::chrono::duration<double>(last_done_ - start_).count());
+      if (result_.per_second.size() <= second) result_.per_second.resize(second + 1, 0);
+      ++result_.per_second[second];
+    }
     if (last_done_ < deadline_ && result_.issued < settings_.max_requests) {
       issue(slot);
     } else if (--active_ == 0) {
@@ -338,6 +345,26 @@ Measured measure(std::vector<std::unique_ptr<Client>>& clients, const Settings& 
   const double cpu_before = own_cpu_seconds();
   measured.result = Run(clients, settings, info.workload, concurrency, keys, next_item, rng).execute();
   measured.client_cpu = own_cpu_seconds() - cpu_before;
+  if (settings.per_second && !measured.result.per_second.empty()) {
+    // The last second is partial (the run ended in it): left out of the figures, shown in the series.
+    const std::vector<uint64_t>& series = measured.result.per_second;
+    std::vector<uint64_t> whole(series.begin(), series.end() - (series.size() > 1 ? 1 : 0));
+    std::vector<uint64_t> sorted = whole;
+    std::sort(sorted.begin(), sorted.end());
+    const uint64_t median = sorted[sorted.size() / 2];
+    std::string text;
+    size_t dips = 0;
+    for (size_t i = 0; i < series.size(); ++i) {
+      text += (i == 0 ? "" : " ") + std::to_string(series[i]);
+      if (i < whole.size() && whole[i] * 2 < median) ++dips;
+    }
+    std::printf("per second (%s, %zu clients, %s): %s\n  min %llu, median %llu, max %llu; seconds below half the "
+                "median: %zu\n",
+                info.flag, concurrency, what.c_str(), text.c_str(),
+                static_cast<unsigned long long>(sorted.front()), static_cast<unsigned long long>(median),
+                static_cast<unsigned long long>(sorted.back()), dips);
+    std::fflush(stdout);
+  }
   if (cluster) {
     for (size_t n = 0; n < cluster->pids().size(); ++n) {
       const double used = process_cpu_seconds(cluster->pids()[n]) - node_before[n];
@@ -394,6 +421,8 @@ int main(int argc, char** argv) {
                  "requests per executeBatch call at most (1: one call per request; default 128)")
       ->check(CLI::Range(1u, mayfly::kMaxBatchRequests));
   app.add_option("--workloads", workloads_flag, "upsert256,upsert1k,strong,session,feed");
+  app.add_flag("--per-second", settings.per_second,
+               "print each run's successful operations second by second (dips show pauses: compactions, snapshots)");
   app.add_option("--database", settings.database, "database to write into");
   app.add_option("--container", settings.container, "container to write into");
   app.add_option("--partitions", settings.partitions, "partition key values")->check(CLI::PositiveNumber);
