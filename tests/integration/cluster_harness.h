@@ -13,6 +13,7 @@
 #include <spawn.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -236,6 +237,17 @@ class Cluster {
   std::thread::id admin_thread_;
   int cli_runs_ = 0;
   bool keep_ = false;
+};
+
+// Sets `stop` and joins `thread` when it goes out of scope, so a test that returns early (a failed ASSERT) still
+// stops its load thread before the cluster goes.
+struct StopAndJoin {
+  std::atomic<bool>& stop;
+  std::thread& thread;
+  ~StopAndJoin() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
 };
 
 // Reads an item: the JSON body parsed (null on error).

@@ -407,14 +407,7 @@ TEST(IntegrationGc, AnIdleNodeCollectsInPassesBackToBackABusyOneInShortPassesEve
       }
     }
   });
-  struct StopWriter {
-    std::atomic<bool>& stop;
-    std::thread& writer;
-    ~StopWriter() {
-      stop = true;
-      if (writer.joinable()) writer.join();
-    }
-  } stop_writer{stop, writer};
+  StopAndJoin stop_writer{stop, writer};
   int64_t busy_deadline = 0;
   write_items(client, "busy", "b", kItems, ttl, &busy_deadline);
   ASSERT_TRUE(replicated_time_passed(cluster, busy_deadline, milliseconds(30000)));

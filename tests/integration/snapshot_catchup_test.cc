@@ -110,14 +110,7 @@ TEST(SnapshotCatchUp, AWipedFollowerKilledMidInstallFinishesItAndThenEqualsTheLe
       if (r.ok()) written.fetch_add(1);
     }
   });
-  struct StopWriter {
-    std::atomic<bool>& stop;
-    std::thread& writer;
-    ~StopWriter() {
-      stop = true;
-      if (writer.joinable()) writer.join();
-    }
-  } stop_writer{stop, writer};
+  StopAndJoin stop_writer{stop, writer};
 
   bool redone = false;
   const int delays_ms[] = {20, 60, 120, 200, 40, 90, 160, 300};
