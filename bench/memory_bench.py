@@ -37,11 +37,14 @@ import time
 import urllib.request
 
 
+RSS_FIELD = "VmRSS"
+
+
 def rss_mb(pid):
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(RSS_FIELD + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
@@ -78,14 +81,20 @@ def main():
                         help="then restart node 2 after SIGTERM and after SIGKILL, timing each")
     parser.add_argument("--backup-restore", action="store_true",
                         help="then back up node 1 and restore the backup into a new one-node cluster, timing both")
+    parser.add_argument("--rss", choices=["VmRSS", "RssAnon"], default="VmRSS",
+                        help="what to sample: VmRSS (everything resident) or RssAnon (the process's own memory: "
+                             "VmRSS counts the pages of LevelDB's memory-mapped table files too, page cache the "
+                             "kernel reclaims)")
     args = parser.parse_args()
+    global RSS_FIELD
+    RSS_FIELD = args.rss
     mayflyd = args.mayflyd or os.path.join(args.build, "mayflyd", "mayflyd")
     bench = os.path.join(args.build, "bench", "mayfly-bench")
     for path in (mayflyd, bench):
         if not os.access(path, os.X_OK):
             sys.exit(f"{path} is not built")
     print("command: " + " ".join(shlex.quote(a) for a in sys.argv), flush=True)
-    print(f"mayflyd: {mayflyd}", flush=True)
+    print(f"mayflyd: {mayflyd}; sampling {RSS_FIELD}", flush=True)
 
     root = tempfile.mkdtemp(prefix="mayfly-memory-")
     ports = [args.base_port + i for i in range(3)]
