@@ -4,7 +4,8 @@
 //   - an install stopped after any batch (a test hook standing in for the process dying) leaves a store that answers
 //     every read with Unavailable, does not claim the snapshot's index, and is made whole by installing again — by
 //     hand, and by Replica::open from the raft log's snapshot file, even when the applied index looks current;
-//   - on the simulator's FaultEnv, a crash keeps only synced bytes: the marker and the last write are synced;
+//   - on the simulator's FaultEnv, a crash keeps only synced bytes: the marker and the last write are synced; a crash
+//     after any batch reopens with the marker (and no claim to the snapshot's index) or as the snapshot, never a mix;
 //   - readers on other threads see the old state, the new one, or Unavailable — never a mix;
 //   - truncated, garbage and ill-formed snapshots are Corruption, never a crash, and change nothing when refused
 //     before the first write.
@@ -338,6 +339,55 @@ TEST_F(SnapshotInstallTest, OnFaultEnvACrashKeepsTheSyncedMarkerAndTheSyncedLast
     EXPECT_NE(reopened->applied().index, index_);
     expect_reads_unavailable(*reopened, "after the crash");
     ASSERT_TRUE(reopened->install_snapshot(blob_, index_).is_ok());
+    ASSERT_NO_FATAL_FAILURE(expect_installed(*reopened));
+  }
+}
+
+// A crash right after any batch of an install — the disk as it is at that moment, taken inside the install with the
+// store open, as the simulator does — reopens as one of two stores and nothing else: the old state with the marker
+// (unreadable, not claiming the snapshot's index; installing again makes it the snapshot) or, after the last write,
+// exactly the snapshot. Never a mix: a store without the marker holds every key of the snapshot and no other.
+TEST_F(SnapshotInstallTest, ACrashAfterAnyBatchReopensWithTheMarkerOrAsTheSnapshotNeverAMix) {
+  constexpr size_t kBatchBytes = 8 << 10;
+  int batches = 0;  // hooked: every write but the last
+  {
+    sim::FaultEnv env;
+    std::unique_ptr<StateMachine> counted = old_store("/count/db", kBatchBytes, [&](int batch) {
+      batches = batch;
+      return Status::ok();
+    }, &env);
+    ASSERT_TRUE(counted->install_snapshot(blob_, index_).is_ok());
+  }
+  ASSERT_GT(batches, 10);
+  for (int crash = 1; crash <= batches + 1; ++crash) {  // batches + 1: right after the last write
+    SCOPED_TRACE("crash after batch " + std::to_string(crash) + " of " + std::to_string(batches + 1));
+    sim::FaultEnv env;
+    std::unique_ptr<sim::FaultEnv> image;
+    {
+      std::unique_ptr<StateMachine> store = old_store("/node/db", kBatchBytes, [&](int batch) -> Status {
+        if (batch != crash) return Status::ok();
+        image = env.crash_copy();
+        return Status::io_error("injected: the machine dies after batch " + std::to_string(batch));
+      }, &env);
+      ASSERT_NE(store, nullptr);
+      Status installed = store->install_snapshot(pieces_of(blob_, 3000), index_);
+      ASSERT_EQ(installed.is_ok(), crash > batches) << installed.to_string();
+      if (crash > batches) image = env.crash_copy();
+    }
+    ASSERT_NE(image, nullptr);
+    std::unique_ptr<StateMachine> reopened = open_store("/node/db", image.get());
+    ASSERT_NE(reopened, nullptr);
+    if (!reopened->unfinished_install()) {
+      EXPECT_GT(crash, batches) << "the marker is gone before the last write";
+      EXPECT_EQ(reopened->applied().index, index_);
+      EXPECT_EQ(dump_of(*reopened, true), reference_) << "no marker: the store must be the snapshot, whole";
+      continue;
+    }
+    EXPECT_EQ(reopened->unfinished_install(), index_);
+    EXPECT_NE(reopened->applied().index, index_);
+    EXPECT_NE(stored_applied_index(*reopened), index_.value()) << "the applied state comes with the last write";
+    expect_reads_unavailable(*reopened, "reopened after the crash");
+    ASSERT_TRUE(reopened->install_snapshot(pieces_of(blob_, 4096), index_).is_ok());
     ASSERT_NO_FATAL_FAILURE(expect_installed(*reopened));
   }
 }
