@@ -189,6 +189,7 @@ NodeView Driver::view() const {
   NodeView view;
   view.self = config_.id;
   view.leader = status.leader;
+  view.term_leader = status.term_leader;
   view.role = status.role;
   view.term = status.term.value();
   view.commit = status.commit.value();

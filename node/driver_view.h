@@ -18,6 +18,8 @@ namespace mayfly::node {
 struct NodeView {
   NodeId self;
   NodeId leader;
+  // The leader this node knew in `term`, remembered across a pre-election and a restart (replication::HardState).
+  NodeId term_leader;
   replication::Role role = replication::Role::kFollower;
   uint64_t term = 0;
   uint64_t commit = 0;

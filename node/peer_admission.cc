@@ -10,7 +10,8 @@ const char* peer_message_refusal(const NodeView& view, NodeId self, NodeId link_
   const bool knows_membership = !view.voters.empty() || !view.learners.empty();
   const bool member = view.voters.contains(link_from) || view.learners.contains(link_from) ||
                       view.committed_members.contains(link_from);
-  const bool followed_leader = view.leader == link_from && message->term.value() >= view.term;
+  const bool followed_leader =
+      (view.leader == link_from || view.term_leader == link_from) && message->term.value() >= view.term;
   if (knows_membership && !member && !followed_leader) return "not_member";
   return nullptr;
 }

@@ -16,6 +16,8 @@
 //     leader was itself out of the membership (removed, then added back after the snapshot; chaos seed 2012) must
 //     still take that leader's appends, since they carry the entries that add the leader back. The leader it follows
 //     is the one it already accepted for this term (Raft has at most one per term), so this admits no new sender.
+//     It is remembered across a restart (replication::HardState::leader): a node that restarted before those entries
+//     arrived would otherwise know no leader and refuse that one for good (simulator seeds 5029 and 5213, 5 nodes).
 // Thread-safety: pure function.
 #pragma once
 

@@ -12,7 +12,9 @@ namespace {
 constexpr uint8_t kEntryFormat = 1;
 constexpr uint8_t kMessageFormat = 2;  // 2: Message::clock_micros at the end
 constexpr uint8_t kConfigChangeFormat = 1;
-constexpr uint8_t kHardStateFormat = 1;
+// 1: term, vote, commit. 2: and the leader of the term (read from both; written as 2).
+constexpr uint8_t kHardStateFormatV1 = 1;
+constexpr uint8_t kHardStateFormat = 2;
 constexpr uint8_t kSnapshotMetadataFormat = 1;
 
 void put_id(std::string& out, uint64_t value) { codec::put_varint(out, value); }
@@ -193,14 +195,17 @@ std::string encode_hard_state(const HardState& hard_state) {
   put_id(out, hard_state.term.value());
   put_id(out, hard_state.vote.value());
   put_id(out, hard_state.commit.value());
+  put_id(out, hard_state.leader.value());
   return out;
 }
 
 Result<HardState> decode_hard_state(std::string_view bytes) {
   codec::Reader reader(bytes);
   HardState hard_state;
-  if (!check_version(reader, kHardStateFormat) || !get_id(reader, hard_state.term) ||
-      !get_id(reader, hard_state.vote) || !get_id(reader, hard_state.commit) || !reader.done()) {
+  uint8_t version = 0;
+  if (!reader.get_u8(version) || (version != kHardStateFormatV1 && version != kHardStateFormat) ||
+      !get_id(reader, hard_state.term) || !get_id(reader, hard_state.vote) || !get_id(reader, hard_state.commit) ||
+      (version == kHardStateFormat && !get_id(reader, hard_state.leader)) || !reader.done()) {
     return malformed("hard state");
   }
   return hard_state;

@@ -119,6 +119,7 @@ RaftCore::RaftCore(const RaftConfig& config, const LogStorage& storage, Prng prn
   persisted_hard_state_ = hard_state;
   become_follower(hard_state.term, NodeId(0));
   vote_ = hard_state.vote;
+  term_leader_ = hard_state.leader;
 }
 
 void RaftCore::load_membership() {
@@ -142,6 +143,7 @@ void RaftCore::reset(Term term) {
   if (term_ != term) {
     term_ = term;
     vote_ = NodeId(0);
+    term_leader_ = NodeId(0);
     drop_incoming_snapshot();
   }
   leader_ = NodeId(0);
@@ -159,8 +161,13 @@ void RaftCore::reset(Term term) {
 
 void RaftCore::become_follower(Term term, NodeId leader) {
   reset(term);
-  leader_ = leader;
+  set_leader(leader);
   role_ = Role::kFollower;
+}
+
+void RaftCore::set_leader(NodeId leader) {
+  leader_ = leader;
+  if (leader != NodeId(0)) term_leader_ = leader;
 }
 
 void RaftCore::become_pre_candidate() {
@@ -181,7 +188,7 @@ void RaftCore::become_candidate() {
 void RaftCore::become_leader() {
   MAYFLY_ASSERT(role_ == Role::kCandidate);
   reset(term_);
-  leader_ = config_.self;
+  set_leader(config_.self);
   role_ = Role::kLeader;
   sync_progress_with_membership();
   leader_since_tick_ = ticks_;
@@ -531,17 +538,17 @@ void RaftCore::step_follower(const Message& message) {
   switch (message.type) {
     case MessageType::kAppend:
       election_elapsed_ticks_ = 0;
-      leader_ = message.from;
+      set_leader(message.from);
       handle_append(message);
       break;
     case MessageType::kHeartbeat:
       election_elapsed_ticks_ = 0;
-      leader_ = message.from;
+      set_leader(message.from);
       handle_heartbeat(message);
       break;
     case MessageType::kSnapshot:
       election_elapsed_ticks_ = 0;
-      leader_ = message.from;
+      set_leader(message.from);
       handle_snapshot(message);
       break;
     case MessageType::kTimeoutNow:
@@ -1407,6 +1414,7 @@ RaftStatus RaftCore::status() const {
   status.term = term_;
   status.vote = vote_;
   status.leader = leader_;
+  status.term_leader = term_leader_;
   status.first_index = log_.first_index();
   status.last_index = log_.last_index();
   status.last_term = log_.last_term();

@@ -137,6 +137,7 @@ struct RaftStatus {
   Term term;
   NodeId vote;
   NodeId leader;  // 0: unknown
+  NodeId term_leader;  // the leader known in `term`, also after a restart (HardState::leader); 0: none
   LogIndex first_index;
   LogIndex last_index;
   Term last_term;
@@ -358,7 +359,9 @@ class RaftCore {
   void release_read(PendingRead read);
 
   void send(Message message);
-  HardState hard_state() const { return HardState{term_, vote_, log_.committed()}; }
+  HardState hard_state() const { return HardState{term_, vote_, log_.committed(), term_leader_}; }
+  // leader_ = leader; a known leader is also remembered as the term's leader (at most one per term).
+  void set_leader(NodeId leader);
   void reset_randomized_election_timeout();
   void assert_no_ready_in_flight() const;
 
@@ -371,6 +374,9 @@ class RaftCore {
   Term term_;
   NodeId vote_;
   NodeId leader_;
+  // The leader this node knew in term_, kept when leader_ is forgotten (a pre-election) and across restarts
+  // (HardState::leader): peer admission hears it (node/peer_admission.h).
+  NodeId term_leader_;
   HardState persisted_hard_state_;
 
   int64_t election_elapsed_ticks_ = 0;

@@ -51,11 +51,14 @@ struct Entry {
 };
 
 // What must survive a crash besides the log: the current term, whom this node voted for in it, and the commit index
-// (the commit index is an optimisation on restart, not needed for safety).
+// (the commit index is an optimisation on restart, not needed for safety). `leader` is for liveness only: the leader
+// this node accepted in `term`, so that after a restart it still hears that leader even when its own membership
+// leaves the leader out (node/peer_admission.h); Raft itself never reads it back.
 struct HardState {
   Term term;
   NodeId vote;  // NodeId(0): no vote in `term`
   LogIndex commit;
+  NodeId leader;  // NodeId(0): no leader known in `term`
 
   bool operator==(const HardState&) const = default;
 };

@@ -114,6 +114,24 @@ class BatchWriter {
   bool pending_ = false;
 };
 
+// Calls visit(key, value_bytes, record, partition_key, id) for each item of container crid in key order, from an
+// iterator made now (it does not see later writes), and stops at the first error.
+template <typename Visit>
+Status for_each_item(leveldb::DB& db, uint64_t crid, const char* what, Visit visit) {
+  const std::string prefix = item_prefix(crid);
+  leveldb::ReadOptions read;
+  read.fill_cache = false;  // one pass over every item: keep the block cache for the reads after it
+  std::unique_ptr<leveldb::Iterator> it(db.NewIterator(read));
+  for (it->Seek(prefix); it->Valid() && internal::has_prefix(it->key(), prefix); it->Next()) {
+    const std::string key = it->key().ToString();
+    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(internal::view(it->value())));
+    std::string partition_key, id;
+    MAYFLY_RETURN_IF_ERROR(decode_item_key(key, partition_key, id));
+    MAYFLY_RETURN_IF_ERROR(visit(key, it->value().size(), record, partition_key, id));
+  }
+  return from_leveldb(it->status(), what);
+}
+
 }  // namespace
 
 Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMode mode, int64_t now_micros,
@@ -173,43 +191,39 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
     // The change feed's positions are the old log's: they mean nothing in the new cluster. Its feed data is dropped
     // (below) and a feed that was on starts again at the restored position (pass 2).
     if (restored.change_feed.enabled) restored.change_feed.since_index = meta.applied_index;
-    const std::string prefix = item_prefix(container.crid);
-    std::unique_ptr<leveldb::Iterator> it(db->NewIterator(leveldb::ReadOptions()));
-    for (it->Seek(prefix); it->Valid() && internal::has_prefix(it->key(), prefix); it->Next()) {
-      const std::string key = it->key().ToString();
-      MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(internal::view(it->value())));
-      std::string partition_key, id;
-      MAYFLY_RETURN_IF_ERROR(decode_item_key(key, partition_key, id));
-      const uint64_t bytes = key.size() + it->value().size();
-      const internal::IndexEntry old_entry = internal::index_entry_for(container.crid, partition_key, id, record);
-      const std::string old_ts_key = ts_index_key(container.crid, record.write_ts_micros, partition_key, id);
-      ++seen;
-      if (!ttl::alive(record.ttl, record.write_ts_micros, container.ttl, backup_ts)) {
-        // Expired at the backup's time: gone for good, in every mode.
-        figures.dropped_items += 1;
-        figures.dropped_bytes += bytes;
-        writer.remove(key);
-        writer.remove(old_ts_key);
-        if (old_entry.kind != internal::IndexKind::kNone) writer.remove(old_entry.key);
-      } else {
-        ItemRecord now_record = record;
-        if (shift != 0) {
-          // Its new entries are written in pass 2; the item itself is overwritten there.
-          now_record.write_ts_micros += shift;
-          writer.remove(old_ts_key);
-          if (old_entry.kind != internal::IndexKind::kNone) writer.remove(old_entry.key);
-        }
-        if (ttl::alive(now_record.ttl, now_record.write_ts_micros, restored.ttl, now_micros)) {
-          figures.live_items += 1;
-          figures.live_bytes += bytes;
-        } else {
-          figures.expire_at_once_items += 1;
-          figures.expire_at_once_bytes += bytes;
-        }
-      }
-      MAYFLY_RETURN_IF_ERROR(maybe_flush(RestoreProgress::Step::kTransform, 0));
-    }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan items for restore"));
+    MAYFLY_RETURN_IF_ERROR(for_each_item(
+        *db, container.crid, "scan items for restore",
+        [&](const std::string& key, size_t value_bytes, const ItemRecord& record, const std::string& partition_key,
+            const std::string& id) -> Status {
+          const uint64_t bytes = key.size() + value_bytes;
+          const internal::IndexEntry old_entry = internal::index_entry_for(container.crid, partition_key, id, record);
+          const std::string old_ts_key = ts_index_key(container.crid, record.write_ts_micros, partition_key, id);
+          ++seen;
+          if (!ttl::alive(record.ttl, record.write_ts_micros, container.ttl, backup_ts)) {
+            // Expired at the backup's time: gone for good, in every mode.
+            figures.dropped_items += 1;
+            figures.dropped_bytes += bytes;
+            writer.remove(key);
+            writer.remove(old_ts_key);
+            if (old_entry.kind != internal::IndexKind::kNone) writer.remove(old_entry.key);
+          } else {
+            ItemRecord now_record = record;
+            if (shift != 0) {
+              // Its new entries are written in pass 2; the item itself is overwritten there.
+              now_record.write_ts_micros += shift;
+              writer.remove(old_ts_key);
+              if (old_entry.kind != internal::IndexKind::kNone) writer.remove(old_entry.key);
+            }
+            if (ttl::alive(now_record.ttl, now_record.write_ts_micros, restored.ttl, now_micros)) {
+              figures.live_items += 1;
+              figures.live_bytes += bytes;
+            } else {
+              figures.expire_at_once_items += 1;
+              figures.expire_at_once_bytes += bytes;
+            }
+          }
+          return maybe_flush(RestoreProgress::Step::kTransform, 0);
+        }));
     restored_records.push_back(std::move(restored));
   }
   // The old cluster's address book, and every change feed key of the old cluster (feed records, shadows, policy
@@ -244,25 +258,22 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
     }
     if (shift == 0) continue;
     // Every item left in the container is alive at B (pass 1 deleted the others): each moves by the shift.
-    const std::string prefix = item_prefix(container.crid);
-    std::unique_ptr<leveldb::Iterator> it(db->NewIterator(leveldb::ReadOptions()));
-    for (it->Seek(prefix); it->Valid() && internal::has_prefix(it->key(), prefix); it->Next()) {
-      const std::string key = it->key().ToString();
-      MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(internal::view(it->value())));
-      std::string partition_key, id;
-      MAYFLY_RETURN_IF_ERROR(decode_item_key(key, partition_key, id));
-      record.write_ts_micros += shift;
-      const std::string value = encode_item(record);
-      writer.put(key, value);
-      writer.put(ts_index_key(container.crid, record.write_ts_micros, partition_key, id), "");
-      const internal::IndexEntry entry = internal::index_entry_for(container.crid, partition_key, id, record);
-      if (entry.kind != internal::IndexKind::kNone) {
-        writer.put(entry.key, internal::index_value(key.size() + value.size()));
-      }
-      ++seen;
-      MAYFLY_RETURN_IF_ERROR(maybe_flush(RestoreProgress::Step::kRebase, kept));
-    }
-    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan items to rebase"));
+    MAYFLY_RETURN_IF_ERROR(for_each_item(
+        *db, container.crid, "scan items to rebase",
+        [&](const std::string& key, size_t, const ItemRecord& old_record, const std::string& partition_key,
+            const std::string& id) -> Status {
+          ItemRecord record = old_record;
+          record.write_ts_micros += shift;
+          const std::string value = encode_item(record);
+          writer.put(key, value);
+          writer.put(ts_index_key(container.crid, record.write_ts_micros, partition_key, id), "");
+          const internal::IndexEntry entry = internal::index_entry_for(container.crid, partition_key, id, record);
+          if (entry.kind != internal::IndexKind::kNone) {
+            writer.put(entry.key, internal::index_value(key.size() + value.size()));
+          }
+          ++seen;
+          return maybe_flush(RestoreProgress::Step::kRebase, kept);
+        }));
   }
   meta.applied_ts_micros += shift;
   if (meta.feed_containers > 0) {

@@ -13,6 +13,7 @@
 #include "storage/document.h"
 #include "storage/json.h"
 #include "storage/patch.h"
+#include "storage/pread_env.h"
 #include "storage/store_internal.h"
 #include "storage/write_dedup.h"
 
@@ -45,6 +46,7 @@ Result<std::unique_ptr<StateMachine>> StateMachine::open(const StoreOptions& opt
   if (options.env != nullptr) {
     db_options.env = options.env;
   } else {
+    db_options.env = pread_table_env();  // table pages in the page cache, not in this process's RSS
     std::error_code error;
     std::filesystem::create_directories(std::filesystem::path(options.path).parent_path(), error);
     if (error) return Status::io_error("create directory for " + options.path + ": " + error.message());

@@ -116,6 +116,10 @@ struct Node {
   int64_t start_delay_ms = 0;  // the first tick's phase
   LogIndex last_applied;
   int64_t last_applied_ts = 0;
+  // A crash chosen for this install, after its batch number crash_at_install_batch (0: none), and one the store's
+  // hook reported: the process is torn down as soon as control is back in the simulation.
+  int crash_at_install_batch = 0;
+  bool crash_requested = false;
 };
 
 struct InFlight {
@@ -210,7 +214,7 @@ class Simulation {
     return kEpochMicros + elapsed_us + node.clock_offset_us + elapsed_us / 1'000'000 * node.drift_ppm;
   }
 
-  storage::ReplicaOptions replica_options(const Node& node) {
+  storage::ReplicaOptions replica_options(Node& node) {
     storage::ReplicaOptions options;
     options.data_dir = "/sim/node" + std::to_string(node.id.value());
     options.env = node.env.get();
@@ -230,6 +234,19 @@ class Simulation {
     options.log.segment_bytes = 16 << 10;
     options.log.recent_entry_bytes = 8 << 10;
     options.background_snapshots = true;  // the driver's path (run inline: the loop has no threads)
+    // Installs in batches of 2 KB, and a crash after a random one of them in a third of the installs — the store is
+    // left with the install marker and part of the snapshot, which the restart must redo before it serves anything.
+    options.install_batch_bytes = 2 << 10;
+    Node* self = &node;
+    options.after_install_batch = [this, self](int batch) -> Status {
+      if (batch == 1) self->crash_at_install_batch = prng_.uniform(3) == 0 ? static_cast<int>(prng_.range(1, 6)) : 0;
+      if (self->crash_requested || batch != self->crash_at_install_batch) return Status::ok();
+      self->crash_requested = true;
+      ++result_.installs_interrupted;
+      note("node " + std::to_string(self->id.value()) + " crashes after batch " + std::to_string(batch) +
+           " of a snapshot install");
+      return Status::unavailable("simulated crash in the middle of a snapshot install");
+    };
     return options;
   }
 
@@ -250,8 +267,15 @@ class Simulation {
   void start(Node& node) {
     if (bootstrap_.voters.empty()) bootstrap_ = membership_;
     auto replica = storage::Replica::open(replica_options(node));
+    if (!replica.is_ok() && node.crash_requested) return crash(node);  // it crashed redoing an install at open
     if (!replica.is_ok()) return fail("node " + std::to_string(node.id.value()) + " failed to open: " +
                                       replica.status().to_string());
+    if ((*replica)->installed_at_open()) {
+      ++result_.installs_redone_at_open;
+      note("node " + std::to_string(node.id.value()) + " installed the snapshot at index " +
+           std::to_string((*replica)->installed_at_open()->snapshot.index.value()) + " at open" +
+           ((*replica)->installed_at_open()->redo ? " (redone: the store held the install marker)" : ""));
+    }
     Node* self = &node;
     node.process = std::make_unique<Process>(now_ms_ * 1000, [this, self] { return clock_of(*self); },
                                              node_config(node));
@@ -280,6 +304,8 @@ class Simulation {
 
   void crash(Node& node) {
     drop_process(node);
+    node.crash_requested = false;
+    node.crash_at_install_batch = 0;
     std::unique_ptr<FaultEnv> survived = node.env->crash_copy();
     const uint64_t lost = node.env->bytes_lost_in_last_crash();
     node.env = std::move(survived);
@@ -382,6 +408,7 @@ class Simulation {
   // codec, as on the wire), replies to the requests waiting for them.
   void run_process(Node& n) {
     n.process->loop.advance_to(now_ms_ * 1000);
+    if (n.crash_requested) return crash(n);  // the store stopped in the middle of an install: the process dies
     if (!n.process) return;
     std::vector<node::DriverBatch> outbox = std::move(n.process->outbox);
     n.process->outbox.clear();
@@ -1171,7 +1198,8 @@ std::string SimResult::summary() const {
       << strong_reads_checked << " strong reads, " << leader_changes << " leaders, " << crashes << " crashes ("
       << unsynced_bytes_lost << " unsynced bytes lost), " << partitions << " partitions, " << transfers
       << " transfers, " << membership_changes << " membership cycles, " << snapshots_installed
-      << " snapshots installed, " << feed_reads_checked << " change feeds compared (up to " << feed_changes_checked
+      << " snapshots installed (" << installs_interrupted << " cut short by a crash, " << installs_redone_at_open
+      << " redone at open), " << feed_reads_checked << " change feeds compared (up to " << feed_changes_checked
       << " changes), " << gc_items_collected << " items collected, " << messages_delivered
       << " messages delivered, " << messages_dropped << " dropped, " << messages_refused_by_admission
       << " refused by admission; router: " << forwarded_writes_acknowledged << " forwarded writes acknowledged ("

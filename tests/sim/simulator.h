@@ -57,6 +57,10 @@ struct SimResult {
   uint64_t transfers = 0;
   uint64_t membership_changes = 0;
   uint64_t snapshots_installed = 0;
+  // Installs cut short by a crash after one of their batches (the store holding the install marker and half of the
+  // snapshot), and installs a restart redid from the raft log's snapshot file.
+  uint64_t installs_interrupted = 0;
+  uint64_t installs_redone_at_open = 0;
   uint64_t messages_delivered = 0;
   uint64_t messages_dropped = 0;
   uint64_t gc_items_collected = 0;

@@ -80,6 +80,18 @@ TEST(PeerAdmission, TheLeaderThisNodeFollowsIsHeardEvenWhenAStaleSnapshotLeftItO
   EXPECT_EQ(verdict(after_install, 5, msg(MessageType::kHeartbeat, 5, 100)), "not_member");
 }
 
+// Simulator seeds 5029 and 5213 (5 nodes): the node of the test above restarted before the entries that add node 1
+// back arrived. It knows no leader now, but its hard state remembers node 1 as the leader of term 8.
+TEST(PeerAdmission, TheLeaderOfTheTermIsStillHeardAfterARestart) {
+  NodeView restarted = view_of({2, 4}, {3}, 0, 8);
+  EXPECT_EQ(verdict(restarted, 1, msg(MessageType::kAppend, 1, 8)), "not_member");  // without the remembered leader
+  restarted.term_leader = NodeId(1);
+  EXPECT_EQ(verdict(restarted, 1, msg(MessageType::kAppend, 1, 8)), "deliver");
+  EXPECT_EQ(verdict(restarted, 1, msg(MessageType::kSnapshot, 1, 9)), "deliver");
+  EXPECT_EQ(verdict(restarted, 1, msg(MessageType::kAppend, 1, 7)), "not_member");
+  EXPECT_EQ(verdict(restarted, 5, msg(MessageType::kAppend, 5, 8)), "not_member");
+}
+
 // Simulator seed 1045: node 3, leader of term 3, appended "remove node 2" and lost leadership before it committed;
 // node 2, which never got that entry, was elected for term 4 by node 1. Until the change commits it may be undone —
 // and only node 2 can undo it, by truncating it: node 3 must hear node 2 while the change is pending.

@@ -94,6 +94,19 @@ TEST(Codec, TrailingBytesAreRejected) {
   EXPECT_FALSE(decode_config_change(encode_config_change(ConfigChange{}) + "x").is_ok());
 }
 
+// Format 2 adds the term's leader; a hard state written as format 1 (before it) still reads, with no leader.
+TEST(Codec, HardStateCarriesTheTermsLeaderAndReadsTheFormatBeforeIt) {
+  const HardState state{Term(7), NodeId(2), LogIndex(40), NodeId(3)};
+  Result<HardState> decoded = decode_hard_state(encode_hard_state(state));
+  ASSERT_TRUE(decoded.is_ok());
+  EXPECT_EQ(*decoded, state);
+  const std::string v1 = std::string("\x01") + "\x07" + "\x02" + "\x28";  // version 1: term 7, vote 2, commit 40
+  decoded = decode_hard_state(v1);
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, (HardState{Term(7), NodeId(2), LogIndex(40), NodeId(0)}));
+  EXPECT_FALSE(decode_hard_state(std::string("\x03") + "\x07" + "\x02" + "\x28" + "\x03").is_ok());
+}
+
 TEST(Codec, UnknownVersionsAndEnumValuesAreRejected) {
   std::string bytes = encode_message(Message{});
   bytes[0] = 3;  // version

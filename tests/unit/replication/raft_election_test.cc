@@ -18,6 +18,25 @@ TEST(LeaderElection, ThreeNodesElectOneLeaderAndEveryoneFollowsIt) {
   }
 }
 
+// The leader a follower accepted in its term is persisted with the term (HardState::leader) and known again after a
+// restart, though the restarted core has heard from no leader yet: peer admission (node/peer_admission.h) hears it.
+TEST(LeaderElection, TheTermsLeaderIsRememberedAcrossARestart) {
+  TestCluster cluster(3, /*seed=*/4);
+  cluster.elect(N(1));
+  cluster.propose(N(1), "x");
+  const Term term = cluster.core(N(2)).term();
+  EXPECT_EQ(cluster.core(N(2)).status().term_leader, N(1));
+  cluster.crash(N(2));
+  cluster.restart(N(2));
+  EXPECT_EQ(cluster.core(N(2)).term(), term);
+  EXPECT_EQ(cluster.core(N(2)).leader(), NodeId(0));
+  EXPECT_EQ(cluster.core(N(2)).status().term_leader, N(1));
+  // A new term forgets it: the leader of an earlier term is no one's to follow.
+  cluster.elect(N(3));
+  EXPECT_EQ(cluster.core(N(2)).status().term_leader, N(3));
+  EXPECT_GT(cluster.core(N(2)).term(), term);
+}
+
 TEST(LeaderElection, SingleVoterElectsItselfAndCommitsAlone) {
   TestCluster cluster(1, /*seed=*/2);
   cluster.elect(N(1));
