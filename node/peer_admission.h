@@ -16,8 +16,12 @@
 //     leader was itself out of the membership (removed, then added back after the snapshot; chaos seed 2012) must
 //     still take that leader's appends, since they carry the entries that add the leader back. The leader it follows
 //     is the one it already accepted for this term (Raft has at most one per term), so this admits no new sender.
-//     It is remembered across a restart (replication::HardState::leader): a node that restarted before those entries
-//     arrived would otherwise know no leader and refuse that one for good (simulator seeds 5029 and 5213, 5 nodes).
+//     "The leader it follows" is the leader of its current term as the Raft core knows it (RaftStatus::term_leader):
+//     the one it heard, kept across a restart (replication::HardState::leader), or the one a member named when it
+//     refused this node's (pre-)vote (replication::Message::leader). The last is how a node whose log is behind a
+//     "remove X, add X back" cycle hears X once X leads: it cannot hear X's appends, and no one else sends entries
+//     (simulator seeds 5029 and 5213 of the 5-node runs before the install crashes, 274 after, stayed behind for
+//     good). A member vouches only for a leader it follows itself, so this too admits no new sender.
 // Thread-safety: pure function.
 #pragma once
 

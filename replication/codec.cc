@@ -11,6 +11,9 @@ namespace {
 // Bumped when a layout changes; decoders refuse versions they do not know.
 constexpr uint8_t kEntryFormat = 1;
 constexpr uint8_t kMessageFormat = 2;  // 2: Message::clock_micros at the end
+// 3: Message::leader after it; written only when the leader is set, so a node of the release before still reads every
+// message but those (refused votes that name a leader, which it does without).
+constexpr uint8_t kMessageFormatWithLeader = 3;
 constexpr uint8_t kConfigChangeFormat = 1;
 // 1: term, vote, commit. 2: and the leader of the term (read from both; written as 2).
 constexpr uint8_t kHardStateFormatV1 = 1;
@@ -119,7 +122,8 @@ Result<Entry> decode_entry(std::string_view bytes) {
 
 std::string encode_message(const Message& message) {
   std::string out;
-  codec::put_u8(out, kMessageFormat);
+  const bool with_leader = message.leader != NodeId(0);
+  codec::put_u8(out, with_leader ? kMessageFormatWithLeader : kMessageFormat);
   codec::put_u8(out, static_cast<uint8_t>(message.type));
   put_id(out, message.from.value());
   put_id(out, message.to.value());
@@ -139,6 +143,7 @@ std::string encode_message(const Message& message) {
   codec::put_varint(out, message.read_round);
   codec::put_bytes(out, message.context);
   codec::put_varint_signed(out, message.clock_micros);
+  if (with_leader) put_id(out, message.leader.value());
   return out;
 }
 
@@ -146,9 +151,11 @@ Result<Message> decode_message(std::string_view bytes) {
   if (bytes.size() > kMaxEncodedMessageBytes) return malformed("message: too large");
   codec::Reader reader(bytes);
   Message message;
+  uint8_t version;
   uint8_t type;
   uint64_t entry_count;
-  if (!check_version(reader, kMessageFormat) || !reader.get_u8(type) || type > kMaxMessageType ||
+  if (!reader.get_u8(version) || (version != kMessageFormat && version != kMessageFormatWithLeader) ||
+      !reader.get_u8(type) || type > kMaxMessageType ||
       !get_id(reader, message.from) || !get_id(reader, message.to) || !get_id(reader, message.term) ||
       !get_id(reader, message.log_term) || !get_id(reader, message.index) ||
       !get_count(reader, entry_count, kMinEncodedEntryBytes, kMaxDecodedEntries)) {
@@ -163,7 +170,9 @@ Result<Message> decode_message(std::string_view bytes) {
       !reader.get_bool(message.leadership_transfer) || !get_snapshot_metadata(reader, message.snapshot) ||
       !reader.get_varint(message.snapshot_offset) || !get_string(reader, message.snapshot_chunk) ||
       !reader.get_bool(message.snapshot_done) || !reader.get_varint(message.read_round) ||
-      !get_string(reader, message.context) || !reader.get_varint_signed(message.clock_micros) || !reader.done()) {
+      !get_string(reader, message.context) || !reader.get_varint_signed(message.clock_micros) ||
+      (version == kMessageFormatWithLeader && (!get_id(reader, message.leader) || message.leader == NodeId(0))) ||
+      !reader.done()) {
     return malformed("message body");
   }
   return message;

@@ -35,6 +35,9 @@ std::string_view message_type_name(MessageType type) {
 }
 
 bool is_vote_request(MessageType type) { return type == MessageType::kVote || type == MessageType::kPreVote; }
+bool is_vote_response(MessageType type) {
+  return type == MessageType::kVoteResponse || type == MessageType::kPreVoteResponse;
+}
 
 bool is_response(MessageType type) {
   switch (type) {
@@ -70,6 +73,7 @@ std::string Message::describe() const {
   if (read_round != 0) out += " read_round=" + std::to_string(read_round);
   if (leadership_transfer) out += " transfer";
   if (clock_micros != 0) out += " clock=" + std::to_string(clock_micros);
+  if (leader != NodeId(0)) out += " leader=" + std::to_string(leader.value());
   return out;
 }
 

@@ -41,6 +41,7 @@ std::string_view message_type_name(MessageType type);
 
 // True for the messages that request or answer a (pre-)vote.
 bool is_vote_request(MessageType type);
+bool is_vote_response(MessageType type);
 bool is_response(MessageType type);
 
 struct Message {
@@ -72,6 +73,10 @@ struct Message {
   // Responses (append, heartbeat, (pre-)vote, snapshot): the sender's wall clock at its last tick, in µs since the
   // epoch; 0 when unknown. Leaders bound replicated time by what a quorum reports (RaftConfig::max_clock_offset).
   int64_t clock_micros = 0;
+
+  // A (pre-)vote refused: the leader the sender knows in its term (0: none). A node whose membership is stale — it
+  // lacks the entries that add the current leader back — learns from a member whom it may hear (node/peer_admission.h).
+  NodeId leader;
 
   bool operator==(const Message&) const = default;
   std::string describe() const;  // one line for logs and test failures, without payloads

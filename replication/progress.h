@@ -66,6 +66,8 @@ struct Progress {
   uint64_t snapshot_acked_offset = 0;
   bool snapshot_done_sent = false;
   int64_t snapshot_done_sent_tick = 0;  // the leader's tick count when the last chunk was (last) sent
+  // The leader's tick count when the transfer began or the follower last acknowledged more of it.
+  int64_t snapshot_heard_tick = 0;
   int64_t snapshot_chunks_in_flight = 0;
   int64_t snapshot_stalled_heartbeats = 0;
   bool snapshot_read_failed = false;  // the leader could not read its snapshot file: retry at the next heartbeat

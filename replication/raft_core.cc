@@ -367,9 +367,19 @@ Status RaftCore::step(const Message& message) {
       // pre-vote a node at a higher term could never be heard by it.
       send(Message{.type = MessageType::kAppendResponse, .to = message.from, .term = term_});
     } else if (message.type == MessageType::kPreVote) {
-      send(Message{.type = MessageType::kPreVoteResponse, .to = message.from, .term = term_, .reject = true});
+      send(Message{.type = MessageType::kPreVoteResponse,
+                   .to = message.from,
+                   .term = term_,
+                   .reject = true,
+                   .leader = term_leader_});
     }
     return Status::ok();
+  }
+  if (is_vote_response(message.type) && message.reject && message.term == term_ && message.leader != NodeId(0) &&
+      message.leader != config_.self && role_ != Role::kLeader && term_leader_ == NodeId(0)) {
+    // A voter names the leader it follows in our term: one we may not have heard yet — its entries may be the ones
+    // that make it a member in our eyes (node/peer_admission.h). Only remembered: Raft still waits to hear from it.
+    term_leader_ = message.leader;
   }
 
   if (is_vote_request(message.type)) {
@@ -530,7 +540,7 @@ void RaftCore::handle_vote_request(const Message& message) {
       vote_ = message.from;
     }
   } else {
-    send(Message{.type = response, .to = message.from, .term = term_, .reject = true});
+    send(Message{.type = response, .to = message.from, .term = term_, .reject = true, .leader = term_leader_});
   }
 }
 
@@ -958,6 +968,7 @@ bool RaftCore::start_snapshot(NodeId to, Progress& progress) {
   const SnapshotMetadata snapshot = storage_.snapshot_metadata();
   MAYFLY_ASSERT_MSG(snapshot.index.next() >= log_.first_index(), "compacted entries must be covered by a snapshot");
   progress.become_snapshot(snapshot);
+  progress.snapshot_heard_tick = ticks_;
   send_snapshot_chunks(to, progress);
   return true;
 }
@@ -1089,6 +1100,7 @@ void RaftCore::handle_snapshot_response(const Message& message, Progress& progre
   } else if (message.snapshot_offset > progress.snapshot_acked_offset) {
     progress.snapshot_acked_offset = std::min(message.snapshot_offset, progress.snapshot_sent_offset);
     progress.snapshot_stalled_heartbeats = 0;
+    progress.snapshot_heard_tick = ticks_;
     const uint64_t unacked = progress.snapshot_sent_offset - progress.snapshot_acked_offset;
     progress.snapshot_chunks_in_flight = static_cast<int64_t>(
         (unacked + config_.snapshot_chunk_bytes - 1) / config_.snapshot_chunk_bytes + (progress.snapshot_done_sent &&
@@ -1391,7 +1403,13 @@ void RaftCore::advance(const Ready& ready) {
 bool RaftCore::sending_snapshot() const {
   if (role_ != Role::kLeader) return false;
   for (const auto& [id, progress] : progress_) {
-    if (progress.state == ProgressState::kSnapshot && progress.recent_active) return true;
+    if (progress.state != ProgressState::kSnapshot) continue;
+    // recent_active starts over at every election timeout (check-quorum) and a follower writing chunks to disk may
+    // not answer in the moment after: a checkpoint right then would delete the snapshot in mid-transfer and make the
+    // transfer start over with a new export. So the last acknowledgement counts for two election timeouts too.
+    if (progress.recent_active || ticks_ - progress.snapshot_heard_tick <= 2 * config_.election_timeout_ticks) {
+      return true;
+    }
   }
   return false;
 }

@@ -243,7 +243,8 @@ class RaftCore {
   // is false). Returns true once per such request since the last call; the driver then produces the data and records
   // the snapshot, and the transfer starts at the next heartbeat.
   bool take_snapshot_request() { return std::exchange(snapshot_wanted_, false); }
-  // Leader: a snapshot is being sent to a follower that answered within the current election timeout. While this
+  // Leader: a snapshot is being sent to a follower that answered within the current election timeout, or acknowledged
+  // a chunk within the last two. While this
   // holds, the storage should keep that snapshot's data and the entries after it (the follower needs them next).
   bool sending_snapshot() const;
   // Leader: the lowest index of a snapshot sent whole to a follower that has not moved on from it yet — it is

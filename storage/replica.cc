@@ -214,6 +214,14 @@ Status Replica::maybe_checkpoint() {
   // delete its data, and compacting past it would leave the follower needing another one (a transfer that never
   // ends on a large store). Both pins end with the transfer, or when the follower stops answering.
   if (snapshot_running_ || core_->sending_snapshot()) return Status::ok();
+  // The same while a follower that has every chunk installs it, silent meanwhile (RaftCore::snapshot_install_pin),
+  // up to a bound: the leader resends the last chunk when the answer is slow, and a new record would have deleted
+  // it — the follower would then need a second export of the whole store (measured at 500k items: an export started
+  // 0.6 s into the follower's 9 s install).
+  if (const std::optional<LogIndex> pin = core_->snapshot_install_pin();
+      pin && applied.value() - pin->value() <= options_.max_log_entries_held_for_install) {
+    return Status::ok();
+  }
   if (applied < log_->first_index()) return Status::ok();  // nothing applied since the log's start
   // (1) The state at `applied` becomes durable; (2) the record says so; (3) the log before it may go. In this order:
   // after a crash anywhere, the state is at or past every index the log no longer holds.
@@ -225,11 +233,6 @@ Status Replica::maybe_checkpoint() {
   uint64_t compact_to = applied.value() > options_.log_entries_kept_after_checkpoint
                             ? applied.value() - options_.log_entries_kept_after_checkpoint
                             : 0;
-  // A follower installing a snapshot continues from the log after it when it answers: keep that log, up to a bound.
-  if (const std::optional<LogIndex> pin = core_->snapshot_install_pin();
-      pin && applied.value() - pin->value() <= options_.max_log_entries_held_for_install) {
-    compact_to = std::min(compact_to, pin->value());
-  }
   if (compact_to > 0) MAYFLY_RETURN_IF_ERROR(log_->compact(LogIndex(compact_to)));
   return Status::ok();
 }

@@ -47,7 +47,9 @@ Status StateMachine::View::export_snapshot_to(const SnapshotWriter& write, size_
                                               SnapshotFigures* figures) const {
   std::string out;
   codec::put_u8(out, kSnapshotVersion);
-  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot_)));
+  leveldb::ReadOptions read = read_options(&snapshot_);
+  read.fill_cache = false;  // one pass over the whole store: keep the block cache for the reads it would evict
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (!is_replicated_key(it->key())) continue;
     codec::put_bytes(out, std::string_view(it->key().data(), it->key().size()));

@@ -224,6 +224,9 @@ class Simulation {
     options.raft.tick_interval_micros = kTickMillis * 1000;
     options.raft.max_inflight_messages = 16;
     options.raft.snapshot_chunk_bytes = 4096;  // several chunks per snapshot
+    // A leader holds checkpoints while a follower installs, at most this long (10 min by default, past the run): a
+    // follower that crashed mid-install then lets the leader's checkpoints and compactions go on within the run.
+    options.raft.snapshot_install_wait_ticks = 20 * kElectionTimeoutTicks;
     if (node.bootstrap_member) options.bootstrap = bootstrap_;
     options.seed = options_.seed * 31 + node.id.value() * 7 + restarts_++;
     options.checkpoint_interval_entries = 200;

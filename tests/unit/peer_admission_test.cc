@@ -80,8 +80,9 @@ TEST(PeerAdmission, TheLeaderThisNodeFollowsIsHeardEvenWhenAStaleSnapshotLeftItO
   EXPECT_EQ(verdict(after_install, 5, msg(MessageType::kHeartbeat, 5, 100)), "not_member");
 }
 
-// Simulator seeds 5029 and 5213 (5 nodes): the node of the test above restarted before the entries that add node 1
-// back arrived. It knows no leader now, but its hard state remembers node 1 as the leader of term 8.
+// The node of the test above restarted before the entries that add node 1 back arrived, or a node whose log is
+// behind heard node 1 named by a member that refused its pre-vote: it has not heard node 1 in this process, but its
+// Raft core knows node 1 as the leader of term 8 (RaftStatus::term_leader).
 TEST(PeerAdmission, TheLeaderOfTheTermIsStillHeardAfterARestart) {
   NodeView restarted = view_of({2, 4}, {3}, 0, 8);
   EXPECT_EQ(verdict(restarted, 1, msg(MessageType::kAppend, 1, 8)), "not_member");  // without the remembered leader

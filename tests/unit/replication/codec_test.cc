@@ -94,6 +94,25 @@ TEST(Codec, TrailingBytesAreRejected) {
   EXPECT_FALSE(decode_config_change(encode_config_change(ConfigChange{}) + "x").is_ok());
 }
 
+// A message naming a leader is written as format 3 (the leader after the clock); one without, as format 2, which the
+// release before reads.
+TEST(Codec, AMessageNamesItsLeaderOnlyInFormat3) {
+  Message message = full_message();
+  EXPECT_EQ(encode_message(message)[0], 2);
+  message.leader = NodeId(5);
+  const std::string bytes = encode_message(message);
+  EXPECT_EQ(bytes[0], 3);
+  Result<Message> decoded = decode_message(bytes);
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, message);
+  // Format 3 must name one (0 is format 2's meaning); format 2 must not carry one.
+  std::string zero = encode_message(full_message());
+  zero[0] = 3;
+  EXPECT_FALSE(decode_message(zero + std::string(1, '\0')).is_ok());
+  std::string extra = encode_message(full_message());
+  EXPECT_FALSE(decode_message(extra + std::string(1, '\5')).is_ok());
+}
+
 // Format 2 adds the term's leader; a hard state written as format 1 (before it) still reads, with no leader.
 TEST(Codec, HardStateCarriesTheTermsLeaderAndReadsTheFormatBeforeIt) {
   const HardState state{Term(7), NodeId(2), LogIndex(40), NodeId(3)};

@@ -37,6 +37,42 @@ TEST(LeaderElection, TheTermsLeaderIsRememberedAcrossARestart) {
   EXPECT_GT(cluster.core(N(2)).term(), term);
 }
 
+// A voter that refuses a (pre-)vote names the leader it follows; the candidate remembers it as its term's leader
+// (peer admission then hears that leader even if the candidate's membership, behind, leaves it out) — but Raft does
+// not follow it before hearing from it.
+TEST(LeaderElection, ARefusedVoteNamesTheLeaderTheVoterFollows) {
+  TestCluster cluster(3, /*seed=*/5);
+  cluster.elect(N(1));
+  const Term term = cluster.core(N(2)).term();
+  // Node 3 asks node 2 for a pre-vote for the term node 2 is in: refused, naming node 1.
+  ASSERT_TRUE(cluster.core(N(2))
+                  .step(Message{.type = MessageType::kPreVote,
+                                .from = N(3),
+                                .to = N(2),
+                                .term = term,
+                                .log_term = term,
+                                .index = LogIndex(1000)})
+                  .is_ok());
+  const Ready ready = cluster.core(N(2)).ready();
+  std::vector<Message> sent = ready.messages;
+  sent.insert(sent.end(), ready.messages_after_persist.begin(), ready.messages_after_persist.end());
+  cluster.core(N(2)).advance(ready);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].type, MessageType::kPreVoteResponse);
+  EXPECT_TRUE(sent[0].reject);
+  EXPECT_EQ(sent[0].leader, N(1));
+  // A candidate a term behind that hears it: it moves to the term and remembers the leader, not following it yet.
+  MemoryLogStorage storage(Membership{.voters = {N(1), N(2), N(3)}});
+  auto behind = RaftCore::create(test_config(N(3)), storage, Prng(9));
+  ASSERT_TRUE(behind.is_ok());
+  Message refusal = sent[0];
+  refusal.to = N(3);
+  ASSERT_TRUE((*behind)->step(refusal).is_ok());
+  EXPECT_EQ((*behind)->term(), term);
+  EXPECT_EQ((*behind)->leader(), NodeId(0));
+  EXPECT_EQ((*behind)->status().term_leader, N(1));
+}
+
 TEST(LeaderElection, SingleVoterElectsItselfAndCommitsAlone) {
   TestCluster cluster(1, /*seed=*/2);
   cluster.elect(N(1));
