@@ -7,6 +7,7 @@ set -euo pipefail
 build_packages=(
   build-essential cmake ninja-build pkg-config
   libsnappy-dev libleveldb-dev            # storage (snappy must be named: leveldb's CMake config needs it)
+  libjemalloc-dev                         # mayflyd's allocator (common/allocator.h)
   libcapnp-dev capnproto                  # RPC and the wire schemas
   libspdlog-dev libfmt-dev                # logging
   libboost1.81-dev libboost-json1.81-dev  # Boost.Asio driver, Boost.JSON documents (1.81: first Debian Boost with JSON)

@@ -20,6 +20,15 @@
 #include "gateway/server.h"
 #include "storage/replica.h"
 
+// jemalloc's options (the program links it, mayflyd/CMakeLists.txt; common/allocator.h says why): a background thread
+// gives free pages back to the system, those freed more than 5 s ago, so a node's resident memory follows what it
+// holds instead of its highest point (a snapshot sent or installed, a backup). The MALLOC_CONF environment variable
+// still overrides any of them.
+extern "C" {
+extern const char* malloc_conf;
+const char* malloc_conf = "background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:0";
+}
+
 int main(int argc, char** argv) {
   using namespace mayfly;
   node::ParsedFlags parsed = node::parse_flags(argc, argv);

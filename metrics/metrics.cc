@@ -7,7 +7,9 @@
 #include <iterator>
 #include <optional>
 #include <unordered_set>
+#include <utility>
 
+#include "common/allocator.h"
 #include "common/auth.h"
 
 namespace mayfly::metrics {
@@ -84,10 +86,47 @@ class ExpiringCollectable : public prometheus::Collectable {
   mutable std::vector<ExpiringFigures> figures_;
 };
 
+// mayfly_memory_allocator_bytes and mayfly_memory_allocator_info, read from the allocator when scraped
+// (common/allocator.h).
+class AllocatorCollectable : public prometheus::Collectable {
+ public:
+  explicit AllocatorCollectable(std::string node) : node_(std::move(node)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    const AllocatorFigures figures = allocator_figures();
+    prometheus::MetricFamily bytes;
+    bytes.name = "mayfly_memory_allocator_bytes";
+    bytes.help = "The memory allocator's figures: allocated (held by the program), resident (allocated plus free "
+                 "memory not yet given back to the system), retained (address space kept, not in RAM)";
+    bytes.type = prometheus::MetricType::Gauge;
+    for (const auto& [kind, value] : {std::pair<const char*, uint64_t>{"allocated", figures.allocated},
+                                      {"resident", figures.resident},
+                                      {"retained", figures.retained}}) {
+      prometheus::ClientMetric metric;
+      metric.label = {{"kind", kind}, {"node", node_}};
+      metric.gauge.value = static_cast<double>(value);
+      bytes.metric.push_back(std::move(metric));
+    }
+    prometheus::MetricFamily info;
+    info.name = "mayfly_memory_allocator_info";
+    info.help = "1, labelled with the memory allocator this node runs on";
+    info.type = prometheus::MetricType::Gauge;
+    prometheus::ClientMetric metric;
+    metric.label = {{"allocator", figures.name}, {"node", node_}};
+    metric.gauge.value = 1;
+    info.metric.push_back(std::move(metric));
+    return {std::move(bytes), std::move(info)};
+  }
+
+ private:
+  const std::string node_;
+};
+
 Metrics::Metrics(uint64_t node_id)
     : registry_(std::make_shared<prometheus::Registry>()),
       node_(std::to_string(node_id)),
       expiring_(std::make_shared<ExpiringCollectable>(node_)),
+      allocator_(std::make_shared<AllocatorCollectable>(node_)),
       raft_term_(BuildGauge().Name("mayfly_raft_term").Help("Current Raft term").Register(*registry_)),
       raft_role_(BuildGauge()
                      .Name("mayfly_raft_role")
@@ -553,7 +592,9 @@ void Metrics::set_expiring_source(std::function<std::vector<ExpiringFigures>()> 
   expiring_->set_source(std::move(source));
 }
 
-std::vector<std::shared_ptr<prometheus::Collectable>> Metrics::collectables() const { return {registry_, expiring_}; }
+std::vector<std::shared_ptr<prometheus::Collectable>> Metrics::collectables() const {
+  return {registry_, expiring_, allocator_};
+}
 
 std::string Metrics::scrape_text() const {
   std::vector<prometheus::MetricFamily> families;

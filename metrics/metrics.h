@@ -113,7 +113,7 @@ class Metrics {
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   const std::string& node_label() const { return node_; }  // the `node` label every series carries
-  // Everything a scrape serves: the registry and the items-expiring-soon family.
+  // Everything a scrape serves: the registry, the items-expiring-soon family and the allocator's figures.
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const;
   // The text exposition, as a scrape would return it (for tests and `mayflyd --print-metrics`).
   std::string scrape_text() const;
@@ -125,6 +125,7 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry_;
   std::string node_;
   std::shared_ptr<class ExpiringCollectable> expiring_;
+  std::shared_ptr<class AllocatorCollectable> allocator_;
   prometheus::Family<prometheus::Gauge>& raft_term_;
   prometheus::Family<prometheus::Gauge>& raft_role_;
   prometheus::Family<prometheus::Gauge>& raft_leader_;

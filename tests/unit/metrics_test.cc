@@ -6,8 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <memory>
+
 #include "metrics/metrics.h"
 #include "metrics/scrape.h"
+#include "tests/env.h"
 
 namespace mayfly::metrics {
 namespace {
@@ -144,6 +148,28 @@ TEST(Metrics, RequestsByOpAndStatus) {
   EXPECT_TRUE(contains_line(text, "mayfly_requests_total{node=\"1\",op=\"create\",status=\"201\"} 2")) << text;
   EXPECT_TRUE(contains_line(text, "mayfly_requests_total{node=\"1\",op=\"read\",status=\"404\"} 1"));
   EXPECT_TRUE(contains_line(text, "mayfly_ttl_reads_skipped_expired_total{node=\"1\"} 2"));
+}
+
+// The allocator's figures come from the allocator this process runs on: the C library's malloc here (mayflyd links
+// jemalloc; tests/integration/exhaustion_test.cc checks that one). Memory held shows in `allocated` and goes when freed.
+TEST(Metrics, AllocatorFiguresFollowWhatTheProcessHolds) {
+  if (testing_env::kSanitized) GTEST_SKIP() << "the sanitizer's allocator keeps its own figures";
+  Metrics metrics(1);
+  auto allocated = [&] {
+    const Scrape scrape = Scrape::parse(metrics.scrape_text());
+    EXPECT_TRUE(scrape.has("mayfly_memory_allocator_info", {{"allocator", "glibc malloc"}, {"node", "1"}}))
+        << scrape.text();
+    return scrape.sum("mayfly_memory_allocator_bytes", {{"kind", "allocated"}});
+  };
+  const double before = allocated();
+  constexpr size_t kBytes = 64 << 20;
+  auto held = std::make_unique<char[]>(kBytes);
+  std::memset(held.get(), 1, kBytes);
+  asm volatile("" : : "r"(held.get()) : "memory");  // the allocation is used: the compiler keeps it
+  const double holding = allocated();
+  EXPECT_GE(holding - before, static_cast<double>(kBytes));
+  held.reset();
+  EXPECT_LT(allocated(), holding - static_cast<double>(kBytes) / 2);
 }
 
 // The exposer answers a real HTTP GET on a free port.
