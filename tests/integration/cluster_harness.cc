@@ -426,7 +426,12 @@ bool Cluster::spawn(size_t n) {
       ADD_FAILURE() << "libfaketime is not installed (Debian package faketime)";
       return false;
     }
-    env = {"LD_PRELOAD=" + library, "FAKETIME=" + offset->second, "FAKETIME_DONT_FAKE_MONOTONIC=1"};
+    // mayflyd runs on jemalloc, whose start reads the clock under a lock that libfaketime's first call (dlsym, which
+    // callocs) would wait for: the shim, first, sends allocations to glibc's malloc (tests/integration/
+    // glibc_malloc_shim.cc). Not under ASan, whose runtime replaces malloc itself and goes first (below).
+    const std::string preload =
+        sanitizer_runtime_library().empty() ? std::string(MAYFLY_IT_GLIBC_MALLOC_SHIM) + ":" + library : library;
+    env = {"LD_PRELOAD=" + preload, "FAKETIME=" + offset->second, "FAKETIME_DONT_FAKE_MONOTONIC=1"};
   }
   for (const std::string& extra : options_.extra_env) {
     // Two preloaded libraries (libfaketime and a test's): one LD_PRELOAD naming both.
