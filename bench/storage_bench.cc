@@ -2,11 +2,13 @@
 // backlog figures, on a real LevelDB on this machine's disk. Prints the figures and the command that produced them.
 //
 //   build/bench/mayfly-storage-bench [--items N] [--gc-items N] [--live-items N] [--expired-items N] [--runs R]
-//                                    [--dir PATH]
+//                                    [--table-block-kb 4,16] [--dir PATH]
 //
 // Each throughput figure is the median of --runs runs (default 3). Replicated times are synthetic (1µs apart), as a
 // leader would stamp them; applies are not fsynced (the raft log is the durable record — see docs/design.md, "The state
-// machine").
+// machine"). Applies and reads run once per --table-block-kb size (an A/B of the table block size); for each, the
+// memory the open tables hold (their indexes and Bloom filters: LevelDB's table cache) is measured on a reopened
+// store with a 1 MB block cache after random reads have opened every table.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "bench/command_line.h"
+#include "common/allocator.h"
 #include "common/prng.h"
 #include "storage/state_machine.h"
 
@@ -35,6 +38,7 @@ struct Options {
   int64_t live_items = 1'000'000;
   int64_t expired_items = 100'000;
   int runs = 3;
+  std::vector<size_t> table_block_kb{16};
   std::string dir;
 };
 
@@ -60,10 +64,18 @@ struct Fixture {
   uint64_t index = 1;
   int64_t now = kT0;
 
-  Fixture(const std::string& path, const std::string& default_ttl) {
+  explicit Fixture(const StoreOptions& options) {  // an existing store
+    Result<std::unique_ptr<StateMachine>> opened = StateMachine::open(options);
+    if (!opened.is_ok()) std::fprintf(stderr, "%s\n", opened.status().to_string().c_str());
+    check(opened.is_ok(), "reopen store");
+    store = std::move(opened).value();
+  }
+
+  Fixture(const std::string& path, const std::string& default_ttl, size_t table_block_bytes = kDefaultTableBlockBytes) {
     std::filesystem::remove_all(path);
     StoreOptions options;
     options.path = path;
+    options.table_block_bytes = table_block_bytes;
     Result<std::unique_ptr<StateMachine>> opened = StateMachine::open(options);
     if (!opened.is_ok()) std::fprintf(stderr, "%s\n", opened.status().to_string().c_str());
     check(opened.is_ok(), "open store");
@@ -100,29 +112,59 @@ struct Fixture {
   }
 };
 
-void bench_apply_and_read(const Options& options) {
-  std::vector<double> apply_rates, read_rates;
+void read_random(Fixture& fixture, int64_t items, int64_t reads, uint64_t seed) {
+  Prng prng(seed);
+  for (int64_t r = 0; r < reads; ++r) {
+    const int64_t i = static_cast<int64_t>(prng.uniform(static_cast<uint64_t>(items)));
+    OpResult read = fixture.store->reader().read_item("db", "c", "\"p" + std::to_string(i % 1000) + "\"",
+                                                      "item-" + std::to_string(i), fixture.now);
+    check(read.http_status() == 200, "read item");
+  }
+}
+
+size_t count_tables(const std::string& path) {
+  size_t tables = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(path)) tables += entry.path().extension() == ".ldb";
+  return tables;
+}
+
+void bench_apply_and_read(const Options& options, size_t block_kb) {
+  std::vector<double> apply_rates, read_rates, table_mb;
+  size_t tables = 0;
   for (int run = 0; run < options.runs; ++run) {
-    Fixture fixture(options.dir + "/apply", "-1");
+    const std::string path = options.dir + "/apply";
+    Fixture fixture(path, "-1", block_kb << 10);
     auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < options.items; ++i) fixture.create(i, 3600, 1000);  // ~1 KB items with ttl
     apply_rates.push_back(static_cast<double>(options.items) / seconds_since(start));
 
-    Prng prng(run + 1);
-    const int64_t reads = options.items;
     start = std::chrono::steady_clock::now();
-    for (int64_t r = 0; r < reads; ++r) {
-      const int64_t i = static_cast<int64_t>(prng.uniform(static_cast<uint64_t>(options.items)));
-      OpResult read = fixture.store->reader().read_item("db", "c", "\"p" + std::to_string(i % 1000) + "\"",
-                                               "item-" + std::to_string(i), fixture.now);
-      check(read.http_status() == 200, "read item");
-    }
-    read_rates.push_back(static_cast<double>(reads) / seconds_since(start));
+    read_random(fixture, options.items, options.items, run + 1);
+    read_rates.push_back(static_cast<double>(options.items) / seconds_since(start));
+
+    // What the open tables hold: reopen with a 1 MB block cache, open every table by reading, compare.
+    const int64_t now = fixture.now;
+    fixture.store.reset();
+    tables = count_tables(path);
+    StoreOptions reopen;
+    reopen.path = path;
+    reopen.block_cache_bytes = 1 << 20;
+    reopen.table_block_bytes = block_kb << 10;
+    const uint64_t before = allocator_figures().allocated;
+    Fixture reopened(reopen);
+    reopened.now = now;
+    read_random(reopened, options.items, std::min<int64_t>(options.items, 20'000), run + 100);
+    const uint64_t after = allocator_figures().allocated;
+    table_mb.push_back((static_cast<double>(after) - static_cast<double>(before)) / (1 << 20) - 1);
   }
-  std::printf("| apply: create 1 KB items with ttl | %lld items | %.0f applies/s |\n",
+  std::printf("| apply: create 1 KB items with ttl, %zu KB table blocks | %lld items | %.0f applies/s |\n", block_kb,
               static_cast<long long>(options.items), median(apply_rates));
-  std::printf("| point read (random, at applied time) | %lld reads | %.0f reads/s |\n",
+  std::printf("| point read (random, at applied time), %zu KB table blocks | %lld reads | %.0f reads/s |\n", block_kb,
               static_cast<long long>(options.items), median(read_rates));
+  const double mb = median(table_mb);
+  std::printf("| memory of the open tables (indexes, filters), %zu KB table blocks | %zu tables | %.1f MB, %.1f MB per "
+              "million items |\n",
+              block_kb, tables, mb, mb * 1e6 / static_cast<double>(options.items));
 }
 
 void bench_collect(const Options& options) {
@@ -203,6 +245,9 @@ int main(int argc, char** argv) {
   app.add_option("--expired-items", options.expired_items, "expired items the backlog count reads")
       ->check(CLI::PositiveNumber);
   app.add_option("--runs", options.runs, "measurements per row (the median is printed)")->check(CLI::PositiveNumber);
+  app.add_option("--table-block-kb", options.table_block_kb, "table block sizes to compare (comma-separated KB)")
+      ->delimiter(',')
+      ->check(CLI::Range(size_t{1}, size_t{1024}));
   app.add_option("--dir", options.dir, "where the stores go (default: a new directory under /tmp)");
   CLI11_PARSE(app, argc, argv);
   const std::string command = mayfly::bench::command_line(argc, argv);
@@ -211,8 +256,10 @@ int main(int argc, char** argv) {
   std::printf("command: %s\n", command.c_str());
   std::printf("| what | size | result |\n|---|---|---|\n");
   std::fflush(stdout);
-  mayfly::storage::bench_apply_and_read(options);
-  std::fflush(stdout);
+  for (size_t block_kb : options.table_block_kb) {
+    mayfly::storage::bench_apply_and_read(options, block_kb);
+    std::fflush(stdout);
+  }
   mayfly::storage::bench_collect(options);
   std::fflush(stdout);
   mayfly::storage::bench_backlog(options);

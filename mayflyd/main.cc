@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   options.log_entries_kept_after_checkpoint = config.log_entries_kept_after_checkpoint;
   options.snapshot_export_bytes_per_second = config.snapshot_export_mb_per_s << 20;
   options.log.recent_entry_bytes = config.log_cache_bytes;
+  options.block_cache_bytes = static_cast<size_t>(config.block_cache_mb) << 20;
+  options.max_open_tables = static_cast<int>(config.max_open_tables);
+  options.table_block_bytes = static_cast<size_t>(config.table_block_kb) << 10;
   options.background_snapshots = true;
   if (!config.join) {
     for (const auto& [id, address] : config.peers) options.bootstrap.voters.insert(id);

@@ -184,6 +184,7 @@ ParsedFlags parse_flags(int argc, char** argv) {
   NodeConfig& config = parsed.config;
   CLI::App app{"mayflyd: one node of a Mayfly cluster (replicated document store with exact TTL)"};
   app.set_config("--config", "", "read these settings from a file (key = value lines)");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not a setting ignored
   uint64_t id = 0;
   std::string peers;
   app.add_option("--id", id, "this node's id (1, 2, ...)")->required();
@@ -312,6 +313,21 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "bytes of the newest Raft log entries kept in memory for followers and the apply loop (older ones "
                  "are read from the WAL's files)")
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--block-cache-mb", config.block_cache_mb,
+                 "MB of uncompressed table blocks the store keeps in memory (LevelDB's block cache)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--max-open-tables", config.max_open_tables,
+                 "table files the store keeps open, each with its index and Bloom filter in memory: with the block "
+                 "cache, what bounds the store's memory at any size (docs/operations.md, Memory). Each takes a file "
+                 "descriptor")
+      ->check(CLI::Range(int64_t{64}, int64_t{100'000}))
+      ->capture_default_str();
+  app.add_option("--table-block-kb", config.table_block_kb,
+                 "KB of items per block of a table file written from now on: one index entry per block, so larger "
+                 "blocks make a smaller index in memory and a point read decode more")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1024}))
       ->capture_default_str();
   app.add_option("--gc-interval-ms", config.gc_interval_ms,
                  "the collector's pace while the node serves clients (one short pass every so often), and how often "

@@ -93,6 +93,9 @@ struct NodeConfig {
   uint64_t log_entries_kept_after_checkpoint = 2000;
   uint64_t snapshot_export_mb_per_s = 200;  // a snapshot for a follower is written at most this fast (0: unpaced)
   uint64_t log_cache_bytes = 32 << 20;      // the newest log entries kept in memory (storage/raft_log_store.h)
+  uint64_t block_cache_mb = 64;             // LevelDB's cache of uncompressed table blocks
+  int64_t max_open_tables = 990;            // LevelDB's table cache: open table files, each with its index and filter
+  uint64_t table_block_kb = 16;             // a table's data block (a larger block: a smaller index)
   int64_t gc_interval_ms = 200;             // the collector's pace while the node is busy (node/gc_pacer.h)
   uint64_t gc_batch_items_max = 1000;       // items per container per pass (at most 100 while busy)
   double gc_driver_share = 0.5;             // idle passes take at most this part of the driver thread

@@ -8,9 +8,9 @@
 // shared and reclaimable, and the process holds only its block cache (StoreOptions::block_cache_bytes) and the
 // blocks in flight. RocksDB reads this way by default (allow_mmap_reads = false).
 //
-// Each open table keeps one descriptor: at most leveldb::Options::max_open_files (1000, LevelDB's default) less the
-// ten it keeps for other files. mayflyd raises its soft descriptor limit to the hard one at start, which must cover
-// those and --max-connections (docs/operations.md, Limits).
+// Each open table keeps one descriptor: at most StoreOptions::max_open_tables (mayflyd --max-open-tables, 990), and
+// LevelDB keeps ten for other files. mayflyd raises its soft descriptor limit to the hard one at start, which must
+// cover those and --max-connections (docs/operations.md, Limits).
 // Thread-safety: the Env and its files are safe for LevelDB's concurrent use (pread has no shared file offset).
 #pragma once
 

@@ -26,6 +26,8 @@ Result<std::unique_ptr<Replica>> Replica::open(const ReplicaOptions& options) {
   store_options.path = options.data_dir + "/db";
   store_options.env = options.env;
   store_options.block_cache_bytes = options.block_cache_bytes;
+  store_options.max_open_tables = options.max_open_tables;
+  store_options.table_block_bytes = options.table_block_bytes;
   store_options.install_batch_bytes = options.install_batch_bytes;
   store_options.after_install_batch = options.after_install_batch;
   MAYFLY_ASSIGN_OR_RETURN(std::unique_ptr<StateMachine> state, StateMachine::open(store_options));

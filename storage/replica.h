@@ -66,6 +66,8 @@ struct ReplicaOptions {
   // on another thread, so a large export never stalls the driver past an election timeout (mayflyd).
   bool background_snapshots = false;
   size_t block_cache_bytes = 64 << 20;
+  int max_open_tables = kDefaultMaxOpenTables;        // StoreOptions: the table cache
+  size_t table_block_bytes = kDefaultTableBlockBytes;  // StoreOptions: a table's data block
   RaftLogStoreOptions log;                   // the WAL's segment size and cache of the newest entries
   // The state machine's install batches and (tests) its hook after each (StoreOptions, storage/state_machine.h).
   size_t install_batch_bytes = 4 << 20;

@@ -43,6 +43,8 @@ Result<std::unique_ptr<StateMachine>> StateMachine::open(const StoreOptions& opt
   db_options.filter_policy = filter.get();
   db_options.write_buffer_size = options.write_buffer_bytes;
   db_options.max_file_size = 32 << 20;
+  db_options.max_open_files = options.max_open_tables + 10;  // LevelDB keeps ten for its log, MANIFEST and others
+  db_options.block_size = options.table_block_bytes;
   if (options.env != nullptr) {
     db_options.env = options.env;
   } else {

@@ -52,11 +52,20 @@ class FilterPolicy;
 
 namespace mayfly::storage {
 
+inline constexpr int kDefaultMaxOpenTables = 990;
+inline constexpr size_t kDefaultTableBlockBytes = 16 << 10;
+
 struct StoreOptions {
   std::string path;                 // the LevelDB directory; created when missing
   leveldb::Env* env = nullptr;      // nullptr: the real file system; tests pass leveldb's in-memory Env
   size_t block_cache_bytes = 64 << 20;
   size_t write_buffer_bytes = 16 << 20;
+  // LevelDB's table cache: each open table file holds its index and Bloom filter in memory, so this bounds what the
+  // store keeps beside the block cache as it grows (docs/operations.md, Memory). LevelDB keeps ten more descriptors.
+  int max_open_tables = kDefaultMaxOpenTables;
+  // The uncompressed size of a table's data blocks: one index entry per block, so larger blocks mean a smaller index
+  // (a point read decodes one block).
+  size_t table_block_bytes = kDefaultTableBlockBytes;
   // fsync each apply. Off by default: the raft log is the durable record and applies are replayed from it after a
   // crash; each apply is still atomic.
   bool sync_applies = false;

@@ -128,6 +128,46 @@ TEST(NodeConfig, CompactionFlagsAreRangeChecked) {
   }
 }
 
+TEST(NodeConfig, StoreMemoryFlagsHaveDefaultsAndAreRangeChecked) {
+  const ParsedFlags defaults = parse(with({}));
+  ASSERT_LT(defaults.exit_code, 0) << defaults.output;
+  EXPECT_EQ(defaults.config.block_cache_mb, 64u);
+  EXPECT_EQ(defaults.config.max_open_tables, 990);
+  EXPECT_EQ(defaults.config.table_block_kb, 16u);
+  const ParsedFlags ok = parse(with({"--block-cache-mb", "8", "--max-open-tables", "200", "--table-block-kb", "4"}));
+  ASSERT_LT(ok.exit_code, 0) << ok.output;
+  EXPECT_EQ(ok.config.block_cache_mb, 8u);
+  EXPECT_EQ(ok.config.max_open_tables, 200);
+  EXPECT_EQ(ok.config.table_block_kb, 4u);
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"--block-cache-mb", "0"}, {"--max-open-tables", "10"}, {"--max-open-tables", "100001"},
+           {"--table-block-kb", "0"}, {"--table-block-kb", "2048"}}) {
+    const ParsedFlags parsed = parse(with(bad));
+    EXPECT_EQ(parsed.exit_code, 2) << bad[0] << " " << bad[1] << " must be a usage error";
+    EXPECT_NE(parsed.output.find(bad[0]), std::string::npos) << parsed.output;
+  }
+}
+
+// deploy/mayflyd.example.conf is read by the same parser: a key that is not a flag, or a value out of range, fails.
+TEST(NodeConfig, TheExampleConfigFileParses) {
+  const ParsedFlags parsed = parse({"--config", MAYFLY_EXAMPLE_CONF, "--insecure"});
+  ASSERT_LT(parsed.exit_code, 0) << parsed.output;
+  EXPECT_EQ(parsed.config.id.value(), 1u);
+  EXPECT_EQ(parsed.config.checkpoint_interval_entries, 20000u);
+  EXPECT_EQ(parsed.config.table_block_kb, 16u);
+  // And a key that is not a flag is refused, so the file cannot drift from the flags unnoticed.
+  const std::string bad = "/tmp/mayfly-node-config-test-" + std::to_string(getpid()) + ".conf";
+  {
+    std::ofstream out(bad);
+    out << "id = 1\nlisten = \"127.0.0.1:7100\"\npeers = \"1=127.0.0.1:7100\"\ndata = \"/tmp/x\"\n"
+        << "block-cache-megabytes = 8\n";
+  }
+  const ParsedFlags refused = parse({"--config", bad});
+  std::filesystem::remove(bad);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("block-cache-megabytes"), std::string::npos) << refused.output;
+}
+
 TEST(NodeConfig, RunningOpenOnANonLoopbackAddressNeedsInsecure) {
   const std::vector<std::string> open = {"--id", "1", "--listen", "0.0.0.0:7100", "--data", "/tmp/x", "--peers",
                                          "1=mayfly1:7100"};
