@@ -14,6 +14,7 @@ Status RaftConfig::validate() const {
   // The randomized timeout doubles it; keep far away from overflow in tick arithmetic.
   if (election_timeout_ticks > (int64_t{1} << 40)) return invalid("election_timeout_ticks is absurdly large");
   if (max_inflight_messages < 1) return invalid("max_inflight_messages must be >= 1");
+  if (max_inflight_bytes < 1) return invalid("max_inflight_bytes must be >= 1");
   // Whatever one message carries must decode on the receiving side (replication/codec.h's bounds): at most 8 MiB of
   // entries or one entry, or one snapshot chunk, leaves room in kMaxEncodedMessageBytes (16 MiB).
   constexpr uint64_t kMaxPayloadBytes = uint64_t{8} << 20;

@@ -31,6 +31,12 @@ struct RaftConfig {
 
   // At most this many append (or snapshot chunk) messages in flight to one follower before waiting for acks.
   int64_t max_inflight_messages = 256;
+  // Appends unacknowledged by one follower add up to at most this many bytes of entries (at least one append is
+  // always in flight). Like max_snapshot_bytes_in_flight it stays below what the transport queues for a peer
+  // (node/rpc_common.h kMaxQueuedBytesPerPeer, 64 MB, which drops the oldest past it): a follower catching up from far
+  // behind makes the leader read and hold about this much of its log at a time, not max_inflight_messages messages of
+  // max_message_bytes (1 GB with mayflyd's 4 MB messages).
+  uint64_t max_inflight_bytes = 16 << 20;
   // Entries in one append message add up to at most this (at least one entry is always sent).
   uint64_t max_message_bytes = 1 << 20;
   // One proposed entry may be at most this big.

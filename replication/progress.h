@@ -3,7 +3,7 @@
 //
 //   kProbe      the follower's log position is unknown: send one append at a time and wait for the answer
 //   kReplicate  the follower matches up to `match`: stream appends optimistically, at most
-//               max_inflight_messages unacknowledged
+//               max_inflight_messages (and max_inflight_bytes) unacknowledged
 //   kSnapshot   the follower needs entries the leader has compacted: send the snapshot in chunks, no appends
 //
 // Thread-safety: a value, owned by one RaftCore.
@@ -22,35 +22,54 @@ namespace mayfly::replication {
 enum class ProgressState : uint8_t { kProbe, kReplicate, kSnapshot };
 std::string_view progress_state_name(ProgressState state);
 
-// The appends in flight to one follower, by the last index each carried. Bounded by `capacity`.
+// The appends in flight to one follower, by the last index and the bytes each carried. Full at `capacity` appends or
+// `max_bytes` bytes (at least one append is always let through), so a follower far behind — catching up after a
+// snapshot or a long pause — never makes the leader read and queue more than about `max_bytes` of log for it.
 class Inflights {
  public:
-  explicit Inflights(int64_t capacity) : capacity_(capacity) {}
+  Inflights(int64_t capacity, uint64_t max_bytes) : capacity_(capacity), max_bytes_(max_bytes) {}
 
-  bool full() const { return static_cast<int64_t>(last_indexes_.size()) >= capacity_; }
-  int64_t count() const { return static_cast<int64_t>(last_indexes_.size()); }
-  void add(LogIndex last_index) {
+  bool full() const { return count() >= capacity_ || (!appends_.empty() && bytes_ >= max_bytes_); }
+  int64_t count() const { return static_cast<int64_t>(appends_.size()); }
+  uint64_t bytes() const { return bytes_; }
+  void add(LogIndex last_index, uint64_t bytes) {
     MAYFLY_ASSERT(!full());
-    MAYFLY_ASSERT(last_indexes_.empty() || last_indexes_.back() < last_index);
-    last_indexes_.push_back(last_index);
+    MAYFLY_ASSERT(appends_.empty() || appends_.back().last_index < last_index);
+    appends_.push_back(Append{last_index, bytes});
+    bytes_ += bytes;
   }
   // The follower acknowledged up to `index`: every append that ended at or before it is done.
   void free_up_to(LogIndex index) {
-    while (!last_indexes_.empty() && last_indexes_.front() <= index) last_indexes_.pop_front();
+    while (!appends_.empty() && appends_.front().last_index <= index) pop_front();
   }
   // A heartbeat answer proves the follower is alive: let one more append through even when full.
   void free_first_one() {
-    if (!last_indexes_.empty()) last_indexes_.pop_front();
+    if (!appends_.empty()) pop_front();
   }
-  void reset() { last_indexes_.clear(); }
+  void reset() {
+    appends_.clear();
+    bytes_ = 0;
+  }
 
  private:
+  struct Append {
+    LogIndex last_index;
+    uint64_t bytes;
+  };
+  void pop_front() {
+    bytes_ -= appends_.front().bytes;
+    appends_.pop_front();
+  }
+
   int64_t capacity_;
-  std::deque<LogIndex> last_indexes_;
+  uint64_t max_bytes_;
+  std::deque<Append> appends_;
+  uint64_t bytes_ = 0;
 };
 
 struct Progress {
-  explicit Progress(int64_t max_inflight_messages) : inflights(max_inflight_messages) {}
+  Progress(int64_t max_inflight_messages, uint64_t max_inflight_bytes)
+      : inflights(max_inflight_messages, max_inflight_bytes) {}
 
   LogIndex match;  // highest index known to be replicated on the follower
   LogIndex next;   // next index to send

@@ -943,7 +943,9 @@ bool RaftCore::send_append(NodeId to, bool send_if_empty) {
     if (progress.state == ProgressState::kReplicate) {
       // Pipelining: assume it arrives and continue after it; a rejection rewinds.
       progress.next = entries.back().index.next();
-      progress.inflights.add(entries.back().index);
+      uint64_t bytes = 0;
+      for (const Entry& entry : entries) bytes += entry.size_bytes();
+      progress.inflights.add(entries.back().index, bytes);
     }
   }
   if (progress.state == ProgressState::kProbe) progress.probe_sent = true;
@@ -1203,8 +1205,12 @@ void RaftCore::sync_progress_with_membership() {
   for (auto it = progress_.begin(); it != progress_.end();) {
     it = members.contains(it->first) ? std::next(it) : progress_.erase(it);
   }
-  for (NodeId id : members.voters) progress_.try_emplace(id, config_.max_inflight_messages);
-  for (NodeId id : members.learners) progress_.try_emplace(id, config_.max_inflight_messages);
+  for (NodeId id : members.voters) {
+    progress_.try_emplace(id, config_.max_inflight_messages, config_.max_inflight_bytes);
+  }
+  for (NodeId id : members.learners) {
+    progress_.try_emplace(id, config_.max_inflight_messages, config_.max_inflight_bytes);
+  }
   for (auto& [id, progress] : progress_) {
     progress.is_learner = members.is_learner(id);
     if (progress.next == LogIndex(0)) {  // new: probe from the end of our log
@@ -1498,6 +1504,10 @@ void RaftCore::check_invariants() const {
                           as_ull(id.value()), as_ull(progress.match.value()), as_ull(progress.next.value()));
         MAYFLY_ASSERT(progress.next <= log_.last_index().next());
         MAYFLY_ASSERT(progress.inflights.count() <= config_.max_inflight_messages);
+        // Full at max_inflight_bytes: the last append let through may pass it by at most one message.
+        MAYFLY_ASSERT(progress.inflights.bytes() <
+                      config_.max_inflight_bytes + std::max(config_.max_message_bytes, config_.max_entry_bytes) +
+                          Entry::kOverheadBytes);
         MAYFLY_ASSERT(progress.read_round_acked <= read_round_);
       }
       uint64_t uncommitted = 0;

@@ -223,6 +223,9 @@ class Simulation {
     options.raft.heartbeat_interval_ticks = kHeartbeatTicks;
     options.raft.tick_interval_micros = kTickMillis * 1000;
     options.raft.max_inflight_messages = 16;
+    // Small enough that the byte bound, not the count, stops appends to a follower catching up (entries are ~100 B to
+    // a few KB here).
+    options.raft.max_inflight_bytes = 8 << 10;
     options.raft.snapshot_chunk_bytes = 4096;  // several chunks per snapshot
     // A leader holds checkpoints while a follower installs, at most this long (10 min by default, past the run): a
     // follower that crashed mid-install then lets the leader's checkpoints and compactions go on within the run.

@@ -288,6 +288,34 @@ TEST(FlowControl, InflightAppendsAreBoundedWithoutAcks) {
   EXPECT_EQ(cluster.node(N(2)).state.size(), 20u) << "resumes once acks flow again";
 }
 
+// The window is bounded in bytes too: a follower catching up from far behind gets about max_inflight_bytes of log
+// unacknowledged, not max_inflight_messages full messages (with mayflyd's 4 MB messages, 256 of them were 1 GB, which
+// the transport's 64 MB queue per peer then dropped from the front).
+TEST(FlowControl, InflightAppendsAreBoundedByBytes) {
+  TestCluster cluster(3, 31, [](RaftConfig& config) {
+    config.max_inflight_messages = 64;
+    config.max_inflight_bytes = 1000;  // full once 1000 bytes are unacknowledged, whatever the message count
+  });
+  cluster.elect(N(1));
+  cluster.set_filter([](const Message& message) {
+    return message.type == MessageType::kAppendResponse && message.from == N(2);
+  });
+  cluster.sent_log().clear();
+  for (int i = 0; i < 40; ++i) cluster.propose(N(1), std::string(200, 'a' + i % 26));  // 232 bytes an entry
+  int appends_to_2 = 0;
+  uint64_t unacked_bytes = 0;
+  for (const Message& message : cluster.sent_log()) {
+    if (message.type != MessageType::kAppend || message.to != N(2) || message.entries.empty()) continue;
+    ++appends_to_2;
+    for (const Entry& entry : message.entries) unacked_bytes += entry.size_bytes();
+  }
+  EXPECT_EQ(appends_to_2, 5) << "four appends hold 928 bytes, the fifth passes 1000";
+  EXPECT_EQ(unacked_bytes, 5u * 232u);
+  cluster.set_filter({});
+  cluster.tick_all(3);
+  EXPECT_EQ(cluster.node(N(2)).state.size(), 40u) << "resumes once acks flow again";
+}
+
 TEST(FlowControl, MessagesRespectMaxMessageBytes) {
   TestCluster cluster(3, 29);
   cluster.elect(N(1));
