@@ -32,6 +32,9 @@ class Inflights {
   bool full() const { return count() >= capacity_ || (!appends_.empty() && bytes_ >= max_bytes_); }
   int64_t count() const { return static_cast<int64_t>(appends_.size()); }
   uint64_t bytes() const { return bytes_; }
+  // The window was open when its newest append went out: what was in flight before it stayed under max_bytes (the
+  // newest may pass the bound by its own size, whatever the entries' sizes).
+  bool within_bound() const { return appends_.empty() || bytes_ - appends_.back().bytes < max_bytes_; }
   void add(LogIndex last_index, uint64_t bytes) {
     MAYFLY_ASSERT(!full());
     MAYFLY_ASSERT(appends_.empty() || appends_.back().last_index < last_index);
