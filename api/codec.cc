@@ -93,6 +93,8 @@ void encode_change_feed(const ReadChangeFeed& read, proto::ReadChangeFeed::Build
   out.setOnlyExpirations(read.only_expirations);
   out.setMaxItems(read.max_items);
   out.setWaitMs(read.wait_ms);
+  out.setFeedRangeMin(wire_text(read.feed_range_min));
+  out.setFeedRangeMax(wire_text(read.feed_range_max));
 }
 
 Result<ReadChangeFeed> decode_change_feed(proto::ReadChangeFeed::Reader in) {
@@ -116,6 +118,8 @@ Result<ReadChangeFeed> decode_change_feed(proto::ReadChangeFeed::Reader in) {
   read.only_expirations = in.getOnlyExpirations();
   read.max_items = in.getMaxItems();
   read.wait_ms = in.getWaitMs();
+  read.feed_range_min = text(in.getFeedRangeMin());
+  read.feed_range_max = text(in.getFeedRangeMax());
   return read;
 }
 
@@ -254,6 +258,8 @@ void encode_request(const Request& request, proto::Request::Builder out) {
                      query.getPartitionKey().setCrossPartition();
                    }
                    query.setEnableScan(op.enable_scan);
+                   query.setFeedRangeMin(wire_text(op.feed_range_min));
+                   query.setFeedRangeMax(wire_text(op.feed_range_max));
                  },
                  [&](const AdvanceClock& op) { out.setAdvanceClock(wire_text(op.duration)); },
                  [&](const BackupOpen&) { out.setBackupOpen(); },
@@ -342,6 +348,8 @@ Result<Request> decode_request(proto::Request::Reader in) {
       op.parameters = text(wire.getParameters());
       if (wire.getPartitionKey().isValue()) op.partition_key = text(wire.getPartitionKey().getValue());
       op.enable_scan = wire.getEnableScan();
+      op.feed_range_min = text(wire.getFeedRangeMin());
+      op.feed_range_max = text(wire.getFeedRangeMax());
       request.operation = std::move(op);
       break;
     }

@@ -134,6 +134,10 @@ struct Query {
   std::string parameters;                    // one JSON object {"@name": value}; empty: none
   std::optional<std::string> partition_key;  // set: only this partition is read
   bool enable_scan = false;                  // allow a scan of a container whose indexing mode is none
+  // A feed range (Cosmos effective partition keys, hex; storage/feed_range.h): only items whose partition key hashes
+  // into [feed_range_min, feed_range_max) are read. Both empty: the whole container.
+  std::string feed_range_min;
+  std::string feed_range_max;
   bool operator==(const Query&) const = default;
 };
 
@@ -170,6 +174,9 @@ struct ReadChangeFeed {
   bool only_expirations = false;
   uint32_t max_items = 0;    // 0: the node's 100
   uint32_t wait_ms = 0;      // long-poll (at most 5000): a caught-up, empty page waits this long for new positions
+  // A feed range (as Query's): only changes to items whose partition key hashes into it. Both empty: all.
+  std::string feed_range_min;
+  std::string feed_range_max;
   bool operator==(const ReadChangeFeed&) const = default;
 };
 

@@ -7,6 +7,7 @@
 #include "common/assert.h"
 #include "query/executor.h"
 #include "storage/document.h"
+#include "storage/feed_range.h"
 #include "storage/json.h"
 
 
@@ -218,6 +219,8 @@ storage::ChangeFeedRequest change_feed_request(const api::Request& request) {
   }
   feed.only_expirations = wire.only_expirations;
   feed.max_changes = page_items(wire.max_items);
+  feed.feed_range_min = wire.feed_range_min;
+  feed.feed_range_max = wire.feed_range_max;
   return feed;
 }
 
@@ -331,6 +334,11 @@ storage::OpResult execute_read(const storage::StoreReader& state, const api::Req
       query.parameters_json = op.parameters;
       query.partition_key_json = op.partition_key;
       query.enable_scan = op.enable_scan;
+      if (!op.feed_range_min.empty() || !op.feed_range_max.empty()) {
+        Result<storage::FeedRange> range = storage::parse_feed_range(op.feed_range_min, op.feed_range_max);
+        if (!range.is_ok()) return storage::OpResult::error(range.status());
+        if (!range->whole()) query.feed_range = std::move(range).value();
+      }
       query.max_items = page_items(request.options.max_items);
       query.continuation = request.options.continuation;
       return query::execute_query(state, query, now_micros);
@@ -352,13 +360,14 @@ const char* operation_type(storage::ChangeOperation operation) {
 }
 
 // An image as the item API shows it (system properties included); null when there is none.
-Status append_image(const std::string& encoded, uint64_t crid, ttl::DefaultTtl policy, std::string& out) {
+Status append_image(const std::string& encoded, std::string_view database, uint64_t crid, ttl::DefaultTtl policy,
+                    std::string& out) {
   if (encoded.empty()) {
     out += "null";
     return Status::ok();
   }
   MAYFLY_ASSIGN_OR_RETURN(storage::ItemRecord record, storage::decode_item(encoded));
-  out += storage::render_item(record, crid, policy);
+  out += storage::render_item(record, database, crid, policy);
   return Status::ok();
 }
 
@@ -391,11 +400,11 @@ storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, con
     body += ",\"id\":";
     json::write_json_string(change.id, body);
     body += ",\"current\":";
-    if (Status status = append_image(change.image, crid, change.default_ttl, body); !status.is_ok()) {
+    if (Status status = append_image(change.image, request.database, crid, change.default_ttl, body); !status.is_ok()) {
       return storage::OpResult::error(status);
     }
     body += ",\"previous\":";
-    if (Status status = append_image(change.previous, crid, change.default_ttl, body); !status.is_ok()) {
+    if (Status status = append_image(change.previous, request.database, crid, change.default_ttl, body); !status.is_ok()) {
       return storage::OpResult::error(status);
     }
     if (change.ttl_expired) body += ",\"timeToLiveExpired\":true";

@@ -71,6 +71,8 @@ struct Query {
     value @3 :Text;        # the partition key value as JSON: only this partition is read
   }
   enableScan @4 :Bool;     # allow a scan on a container whose indexing mode is none
+  feedRangeMin @5 :Text;   # a feed range of effective partition keys (hex), min inclusive; both empty: all
+  feedRangeMax @6 :Text;   # ... max exclusive
 }
 
 struct Member {
@@ -150,6 +152,8 @@ struct ReadChangeFeed {
   # Long-poll: when the page is caught up and empty, the node waits up to this many ms (at most 5000) for its
   # applied index to pass the page's position, then reads again. 0: answer at once.
   waitMs @7 :UInt32;
+  feedRangeMin @8 :Text;  # only changes to items whose partition key's effective partition key (hex) is in
+  feedRangeMax @9 :Text;  # [min, max); both empty: the whole container
 }
 
 struct BackupRead {

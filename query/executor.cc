@@ -1,5 +1,6 @@
 #include "query/executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -24,9 +25,13 @@ OpResult from_status(const Status& status) {
 // An ItemSource over a storage snapshot: the container, or one partition of it, as users read the items.
 class StorageSource final : public ItemSource {
  public:
-  StorageSource(storage::ItemReader& reader, std::optional<std::string> partition_key,
-                int64_t now_micros)
-      : reader_(reader), partition_key_(std::move(partition_key)), now_micros_(now_micros) {}
+  StorageSource(storage::ItemReader& reader, std::string_view database, std::optional<std::string> partition_key,
+                std::optional<storage::FeedRange> feed_range, int64_t now_micros)
+      : reader_(reader),
+        database_(database),
+        partition_key_(std::move(partition_key)),
+        feed_range_(std::move(feed_range)),
+        now_micros_(now_micros) {}
 
   bool single_partition() const override { return partition_key_.has_value(); }
 
@@ -39,6 +44,12 @@ class StorageSource final : public ItemSource {
     Status failure;
     Status walked = reader_.walk(walk_order, partition_key_, resume_after, now_micros_,
                                  [&](const storage::ItemReader::Visit& found) {
+                                   Result<bool> inside = in_feed_range(found.partition_key);
+                                   if (!inside.is_ok()) {
+                                     failure = inside.status();
+                                     return false;
+                                   }
+                                   if (!*inside) return true;
                                    if (!with_documents) {
                                      SourceItem bare{found.position, found.record.write_ts_micros, nullptr};
                                      return visit(bare);
@@ -56,6 +67,8 @@ class StorageSource final : public ItemSource {
 
   Status lookup(std::string_view id, const std::function<void(SourceItem&)>& visit) override {
     MAYFLY_ASSERT(partition_key_.has_value());
+    MAYFLY_ASSIGN_OR_RETURN(bool inside, in_feed_range(*partition_key_));
+    if (!inside) return Status::ok();
     MAYFLY_ASSIGN_OR_RETURN(std::optional<storage::ItemRecord> record, reader_.lookup(*partition_key_, id, now_micros_));
     if (!record) return Status::ok();
     MAYFLY_ASSIGN_OR_RETURN(SourceItem item, document_of(*record, ""));
@@ -70,7 +83,7 @@ class StorageSource final : public ItemSource {
     Result<bj::value> parsed = json::parse(record.json);
     if (!parsed.is_ok() || !parsed->is_object()) return Status::corruption("stored item is not a JSON object");
     bj::object& object = parsed->get_object();
-    object["_rid"] = storage::format_item_rid(reader_.container().crid, record.item_rid);
+    object["_rid"] = storage::format_item_rid(database_, reader_.container().crid, record.item_rid);
     object["_etag"] = storage::format_etag(record.etag_sequence);
     object["_ts"] = ttl::ts_seconds(record.write_ts_micros);
     if (std::optional<int64_t> expires_at =
@@ -84,9 +97,27 @@ class StorageSource final : public ItemSource {
     return item;
   }
 
+  // Whether items of this partition key are in the feed range. A key walk meets each partition key's items together,
+  // so the last answer is kept.
+  Result<bool> in_feed_range(std::string_view partition_key) {
+    if (!feed_range_) return true;
+    if (partition_key != last_key_ || !last_known_) {
+      MAYFLY_ASSIGN_OR_RETURN(std::string epk, storage::effective_partition_key(partition_key));
+      last_key_.assign(partition_key);
+      last_inside_ = feed_range_->contains(epk);
+      last_known_ = true;
+    }
+    return last_inside_;
+  }
+
   storage::ItemReader& reader_;
+  std::string_view database_;
   std::optional<std::string> partition_key_;
+  std::optional<storage::FeedRange> feed_range_;
   int64_t now_micros_;
+  std::string last_key_;
+  bool last_known_ = false;
+  bool last_inside_ = false;
 };
 
 // No items at all: what a query reads when its filter and --pk name different partitions (aggregates still give
@@ -98,6 +129,49 @@ class EmptySource final : public ItemSource {
     return Status::ok();
   }
   Status lookup(std::string_view, const std::function<void(SourceItem&)>&) override { return Status::ok(); }
+};
+
+// Documents in memory (query_documents): positions are the zero-padded index in the list, so they compare like the
+// walk in every order (the list is sorted by `_ts` for the `_ts` orders).
+class MemorySource final : public ItemSource {
+ public:
+  explicit MemorySource(std::vector<bj::value> documents) : documents_(std::move(documents)) {
+    by_ts_.resize(documents_.size());
+    for (size_t i = 0; i < documents_.size(); ++i) by_ts_[i] = i;
+    std::stable_sort(by_ts_.begin(), by_ts_.end(), [&](size_t a, size_t b) { return ts_of(a) < ts_of(b); });
+  }
+  bool single_partition() const override { return false; }
+  Status scan(ScanOrder order, std::string_view resume_after, bool with_documents,
+              const std::function<bool(SourceItem&)>& visit) override {
+    const size_t count = documents_.size();
+    for (size_t step = 0; step < count; ++step) {
+      const size_t rank = order == ScanOrder::kTsDescending ? count - 1 - step : step;
+      const size_t index = order == ScanOrder::kKey ? rank : by_ts_[rank];
+      const std::string position = position_of(rank);
+      if (!resume_after.empty()) {
+        const bool after = order == ScanOrder::kTsDescending ? position < resume_after : position > resume_after;
+        if (!after) continue;
+      }
+      SourceItem item{position, ts_of(index) * 1'000'000,
+                      with_documents ? documents_[index] : bj::value(nullptr)};
+      if (!visit(item)) break;
+    }
+    return Status::ok();
+  }
+  Status lookup(std::string_view, const std::function<void(SourceItem&)>&) override { return Status::ok(); }
+
+ private:
+  int64_t ts_of(size_t index) const {
+    const bj::object* object = documents_[index].if_object();
+    const bj::value* ts = object != nullptr ? object->if_contains("_ts") : nullptr;
+    return ts != nullptr && ts->is_int64() ? ts->as_int64() : 0;
+  }
+  static std::string position_of(size_t rank) {
+    std::string text = std::to_string(rank);
+    return std::string(20 - text.size(), '0') + text;
+  }
+  std::vector<bj::value> documents_;
+  std::vector<size_t> by_ts_;
 };
 
 std::string fingerprint_of(const QueryRequest& request, const Parameters& parameters,
@@ -120,6 +194,7 @@ std::string fingerprint_of(const QueryRequest& request, const Parameters& parame
     mix(json::to_json(value));
   }
   mix(partition_key ? "p" + *partition_key : "*");
+  if (request.feed_range) mix("r" + request.feed_range->min + "-" + request.feed_range->max);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out(16, '0');
   for (int i = 15; i >= 0; --i) {
@@ -206,7 +281,7 @@ OpResult execute_query(const storage::StoreReader& state, const QueryRequest& re
 
   EngineLimits page_limits = limits;
   page_limits.max_items = request.max_items;
-  StorageSource storage_source(reader, partition_key, at_micros);
+  StorageSource storage_source(reader, request.database, partition_key, request.feed_range, at_micros);
   EmptySource empty_source;
   ItemSource& source = matches_nothing ? static_cast<ItemSource&>(empty_source) : storage_source;
   Result<Page> ran = run_page(*evaluator, plan, source, request.continuation,
@@ -219,6 +294,36 @@ OpResult execute_query(const storage::StoreReader& state, const QueryRequest& re
   result.expired_skipped = reader.counters().expired_skipped;
   result.work_charge = query_charge(QueryWork{reader.counters().items_loaded, reader.counters().index_entries,
                                               result.body.size()});
+  return result;
+}
+
+OpResult query_documents(std::string_view fingerprint_scope, std::string_view sql, std::string_view parameters_json,
+                         std::vector<boost::json::value> documents, size_t max_items, std::string_view continuation) {
+  if (max_items == 0 || max_items > kMaxQueryPageItems) {
+    return bad_request("max items per page must be between 1 and " + std::to_string(kMaxQueryPageItems));
+  }
+  Result<Query> parsed = parse_query(sql);
+  if (!parsed.is_ok()) return bad_request(parsed.status().message());
+  auto query = std::make_unique<Query>(std::move(parsed).value());
+  Result<Parameters> parameters = parse_parameters(parameters_json);
+  if (!parameters.is_ok()) return bad_request(parameters.status().message());
+  Result<Evaluator> evaluator = Evaluator::create(*query, *parameters);
+  if (!evaluator.is_ok()) return bad_request(evaluator.status().message());
+  QueryRequest scope;
+  scope.database = std::string(fingerprint_scope);
+  scope.sql = std::string(sql);
+  EngineLimits limits;
+  limits.max_items = max_items;
+  Plan plan = make_plan(*evaluator, "");
+  plan.partition_key.reset();
+  plan.id.reset();
+  MemorySource source(std::move(documents));
+  Result<Page> ran = run_page(*evaluator, plan, source, continuation, fingerprint_of(scope, *parameters, std::nullopt),
+                              limits);
+  if (!ran.is_ok()) return from_status(ran.status());
+  OpResult result;
+  result.body = std::move(ran->body);
+  result.continuation = std::move(ran->continuation);
   return result;
 }
 

@@ -16,16 +16,18 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "query/engine.h"
 #include "query/parser.h"
 #include "storage/command.h"
+#include "storage/feed_range.h"
 #include "storage/store_reader.h"
 
 namespace mayfly::query {
 
 inline constexpr size_t kMaxQueryPageItems = 1000;
-inline constexpr size_t kMaxQueryParameters = 256;
+inline constexpr size_t kMaxQueryParameters = 4096;  // the SDKs' read_items: 1000 ids and their keys
 // The parameters' JSON text at most (an item is at most 2 MB): what string functions and LIKE get from a query.
 inline constexpr size_t kMaxQueryParametersBytes = 2 << 20;
 
@@ -39,6 +41,8 @@ struct QueryRequest {
   size_t max_items = 100;                         // 1..kMaxQueryPageItems
   std::string continuation;
   bool enable_scan = false;  // allow a scan on a container whose indexing mode is none
+  // Only the items whose partition key's effective partition key is in this range (an SDK's feed range); unset: all.
+  std::optional<storage::FeedRange> feed_range;
 };
 
 struct QueryWork {
@@ -53,5 +57,14 @@ double query_charge(const QueryWork& work);
 // `expired_skipped`; 400 for bad queries (with position and what was expected), 404 for a missing container.
 storage::OpResult execute_query(const storage::StoreReader& state, const QueryRequest& request, int64_t now_micros,
                                 const EngineLimits& limits = {}, const ParseLimits& parse_limits = {});
+
+// A query over documents held in memory — the gateway's query_databases / query_containers run over the definitions
+// (ids, system properties) — with the same language, limits and paging as a container query. Documents are visited
+// in the order given; `_ts` orders use their `_ts` property. `fingerprint_scope` names what is queried (continuations
+// from another scope are refused). The OpResult has the page in `body` and `continuation` when there are more; 400
+// for bad queries.
+storage::OpResult query_documents(std::string_view fingerprint_scope, std::string_view sql,
+                                  std::string_view parameters_json, std::vector<boost::json::value> documents,
+                                  size_t max_items, std::string_view continuation);
 
 }  // namespace mayfly::query

@@ -518,26 +518,42 @@ class Parser {
     return expr;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (left && at_keyword("OR")) {
-      const size_t position = advance().position;
-      ExprPtr right = parse_and();
-      if (!right) return nullptr;
-      left = binary_node(ExprKind::kBinary, Op::kOr, position, std::move(left), std::move(right));
+  // A chain of one of the logical operators, `a OR b OR c ...`, as a balanced tree: AND and OR are associative
+  // (in the three-valued logic too), and a balanced tree keeps the depth logarithmic, so the queries the SDKs build
+  // for read_items — up to 1000 `(c.id = @i AND c.pk = @p) OR ...` — stay far inside max_tree_depth.
+  ExprPtr logical_chain(Op op, std::vector<ExprPtr>& operands, const std::vector<size_t>& positions, size_t begin,
+                        size_t end) {
+    if (end - begin == 1) return std::move(operands[begin]);
+    const size_t middle = begin + (end - begin) / 2;
+    ExprPtr left = logical_chain(op, operands, positions, begin, middle);
+    if (!left) return nullptr;
+    ExprPtr right = logical_chain(op, operands, positions, middle, end);
+    if (!right) return nullptr;
+    return binary_node(ExprKind::kBinary, op, positions[middle - 1], std::move(left), std::move(right));
+  }
+
+  template <typename ParseOperand>
+  ExprPtr parse_logical(const char* keyword, Op op, ParseOperand parse_operand) {
+    std::vector<ExprPtr> operands;
+    std::vector<size_t> positions;  // positions[i]: the operator after operands[i]
+    ExprPtr first = parse_operand();
+    if (!first) return nullptr;
+    operands.push_back(std::move(first));
+    while (at_keyword(keyword)) {
+      positions.push_back(advance().position);
+      ExprPtr next = parse_operand();
+      if (!next) return nullptr;
+      operands.push_back(std::move(next));
     }
-    return left;
+    return logical_chain(op, operands, positions, 0, operands.size());
+  }
+
+  ExprPtr parse_or() {
+    return parse_logical("OR", Op::kOr, [this] { return parse_and(); });
   }
 
   ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (left && at_keyword("AND")) {
-      const size_t position = advance().position;
-      ExprPtr right = parse_not();
-      if (!right) return nullptr;
-      left = binary_node(ExprKind::kBinary, Op::kAnd, position, std::move(left), std::move(right));
-    }
-    return left;
+    return parse_logical("AND", Op::kAnd, [this] { return parse_not(); });
   }
 
   ExprPtr parse_not() {

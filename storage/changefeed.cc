@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
+#include <optional>
 
 #include "common/codec.h"
 #include "common/work_budget.h"
+#include "storage/feed_range.h"
 #include "storage/layout.h"
 #include "storage/store_internal.h"
 
@@ -286,6 +289,12 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   if (request.max_changes == 0 || request.max_work == 0) {
     return Status::invalid_argument("a change feed page needs max_changes and max_work of at least 1");
   }
+  std::optional<FeedRange> feed_range;
+  if (!request.feed_range_min.empty() || !request.feed_range_max.empty()) {
+    MAYFLY_ASSIGN_OR_RETURN(FeedRange range, parse_feed_range(request.feed_range_min, request.feed_range_max));
+    if (!range.whole()) feed_range = std::move(range);
+  }
+  std::map<std::string, bool, std::less<>> in_range;  // partition key -> whether it is in feed_range
   const uint64_t ticket = gate_.ticket();
   ReadSnapshot snapshot(db_);
   MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
@@ -531,6 +540,15 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     }
     for (size_t i = 0; i < found.size(); ++i) {
       Change& change = found[i];
+      if (feed_range) {  // outside the range: passed over (the position still advances)
+        auto known = in_range.find(change.partition_key);
+        if (known == in_range.end()) {
+          MAYFLY_ASSIGN_OR_RETURN(std::string epk,
+                                  effective_partition_key(change.partition_key.empty() ? "null" : change.partition_key));
+          known = in_range.emplace(change.partition_key, feed_range->contains(epk)).first;
+        }
+        if (!known->second) continue;
+      }
       const size_t bytes = change.image.size() + change.previous.size() + change.partition_key.size() +
                            change.id.size();
       if (!page.changes.empty() && page_bytes + bytes > request.max_bytes) {

@@ -67,6 +67,11 @@ struct ChangeFeedRequest {
   // The images (new and previous) of the changes on one page, in bytes, like a list page: a page stops before the
   // change that would take it past this, but always holds at least one change, so a reader always moves on.
   size_t max_bytes = kMaxChangeFeedPageBytes;
+  // A feed range (storage/feed_range.h), as sent (hex; both empty: the whole container): only changes to items whose
+  // partition key's effective partition key is in it. Positions advance as without it, so a page may be short (or,
+  // not caught up, empty) and the next resumes where it stopped.
+  std::string feed_range_min;
+  std::string feed_range_max;
 };
 
 // Where a change is in the feed (see the header comment). For an explicit change phase is 1 and the rest is zero.

@@ -57,7 +57,7 @@ Request sample(Kind kind) {
         if constexpr (std::is_same_v<T, AddMember>) op = AddMember{4, "10.0.0.4:7101"};
         if constexpr (std::is_same_v<T, RemoveMember>) op.id = 3;
         if constexpr (std::is_same_v<T, TransferLeader>) op.id = 2;
-        if constexpr (std::is_same_v<T, Query>) op = Query{"SELECT * FROM c WHERE c.n > @n", R"({"@n":1})", "\"t\"", true};
+        if constexpr (std::is_same_v<T, Query>) op = Query{"SELECT * FROM c WHERE c.n > @n", R"({"@n":1})", "\"t\"", true, "1E", "2F"};
         if constexpr (std::is_same_v<T, AdvanceClock>) op.duration = "90s";
         if constexpr (std::is_same_v<T, BackupRead>) op = BackupRead{5, 1 << 20, 4096};
         if constexpr (std::is_same_v<T, ReadChangeFeed>) {

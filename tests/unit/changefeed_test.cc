@@ -14,6 +14,7 @@
 #include "node/collector.h"
 #include "node/ru_account.h"
 #include "storage/changefeed.h"
+#include "storage/feed_range.h"
 #include "storage/json.h"
 #include "storage/restore.h"
 #include "store_fixture.h"
@@ -188,6 +189,74 @@ TEST_F(ChangeFeedTest, EveryOperationWithItsImages) {
   // latest: only the current live version's create.
   EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1000, ChangeFeedMode::kLatest).changes),
             "10.1 create a 5/\n");
+}
+
+// A feed scoped to a feed range (the SDKs' partition_key= and feed_range=) is the whole feed with only the changes of
+// items whose partition key hashes into the range: every operation, expirations included, in the same order, paged
+// with continuations; ranges that split the key space split the feed. A malformed range is a 400.
+TEST_F(ChangeFeedTest, AFeedRangeScopesTheFeedToItsPartitionKeys) {
+  make_feed_container("-1");
+  int64_t ts = kT0;
+  for (int round = 0; round < 3; ++round) {
+    for (const char* id : {"a", "b", "c", "d", "e", "f"}) {
+      const bool short_lived = round == 2 && (id[0] == 'b' || id[0] == 'e');
+      ASSERT_LT(upsert(id, short_lived ? std::optional<int64_t>(2) : std::nullopt, round, ts += 1000).http_status(),
+                300);
+    }
+  }
+  ASSERT_EQ(apply(target_command(CommandType::kDeleteItem, "db", "c", "\"pc\"", "c"), ts += 1000).http_status(), 204);
+  apply(time_command(), ts += 10 * kSecond);  // b and e expire (ttl 2 s on their last upserts)
+  ASSERT_LT(upsert("b", 1, 9, ts += 1000).http_status(), 300);  // b again, for 1 s
+  apply(time_command(), ts += 10 * kSecond);  // ... and it expires again
+  const std::vector<Change> whole = read_feed(*store_, from_beginning()).changes;
+  auto scoped = [&](const FeedRange& range, size_t page) {
+    std::vector<Change> out;
+    ChangeFeedRequest request;
+    request.database = "db";
+    request.container = "c";
+    request.from = from_beginning();
+    request.max_changes = page;
+    request.feed_range_min = range.min;
+    request.feed_range_max = range.max;
+    for (int pages = 0; pages < 1000; ++pages) {
+      Result<ChangeFeedPage> result = store_->change_feed().read(request);
+      EXPECT_TRUE(result.is_ok()) << result.status().to_string();
+      if (!result.is_ok()) break;
+      for (Change& change : result->changes) out.push_back(std::move(change));
+      if (result->caught_up) break;
+      request.from = from_token(result->continuation);
+    }
+    return out;
+  };
+  auto in = [](const FeedRange& range, const Change& change) {
+    return range.contains(effective_partition_key(change.partition_key).value());
+  };
+  size_t total = 0;
+  for (const FeedRange& range : {FeedRange{"", "10"}, FeedRange{"10", "20"}, FeedRange{"20", "30"}, FeedRange{"30", "FF"}}) {
+    std::vector<Change> expected;
+    for (const Change& change : whole) {
+      if (in(range, change)) expected.push_back(change);
+    }
+    EXPECT_EQ(describe(scoped(range, 2)), describe(expected)) << range.min << ".." << range.max;
+    total += expected.size();
+  }
+  EXPECT_EQ(total, whole.size());
+  // One partition key's range: exactly its changes (b: three upserts, its expiration, an upsert, an expiration).
+  // (The EPKs of "pa".."pf" are distinct, so b's point range holds only b.)
+  const FeedRange b = point_feed_range(effective_partition_key("\"pb\"").value());
+  const std::vector<Change> only_b = scoped(b, 1000);
+  ASSERT_FALSE(only_b.empty());
+  for (const Change& change : only_b) EXPECT_EQ(change.id, "b");
+  EXPECT_EQ(only_b.size(), static_cast<size_t>(std::count_if(whole.begin(), whole.end(),
+                                                              [](const Change& c) { return c.id == "b"; })));
+  ChangeFeedRequest bad;
+  bad.database = "db";
+  bad.container = "c";
+  bad.from = from_beginning();
+  bad.feed_range_min = "zz";
+  Result<ChangeFeedPage> refused = store_->change_feed().read(bad);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(ChangeFeedTest, ItemTtlExpiresAtTheFirstPositionThatReachesItsInstant) {
