@@ -95,14 +95,63 @@ Result<std::string> canonical_partition_key_text(std::string_view partition_key_
   return std::move(canonical).value();
 }
 
-std::string format_item_rid(uint64_t crid, uint64_t item_rid) {
-  char buffer[48];
-  std::snprintf(buffer, sizeof buffer, "%llx.%llx", static_cast<unsigned long long>(crid),
-                static_cast<unsigned long long>(item_rid));
-  return buffer;
+namespace {
+
+// Cosmos's resource id alphabet: standard base64, '-' for '/', with padding.
+std::string rid_text(const uint8_t* bytes, size_t size) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-";
+  std::string out;
+  out.reserve((size + 2) / 3 * 4);
+  for (size_t i = 0; i < size; i += 3) {
+    const uint32_t chunk = (static_cast<uint32_t>(bytes[i]) << 16) |
+                           (i + 1 < size ? static_cast<uint32_t>(bytes[i + 1]) << 8 : 0) |
+                           (i + 2 < size ? static_cast<uint32_t>(bytes[i + 2]) : 0);
+    out.push_back(kAlphabet[(chunk >> 18) & 63]);
+    out.push_back(kAlphabet[(chunk >> 12) & 63]);
+    out.push_back(i + 1 < size ? kAlphabet[(chunk >> 6) & 63] : '=');
+    out.push_back(i + 2 < size ? kAlphabet[chunk & 63] : '=');
+  }
+  return out;
 }
 
-std::string render_item(const ItemRecord& record, uint64_t crid, ttl::DefaultTtl default_ttl) {
+void put_database_bytes(std::string_view database, uint8_t* out) {
+  uint32_t hash = 2166136261u;
+  for (char c : database) {
+    hash ^= static_cast<uint8_t>(c);
+    hash *= 16777619u;
+  }
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(hash >> (24 - 8 * i));
+}
+
+void put_be(uint64_t value, int bytes, uint8_t* out) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(value >> (8 * (bytes - 1 - i)));
+}
+
+}  // namespace
+
+std::string format_database_rid(std::string_view database) {
+  uint8_t bytes[4];
+  put_database_bytes(database, bytes);
+  return rid_text(bytes, sizeof bytes);
+}
+
+std::string format_container_rid(std::string_view database, uint64_t crid) {
+  uint8_t bytes[8];
+  put_database_bytes(database, bytes);
+  put_be(crid, 4, bytes + 4);
+  return rid_text(bytes, sizeof bytes);
+}
+
+std::string format_item_rid(std::string_view database, uint64_t crid, uint64_t item_rid) {
+  uint8_t bytes[16];
+  put_database_bytes(database, bytes);
+  put_be(crid, 4, bytes + 4);
+  put_be(item_rid, 8, bytes + 8);
+  return rid_text(bytes, sizeof bytes);
+}
+
+std::string render_item(const ItemRecord& record, std::string_view database, uint64_t crid,
+                        ttl::DefaultTtl default_ttl) {
   // The stored JSON is compact and ends with '}': append the system properties before it.
   MAYFLY_ASSERT(record.json.size() >= 2 && record.json.back() == '}');
   std::string out;
@@ -110,7 +159,7 @@ std::string render_item(const ItemRecord& record, uint64_t crid, ttl::DefaultTtl
   out.append(record.json, 0, record.json.size() - 1);
   if (record.json.size() > 2) out.push_back(',');
   out += "\"_rid\":";
-  json::write_json_string(format_item_rid(crid, record.item_rid), out);
+  json::write_json_string(format_item_rid(database, crid, record.item_rid), out);
   out += ",\"_etag\":";
   json::write_json_string(format_etag(record.etag_sequence), out);
   out += ",\"_ts\":";

@@ -39,7 +39,16 @@ Result<std::string> canonical_partition_key_text(std::string_view partition_key_
 
 // The item as users read it: the stored JSON with `_rid`, `_etag`, `_ts` (seconds) and, when its effective TTL (its
 // own ttl or the container's `default_ttl`) is set, `_expiresAt` (seconds) merged in.
-std::string render_item(const ItemRecord& record, uint64_t crid, ttl::DefaultTtl default_ttl);
-std::string format_item_rid(uint64_t crid, uint64_t item_rid);
+std::string render_item(const ItemRecord& record, std::string_view database, uint64_t crid,
+                        ttl::DefaultTtl default_ttl);
+
+// Resource ids (`_rid`) laid out as Cosmos DB's, so the SDKs that take them apart can (the Rust SDK reads a container's
+// database from the first 4 bytes of its `_rid`): base64 with '/' written '-', of a database's 4 bytes, a container's
+// 8 (its database's 4, then its own) and an item's 16 (its container's 8, then its own). A database's 4 bytes are the
+// FNV-1a hash of its name (every replica, every render, no lookup); a container's own 4 are its container rid (a
+// replicated counter), an item's own 8 its item rid, big-endian.
+std::string format_database_rid(std::string_view database);
+std::string format_container_rid(std::string_view database, uint64_t crid);
+std::string format_item_rid(std::string_view database, uint64_t crid, uint64_t item_rid);
 
 }  // namespace mayfly::storage

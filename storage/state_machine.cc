@@ -467,7 +467,7 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
   result.done = Done::kCreated;
   result.ts_micros = ts;
   result.etag = format_etag(record.etag_sequence);
-  result.body = render_container(command.container, record);
+  result.body = render_container(command.database, command.container, record);
   return result;
 }
 
@@ -527,7 +527,7 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   OpResult result;
   result.ts_micros = ts;
   result.etag = format_etag(record.etag_sequence);
-  result.body = render_container(command.container, record);
+  result.body = render_container(command.database, command.container, record);
   return result;
 }
 
@@ -654,7 +654,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   result.done = creating ? Done::kCreated : Done::kOk;
   result.ts_micros = ts;
   result.etag = format_etag(record.etag_sequence);
-  result.body = render_item(record, container.crid, container.ttl.policy);
+  result.body = render_item(record, command.database, container.crid, container.ttl.policy);
   return result;
 }
 

@@ -86,14 +86,17 @@ Result<ContainerRecord> StoreReader::find_container(std::string_view database, s
   return decode_container(**raw);
 }
 
-std::string render_container(std::string_view id, const ContainerRecord& record) {
+std::string render_container(std::string_view database, std::string_view id, const ContainerRecord& record) {
   std::string body = "{\"id\":";
   json::write_json_string(id, body);
   body += ",\"partitionKey\":{\"paths\":[";
   json::write_json_string(record.partition_key_path, body);
-  body += "],\"kind\":\"Hash\"},\"indexingPolicy\":{\"indexingMode\":\"";
-  body += record.indexing == ttl::IndexingMode::kNone ? "none" : "consistent";
-  body += "\"}";
+  // The indexing policy as Cosmos DB reports it (what Mayfly indexes today is `_ts` and expiry; queries scan).
+  body += "],\"kind\":\"Hash\"},\"indexingPolicy\":";
+  body += record.indexing == ttl::IndexingMode::kNone
+              ? R"({"indexingMode":"none","automatic":false,"includedPaths":[],"excludedPaths":[]})"
+              : R"({"indexingMode":"consistent","automatic":true,"includedPaths":[{"path":"/*"}],)"
+                R"("excludedPaths":[{"path":"/\"_etag\"/?"}]})";
   if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kNoDefault) body += ",\"defaultTtl\":-1";
   if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kSeconds) {
     body += ",\"defaultTtl\":" + std::to_string(record.ttl.policy.seconds);
@@ -114,7 +117,7 @@ std::string render_container(std::string_view id, const ContainerRecord& record)
     }
     body += "}";
   }
-  body += ",\"_rid\":\"" + std::to_string(record.crid) + "\",\"_etag\":";
+  body += ",\"_rid\":\"" + format_container_rid(database, record.crid) + "\",\"_etag\":";
   json::write_json_string(format_etag(record.etag_sequence), body);
   body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(record.modified_ts_micros)) + "}";
   return body;
@@ -161,7 +164,7 @@ OpResult StoreReader::read_item(std::string_view database, std::string_view cont
   OpResult result;
   result.ts_micros = item.write_ts_micros;
   result.etag = format_etag(item.etag_sequence);
-  result.body = render_item(item, found.value().crid, found.value().ttl.policy);
+  result.body = render_item(item, database, found.value().crid, found.value().ttl.policy);
   return result;
 }
 
@@ -217,7 +220,7 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
       continue;
     }
     if (count > 0) result.body.push_back(',');
-    result.body += render_item(*item, container.crid, container.ttl.policy);
+    result.body += render_item(*item, request.database, container.crid, container.ttl.policy);
     ++count;
   }
   if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));
@@ -394,7 +397,7 @@ OpResult StoreReader::read_container(std::string_view database, std::string_view
   OpResult result;
   result.ts_micros = found.value().modified_ts_micros;
   result.etag = format_etag(found.value().etag_sequence);
-  result.body = render_container(container, found.value());
+  result.body = render_container(database, container, found.value());
   return result;
 }
 
@@ -429,7 +432,7 @@ OpResult StoreReader::list_containers(std::string_view database) const {
     }
     if (!first) result.body.push_back(',');
     first = false;
-    result.body += render_container(name, *record);
+    result.body += render_container(database, name, *record);
   }
   result.body.push_back(']');
   return result;

@@ -283,6 +283,6 @@ class StoreReader {
 };
 
 // A container's JSON as the API returns it (create, replace, read and list containers).
-std::string render_container(std::string_view id, const ContainerRecord& record);
+std::string render_container(std::string_view database, std::string_view id, const ContainerRecord& record);
 
 }  // namespace mayfly::storage

@@ -1,5 +1,8 @@
 #include "tests/unit/store_fixture.h"
 
+#include "storage/document.h"
+#include "storage/json.h"
+
 namespace mayfly::storage::testing {
 namespace {
 
@@ -14,9 +17,61 @@ TEST_F(StateMachineTest, CreateReadExpire) {
   ASSERT_EQ(read_back.http_status(), 200) << read_back.message;
   // _expiresAt = _ts + the inherited defaultTtl (10 s).
   EXPECT_EQ(read_back.body,
-            R"({"id":"a","pk":"p","x":1.5,"_rid":"1.3","_etag":"\"0000000000000003\"","_ts":1700000000,"_expiresAt":1700000010})");
+            R"({"id":"a","pk":"p","x":1.5,"_rid":"VxzGwwAAAAEAAAAAAAAAAw==","_etag":"\"0000000000000003\"","_ts":1700000000,"_expiresAt":1700000010})");
   EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond - 1).http_status(), 200);
   EXPECT_EQ(read("\"p\"", "a", kT0 + 10 * kSecond).http_status(), 404);
+}
+
+// Resource ids laid out as Cosmos DB's (base64, '-' for '/'): a database's 4 bytes, a container's 8 starting with its
+// database's, an item's 16 starting with its container's. The Rust SDK takes a container's database from its first 4
+// bytes and refused Mayfly's container `_rid` "1".
+std::string rid_bytes(std::string_view rid) {
+  static constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+-";
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (char c : rid) {
+    if (c == '=') break;
+    const size_t value = kAlphabet.find(c);
+    EXPECT_NE(value, std::string_view::npos) << rid;
+    bits = (bits << 6) | static_cast<uint32_t>(value);
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xff));
+    }
+  }
+  EXPECT_EQ(rid.size() % 4, 0u) << rid;
+  return out;
+}
+
+std::string string_member(const std::string& body, const char* name) {
+  Result<boost::json::value> parsed = json::parse(body);
+  EXPECT_TRUE(parsed.is_ok() && parsed->is_object()) << body;
+  if (!parsed.is_ok() || !parsed->is_object() || !parsed->as_object().contains(name)) return {};
+  return std::string(parsed->as_object().at(name).as_string());
+}
+
+TEST_F(StateMachineTest, ResourceIdsNestLikeCosmosDbs) {
+  make_container(std::nullopt);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "other"), kT0).http_status(), 201);
+  ASSERT_EQ(apply(create_container_command("other", "c", "/pk", std::nullopt), kT0).http_status(), 201);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p"})"), kT0 + 1).http_status(),
+            201);
+  const std::string database = rid_bytes(format_database_rid("db"));
+  ASSERT_EQ(database.size(), 4u);
+  const std::string container = rid_bytes(string_member(store_->reader().read_container("db", "c").body, "_rid"));
+  ASSERT_EQ(container.size(), 8u);
+  EXPECT_EQ(container.substr(0, 4), database);
+  const std::string item = rid_bytes(string_member(read("\"p\"", "a", kT0 + 2).body, "_rid"));
+  ASSERT_EQ(item.size(), 16u);
+  EXPECT_EQ(item.substr(0, 8), container);
+  // Another database's container of the same name has another database part and another container part.
+  const std::string other = rid_bytes(string_member(store_->reader().read_container("other", "c").body, "_rid"));
+  ASSERT_EQ(other.size(), 8u);
+  EXPECT_NE(other.substr(0, 4), database);
+  EXPECT_NE(other.substr(4), container.substr(4));
+  EXPECT_EQ(rid_bytes(format_database_rid("other")), other.substr(0, 4));
 }
 
 }  // namespace
