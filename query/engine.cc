@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "common/codec.h"
@@ -320,6 +321,10 @@ Result<Page> run_streaming(const Evaluator& evaluator, ItemSource& source, ScanO
   PageState state{start.offset_left, start.limit_left};
   std::string last_position = start.position;
   bool stopped = false;
+  // A full page looks ahead for one more matching item before it issues a continuation, so the last page of a query
+  // ends without one (Cosmos's SDKs take a continuation as "there are more"). The next page resumes after the last
+  // row kept, `full_at`, and examines the looked-at items again.
+  std::optional<std::string> full_at;
   int64_t counted = 0;  // items that passed WHERE and OFFSET on this page
   Status status = source.scan(order, start.position, true, [&](SourceItem& item) {
     if (static_cast<size_t>(page.stats.items_examined) >= limits.max_items_examined_per_page) {
@@ -328,6 +333,11 @@ Result<Page> run_streaming(const Evaluator& evaluator, ItemSource& source, ScanO
     }
     if (!charge_work(kStepsPerItem)) return false;
     ++page.stats.items_examined;
+    if (full_at) {
+      if (!evaluator.matches(item.document)) return true;
+      stopped = true;  // there is more: the next page starts after full_at
+      return false;
+    }
     last_position.assign(item.position);
     if (!evaluator.matches(item.document)) return true;
     if (state.offset_left > 0) {
@@ -340,8 +350,7 @@ Result<Page> run_streaming(const Evaluator& evaluator, ItemSource& source, ScanO
     if (state.limit_left > 0) --state.limit_left;
     if (state.limit_left == 0) return false;  // TOP / LIMIT reached: the query is done
     if (static_cast<size_t>(counted) >= limits.max_items || page.body.size() >= limits.max_page_bytes) {
-      stopped = true;
-      return false;
+      full_at = last_position;
     }
     return true;
   });
@@ -351,7 +360,7 @@ Result<Page> run_streaming(const Evaluator& evaluator, ItemSource& source, ScanO
   if (stopped && state.limit_left != 0) {
     Token next;
     next.mode = order == ScanOrder::kKey ? 'k' : 't';
-    next.position = last_position;
+    next.position = full_at ? *full_at : last_position;
     next.offset_left = state.offset_left;
     next.limit_left = state.limit_left;
     page.continuation = encode_token(next, fingerprint);

@@ -159,6 +159,11 @@ TEST_F(QueryGoldenTest, PagesResumeWhereTheyStopped) {
       // Strings order by UTF-8 bytes: "Apple pie" < "Banana" < "apple".
       {"SELECT TOP 5 VALUE c.id FROM c ORDER BY c.s", 3, {R"(["b2","d1","c3"])", R"(["a2","a1"])"}},
       {"SELECT VALUE c.id FROM c WHERE c.pk = 'p1'", 2, {R"(["a1","a2"])", R"(["a3"])"}},
+      // A last page that is exactly full ends the query: no continuation, no empty page after it.
+      {"SELECT VALUE c.id FROM c WHERE c.pk = 'p1'", 3, {R"(["a1","a2","a3"])"}},
+      {"SELECT VALUE c.id FROM c ORDER BY c._ts DESC", 3,
+       {R"(["d1","c3","c1"])", R"(["b3","b2","b1"])", R"(["a3","a2","a1"])"}},
+      {"SELECT VALUE c.id FROM c WHERE c.n > 3", 2, {R"(["b3","c1"])"}},
   };
   for (const Case& c : cases) {
     std::string continuation;
