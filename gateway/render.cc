@@ -4,6 +4,8 @@
 #include <random>
 
 #include "gateway/translate.h"
+#include "query/executor.h"
+#include "storage/document.h"
 #include "storage/json.h"
 
 namespace mayfly::gateway {
@@ -58,7 +60,7 @@ void decorate_container(boost::json::object& container, const Route& route) {
 boost::json::object database_entry(std::string_view name) {
   boost::json::object db;
   db["id"] = name;
-  db["_rid"] = name;
+  db["_rid"] = storage::format_database_rid(name);
   db["_self"] = "dbs/" + std::string(name) + "/";
   db["_etag"] = "\"0\"";
   db["_colls"] = "colls/";
@@ -70,6 +72,29 @@ boost::json::object database_entry(std::string_view name) {
 std::string feed(std::string_view kind, const boost::json::array& entries) {
   return "{\"_rid\":\"\",\"" + std::string(kind) + "\":" + json::to_json(entries) +
          ",\"_count\":" + std::to_string(entries.size()) + "}";
+}
+
+// A list of databases or containers as a feed page: all of them, or what spec.query selects from them (query_databases,
+// query_containers). A bad query is a 400 with the query engine's message.
+void list_page(const RenderSpec& spec, std::string_view kind, boost::json::array entries, HttpResponse& response) {
+  if (!spec.query) {
+    response.headers.emplace_back("x-ms-item-count", std::to_string(entries.size()));
+    response.body = feed(kind, entries);
+    return;
+  }
+  std::vector<boost::json::value> documents(entries.begin(), entries.end());
+  storage::OpResult page = query::query_documents(std::string(kind) + "/" + spec.route.database, spec.query->sql,
+                                                  spec.query->parameters, std::move(documents),
+                                                  spec.query->max_items, spec.query->continuation);
+  if (!page.ok()) {
+    response = error_response(page.http_status(), page.message);
+    return;
+  }
+  Result<boost::json::value> rows = json::parse(page.body);
+  const size_t count = rows.is_ok() && rows->is_array() ? rows->as_array().size() : 0;
+  response.body = "{\"_rid\":\"\",\"" + std::string(kind) + "\":" + page.body + ",\"_count\":" + std::to_string(count) + "}";
+  response.headers.emplace_back("x-ms-item-count", std::to_string(count));
+  if (!page.continuation.empty()) response.headers.emplace_back("x-ms-continuation", page.continuation);
 }
 
 // An item from the node is one compact JSON object: `_self` and `_attachments` go in before its closing brace, so a
@@ -91,9 +116,15 @@ std::string item_id(const std::string& body) {
   return id != nullptr && id->is_string() ? std::string(id->as_string()) : std::string();
 }
 
-std::string account_body() {
+// The account. It lists one region, this node's own address as the client reached it (Host, scheme): the SDKs then
+// keep sending everything there, and code that reads writableLocations[0] (the azure-cosmos test suite does) finds it.
+std::string account_body(const RenderSpec& spec) {
+  std::string location = "[{\"name\":\"local\",\"databaseAccountEndpoint\":";
+  json::write_json_string(std::string(spec.https ? "https://" : "http://") + spec.host + "/", location);
+  location += "}]";
   return std::string(R"({"_self":"","id":"mayfly","_rid":"mayfly","media":"//media/","addresses":"//addresses/",)") +
-         R"("_dbs":"//dbs/","enableMultipleWriteLocations":false,)" +
+         R"("_dbs":"//dbs/","writableLocations":)" + location + R"(,"readableLocations":)" + location +
+         R"(,"enableMultipleWriteLocations":false,)" +
          R"("userReplicationPolicy":{"asyncReplication":false,"minReplicaSetSize":1,"maxReplicasetSize":4},)" +
          R"("userConsistencyPolicy":{"defaultConsistencyLevel":"Session"},)" +
          R"("systemReplicationPolicy":{"minReplicaSetSize":1,"maxReplicasetSize":4},)" +
@@ -202,7 +233,7 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
     return std::move(parsed->as_array());
   };
   switch (spec.shape) {
-    case Shape::kAccount: response.body = account_body(); return std::nullopt;
+    case Shape::kAccount: response.body = account_body(spec); return std::nullopt;
     case Shape::kDatabases: {
       std::optional<boost::json::array> names = parsed_array();
       if (!names) return "the node's database list did not decode";
@@ -210,8 +241,7 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
       for (const auto& name : *names) {
         if (name.is_string()) entries.push_back(database_entry(name.as_string()));
       }
-      response.body = feed("Databases", entries);
-      response.headers.emplace_back("x-ms-item-count", std::to_string(entries.size()));
+      list_page(spec, "Databases", std::move(entries), response);
       return std::nullopt;
     }
     case Shape::kDatabase: {
@@ -235,8 +265,7 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
       for (auto& entry : *containers) {
         if (entry.is_object()) decorate_container(entry.as_object(), route);
       }
-      response.body = feed("DocumentCollections", *containers);
-      response.headers.emplace_back("x-ms-item-count", std::to_string(containers->size()));
+      list_page(spec, "DocumentCollections", std::move(*containers), response);
       return std::nullopt;
     }
     case Shape::kContainer: {
@@ -259,6 +288,7 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
       return std::nullopt;
     case Shape::kItem: {
       if (response.status == 204) return std::nullopt;
+      if (spec.minimal) return std::nullopt;  // a write with Prefer: return=minimal: its headers only
       const std::string id = route.id.empty() ? item_id(result.body) : route.id;
       response.body = decorate_item(result.body, route, id);
       return std::nullopt;

@@ -350,6 +350,13 @@ class Connection : public Server::Impl::Slot, public std::enable_shared_from_thi
       close();
       return true;
     }
+    // Beast reads only HTTP/1.x: an HTTP/2 preface fails its request line with bad_version, and is still in buffer_.
+    constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n";
+    const std::string_view received(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    if (received.substr(0, kHttp2Preface.size()) == kHttp2Preface) {
+      refuse_http2();
+      return true;
+    }
     keep_alive_ = false;
     if (error == http::error::body_limit) {
       respond(error_response(413, "the request body is larger than --http-max-body-bytes (" +
@@ -454,6 +461,7 @@ class Connection : public Server::Impl::Slot, public std::enable_shared_from_thi
     HttpRequest request = head_of(message);
     request.body = std::move(message.body());
     Plan plan = plan_request(request);
+    plan.spec.https = std::is_same_v<Stream, TlsStream>;
     if (plan.answer) {
       respond(std::move(*plan.answer));
       return;
@@ -493,6 +501,80 @@ class Connection : public Server::Impl::Slot, public std::enable_shared_from_thi
                         }
                         self->read();
                       });
+  }
+
+  // An HTTP/2 client with prior knowledge (its preface is "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"): answered in HTTP/2, as
+  // RFC 9113 lets a server that will not speak it — an empty SETTINGS frame (the server's preface) and a GOAWAY with
+  // HTTP_1_1_REQUIRED — then the usual graceful close. Clients read that as "use HTTP/1.1" (the Rust SDK retries over
+  // HTTP/1.1); an HTTP/1.1 400 read as HTTP/2 frames, or a reset, is not a signal they can act on.
+  //
+  // The answer waits for the client's first HEADERS frame (its first request): a GOAWAY that arrives before the client
+  // sent its request makes an HTTP/2 client (hyper) drop the request as "connection closed", without the reason it
+  // falls back on. Bounded: at most kMaxHttp2Wait bytes, within --http-header-timeout-ms; past either the answer goes
+  // out anyway.
+  void refuse_http2() {
+    server_->host().security_metrics().add_http_refused("http2");
+    keep_alive_ = false;
+    http2_wait();
+  }
+
+  // Whether buffer_ (the preface, then frames) holds a complete HEADERS frame header.
+  bool http2_headers_seen() const {
+    constexpr size_t kPrefaceBytes = 24;  // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    const auto* bytes = static_cast<const unsigned char*>(buffer_.data().data());
+    size_t at = kPrefaceBytes;
+    while (at + 9 <= buffer_.size()) {
+      const size_t length = (size_t{bytes[at]} << 16) | (size_t{bytes[at + 1]} << 8) | size_t{bytes[at + 2]};
+      if (bytes[at + 3] == 0x1) return true;  // HEADERS
+      at += 9 + length;
+    }
+    return false;
+  }
+
+  void http2_wait() {
+    static constexpr size_t kMaxHttp2Wait = 64 * 1024;
+    if (http2_headers_seen() || buffer_.size() >= kMaxHttp2Wait) {
+      send_http2_goaway();
+      return;
+    }
+    tcp_of(stream_).expires_after(std::chrono::milliseconds(config().http_header_timeout_ms));
+    stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](beast::error_code error,
+                                                                                      size_t bytes) {
+      if (error == beast::error::timeout) {
+        self->send_http2_goaway();
+        return;
+      }
+      if (error) {
+        self->close();
+        return;
+      }
+      self->buffer_.commit(bytes);
+      self->http2_wait();
+    });
+  }
+
+  void send_http2_goaway() {
+    static constexpr char kDebug[] = "Mayfly's gateway speaks HTTP/1.1";
+    constexpr uint32_t kGoAwayLength = 8 + sizeof kDebug - 1;
+    auto frames = std::make_shared<std::string>();
+    // SETTINGS: length 0, type 0x4, no flags, stream 0.
+    frames->append("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);
+    // GOAWAY: type 0x7, stream 0; last stream id 0, error HTTP_1_1_REQUIRED (0xd), debug text.
+    frames->push_back(static_cast<char>((kGoAwayLength >> 16) & 0xff));
+    frames->push_back(static_cast<char>((kGoAwayLength >> 8) & 0xff));
+    frames->push_back(static_cast<char>(kGoAwayLength & 0xff));
+    frames->append("\x07\x00\x00\x00\x00\x00", 6);
+    frames->append("\x00\x00\x00\x00\x00\x00\x00\x0d", 8);
+    frames->append(kDebug, sizeof kDebug - 1);
+    tcp_of(stream_).expires_after(kWriteTimeout);
+    asio::async_write(stream_, asio::buffer(*frames), [self = this->shared_from_this(), frames](beast::error_code error,
+                                                                                                 size_t) {
+      if (error) {
+        self->close();
+        return;
+      }
+      self->finish();
+    });
   }
 
   // After an answer that ends the connection (often to a request not read to its end). Plain HTTP: stop sending,

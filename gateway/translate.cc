@@ -4,6 +4,8 @@
 #include <charconv>
 #include <memory>
 
+#include "storage/document.h"
+#include "storage/feed_range.h"
 #include "storage/json.h"
 
 namespace mayfly::gateway {
@@ -214,6 +216,17 @@ std::optional<std::string> query_request(const HttpRequest& http, api::Query& qu
     query.partition_key = std::move(value).value();
   }
   query.enable_scan = true;  // Cosmos scans a container with indexing none too
+  // A feed range (query_items(feed_range=...)): the node reads only the items whose partition key hashes into it.
+  const std::string_view start_epk = trim(http.header("x-ms-start-epk"));
+  const std::string_view end_epk = trim(http.header("x-ms-end-epk"));
+  if (!start_epk.empty() || !end_epk.empty()) {
+    Result<storage::FeedRange> range = storage::parse_feed_range(start_epk, end_epk);
+    if (!range.is_ok()) return range.status().message();
+    if (!range->whole()) {
+      query.feed_range_min = range->min;
+      query.feed_range_max = range->max;
+    }
+  }
   return std::nullopt;
 }
 
@@ -228,10 +241,30 @@ std::optional<std::string> page_options(const HttpRequest& http, api::Options& o
   return std::nullopt;
 }
 
+// POST /dbs or /dbs/{db}/colls with x-ms-documentdb-isquery (query_databases, query_containers): the query and its
+// paging, run by render_reply over the list the node returns.
+bool is_query(const HttpRequest& http) {
+  return header_flag(http.header("x-ms-documentdb-isquery")) ||
+         http.header("content-type").substr(0, 22) == "application/query+json";
+}
+
+std::optional<std::string> metadata_query(const HttpRequest& http, RenderSpec& spec) {
+  api::Query query;
+  if (std::optional<std::string> problem = query_request(http, query)) return problem;
+  if (query.partition_key || !query.feed_range_min.empty() || !query.feed_range_max.empty()) {
+    return std::string("databases and containers have no partition key: query them without one");
+  }
+  api::Options options;
+  if (std::optional<std::string> problem = page_options(http, options)) return problem;
+  spec.query = RenderSpec::MetadataQuery{std::move(query.sql), std::move(query.parameters), options.max_items,
+                                         options.continuation};
+  return std::nullopt;
+}
+
 // GET .../docs with A-IM: the container's change feed (docs/changefeed.md, docs/cosmos.md), as the SDKs
 // send it: the mode in A-IM, where to start in If-None-Match (a previous page's etag, or * for now) or
-// If-Modified-Since (a time), the page size in x-ms-max-item-count. The whole container only: Mayfly has one
-// partition key range, so a feed range narrower than it (a partition key, x-ms-start-epk/x-ms-end-epk) is refused.
+// If-Modified-Since (a time), the page size in x-ms-max-item-count; the whole container, a feed range or one partition
+// key.
 Plan plan_change_feed(const HttpRequest& http, api::Request& request) {
   Plan plan;
   plan.spec.shape = Shape::kChangeFeed;
@@ -253,17 +286,28 @@ Plan plan_change_feed(const HttpRequest& http, api::Request& request) {
     return answer(error_response(501, "x-ms-cosmos-changefeed-wire-format-version '" + std::string(wire_format) +
                                           "' is not supported by Mayfly's all-versions change feed (2021-09-15 is)"));
   }
-  if (!http.header("x-ms-documentdb-partitionkey").empty()) {
-    return bad_request("a change feed scoped to one partition key (x-ms-documentdb-partitionkey) is not supported by "
-                       "Mayfly: read the container's whole feed (no partition_key) and filter on the client");
+  // A feed range (the SDKs send one for query_items_change_feed(partition_key=...) and (feed_range=...)), or one
+  // partition key: only those items' changes.
+  const std::string_view start_epk = trim(http.header("x-ms-start-epk"));
+  const std::string_view end_epk = trim(http.header("x-ms-end-epk"));
+  std::optional<storage::FeedRange> scope;
+  if (!start_epk.empty() || !end_epk.empty()) {
+    Result<storage::FeedRange> range = storage::parse_feed_range(start_epk, end_epk);
+    if (!range.is_ok()) return bad_request(range.status().message());
+    if (!range->whole()) scope = std::move(range).value();
   }
-  const std::string_view start_epk = http.header("x-ms-start-epk");
-  const std::string_view end_epk = http.header("x-ms-end-epk");
-  if (!start_epk.empty() || !(end_epk.empty() || end_epk == "FF")) {
-    return bad_request("a change feed scoped to a partition key or a feed range narrower than the container "
-                       "(x-ms-start-epk '" + std::string(start_epk) + "', x-ms-end-epk '" + std::string(end_epk) +
-                       "') is not supported by Mayfly: read the container's whole feed (no partition_key or "
-                       "feed_range) and filter on the client");
+  if (const std::string_view key = http.header("x-ms-documentdb-partitionkey"); !key.empty()) {
+    Result<std::string> value = parse_partition_key_header(key);
+    if (!value.is_ok()) return bad_request(value.status().message());
+    Result<std::string> canonical = storage::canonical_partition_key_text(*value);
+    if (!canonical.is_ok()) return bad_request(canonical.status().message());
+    Result<std::string> epk = storage::effective_partition_key(*canonical);
+    if (!epk.is_ok()) return bad_request(epk.status().message());
+    if (scope) {
+      return bad_request("a change feed takes a partition key (x-ms-documentdb-partitionkey) or a feed range "
+                         "(x-ms-start-epk / x-ms-end-epk), not both");
+    }
+    scope = storage::point_feed_range(*epk);
   }
   const std::string_view range = trim(http.header("x-ms-documentdb-partitionkeyrangeid"));
   if (!range.empty() && range != "0") {
@@ -272,6 +316,10 @@ Plan plan_change_feed(const HttpRequest& http, api::Request& request) {
   }
   api::ReadChangeFeed& feed = request.operation.emplace<api::ReadChangeFeed>();
   feed.mode = plan.spec.all_versions ? api::ReadChangeFeed::Mode::kAll : api::ReadChangeFeed::Mode::kLatest;
+  if (scope) {
+    feed.feed_range_min = scope->min;
+    feed.feed_range_max = scope->max;
+  }
   // The continuation travels as the etag: quoted, as the SDKs send an etag back.
   std::string_view etag = trim(http.header("if-none-match"));
   const std::string_view since = trim(http.header("if-modified-since"));
@@ -312,12 +360,16 @@ Plan plan_items(const HttpRequest& http, const Route& route, api::Request& reque
   std::optional<std::string> problem;
   if (route.kind == Route::Kind::kItems) {
     if (method == "POST") {
+      if (header_flag(http.header("x-ms-cosmos-is-batch-request"))) {
+        // Never a create of the array it carries: refused, naming the feature, until batches are built.
+        return answer(error_response(501, "transactional batch and bulk (x-ms-cosmos-is-batch-request) are not "
+                                          "supported by Mayfly yet: send the operations one by one"));
+      }
       if (header_flag(http.header("x-ms-cosmos-is-query-plan-request"))) {
         return answer(error_response(400, "query plans are not needed: Mayfly answers every query completely "
                                           "(filters, ORDER BY, aggregates, TOP, paging) on the server"));
       }
-      if (header_flag(http.header("x-ms-documentdb-isquery")) ||
-          http.header("content-type").substr(0, 22) == "application/query+json") {
+      if (is_query(http)) {
         problem = query_request(http, request.operation.emplace<api::Query>());
         if (!problem) problem = page_options(http, request.options);
         plan.spec.shape = Shape::kItems;
@@ -401,6 +453,12 @@ HttpResponse error_response(int status, std::string_view message, int substatus)
 Plan plan_request(const HttpRequest& http) {
   Result<Route> parsed = parse_route(http.target);
   if (!parsed.is_ok()) return bad_request(parsed.status().message());
+  // Cosmos binary JSON (the Rust SDK's default for item writes) starts with 0x80, which no JSON text does.
+  if (!http.body.empty() && static_cast<unsigned char>(http.body[0]) == 0x80) {
+    return bad_request("the request body is Cosmos binary JSON, which Mayfly does not read: turn the SDK's binary "
+                       "encoding off (Rust SDK: BinaryEncodingOptions::new().with_enabled(false), or "
+                       "AZURE_COSMOS_BINARY_ENCODING_ENABLED=false)");
+  }
   const Route& route = *parsed;
   if (route.kind == Route::Kind::kUnsupported) {
     return answer(error_response(501, route.feature + " are not supported by Mayfly (see docs/cosmos.md, \"Use your Cosmos "
@@ -421,6 +479,10 @@ Plan plan_request(const HttpRequest& http) {
       break;
     case Route::Kind::kDatabases:
       if (method == "GET") {
+        request.operation = api::ListDatabases{};
+        plan.spec.shape = Shape::kDatabases;
+      } else if (method == "POST" && is_query(http)) {
+        if (std::optional<std::string> problem = metadata_query(http, plan.spec)) return bad_request(*problem);
         request.operation = api::ListDatabases{};
         plan.spec.shape = Shape::kDatabases;
       } else if (method == "POST") {
@@ -455,6 +517,10 @@ Plan plan_request(const HttpRequest& http) {
       break;
     case Route::Kind::kContainers:
       if (method == "GET") {
+        request.operation = api::ListContainers{};
+        plan.spec.shape = Shape::kContainers;
+      } else if (method == "POST" && is_query(http)) {
+        if (std::optional<std::string> problem = metadata_query(http, plan.spec)) return bad_request(*problem);
         request.operation = api::ListContainers{};
         plan.spec.shape = Shape::kContainers;
       } else if (method == "POST") {
@@ -513,6 +579,9 @@ Plan plan_request(const HttpRequest& http) {
       if (items.answer) return items;
       plan.spec.shape = items.spec.shape;
       plan.spec.all_versions = items.spec.all_versions;
+      // The SDKs' no_response_on_write / EnableContentResponseOnWrite=false: an item write answers without its body.
+      plan.spec.minimal = items.spec.shape == Shape::kItem && method != "GET" && method != "DELETE" &&
+                          lower(http.header("prefer")).find("return=minimal") != std::string::npos;
       break;
     }
     case Route::Kind::kUnsupported: break;

@@ -59,6 +59,17 @@ struct RenderSpec {
   std::string if_none_match;  // pkranges
   bool all_versions = false;  // kChangeFeed: A-IM Full-Fidelity Feed (Cosmos all versions and deletes)
   std::string host;           // the Host header, for the account's own address
+  bool https = false;         // the connection is TLS (the account's address is https://)
+  bool minimal = false;       // Prefer: return=minimal — an item write answers without its body
+  // kDatabases / kContainers answering query_databases / query_containers (POST with x-ms-documentdb-isquery): the
+  // query runs over the list's entries as the SDKs see them.
+  struct MetadataQuery {
+    std::string sql;
+    std::string parameters;  // one JSON object {"@name": value}; "" for none
+    uint32_t max_items = 100;
+    std::string continuation;
+  };
+  std::optional<MetadataQuery> query;
 };
 
 struct Plan {

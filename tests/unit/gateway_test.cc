@@ -244,8 +244,13 @@ TEST(GatewayTranslate, BadAndUnsupportedCallsAreAnsweredWithoutTheNode) {
   EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"if-modified-since", "yesterday"}}), 400);
   EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-max-item-count", "-5"}}), 400);
   EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-documentdb-partitionkeyrangeid", "3"}}), 400);
-  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-start-epk", "05C1"}, {"x-ms-end-epk", "05C2"}}), 400);
-  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-documentdb-partitionkey", "[\"a\"]"}}), 400);
+  // A feed range or one partition key scopes the feed (both at once, or a malformed one: 400).
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-start-epk", "05C1"}, {"x-ms-end-epk", "05C2"}}), 0);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-documentdb-partitionkey", "[\"a\"]"}}), 0);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-documentdb-partitionkey", "[\"a\"]"},
+                         {"x-ms-start-epk", "05C1"}, {"x-ms-end-epk", "05C2"}}), 400);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-start-epk", "05C2"}, {"x-ms-end-epk", "05C1"}}), 400);
+  EXPECT_EQ(feed_status({{"a-im", "Incremental feed"}, {"x-ms-start-epk", "zz"}}), 400);
 }
 
 TEST(GatewayTranslate, ChangeFeedHeadersBecomeReadChangeFeed) {
@@ -422,6 +427,126 @@ TEST(GatewayRender, ErrorsAndPartitionKeyRanges) {
   ASSERT_FALSE(etag.empty());
   ranges.if_none_match = etag;
   EXPECT_EQ(render_reply(ranges, found).status, 304);  // else the SDK asks again forever
+}
+
+// query_databases / query_containers: a POST with x-ms-documentdb-isquery on /dbs or /dbs/{db}/colls is a query over
+// the list, not a create (which answered 400 "the database definition needs an id").
+TEST(GatewayTranslate, DatabaseAndContainerQueriesAreQueriesNotCreates) {
+  const std::map<std::string, std::string> is_query = {{"x-ms-documentdb-isquery", "True"},
+                                                       {"content-type", "application/query+json"}};
+  const std::string body = R"({"query":"SELECT * FROM root r WHERE r.id=@id","parameters":[{"name":"@id","value":"b"}]})";
+  Plan databases = plan_request(request("POST", "/dbs", body, is_query));
+  ASSERT_FALSE(databases.answer) << databases.answer->body;
+  ASSERT_TRUE(databases.call.request.has_value());
+  EXPECT_NE(databases.call.request->as<api::ListDatabases>(), nullptr);
+  ASSERT_TRUE(databases.spec.query.has_value());
+  EXPECT_EQ(databases.spec.query->parameters, R"({"@id":"b"})");
+
+  node::Reply names;
+  names.result.body = R"(["a","b","c"])";
+  HttpResponse page = render_reply(databases.spec, names);
+  EXPECT_EQ(page.status, 200) << page.body;
+  Result<boost::json::value> parsed = json::parse(page.body);
+  ASSERT_TRUE(parsed.is_ok()) << page.body;
+  const boost::json::array& found = parsed->as_object().at("Databases").as_array();
+  ASSERT_EQ(found.size(), 1u) << page.body;
+  EXPECT_EQ(found[0].as_object().at("id").as_string(), "b");
+  EXPECT_EQ(parsed->as_object().at("_count").as_int64(), 1);
+
+  Plan containers = plan_request(request("POST", "/dbs/d/colls", R"({"query":"SELECT VALUE COUNT(1) FROM c"})", is_query));
+  ASSERT_FALSE(containers.answer);
+  ASSERT_NE(containers.call.request->as<api::ListContainers>(), nullptr);
+  node::Reply list;
+  list.result.body = R"([{"id":"x","partitionKey":{"paths":["/a"],"kind":"Hash"}},{"id":"y"}])";
+  page = render_reply(containers.spec, list);
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(json::to_json(json::parse(page.body)->as_object().at("DocumentCollections")), "[2]");
+
+  // A bad query is the query engine's 400; a partition key has no meaning here.
+  Plan bad = plan_request(request("POST", "/dbs", R"({"query":"SELECT FROM"})", is_query));
+  ASSERT_FALSE(bad.answer);
+  EXPECT_EQ(render_reply(bad.spec, names).status, 400);
+  Plan keyed = plan_request(request("POST", "/dbs", body, {{"x-ms-documentdb-isquery", "True"},
+                                                          {"x-ms-documentdb-partitionkey", "[\"a\"]"}}));
+  EXPECT_EQ(answered_status(keyed), 400);
+  // A create is still a create.
+  Plan create = plan_request(request("POST", "/dbs", R"({"id":"n"})"));
+  ASSERT_FALSE(create.answer);
+  EXPECT_NE(create.call.request->as<api::CreateDatabase>(), nullptr);
+}
+
+// A transactional batch (a JSON array with x-ms-cosmos-is-batch-request) was taken for a create: 400 "item body must
+// be a JSON object". It is refused, naming the feature.
+TEST(GatewayTranslate, TransactionalBatchIsRefusedNotCreated) {
+  Plan batch = plan_request(request("POST", "/dbs/d/colls/c/docs",
+                                    R"([{"operationType":"Create","resourceBody":{"id":"a","pk":"p"}}])",
+                                    {{"x-ms-cosmos-is-batch-request", "True"}, {"x-ms-cosmos-batch-atomic", "True"},
+                                     {"x-ms-documentdb-partitionkey", "[\"p\"]"}}));
+  ASSERT_TRUE(batch.answer);
+  EXPECT_EQ(batch.answer->status, 501);
+  EXPECT_NE(batch.answer->body.find("transactional batch"), std::string::npos) << batch.answer->body;
+  EXPECT_FALSE(batch.call.request.has_value());
+}
+
+// Cosmos binary JSON bodies (0x80 first) get a 400 that says how to turn it off, not "malformed JSON at byte 0".
+TEST(GatewayTranslate, BinaryJsonBodiesAreRefusedByName) {
+  Plan binary = plan_request(request("POST", "/dbs/d/colls/c/docs", std::string("\x80\x01\x02", 3),
+                                     {{"x-ms-documentdb-partitionkey", "[\"p\"]"}}));
+  ASSERT_TRUE(binary.answer);
+  EXPECT_EQ(binary.answer->status, 400);
+  EXPECT_NE(binary.answer->body.find("binary JSON"), std::string::npos) << binary.answer->body;
+}
+
+// The account lists one region, the node's own address as the client reached it; Prefer: return=minimal answers an
+// item write without its body (and a read with it).
+TEST(GatewayRender, AccountLocationsAndMinimalWrites) {
+  Plan account = plan_request(request("GET", "/", "", {{"host", "127.0.0.1:8081"}}));
+  ASSERT_FALSE(account.answer);
+  account.spec.https = true;
+  HttpResponse body = render_reply(account.spec, node::Reply{});
+  Result<boost::json::value> parsed = json::parse(body.body);
+  ASSERT_TRUE(parsed.is_ok()) << body.body;
+  EXPECT_EQ(json::to_json(parsed->as_object().at("writableLocations")),
+            R"([{"name":"local","databaseAccountEndpoint":"https://127.0.0.1:8081/"}])");
+  EXPECT_EQ(parsed->as_object().at("readableLocations"), parsed->as_object().at("writableLocations"));
+
+  const std::map<std::string, std::string> minimal = {{"prefer", "return=minimal"},
+                                                      {"x-ms-documentdb-partitionkey", "[\"p\"]"}};
+  node::Reply written;
+  written.result.body = R"({"id":"a","pk":"p","_rid":"x","_etag":"\"1\"","_ts":1})";
+  Plan create = plan_request(request("POST", "/dbs/d/colls/c/docs", R"({"id":"a","pk":"p"})", minimal));
+  ASSERT_FALSE(create.answer);
+  EXPECT_TRUE(create.spec.minimal);
+  EXPECT_EQ(render_reply(create.spec, written).body, "");
+  Plan read = plan_request(request("GET", "/dbs/d/colls/c/docs/a", "", minimal));
+  ASSERT_FALSE(read.answer);
+  EXPECT_FALSE(read.spec.minimal);
+  EXPECT_NE(render_reply(read.spec, written).body, "");
+  Plan loud = plan_request(request("POST", "/dbs/d/colls/c/docs", R"({"id":"a","pk":"p"})"));
+  EXPECT_NE(render_reply(loud.spec, written).body, "");
+}
+
+// query_items(feed_range=...) sends x-ms-start-epk / x-ms-end-epk: they reach the node as the query's feed range
+// (they were ignored, and every partition key's items came back).
+TEST(GatewayTranslate, QueryFeedRangesReachTheNode) {
+  std::map<std::string, std::string> headers = {{"x-ms-documentdb-isquery", "True"},
+                                                {"x-ms-start-epk", "1EC0C2CBE45DBC919CF2B65D399C2673"},
+                                                {"x-ms-end-epk", "1EC0C2CBE45DBC919CF2B65D399C2674"}};
+  Plan ranged = plan_request(request("POST", "/dbs/d/colls/c/docs", R"({"query":"SELECT * FROM c"})", headers));
+  ASSERT_FALSE(ranged.answer);
+  const api::Query* query = ranged.call.request->as<api::Query>();
+  ASSERT_NE(query, nullptr);
+  EXPECT_EQ(query->feed_range_min, "1EC0C2CBE45DBC919CF2B65D399C2673");
+  EXPECT_EQ(query->feed_range_max, "1EC0C2CBE45DBC919CF2B65D399C2674");
+  headers["x-ms-start-epk"] = "";
+  headers["x-ms-end-epk"] = "FF";
+  Plan whole = plan_request(request("POST", "/dbs/d/colls/c/docs", R"({"query":"SELECT * FROM c"})", headers));
+  ASSERT_FALSE(whole.answer);
+  EXPECT_TRUE(whole.call.request->as<api::Query>()->feed_range_min.empty());
+  EXPECT_TRUE(whole.call.request->as<api::Query>()->feed_range_max.empty());
+  headers["x-ms-start-epk"] = "not-hex";
+  EXPECT_EQ(answered_status(plan_request(request("POST", "/dbs/d/colls/c/docs", R"({"query":"SELECT * FROM c"})",
+                                                 headers))), 400);
 }
 
 // Seeded random mutations of real requests through every parser and the planner: each input is either accepted or

@@ -1,0 +1,139 @@
+"""Calls of the official Python SDK that Mayfly answered wrongly (issue "Cosmos DB fidelity"), each failing before its
+fix: a query with a feed range returned other partition keys' items; query_databases / query_containers were taken
+for creates (400 "definition needs an id"); read_items with more than 256 ids was refused (400 "at most 256 query
+parameters")."""
+from azure.cosmos import PartitionKey
+
+from conftest import unique
+
+
+def test_query_with_a_feed_range_returns_only_that_range(cluster):
+    client = cluster.client(1)
+    database = client.create_database_if_not_exists(id=unique("feedrange"))
+    container = database.create_container(id="c", partition_key=PartitionKey(path="/pk"))
+    keys = ["pk1", "pk2", "pk3", 42, True]
+    for key in keys:
+        for n in range(3):
+            container.create_item({"id": f"{key}-{n}", "pk": key, "n": n})
+    for key in keys:
+        feed_range = container.feed_range_from_partition_key(key)
+        rows = list(container.query_items("SELECT * FROM c", feed_range=feed_range))
+        assert sorted(r["id"] for r in rows) == [f"{key}-{n}" for n in range(3)], (key, rows)
+        count = list(container.query_items("SELECT VALUE COUNT(1) FROM c", feed_range=feed_range))
+        assert count == [3]
+    # The container's own feed ranges (one, the whole key space) still return everything.
+    ranges = list(container.read_feed_ranges())
+    everything = [r["id"] for feed_range in ranges for r in container.query_items("SELECT * FROM c",
+                                                                                   feed_range=feed_range)]
+    assert sorted(everything) == sorted(f"{key}-{n}" for key in keys for n in range(3))
+
+
+def test_query_databases_and_containers(cluster):
+    client = cluster.client(2)
+    name = unique("querymeta")
+    database = client.create_database(id=name)
+    database.create_container(id="first", partition_key=PartitionKey(path="/pk"))
+    database.create_container(id="second", partition_key=PartitionKey(path="/pk"))
+    found = list(client.query_databases(query="SELECT * FROM root r WHERE r.id=@id",
+                                        parameters=[{"name": "@id", "value": name}]))
+    assert [d["id"] for d in found] == [name]
+    assert list(client.query_databases(query="SELECT * FROM root r WHERE r.id='no-such-database'")) == []
+    containers = list(database.query_containers(query="SELECT * FROM root r WHERE r.id=@id",
+                                                parameters=[{"name": "@id", "value": "second"}]))
+    assert [c["id"] for c in containers] == ["second"]
+    assert containers[0]["partitionKey"]["paths"] == ["/pk"]
+    assert sorted(c["id"] for c in database.query_containers(query="SELECT * FROM c")) == ["first", "second"]
+
+
+def test_read_items_with_more_than_256_ids(cluster):
+    client = cluster.client(3)
+    database = client.create_database_if_not_exists(id=unique("readitems"))
+    container = database.create_container(id="c", partition_key=PartitionKey(path="/pk"))
+    wanted = []
+    for n in range(300):
+        key = f"p{n % 7}"
+        container.upsert_item({"id": f"i{n}", "pk": key, "n": n})
+        wanted.append((f"i{n}", key))
+    wanted.append(("missing", "p0"))
+    found = container.read_items(items=wanted)
+    assert sorted(item["n"] for item in found) == list(range(300))
+
+
+def test_an_http2_preface_gets_goaway_http_1_1_required(cluster):
+    """An HTTP/2 client with prior knowledge (the Rust SDK's default) is told, in HTTP/2, to use HTTP/1.1: the server's
+    SETTINGS frame, then GOAWAY with HTTP_1_1_REQUIRED (0xd), then a clean close (not a reset). It was an HTTP/1.1
+    400, which an HTTP/2 client cannot read as a reason to fall back."""
+    import socket
+    import struct
+    port = cluster.http_ports[0]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        # The preface, an empty SETTINGS frame, and the first request's HEADERS (stream 1, END_STREAM | END_HEADERS;
+        # the server answers once it has seen it, so the client's request fails with the reason, not "closed").
+        conn.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00" +
+                     b"\x00\x00\x01\x01\x05\x00\x00\x00\x01\x82")
+        data = b""
+        while True:
+            chunk = conn.recv(4096)  # a reset raises here
+            if not chunk:
+                break
+            data += chunk
+    frames = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[0:3], "big")
+        frames.append((data[3], data[9:9 + length]))
+        data = data[9 + length:]
+    assert data == b"" and [kind for kind, _ in frames] == [0x4, 0x7], frames
+    last_stream, error_code = struct.unpack(">II", frames[1][1][:8])
+    assert (last_stream, error_code) == (0, 0xd)
+    # The same port still serves HTTP/1.1.
+    assert cluster.client(1).get_database_account() is not None
+
+
+def test_no_response_on_write_and_the_account_and_container_shapes(cluster):
+    """Prefer: return=minimal (no_response=True) answers a write with its headers only; the account lists its one
+    region (its own address: the azure-cosmos test suite reads writableLocations[0]); a container's indexing policy
+    has Cosmos's includedPaths / excludedPaths; resource ids nest (a container's `_rid` begins with its database's)."""
+    import base64
+    client = cluster.client(1)
+    account = client.get_database_account()
+    assert [loc["databaseAccountEndpoint"] for loc in account.WritableLocations] == [cluster.url(1)]
+    assert [loc["databaseAccountEndpoint"] for loc in account.ReadableLocations] == [cluster.url(1)]
+    database = client.create_database_if_not_exists(id=unique("shapes"))
+    container = database.create_container(id="c", partition_key=PartitionKey(path="/pk"))
+    quiet = container.create_item({"id": "a", "pk": "p", "n": 1}, no_response=True)
+    assert dict(quiet) == {}
+    assert quiet.get_response_headers().get("x-ms-request-charge")  # the headers still come back
+    assert dict(container.upsert_item({"id": "a", "pk": "p", "n": 2}, no_response=True)) == {}
+    assert dict(container.replace_item("a", {"id": "a", "pk": "p", "n": 3}, no_response=True)) == {}
+    item = container.read_item("a", partition_key="p")
+    assert item["n"] == 3
+    loud = container.upsert_item({"id": "a", "pk": "p", "n": 4})
+    assert loud["n"] == 4
+    policy = container.read()["indexingPolicy"]
+    assert policy["indexingMode"] == "consistent" and policy["automatic"] is True
+    assert policy["includedPaths"] == [{"path": "/*"}]
+    assert policy["excludedPaths"] == [{"path": '/"_etag"/?'}]
+
+    def rid_bytes(rid):
+        return base64.b64decode(rid.replace("-", "/"))
+    database_rid = rid_bytes(database.read()["_rid"])
+    container_rid = rid_bytes(container.read()["_rid"])
+    assert len(database_rid) == 4 and len(container_rid) == 8 and container_rid[:4] == database_rid
+    item_rid = rid_bytes(item["_rid"])
+    assert len(item_rid) == 16 and item_rid[:8] == container_rid
+
+
+def test_a_transactional_batch_is_refused_not_created(cluster):
+    """execute_item_batch sends a JSON array with x-ms-cosmos-is-batch-request: it was taken for a create of that array
+    (400 "item body must be a JSON object"); until batches are built it is a 501 naming the feature, and nothing is
+    written."""
+    from azure.cosmos import exceptions
+    import pytest
+    database = cluster.client(1).create_database_if_not_exists(id=unique("batch"))
+    container = database.create_container(id="c", partition_key=PartitionKey(path="/pk"))
+    with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
+        container.execute_item_batch(batch_operations=[("create", ({"id": "a", "pk": "p"},)),
+                                                       ("upsert", ({"id": "b", "pk": "p"},))], partition_key="p")
+    assert refused.value.status_code == 501
+    assert "transactional batch" in str(refused.value)
+    assert list(container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)) == [0]
