@@ -156,6 +156,7 @@ capnp::MessageSize size_hint(const Request& request) {
           [](const AddMember& op) { return op.address.size(); },
           [](const AdvanceClock& op) { return op.duration.size(); },
           [](const ReadChangeFeed& op) { return op.continuation.size(); },
+          [](const ExecuteBatch& op) { return op.partition_key.size() + op.operations.size(); },
           [](const auto&) { return size_t{0}; },
       },
       request.operation);
@@ -169,6 +170,8 @@ static_assert(static_cast<size_t>(proto::Request::UPSERT_ITEM) == static_cast<si
 static_assert(static_cast<size_t>(proto::Request::QUERY) == static_cast<size_t>(Kind::kQuery));
 static_assert(static_cast<size_t>(proto::Request::ADVANCE_CLOCK) == static_cast<size_t>(Kind::kAdvanceClock));
 static_assert(static_cast<size_t>(proto::Request::READ_CHANGE_FEED) == static_cast<size_t>(Kind::kReadChangeFeed));
+static_assert(static_cast<size_t>(proto::Request::LIST_OFFERS) == static_cast<size_t>(Kind::kListOffers));
+static_assert(static_cast<size_t>(proto::Request::BATCH) == static_cast<size_t>(Kind::kExecuteBatch));
 
 std::optional<Kind> kind_of(proto::Request::Which which) {
   if (static_cast<size_t>(which) >= kKindCount) return std::nullopt;
@@ -214,7 +217,10 @@ void encode_request(const Request& request, proto::Request::Builder out) {
   options.setMaxItems(request.options.max_items);
   options.setContinuation(wire_text(request.options.continuation));
   std::visit(Overloaded{
-                 [&](const CreateDatabase&) { out.setCreateDatabase(); },
+                 [&](const CreateDatabase& op) {
+                   out.setCreateDatabase();
+                   out.setSharedThroughput(op.shared_ru_per_second);
+                 },
                  [&](const DeleteDatabase&) { out.setDeleteDatabase(); },
                  [&](const ListDatabases&) { out.setListDatabases(); },
                  [&](const CreateContainer& op) { encode_settings(op.settings, out.initCreateContainer()); },
@@ -271,6 +277,16 @@ void encode_request(const Request& request, proto::Request::Builder out) {
                  },
                  [&](const ContainerForecast&) { out.setContainerForecast(); },
                  [&](const ReadChangeFeed& op) { encode_change_feed(op, out.initReadChangeFeed()); },
+                 [&](const UpdateDatabase& op) {
+                   out.setUpdateDatabase();
+                   out.setSharedThroughput(op.shared_ru_per_second);
+                 },
+                 [&](const ListOffers&) { out.setListOffers(); },
+                 [&](const ExecuteBatch& op) {
+                   auto batch = out.initBatch();
+                   batch.setPartitionKey(wire_text(op.partition_key));
+                   batch.setOperations(wire_text(op.operations));
+                 },
              },
              request.operation);
 }
@@ -295,7 +311,12 @@ Result<Request> decode_request(proto::Request::Reader in) {
     op.id = text(wire.getId());
   };
   switch (in.which()) {
-    case proto::Request::CREATE_DATABASE: request.operation = CreateDatabase{}; break;
+    case proto::Request::CREATE_DATABASE: request.operation = CreateDatabase{in.getSharedThroughput()}; break;
+    case proto::Request::UPDATE_DATABASE: request.operation = UpdateDatabase{in.getSharedThroughput()}; break;
+    case proto::Request::LIST_OFFERS: request.operation = ListOffers{}; break;
+    case proto::Request::BATCH:
+      request.operation = ExecuteBatch{text(in.getBatch().getPartitionKey()), text(in.getBatch().getOperations())};
+      break;
     case proto::Request::DELETE_DATABASE: request.operation = DeleteDatabase{}; break;
     case proto::Request::LIST_DATABASES: request.operation = ListDatabases{}; break;
     case proto::Request::CREATE_CONTAINER:

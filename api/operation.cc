@@ -39,6 +39,9 @@ constexpr std::array<KindInfo, kKindCount> kKinds = {{
     {"backupRead", false, false, true},
     {"containerForecast", false, false, true},
     {"readChangeFeed", false, true, false},
+    {"updateDatabase", true, false, false},
+    {"listOffers", false, true, false},
+    {"batch", true, false, false},
 }};
 
 template <size_t... I>

@@ -47,7 +47,23 @@ struct ContainerSettings {
 
 // Databases (Request::database names the database).
 struct CreateDatabase {
+  uint32_t shared_ru_per_second = 0;  // provisioned RU/s its containers without their own throughput share; 0: none
   bool operator==(const CreateDatabase&) const = default;
+};
+// A database's shared throughput changes (it must have been created with one).
+struct UpdateDatabase {
+  uint32_t shared_ru_per_second = 0;
+  bool operator==(const UpdateDatabase&) const = default;
+};
+// Every provisioned throughput of the account: databases with shared throughput, containers with their own.
+struct ListOffers {
+  bool operator==(const ListOffers&) const = default;
+};
+// A transactional batch on one partition (proto Batch).
+struct ExecuteBatch {
+  std::string partition_key;  // JSON
+  std::string operations;     // JSON array, as Cosmos DB's REST API sends it
+  bool operator==(const ExecuteBatch&) const = default;
 };
 struct DeleteDatabase {
   bool operator==(const DeleteDatabase&) const = default;
@@ -185,7 +201,7 @@ using Operation =
     std::variant<CreateDatabase, DeleteDatabase, ListDatabases, CreateContainer, UpdateContainer, GetContainer,
                  DeleteContainer, ListContainers, CreateItem, UpsertItem, ReplaceItem, ReadItem, DeleteItem, PatchItem,
                  ListItems, ClusterStatus, AddMember, RemoveMember, TransferLeader, Query, AdvanceClock, BackupOpen,
-                 BackupRead, ContainerForecast, ReadChangeFeed>;
+                 BackupRead, ContainerForecast, ReadChangeFeed, UpdateDatabase, ListOffers, ExecuteBatch>;
 
 enum class Kind {
   kCreateDatabase,
@@ -213,9 +229,12 @@ enum class Kind {
   kBackupRead,
   kContainerForecast,
   kReadChangeFeed,
+  kUpdateDatabase,
+  kListOffers,
+  kExecuteBatch,
 };
 inline constexpr size_t kKindCount = std::variant_size_v<Operation>;
-static_assert(static_cast<size_t>(Kind::kReadChangeFeed) + 1 == kKindCount, "Kind lists every Operation alternative");
+static_assert(static_cast<size_t>(Kind::kExecuteBatch) + 1 == kKindCount, "Kind lists every Operation alternative");
 
 inline Kind kind_of(const Operation& operation) { return static_cast<Kind>(operation.index()); }
 // A default-made operation of that kind (for builders that fill the fields afterwards).

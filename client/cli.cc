@@ -296,13 +296,19 @@ class Grammar {
 
   void add_db() {
     CLI::App* db = group("db", "databases");
-    leaf(db, "create", "create database DB", Op::kCreateDatabase)
-        ->add_option("DB", arguments_.database, "database")
-        ->required();
+    CLI::App* create = leaf(db, "create", "create database DB", Op::kCreateDatabase);
+    create->add_option("DB", arguments_.database, "database")->required();
+    create->add_option("--throughput", arguments_.throughput,
+                       "provisioned RU/s its containers share (those created without their own)");
     leaf(db, "delete", "delete database DB", Op::kDeleteDatabase)
         ->add_option("DB", arguments_.database, "database")
         ->required();
+    CLI::App* set = leaf(db, "set", "change the shared throughput of database DB", Op::kUpdateDatabase);
+    set->add_option("DB", arguments_.database, "database")->required();
+    set->add_option("--throughput", arguments_.throughput, "provisioned RU/s its sharing containers share")
+        ->required();
     leaf(db, "list", "list databases", Op::kListDatabases);
+    leaf(db, "offers", "list the provisioned throughputs (databases' shared, containers' own)", Op::kListOffers);
   }
 
   void add_indexing(CLI::App* sub) {
@@ -551,6 +557,12 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       query.enable_scan = arguments.enable_scan;
       break;
     }
+    case Op::kCreateDatabase:
+      request.as<api::CreateDatabase>()->shared_ru_per_second = arguments.throughput;
+      break;
+    case Op::kUpdateDatabase:
+      request.as<api::UpdateDatabase>()->shared_ru_per_second = arguments.throughput;
+      break;
     case Op::kCreateContainer:
     case Op::kUpdateContainer: {
       ContainerSettings& settings =

@@ -179,9 +179,15 @@ Table containers_table(std::string_view array_body) {
     const boost::json::object& container = parsed.as_object();
     std::string partition_key = "-";
     if (const auto* key = container.if_contains("partitionKey"); key != nullptr && key->is_object()) {
-      if (const auto* paths = key->as_object().if_contains("paths");
-          paths != nullptr && paths->is_array() && !paths->as_array().empty() && paths->as_array()[0].is_string()) {
-        partition_key = std::string(paths->as_array()[0].as_string());
+      // A hierarchical key's paths joined with ',' (items_table reads that form back).
+      if (const auto* paths = key->as_object().if_contains("paths"); paths != nullptr && paths->is_array()) {
+        std::string joined;
+        for (const boost::json::value& path : paths->as_array()) {
+          if (!path.is_string()) continue;
+          if (!joined.empty()) joined += ',';
+          joined += path.as_string();
+        }
+        if (!joined.empty()) partition_key = std::move(joined);
       }
     }
     const std::optional<int64_t> default_ttl = int_field(container, "defaultTtl");
@@ -192,7 +198,9 @@ Table containers_table(std::string_view array_body) {
     std::string throughput = "-";
     if (const auto* mode = container.if_contains("throughput"); mode != nullptr && mode->is_object()) {
       const std::string kind = string_field(mode->as_object(), "mode");
-      throughput = kind == "provisioned" ? int_cell(mode->as_object(), "requestUnitsPerSecond") + " RU/s" : kind;
+      throughput = kind == "provisioned" ? int_cell(mode->as_object(), "requestUnitsPerSecond") + " RU/s"
+                   : kind == "shared"    ? int_cell(mode->as_object(), "requestUnitsPerSecond") + " RU/s (database)"
+                                         : kind;
     }
     std::string change_feed = "off";
     if (const auto* feed = container.if_contains("changeFeed"); feed != nullptr && feed->is_object()) {
@@ -245,8 +253,21 @@ Table items_table(std::string_view array_body, std::string_view partition_key_pa
     };
     std::vector<std::string> row = {cell("id", kIdWidth)};
     if (!partition_key_path.empty()) {
-      const std::string key = partition_key_value(elements[i], partition_key_path);
-      row.push_back(key.empty() ? "(none)" : truncate_cell(cell_text(key), kCellWidth));
+      // A hierarchical key ("/tenant,/user"): its values joined with ", ".
+      std::string key;
+      size_t start = 0;
+      while (start <= partition_key_path.size()) {
+        const size_t comma = partition_key_path.find(',', start);
+        const std::string_view path = partition_key_path.substr(start, comma == std::string_view::npos
+                                                                           ? std::string_view::npos
+                                                                           : comma - start);
+        const std::string value = partition_key_value(elements[i], path);
+        if (start > 0) key += ", ";
+        key += value.empty() ? "(none)" : cell_text(value);
+        if (comma == std::string_view::npos) break;
+        start = comma + 1;
+      }
+      row.push_back(key == "(none)" ? key : truncate_cell(key, kCellWidth));
     }
     row.push_back(cell("_ts", kCellWidth));
     if (any_ttl) row.push_back(cell("ttl", kCellWidth));
@@ -289,6 +310,19 @@ FormattedOutput format_response_table(const Request& request, const Response& re
       Table table{{"id"}, {}};
       for (std::string_view element : json_array_elements(body)) table.rows.push_back({cell_text(element)});
       output.out = render_table(table) + footer(response, table.rows.size(), "database");
+      return output;
+    }
+    case Op::kListOffers: {
+      Table table{{"database", "container", "throughput"}, {}};
+      for (std::string_view element : json_array_elements(body)) {
+        if (!is_object(element)) continue;
+        const auto members = json_object_members(element);
+        const std::string_view container = member(members, "container");
+        table.rows.push_back({cell_text(member(members, "database")),
+                              container.empty() ? "(shared by its containers)" : cell_text(container),
+                              std::string(member(members, "throughput")) + " RU/s"});
+      }
+      output.out = render_table(table) + footer(response, table.rows.size(), "offer");
       return output;
     }
     case Op::kListContainers: {

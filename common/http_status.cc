@@ -27,6 +27,7 @@ int http_status(Done done) {
     case Done::kOk: return 200;
     case Done::kCreated: return 201;
     case Done::kNoContent: return 204;
+    case Done::kMultiStatus: return 207;
   }
   return 200;
 }
@@ -36,6 +37,7 @@ std::optional<HttpAnswer> from_http_status(int status) {
     case 200: return HttpAnswer{StatusCode::kOk, Done::kOk};
     case 201: return HttpAnswer{StatusCode::kOk, Done::kCreated};
     case 204: return HttpAnswer{StatusCode::kOk, Done::kNoContent};
+    case 207: return HttpAnswer{StatusCode::kOk, Done::kMultiStatus};
     case 400: return HttpAnswer{StatusCode::kInvalidArgument};
     case 401: return HttpAnswer{StatusCode::kUnauthorized};
     case 403: return HttpAnswer{StatusCode::kForbidden};

@@ -15,7 +15,8 @@
 namespace mayfly {
 
 // How a request that did its work was answered: 200, 201 (created) or 204 (deleted; no body).
-enum class Done : uint8_t { kOk, kCreated, kNoContent };
+// kMultiStatus: 207, a transactional batch that failed as a whole (its body says which operation failed and why).
+enum class Done : uint8_t { kOk, kCreated, kNoContent, kMultiStatus };
 
 // kOk: 200; kInvalidArgument 400; kUnauthorized 401; kForbidden 403; kNotFound 404; kConflict 409;
 // kPreconditionFailed 412; kTooLarge 413; kGone 410;

@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <vector>
 
@@ -54,7 +55,6 @@ const char* unsupported_feature(std::string_view segment) {
   if (segment == "triggers") return "triggers";
   if (segment == "conflicts") return "conflicts";
   if (segment == "attachments") return "attachments";
-  if (segment == "offers") return "offers (throughput is set at container creation with x-ms-offer-throughput)";
   if (segment == "clientencryptionkeys") return "client encryption keys";
   if (segment == "schemas") return "schemas";
   return nullptr;
@@ -119,6 +119,16 @@ Result<Route> parse_route(std::string_view target) {
   auto not_found = [&] {
     return Status::invalid_argument("'" + std::string(path) + "' is not a Cosmos DB resource path");
   };
+  if (segments[0] == "offers" && n <= 2) {
+    route.kind = n == 1 ? Route::Kind::kOffers : Route::Kind::kOffer;
+    if (n == 2) {
+      route.id = segments[1];
+      // Offers are addressed by resource id, which the SDKs sign alone and lower-cased.
+      route.resource_link = route.id;
+      for (char& c : route.resource_link) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    return route;
+  }
   if (segments[0] != "dbs") {
     if (const char* feature = unsupported_feature(segments[0])) {
       route.kind = Route::Kind::kUnsupported;
@@ -310,20 +320,23 @@ std::string base64_encode(std::string_view bytes) {
 Result<std::string> parse_partition_key_header(std::string_view header) {
   Result<boost::json::value> parsed = json::parse(header);
   if (!parsed.is_ok() || !parsed->is_array()) {
-    return Status::invalid_argument("x-ms-documentdb-partitionkey must be a JSON array of one value, like [\"a\"], "
+    return Status::invalid_argument("x-ms-documentdb-partitionkey must be a JSON array of 1 to 3 values, like [\"a\"], "
                                     "not '" + std::string(header) + "'");
   }
   const boost::json::array& values = parsed->as_array();
-  if (values.size() != 1) {
-    return Status::invalid_argument(values.empty() ? "x-ms-documentdb-partitionkey is an empty array"
-                                                   : "hierarchical partition keys (several values) are not supported");
+  if (values.empty()) return Status::invalid_argument("x-ms-documentdb-partitionkey is an empty array");
+  if (values.size() > json::kMaxPartitionKeyPaths) {
+    return Status::invalid_argument("x-ms-documentdb-partitionkey has " + std::to_string(values.size()) +
+                                    " values; a hierarchical partition key has at most 3");
   }
-  const boost::json::value& value = values[0];
-  if (value.is_object() || value.is_array()) {
-    return Status::invalid_argument("items without a partition key value (PartitionKey.None, [{}]) are not "
-                                    "supported: every Mayfly item has a partition key value");
+  for (const boost::json::value& value : values) {
+    if (value.is_object() || value.is_array()) {
+      return Status::invalid_argument("items without a partition key value (PartitionKey.None, [{}]) are not "
+                                      "supported: every Mayfly item has a partition key value");
+    }
   }
-  return json::to_json(value);
+  // One value: that value (a Hash key); several: the array, a hierarchical key's value (the node checks the count).
+  return values.size() == 1 ? json::to_json(values[0]) : json::to_json(*parsed);
 }
 
 Result<uint64_t> parse_session_token_header(std::string_view header) {

@@ -32,6 +32,8 @@ struct Route {
     kPartitionKeyRanges,  // /dbs/{db}/colls/{c}/pkranges
     kItems,          // /dbs/{db}/colls/{c}/docs
     kItem,           // /dbs/{db}/colls/{c}/docs/{id}
+    kOffers,         // /offers
+    kOffer,          // /offers/{id}
     kUnsupported,    // a Cosmos resource Mayfly does not have (users, sprocs, offers, ...): `feature` names it
   };
   Kind kind = Kind::kAccount;
@@ -39,6 +41,7 @@ struct Route {
   std::string container;
   std::string id;
   std::string feature;        // kUnsupported: e.g. "stored procedures (sprocs)"
+  // kOffer: the offer's id is in `id`; an offer is addressed by id (not by name), so it is signed lower-cased.
   std::string resource_type;  // what the signature covers: "dbs", "colls", "docs", "pkranges", "" for the account
   std::string resource_link;  // e.g. "dbs/shop/colls/carts" (decoded, no leading or trailing slash)
 };

@@ -97,6 +97,56 @@ void list_page(const RenderSpec& spec, std::string_view kind, boost::json::array
   if (!page.continuation.empty()) response.headers.emplace_back("x-ms-continuation", page.continuation);
 }
 
+// A Cosmos offer (throughput) of a database or a container. `resource` is the resource's `_self` (name-based, as
+// Mayfly's links are), which is what the SDKs' get_throughput queries by.
+boost::json::object offer_entry(std::string_view database, std::optional<std::string_view> container,
+                                std::string_view rid, int64_t throughput, int64_t ts_seconds) {
+  std::string link = "dbs/" + std::string(database);
+  if (container) link += "/colls/" + std::string(*container);
+  const std::string id = offer_id(link);
+  boost::json::object offer;
+  offer["id"] = id;
+  offer["_rid"] = id;
+  offer["_self"] = "offers/" + id + "/";
+  offer["_etag"] = "\"" + std::to_string(ts_seconds) + "\"";
+  offer["_ts"] = ts_seconds;
+  offer["offerVersion"] = "V2";
+  offer["offerType"] = "Invalid";
+  offer["resource"] = link + "/";
+  offer["offerResourceId"] = rid;
+  boost::json::object content;
+  content["offerThroughput"] = throughput;
+  content["offerIsRUPerMinuteThroughputEnabled"] = false;
+  offer["content"] = std::move(content);
+  return offer;
+}
+
+// The node's offer list (store_reader.h list_offers) as Cosmos offers; nullopt when it does not decode.
+std::optional<boost::json::array> offer_entries(const std::string& body) {
+  Result<boost::json::value> parsed = json::parse(body);
+  if (!parsed.is_ok() || !parsed->is_array()) return std::nullopt;
+  boost::json::array offers;
+  for (const auto& entry : parsed->as_array()) {
+    const boost::json::object* object = entry.if_object();
+    if (object == nullptr) return std::nullopt;
+    const auto* database = object->if_contains("database");
+    const auto* container = object->if_contains("container");
+    const auto* rid = object->if_contains("rid");
+    const auto* throughput = object->if_contains("throughput");
+    const auto* ts = object->if_contains("ts");
+    if (database == nullptr || !database->is_string() || rid == nullptr || !rid->is_string() ||
+        throughput == nullptr || !throughput->is_int64() || ts == nullptr || !ts->is_int64() ||
+        (container != nullptr && !container->is_string())) {
+      return std::nullopt;
+    }
+    std::optional<std::string_view> container_name;
+    if (container != nullptr) container_name = container->as_string();
+    offers.push_back(offer_entry(database->as_string(), container_name, rid->as_string(), throughput->as_int64(),
+                                 ts->as_int64()));
+  }
+  return offers;
+}
+
 // An item from the node is one compact JSON object: `_self` and `_attachments` go in before its closing brace, so a
 // large item is not parsed again.
 std::string decorate_item(const std::string& body, const Route& route, std::string_view id) {
@@ -161,11 +211,14 @@ std::optional<std::string> change_feed_body(const RenderSpec& spec, const storag
       caught_up == nullptr || !caught_up->is_bool()) {
     return "the node's change feed page did not decode";
   }
-  // Deletes name their partition key as Cosmos does, {"<property>": value} ("/tenant" -> "tenant").
-  std::string key_property;
+  // Deletes name their partition key as Cosmos does, {"<property>": value} ("/tenant" -> "tenant"); a hierarchical
+  // key names each of its paths.
+  std::vector<std::string> key_properties;
   if (const auto* path = page.if_contains("partitionKeyPath"); path != nullptr && path->is_string()) {
-    key_property = path->as_string();
-    if (!key_property.empty() && key_property.front() == '/') key_property.erase(0, 1);
+    for (std::string property : json::partition_key_paths(path->as_string())) {
+      if (!property.empty() && property.front() == '/') property.erase(0, 1);
+      key_properties.push_back(std::move(property));
+    }
   }
   boost::json::array documents;
   for (boost::json::value& entry : changes->as_array()) {
@@ -193,9 +246,13 @@ std::optional<std::string> change_feed_body(const RenderSpec& spec, const storag
     const bool is_delete = operation != nullptr && operation->is_string() && operation->as_string() == "delete";
     if (is_delete) {
       if (const auto* id = change->if_contains("id")) metadata["id"] = *id;
-      if (const auto* key = change->if_contains("partitionKey"); key != nullptr && !key_property.empty()) {
+      if (const auto* key = change->if_contains("partitionKey"); key != nullptr && !key_properties.empty()) {
         boost::json::object named;
-        named[key_property] = *key;
+        if (key_properties.size() == 1) {
+          named[key_properties[0]] = *key;
+        } else if (key->is_array() && key->as_array().size() == key_properties.size()) {
+          for (size_t i = 0; i < key_properties.size(); ++i) named[key_properties[i]] = key->as_array()[i];
+        }
         metadata["partitionKey"] = std::move(named);
       }
     }
@@ -303,6 +360,54 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
       return std::nullopt;
     }
     case Shape::kChangeFeed: return change_feed_body(spec, result, response);
+    case Shape::kBatch: response.body = result.body; return std::nullopt;
+    case Shape::kOffers: {
+      std::optional<boost::json::array> offers = offer_entries(result.body);
+      if (!offers) return "the node's offer list did not decode";
+      list_page(spec, "Offers", std::move(*offers), response);
+      return std::nullopt;
+    }
+    case Shape::kOffer: {
+      std::optional<boost::json::array> offers = offer_entries(result.body);
+      if (!offers) return "the node's offer list did not decode";
+      for (const auto& offer : *offers) {
+        if (offer.as_object().at("id").as_string() == route.id) {
+          response.body = json::to_json(offer);
+          return std::nullopt;
+        }
+      }
+      response = error_response(404, "offer '" + route.id + "' does not exist");
+      return std::nullopt;
+    }
+    case Shape::kOfferWritten: {
+      // The node answered the database's update ({"id","throughput"}) or the container's (its definition).
+      Result<boost::json::value> parsed = json::parse(result.body);
+      if (!parsed.is_ok() || !parsed->is_object()) return "the node's answer did not decode";
+      const boost::json::object& body = parsed->as_object();
+      int64_t throughput = 0;
+      std::string rid;
+      if (route.container.empty()) {
+        const auto* figure = body.if_contains("throughput");
+        if (figure == nullptr || !figure->is_int64()) return "the node's answer did not decode";
+        throughput = figure->as_int64();
+        rid = storage::format_database_rid(route.database);
+      } else {
+        const auto* mode = body.if_contains("throughput");
+        const auto* figure = mode != nullptr && mode->is_object() ? mode->as_object().if_contains("requestUnitsPerSecond")
+                                                                   : nullptr;
+        const auto* own_rid = body.if_contains("_rid");
+        if (figure == nullptr || !figure->is_int64() || own_rid == nullptr || !own_rid->is_string()) {
+          return "the node's answer did not decode";
+        }
+        throughput = figure->as_int64();
+        rid = own_rid->as_string();
+      }
+      std::optional<std::string_view> container;
+      if (!route.container.empty()) container = route.container;
+      response.body = json::to_json(offer_entry(route.database, container, rid, throughput,
+                                                result.ts_micros / 1'000'000));
+      return std::nullopt;
+    }
   }
   return std::nullopt;
 }
@@ -333,7 +438,8 @@ HttpResponse render_reply(const RenderSpec& spec, const node::Reply& reply) {
     response.headers.emplace_back("x-ms-session-token", format_session_token(reply.session_token));
   }
   if (!spec.route.container.empty() &&
-      (spec.shape == Shape::kItem || spec.shape == Shape::kItems || spec.shape == Shape::kContainer)) {
+      (spec.shape == Shape::kItem || spec.shape == Shape::kItems || spec.shape == Shape::kContainer ||
+       spec.shape == Shape::kBatch)) {
     // With it the SDKs keep the session token per container and send it back (read-your-writes on any node).
     response.headers.emplace_back("x-ms-alt-content-path", container_link(spec.route));
   }

@@ -1,7 +1,9 @@
 #include "gateway/translate.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <limits>
 #include <memory>
 
 #include "storage/document.h"
@@ -90,6 +92,71 @@ Result<boost::json::object> parse_object(std::string_view body, std::string_view
   return std::move(parsed->as_object());
 }
 
+// x-ms-offer-throughput: a fixed RU/s in `units` (0 when absent), or why the offer is refused.
+std::optional<std::string> offer_header(const HttpRequest& http, uint32_t& units) {
+  units = 0;
+  const std::string_view offer = http.header("x-ms-offer-throughput");
+  if (!offer.empty()) {
+    auto [end, error] = std::from_chars(offer.data(), offer.data() + offer.size(), units);
+    if (error != std::errc() || end != offer.data() + offer.size() || units == 0) {
+      return "x-ms-offer-throughput must be a positive number of RU/s, not '" + std::string(offer) + "'";
+    }
+  } else if (!http.header("x-ms-cosmos-offer-autopilot-settings").empty()) {
+    return std::string("autoscale throughput is not supported: give a fixed offer_throughput, or none (serverless)");
+  }
+  return std::nullopt;
+}
+
+// PUT /offers/{id}: the offer as the SDKs send it back with a new content.offerThroughput. Its `resource` names the
+// database or container (and must be the one the id names); the update goes to it.
+std::optional<std::string> offer_replacement(const HttpRequest& http, const Route& route, api::Request& request,
+                                             Route& target) {
+  Result<boost::json::value> parsed = json::parse(http.body);
+  if (!parsed.is_ok() || !parsed->is_object()) return std::string("the offer must be a JSON object");
+  const boost::json::object& offer = parsed->as_object();
+  const auto* resource = offer.if_contains("resource");
+  if (resource == nullptr || !resource->is_string()) {
+    return std::string("the offer needs its \"resource\", the link of its database or container");
+  }
+  std::string_view link = resource->as_string();
+  while (!link.empty() && link.front() == '/') link.remove_prefix(1);
+  while (!link.empty() && link.back() == '/') link.remove_suffix(1);
+  if (offer_id(link) != route.id) {
+    return "offer '" + route.id + "' is not the offer of '" + std::string(resource->as_string()) + "'";
+  }
+  const auto* content = offer.if_contains("content");
+  const boost::json::object* fields = content != nullptr ? content->if_object() : nullptr;
+  if (fields == nullptr) return std::string("the offer needs its \"content\" with an offerThroughput");
+  if (const auto* autopilot = fields->if_contains("offerAutopilotSettings");
+      autopilot != nullptr && !autopilot->is_null()) {
+    return std::string("autoscale throughput is not supported: give a fixed offerThroughput");
+  }
+  const auto* throughput = fields->if_contains("offerThroughput");
+  if (throughput == nullptr || !throughput->is_int64() || throughput->as_int64() <= 0 ||
+      throughput->as_int64() > std::numeric_limits<uint32_t>::max()) {
+    return std::string("content.offerThroughput must be a positive number of RU/s");
+  }
+  const uint32_t units = static_cast<uint32_t>(throughput->as_int64());
+  Result<Route> named = parse_route("/" + std::string(link));
+  if (!named.is_ok() || (named->kind != Route::Kind::kDatabase && named->kind != Route::Kind::kContainer)) {
+    return "the offer's resource '" + std::string(resource->as_string()) + "' is not a database or a container";
+  }
+  // The render names the resource; the signature still covers the offer (the route as requested).
+  target.database = named->database;
+  target.container = named->container;
+  request.database = named->database;
+  request.container = named->container;
+  if (named->kind == Route::Kind::kDatabase) {
+    request.operation = api::UpdateDatabase{units};
+  } else {
+    api::ContainerSettings& settings = request.operation.emplace<api::UpdateContainer>().settings;
+    settings.throughput = api::ContainerSettings::Throughput::kProvisioned;
+    settings.provisioned_ru_per_second = units;
+  }
+  request.options.if_match.clear();  // an offer's etag is not its resource's
+  return std::nullopt;
+}
+
 // POST /dbs/{db}/colls and PUT /dbs/{db}/colls/{c}: the container definition -> ContainerSettings.
 std::optional<std::string> container_settings(const HttpRequest& http, const boost::json::object& definition,
                                               bool create, api::ContainerSettings& settings) {
@@ -111,17 +178,31 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
   if (key != nullptr && key->is_object()) {
     const auto* paths = key->as_object().if_contains("paths");
     const auto* kind = key->as_object().if_contains("kind");
-    if (kind != nullptr && kind->is_string() && kind->as_string() != "Hash") {
-      return "partition key kind '" + std::string(kind->as_string()) +
-             "' is not supported (hierarchical partition keys, MultiHash, are not): use one path with kind Hash";
+    const bool hierarchical = kind != nullptr && kind->is_string() && kind->as_string() == "MultiHash";
+    if (kind != nullptr && (!kind->is_string() || (kind->as_string() != "Hash" && !hierarchical))) {
+      return "partition key kind " + json::to_json(*kind) + " is not supported: use Hash (one path) or MultiHash "
+             "(2 or 3 paths)";
     }
-    if (paths == nullptr || !paths->is_array() || paths->as_array().size() != 1 ||
-        !paths->as_array()[0].is_string()) {
-      return std::string("partitionKey.paths must hold exactly one path, like [\"/tenant\"] (hierarchical "
-                         "partition keys are not supported)");
+    if (paths == nullptr || !paths->is_array() || paths->as_array().empty() ||
+        !std::all_of(paths->as_array().begin(), paths->as_array().end(),
+                     [](const boost::json::value& path) { return path.is_string(); })) {
+      return std::string("partitionKey.paths must list the key's paths, like [\"/tenant\"] (kind Hash) or "
+                         "[\"/tenant\",\"/user\"] (kind MultiHash)");
     }
-    // On a replace the node refuses a different path (a container's partition key cannot change).
-    settings.partition_key_path = std::string(paths->as_array()[0].as_string());
+    const boost::json::array& listed = paths->as_array();
+    if (!hierarchical && listed.size() != 1) {
+      return std::string("a partition key of kind Hash has exactly one path; give kind MultiHash for a hierarchical "
+                         "key of 2 or 3 paths");
+    }
+    // On a replace the node refuses a different definition (a container's partition key cannot change); it
+    // validates the paths.
+    if (hierarchical) {
+      std::vector<std::string> texts;
+      for (const boost::json::value& path : listed) texts.emplace_back(path.as_string());
+      settings.partition_key_path = json::hierarchical_partition_key_definition(texts);
+    } else {
+      settings.partition_key_path = std::string(listed[0].as_string());
+    }
   } else if (create) {
     return std::string("the container definition needs a partitionKey, like {\"paths\":[\"/tenant\"],\"kind\":\"Hash\"}");
   }
@@ -164,18 +245,15 @@ std::optional<std::string> container_settings(const HttpRequest& http, const boo
     }
   }
   settings.throughput = api::ContainerSettings::Throughput::kUnchanged;
-  const std::string_view offer = http.header("x-ms-offer-throughput");
-  if (!offer.empty()) {
-    if (!create) return std::string("throughput cannot be changed with a container replace");
-    uint32_t units = 0;
-    auto [end, error] = std::from_chars(offer.data(), offer.data() + offer.size(), units);
-    if (error != std::errc() || end != offer.data() + offer.size() || units == 0) {
-      return "x-ms-offer-throughput must be a positive number of RU/s, not '" + std::string(offer) + "'";
+  uint32_t units = 0;
+  if (std::optional<std::string> problem = offer_header(http, units)) return problem;
+  if (units > 0) {
+    if (!create) {
+      return std::string("throughput cannot be changed with a container replace: replace its offer "
+                         "(replace_throughput)");
     }
     settings.throughput = api::ContainerSettings::Throughput::kProvisioned;
     settings.provisioned_ru_per_second = units;
-  } else if (!http.header("x-ms-cosmos-offer-autopilot-settings").empty()) {
-    return std::string("autoscale throughput is not supported: give a fixed offer_throughput, or none (serverless)");
   }
   return std::nullopt;
 }
@@ -361,9 +439,20 @@ Plan plan_items(const HttpRequest& http, const Route& route, api::Request& reque
   if (route.kind == Route::Kind::kItems) {
     if (method == "POST") {
       if (header_flag(http.header("x-ms-cosmos-is-batch-request"))) {
-        // Never a create of the array it carries: refused, naming the feature, until batches are built.
-        return answer(error_response(501, "transactional batch and bulk (x-ms-cosmos-is-batch-request) are not "
-                                          "supported by Mayfly yet: send the operations one by one"));
+        // A transactional batch: the JSON array of operations, all on the partition in the header.
+        const std::string_view atomic = http.header("x-ms-cosmos-batch-atomic");
+        if (!atomic.empty() && !header_flag(atomic)) {
+          return answer(error_response(501, "bulk (a non-atomic batch, x-ms-cosmos-batch-atomic: false) is not "
+                                            "supported by Mayfly yet: send transactional batches, or the "
+                                            "operations one by one"));
+        }
+        const std::string_view key = http.header("x-ms-documentdb-partitionkey");
+        if (key.empty()) return bad_request("a transactional batch needs its partition key (x-ms-documentdb-partitionkey)");
+        Result<std::string> value = parse_partition_key_header(key);
+        if (!value.is_ok()) return bad_request(value.status().message());
+        request.operation = api::ExecuteBatch{std::move(value).value(), http.body};
+        plan.spec.shape = Shape::kBatch;
+        return plan;
       }
       if (header_flag(http.header("x-ms-cosmos-is-query-plan-request"))) {
         return answer(error_response(400, "query plans are not needed: Mayfly answers every query completely "
@@ -492,13 +581,12 @@ Plan plan_request(const HttpRequest& http) {
         if (id == nullptr || !id->is_string() || id->as_string().empty()) {
           return bad_request("the database definition needs an \"id\"");
         }
-        if (!http.header("x-ms-offer-throughput").empty()) {
-          return answer(error_response(501, "database-level (shared) throughput is not supported: set "
-                                            "offer_throughput on each container"));
-        }
+        // With an offer: throughput its containers share (those created without their own).
+        uint32_t shared = 0;
+        if (std::optional<std::string> problem = offer_header(http, shared)) return bad_request(*problem);
         plan.spec.route.database = id->as_string();
         request.database = plan.spec.route.database;
-        request.operation = api::CreateDatabase{};
+        request.operation = api::CreateDatabase{shared};
         plan.spec.shape = Shape::kDatabaseWritten;
       } else {
         return method_not_allowed(http, "/dbs");
@@ -584,10 +672,40 @@ Plan plan_request(const HttpRequest& http) {
                           lower(http.header("prefer")).find("return=minimal") != std::string::npos;
       break;
     }
+    case Route::Kind::kOffers:
+      if (method == "GET" || (method == "POST" && is_query(http))) {
+        if (method == "POST") {
+          if (std::optional<std::string> problem = metadata_query(http, plan.spec)) return bad_request(*problem);
+        }
+        request.operation = api::ListOffers{};
+        plan.spec.shape = Shape::kOffers;
+      } else {
+        return method_not_allowed(http, "offers (an offer is created with its database or container)");
+      }
+      break;
+    case Route::Kind::kOffer:
+      if (method == "GET") {
+        request.operation = api::ListOffers{};
+        plan.spec.shape = Shape::kOffer;
+      } else if (method == "PUT") {
+        if (std::optional<std::string> problem = offer_replacement(http, route, request, plan.spec.route)) {
+          return problem->find("not supported") != std::string::npos ? answer(error_response(501, *problem))
+                                                                      : bad_request(*problem);
+        }
+        plan.spec.shape = Shape::kOfferWritten;
+      } else {
+        return method_not_allowed(http, "an offer (read it or replace its throughput)");
+      }
+      break;
     case Route::Kind::kUnsupported: break;
   }
   if (!authenticate_only) plan.call.request = std::move(request);
   return plan;
+}
+
+std::string offer_id(std::string_view resource_link) {
+  // 4 bytes of a hash of the link in the resource-id alphabet (format_database_rid hashes any name the same way).
+  return storage::format_database_rid(resource_link);
 }
 
 }  // namespace mayfly::gateway

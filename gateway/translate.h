@@ -53,6 +53,10 @@ struct RenderSpec {
     kItem,             // one item (create, upsert, read, replace, patch), 204 for delete
     kItems,            // read feed and query pages: {"Documents":[...]}
     kChangeFeed,       // a change feed page (A-IM): {"Documents":[...]}, etag = continuation, 304 when caught up
+    kOffers,           // GET /offers, query_offers: {"Offers":[...]} from the node's list (api::ListOffers)
+    kOffer,            // GET /offers/{id}: one entry of the list, or 404
+    kOfferWritten,     // PUT /offers/{id}: the offer as the database or container update left it
+    kBatch,            // a transactional batch: the node's per-operation results as they are, 200 or 207
   };
   Shape shape = Shape::kAccount;
   Route route;
@@ -79,6 +83,11 @@ struct Plan {
 };
 
 Plan plan_request(const HttpRequest& request);
+
+// The id (and `_rid`) of the offer of a database ("dbs/shop") or container ("dbs/shop/colls/carts"): 8 characters
+// derived from that link, so every node names it the same without a lookup and a replace can be checked against
+// the resource it names.
+std::string offer_id(std::string_view resource_link);
 
 // `reply` answers plan.call.
 HttpResponse render_reply(const RenderSpec& spec, const node::Reply& reply);

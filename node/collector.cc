@@ -75,7 +75,7 @@ Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, ui
   *cut_short = !backlog.complete;  // the count stopped at its limit
   // Asked even with nothing to delete, so the spare-RU gauge stays current.
   double budget = request_units_.collector_budget(key, info.record.throughput);
-  if (info.record.throughput.mode == storage::Throughput::Mode::kProvisioned) budget *= options_.ru_share;
+  if (info.record.throughput.mode != storage::Throughput::Mode::kServerless) budget *= options_.ru_share;
   // Still counting with nothing counted yet: the average size (the RU price) is unknown; the next visit has it.
   if (backlog.items == 0) return 0;
   const uint64_t work_left = max_work > spent ? (max_work - spent) / kDeleteWork : 0;

@@ -71,7 +71,7 @@ ReclaimCapacity ReclaimRate::container_capacity(const storage::ContainerRecord& 
   ReclaimCapacity capacity = node_capacity();
   const double passes_per_second = 1000.0 / static_cast<double>(std::max<int64_t>(1, settings_.gc_interval_ms));
   double ceiling = static_cast<double>(settings_.batch_items_max) * passes_per_second;
-  if (record.throughput.mode == storage::Throughput::Mode::kProvisioned) {
+  if (record.throughput.mode != storage::Throughput::Mode::kServerless) {  // its own RU/s, or its database's
     ceiling = std::min(ceiling, static_cast<double>(record.throughput.request_units_per_second) *
                                     settings_.ru_share / ttl::ttl_delete_charge(average_bytes));
   }

@@ -102,6 +102,15 @@ uint32_t change_feed_wait_ms(const api::Request& request) {
 }
 
 Status check_request(const api::Request& request) {
+  if (const auto* batch = request.as<api::ExecuteBatch>()) {
+    if (request.database.empty() || request.container.empty()) {
+      return Status::invalid_argument("a transactional batch needs a database and a container");
+    }
+    if (batch->operations.size() > storage::kMaxItemBytes) {
+      return Status::too_large("a transactional batch is " + std::to_string(batch->operations.size()) +
+                               " bytes; the limit is " + std::to_string(storage::kMaxItemBytes) + " bytes (2 MB)");
+    }
+  }
   if (Result<uint64_t> token = parse_session_token(request.options.session_token); !token.is_ok()) {
     return token.status();
   }
@@ -154,7 +163,20 @@ storage::Command to_command(const api::Request& request, int64_t default_feed_re
     command.write_id = storage::WriteId{id.client, id.sequence, id.first_unacknowledged, id.retry, id.owner};
   }
   switch (request.kind()) {
-    case api::Kind::kCreateDatabase: command.type = storage::CommandType::kCreateDatabase; break;
+    case api::Kind::kCreateDatabase: {
+      command.type = storage::CommandType::kCreateDatabase;
+      const uint32_t shared = request.as<api::CreateDatabase>()->shared_ru_per_second;
+      if (shared > 0) {
+        command.throughput = storage::Throughput{storage::Throughput::Mode::kProvisioned, static_cast<int64_t>(shared)};
+      }
+      break;
+    }
+    case api::Kind::kUpdateDatabase:
+      command.type = storage::CommandType::kUpdateDatabase;
+      command.throughput = storage::Throughput{
+          storage::Throughput::Mode::kProvisioned,
+          static_cast<int64_t>(request.as<api::UpdateDatabase>()->shared_ru_per_second)};
+      break;
     case api::Kind::kDeleteDatabase: command.type = storage::CommandType::kDeleteDatabase; break;
     case api::Kind::kCreateContainer:
       command.type = storage::CommandType::kCreateContainer;
@@ -182,6 +204,13 @@ storage::Command to_command(const api::Request& request, int64_t default_feed_re
       command.type = storage::CommandType::kDeleteItem;
       command.partition_key_json = op.partition_key;
       command.id = op.id;
+      break;
+    }
+    case api::Kind::kExecuteBatch: {
+      const auto& op = *request.as<api::ExecuteBatch>();
+      command.type = storage::CommandType::kBatch;
+      command.partition_key_json = op.partition_key;
+      command.body = op.operations;
       break;
     }
     case api::Kind::kPatchItem: {
@@ -280,6 +309,7 @@ std::string op_name(const api::Request& request) {
   switch (request.kind()) {
     case api::Kind::kCreateDatabase: return "create_database";
     case api::Kind::kDeleteDatabase: return "delete_database";
+    case api::Kind::kUpdateDatabase: return "update_database";
     case api::Kind::kCreateContainer: return "create_container";
     case api::Kind::kUpdateContainer: return "update_container";
     case api::Kind::kDeleteContainer: return "delete_container";
@@ -288,11 +318,13 @@ std::string op_name(const api::Request& request) {
     case api::Kind::kReplaceItem: return "replace";
     case api::Kind::kDeleteItem: return "delete";
     case api::Kind::kPatchItem: return "patch";
+    case api::Kind::kExecuteBatch: return "batch";
     case api::Kind::kReadItem: return "read";
     case api::Kind::kListItems: return "list";
     case api::Kind::kGetContainer: return "get_container";
     case api::Kind::kListContainers: return "list_containers";
     case api::Kind::kListDatabases: return "list_databases";
+    case api::Kind::kListOffers: return "list_offers";
     case api::Kind::kQuery: return "query";
     case api::Kind::kReadChangeFeed: return "change_feed";
     case api::Kind::kClusterStatus: return "cluster_status";
@@ -325,6 +357,7 @@ storage::OpResult execute_read(const storage::StoreReader& state, const api::Req
     case api::Kind::kGetContainer: return state.read_container(request.database, request.container);
     case api::Kind::kListContainers: return state.list_containers(request.database);
     case api::Kind::kListDatabases: return state.list_databases();
+    case api::Kind::kListOffers: return state.list_offers();
     case api::Kind::kQuery: {
       const auto& op = *request.as<api::Query>();
       query::QueryRequest query;

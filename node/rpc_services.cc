@@ -21,6 +21,7 @@ Role required_role(std::optional<api::Kind> kind) {
   if (!kind) return Role::kReadWrite;
   switch (*kind) {
     case api::Kind::kListDatabases:
+    case api::Kind::kListOffers:  // throughput figures, like getContainer
     case api::Kind::kGetContainer:
     case api::Kind::kListContainers:
     case api::Kind::kReadItem:
@@ -39,6 +40,7 @@ Role required_role(std::optional<api::Kind> kind) {
       return Role::kAdmin;
     case api::Kind::kCreateDatabase:
     case api::Kind::kDeleteDatabase:
+    case api::Kind::kUpdateDatabase:
     case api::Kind::kCreateContainer:
     case api::Kind::kUpdateContainer:
     case api::Kind::kDeleteContainer:
@@ -47,6 +49,7 @@ Role required_role(std::optional<api::Kind> kind) {
     case api::Kind::kReplaceItem:
     case api::Kind::kDeleteItem:
     case api::Kind::kPatchItem:
+    case api::Kind::kExecuteBatch:
       return Role::kReadWrite;
   }
   return Role::kReadWrite;

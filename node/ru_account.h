@@ -20,6 +20,10 @@
 
 namespace mayfly::node {
 
+// Containers that share their database's throughput (storage::Throughput::kShared) are metered on their own, for
+// their metrics, and in their database's pool too: the pool decides their 429s and the collector's spare budget. A
+// container joins its pool the first time a method that takes its throughput sees it kShared (every node's collector
+// visits every container each pass; reads and writes check the throttle before they are charged).
 class RequestUnitAccount {
  public:
   RequestUnitAccount(Clock& clock, metrics::Metrics& metrics) : clock_(clock), metrics_(metrics) {}
@@ -48,10 +52,14 @@ class RequestUnitAccount {
     ttl::RequestUnitMeter collector;
     int64_t last_throttled_micros = INT64_MIN;  // users' demand exceeded the budget at this time
   };
+  // The meters that decide for `container`: its database's pool when it shares, its own otherwise. Locked.
+  Meters& deciding_meters(const std::string& container, const storage::Throughput& throughput);
   Clock& clock_;
   metrics::Metrics& metrics_;
   mutable std::mutex mutex_;
   std::map<std::string, Meters> meters_;
+  std::map<std::string, Meters> pools_;          // by database
+  std::map<std::string, std::string> pool_of_;   // sharing container ("database/container") -> its database
 };
 
 }  // namespace mayfly::node

@@ -57,6 +57,11 @@ struct ContainerSettings {
   }
 }
 
+struct Batch {
+  partitionKey @0 :Text;  # the partition key value as JSON, like ItemKey's
+  operations @1 :Text;    # a JSON array of {"operationType","id"?,"resourceBody"?,"ifMatch"?}, as Cosmos DB's REST API
+}
+
 struct ItemKey {
   partitionKey @0 :Text;  # the partition key value as JSON: "\"tenant-1\"", "42", "true", "null"
   id @1 :Text;
@@ -129,7 +134,20 @@ struct Request {
     # level, from any replica. Body {"changes":[...],"continuation":"...","caughtUp":bool}; 410 for a start before
     # the feed was turned on or older than its retention.
     readChangeFeed @30 :ReadChangeFeed;
+    # A database's shared throughput (docs/cosmos.md, "Throughput"): the RU/s in `sharedThroughput` (> 0), for a
+    # database created with shared throughput. Its containers without throughput of their own share the new figure.
+    updateDatabase @32 :Void;
+    # The account's offers (docs/cosmos.md, "Throughput"): every database with shared throughput and every container
+    # with its own, as a JSON array [{"database","container"?,"rid","throughput","ts"}] in the body. A read.
+    listOffers @33 :Void;
+    # A transactional batch on one partition of container `database`/`container` (docs/cosmos.md, "Transactional
+    # batch"): up to 100 operations that all apply, as one log entry, or none does. Body: each operation's result
+    # [{"statusCode","requestCharge","eTag"?,"resourceBody"?,"message"?}]; 207 when it failed as a whole.
+    batch @34 :Batch;
   }
+  # createDatabase: the RU/s its containers share (those created without throughput of their own); 0: none (each
+  # container has its own, or is serverless). updateDatabase: the new figure.
+  sharedThroughput @31 :UInt32;
   # Database, container and item writes from a client that asks for exactly-once execution (docs/tests.md, "Exactly-once
   # writes"): the node answers a re-sent write with the outcome of its first execution. Absent: no deduplication.
   writeId @25 :WriteId;

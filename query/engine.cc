@@ -499,7 +499,10 @@ size_t json_memory_bytes(const bj::value& value) {
 Plan make_plan(const Evaluator& evaluator, std::string_view partition_key_path) {
   const Query& query = evaluator.query();
   Plan plan;
-  const std::vector<std::string> pk_path = split_path(partition_key_path);
+  // One path for a Hash key; a hierarchical key pins a partition only when the filter pins every one of its paths.
+  std::vector<std::vector<std::string>> pk_paths;
+  for (const std::string& path : json::partition_key_paths(partition_key_path)) pk_paths.push_back(split_path(path));
+  std::vector<std::optional<bj::value>> pk_values(pk_paths.size());
   if (query.where) {
     std::vector<const Expr*> parts;
     conjuncts(*query.where, parts);
@@ -513,14 +516,24 @@ Plan make_plan(const Evaluator& evaluator, std::string_view partition_key_path) 
       }
       if (!path || value == nullptr) continue;
       const bool scalar = value->is_string() || value->is_number() || value->is_bool() || value->is_null();
-      if (*path == pk_path && scalar) {
-        if (plan.partition_key && !json_equal(*plan.partition_key, *value)) plan.matches_nothing = true;
-        plan.partition_key = *value;
+      for (size_t i = 0; i < pk_paths.size(); ++i) {
+        if (*path != pk_paths[i] || !scalar) continue;
+        if (pk_values[i] && !json_equal(*pk_values[i], *value)) plan.matches_nothing = true;
+        pk_values[i] = *value;
       }
       if (path->size() == 1 && (*path)[0] == "id" && value->is_string()) {
         if (plan.id && *plan.id != value->get_string()) plan.matches_nothing = true;
         plan.id = std::string(value->get_string());
       }
+    }
+  }
+  if (std::all_of(pk_values.begin(), pk_values.end(), [](const auto& value) { return value.has_value(); })) {
+    if (pk_values.size() == 1) {
+      plan.partition_key = *pk_values[0];
+    } else {
+      bj::array components;
+      for (const auto& value : pk_values) components.push_back(*value);
+      plan.partition_key = bj::value(std::move(components));
     }
   }
   if (query.order_by.size() == 1 && is_ts_path(*query.order_by[0].expr)) {

@@ -58,14 +58,15 @@ class ItemSource {
 
 // What the filter pins down, for choosing an access path (never changes the result, only the cost).
 struct Plan {
-  std::optional<boost::json::value> partition_key;  // WHERE ... AND c.<pk path> = <literal or parameter>
+  std::optional<boost::json::value> partition_key;  // WHERE ... AND c.<pk path> = <literal or parameter> (an array
+                                                     // of them, path by path, for a hierarchical key)
   bool matches_nothing = false;                      // c.pk = 1 AND c.pk = 2 (or two ids): nothing can match
   std::optional<std::string> id;                     // WHERE ... AND c.id = '<string>'
   bool order_by_ts = false;                          // exactly ORDER BY c._ts [ASC|DESC]
   bool ts_descending = false;
   bool needs_full_scan = false;                      // aggregates, GROUP BY, or ORDER BY not served by the index
 };
-// `partition_key_path` is the container's ("/user", "/address/zip").
+// `partition_key_path` is the container's definition ("/user", "/address/zip", ["/tenant","/user"]).
 Plan make_plan(const Evaluator& evaluator, std::string_view partition_key_path);
 
 // Queries run synchronously on the thread that serves the read (the node's RPC thread; the driver thread for strong

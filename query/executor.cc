@@ -175,7 +175,8 @@ class MemorySource final : public ItemSource {
 };
 
 std::string fingerprint_of(const QueryRequest& request, const Parameters& parameters,
-                           const std::optional<std::string>& partition_key) {
+                           const std::optional<std::string>& partition_key,
+                           const std::optional<storage::FeedRange>& feed_range) {
   // FNV-1a over everything that decides the result set, so a token cannot resume a different query.
   uint64_t hash = 1469598103934665603ull;
   auto mix = [&](std::string_view text) {
@@ -194,7 +195,7 @@ std::string fingerprint_of(const QueryRequest& request, const Parameters& parame
     mix(json::to_json(value));
   }
   mix(partition_key ? "p" + *partition_key : "*");
-  if (request.feed_range) mix("r" + request.feed_range->min + "-" + request.feed_range->max);
+  if (feed_range) mix("r" + feed_range->min + "-" + feed_range->max);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out(16, '0');
   for (int i = 15; i >= 0; --i) {
@@ -260,13 +261,34 @@ OpResult execute_query(const storage::StoreReader& state, const QueryRequest& re
   const Plan plan = make_plan(*evaluator, container.partition_key_path);
   std::optional<std::string> partition_key;
   bool matches_nothing = plan.matches_nothing;
+  std::optional<storage::FeedRange> feed_range = request.feed_range;
   if (request.partition_key_json) {
     Result<std::string> canonical = storage::canonical_partition_key_text(*request.partition_key_json);
     if (!canonical.is_ok()) return OpResult::error(canonical.status());
-    partition_key = canonical.value();
+    const size_t paths = json::partition_key_paths(container.partition_key_path).size();
+    const size_t components =
+        canonical->front() == '[' ? json::parse(*canonical).value().get_array().size() : size_t{1};
+    if (paths > 1 && components < paths) {
+      // A prefix of a hierarchical key (the Rust SDK sends one as the partition key): the items under it are the
+      // EPK range the prefix's hash starts, narrowed further by a feed range given too.
+      Result<std::string> epk = storage::effective_partition_key(*canonical);
+      if (!epk.is_ok()) return OpResult::error(epk.status());
+      storage::FeedRange prefix = storage::point_feed_range(*epk);
+      if (feed_range) {
+        prefix.min = std::max(prefix.min, feed_range->min);
+        prefix.max = std::min(prefix.max, feed_range->max);
+        if (prefix.min >= prefix.max) matches_nothing = true;
+      }
+      feed_range = std::move(prefix);
+    } else {
+      Result<std::string> checked =
+          storage::canonical_partition_key_text(*request.partition_key_json, container.partition_key_path);
+      if (!checked.is_ok()) return OpResult::error(checked.status());
+      partition_key = checked.value();
+    }
   }
   if (plan.partition_key) {
-    Result<std::string> canonical = json::canonical_partition_key(*plan.partition_key);
+    Result<std::string> canonical = json::canonical_partition_key_value(*plan.partition_key);
     if (canonical.is_ok()) {
       if (partition_key && *partition_key != *canonical) matches_nothing = true;  // --pk and the filter disagree
       partition_key = *canonical;
@@ -281,11 +303,11 @@ OpResult execute_query(const storage::StoreReader& state, const QueryRequest& re
 
   EngineLimits page_limits = limits;
   page_limits.max_items = request.max_items;
-  StorageSource storage_source(reader, request.database, partition_key, request.feed_range, at_micros);
+  StorageSource storage_source(reader, request.database, partition_key, feed_range, at_micros);
   EmptySource empty_source;
   ItemSource& source = matches_nothing ? static_cast<ItemSource&>(empty_source) : storage_source;
   Result<Page> ran = run_page(*evaluator, plan, source, request.continuation,
-                              fingerprint_of(request, *parameters, partition_key), page_limits);
+                              fingerprint_of(request, *parameters, partition_key, feed_range), page_limits);
   if (!ran.is_ok()) return from_status(ran.status());
   Page page = std::move(ran).value();
   OpResult result;
@@ -318,8 +340,8 @@ OpResult query_documents(std::string_view fingerprint_scope, std::string_view sq
   plan.partition_key.reset();
   plan.id.reset();
   MemorySource source(std::move(documents));
-  Result<Page> ran = run_page(*evaluator, plan, source, continuation, fingerprint_of(scope, *parameters, std::nullopt),
-                              limits);
+  Result<Page> ran = run_page(*evaluator, plan, source, continuation,
+                              fingerprint_of(scope, *parameters, std::nullopt, scope.feed_range), limits);
   if (!ran.is_ok()) return from_status(ran.status());
   OpResult result;
   result.body = std::move(ran->body);

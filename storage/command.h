@@ -34,6 +34,10 @@ enum class CommandType : uint8_t {
   kDeleteItem,
   kPatchItem,
   kSetMemberAddress,  // id: the node id (decimal), body: its HOST:PORT — the replicated address book
+  kUpdateDatabase,    // throughput: the database's new shared throughput (provisioned)
+  // A transactional batch (storage/state_machine.cc execute_batch): partition_key_json, and in body the operations
+  // as the Cosmos REST API sends them (a JSON array of {"operationType", "id", "resourceBody", "ifMatch"}).
+  kBatch,
 };
 std::string_view command_type_name(CommandType type);
 bool is_item_write(CommandType type);

@@ -59,14 +59,22 @@ Result<PreparedItem> prepare_item_object(boost::json::object document, std::stri
   item.id = std::string(id->get_string());
   if (Status status = validate_resource_id("item", item.id); !status.is_ok()) return bad_request(status.message());
 
-  const boost::json::value* key = json::find_path(document, partition_key_path);
-  if (key == nullptr) {
-    return bad_request("item has no value at the container's partition key path '" +
-                       std::string(partition_key_path) + "'");
+  // One component for a Hash key; for a hierarchical key the array of its components, path by path.
+  const std::vector<std::string> paths = json::partition_key_paths(partition_key_path);
+  std::string key_text = paths.size() > 1 ? "[" : "";
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const boost::json::value* key = json::find_path(document, paths[i]);
+    if (key == nullptr) {
+      return bad_request("item has no value at the container's partition key path '" + paths[i] + "'" +
+                         (paths.size() > 1 ? " (a hierarchical partition key needs a value at each of its paths)" : ""));
+    }
+    Result<std::string> canonical = json::canonical_partition_key(*key);
+    if (!canonical.is_ok()) return bad_request(canonical.status().message());
+    if (i > 0) key_text += ',';
+    key_text += canonical.value();
   }
-  Result<std::string> canonical = json::canonical_partition_key(*key);
-  if (!canonical.is_ok()) return bad_request(canonical.status().message());
-  item.partition_key = std::move(canonical).value();
+  if (paths.size() > 1) key_text += ']';
+  item.partition_key = std::move(key_text);
 
   Result<ttl::ItemTtl> item_ttl = ttl::validate_item_ttl(json::ttl_literal(document.if_contains("ttl")));
   if (!item_ttl.is_ok()) return bad_request(item_ttl.status().message());
@@ -90,9 +98,19 @@ Result<PreparedItem> prepare_item_object(boost::json::object document, std::stri
 Result<std::string> canonical_partition_key_text(std::string_view partition_key_json) {
   Result<boost::json::value> parsed = json::parse(partition_key_json);
   if (!parsed.is_ok()) return bad_request("partition key is not valid JSON: " + parsed.status().message());
-  Result<std::string> canonical = json::canonical_partition_key(*parsed);
+  Result<std::string> canonical = json::canonical_partition_key_value(*parsed);
   if (!canonical.is_ok()) return bad_request(canonical.status().message());
   return std::move(canonical).value();
+}
+
+Result<std::string> canonical_partition_key_text(std::string_view partition_key_json,
+                                                 std::string_view partition_key_path) {
+  Result<std::string> canonical = canonical_partition_key_text(partition_key_json);
+  if (!canonical.is_ok()) return canonical;
+  if (Status shape = json::check_partition_key_shape(partition_key_path, *canonical); !shape.is_ok()) {
+    return bad_request(shape.message());
+  }
+  return canonical;
 }
 
 namespace {

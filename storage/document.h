@@ -19,8 +19,8 @@ inline constexpr size_t kMaxIdCharacters = 255;
 // PreparedItem (storage/command.h): what a validated item body yields.
 
 // Validates an item body (docs/ttl.md §1–§2, §9): a JSON object ≤ 2 MB with a valid string `id`, a partition key value
-// at `partition_key_path` (string, number, bool or null), and a valid `ttl` if present. kInvalidArgument or kTooLarge
-// on failure.
+// at `partition_key_path` (string, number, bool or null; one at each path of a hierarchical key), and a valid `ttl`
+// if present. kInvalidArgument or kTooLarge on failure.
 Result<PreparedItem> prepare_item(std::string_view body, std::string_view partition_key_path);
 // The same for a document already parsed (after a patch); `id` and the key are re-checked, size is measured.
 Result<PreparedItem> prepare_item_object(boost::json::object document, std::string_view partition_key_path);
@@ -33,9 +33,12 @@ Status prepare_body(Command& command, const ContainerRecord& container);
 // Resource ids (items, containers, databases): 1..255 characters, none of / \ ? #.
 Status validate_resource_id(std::string_view kind, std::string_view id);
 
-// Parses a partition key given as JSON text ("\"a\"", "42", "true", "null") into its canonical form. 400 if it is not
-// JSON or is an array/object (kInvalidArgument).
+// Parses a partition key given as JSON text ("\"a\"", "42", "true", "null"; a hierarchical key's ["a", 42]) into its
+// canonical form (json::canonical_partition_key_value). 400 if it is not JSON or not such a value (kInvalidArgument).
 Result<std::string> canonical_partition_key_text(std::string_view partition_key_json);
+// The same, checked against the container's definition (`partition_key_path`): as many components as it has paths.
+Result<std::string> canonical_partition_key_text(std::string_view partition_key_json,
+                                                 std::string_view partition_key_path);
 
 // The item as users read it: the stored JSON with `_rid`, `_etag`, `_ts` (seconds) and, when its effective TTL (its
 // own ttl or the container's `default_ttl`) is set, `_expiresAt` (seconds) merged in.

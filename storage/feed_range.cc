@@ -96,13 +96,9 @@ std::string upper(std::string_view text) {
   return out;
 }
 
-}  // namespace
-
-Result<std::string> effective_partition_key(std::string_view canonical_partition_key_json) {
-  Result<boost::json::value> parsed = json::parse(canonical_partition_key_json);
-  if (!parsed.is_ok()) return Status::invalid_argument("partition key value is not JSON: " + parsed.status().message());
+// The 32 hex digits of one component's hash.
+Result<std::string> component_epk(const boost::json::value& value) {
   std::string bytes;
-  const boost::json::value& value = *parsed;
   auto number = [&](double d) {
     bytes.push_back(static_cast<char>(kNumber));
     uint64_t bits = 0;
@@ -139,6 +135,27 @@ Result<std::string> effective_partition_key(std::string_view canonical_partition
   for (uint8_t byte : hash) {
     out.push_back(kDigits[byte >> 4]);
     out.push_back(kDigits[byte & 0xf]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> effective_partition_key(std::string_view canonical_partition_key_json) {
+  Result<boost::json::value> parsed = json::parse(canonical_partition_key_json);
+  if (!parsed.is_ok()) return Status::invalid_argument("partition key value is not JSON: " + parsed.status().message());
+  if (!parsed->is_array()) return component_epk(*parsed);
+  // A hierarchical key (MultiHash): each component hashed on its own, the hashes one after the other, so a key's
+  // prefix of components names the range [EPK(prefix), EPK(prefix) + "FF").
+  const boost::json::array& components = parsed->get_array();
+  if (components.empty() || components.size() > json::kMaxPartitionKeyPaths) {
+    return Status::invalid_argument("a hierarchical partition key value has 1 to 3 components");
+  }
+  std::string out;
+  for (const boost::json::value& component : components) {
+    Result<std::string> hashed = component_epk(component);
+    if (!hashed.is_ok()) return hashed.status();
+    out += hashed.value();
   }
   return out;
 }

@@ -6,7 +6,9 @@
 //   EPK = MurmurHash3 x64 128 (seed 0) of the value's hashing bytes (string: 0x08, UTF-8, 0xFF; number: 0x05 and
 //   the IEEE double, little-endian; true 0x03; false 0x02; null 0x01), as 16 bytes high half first, big-endian,
 //   the top two bits cleared, in upper-case hex (32 characters; "FF" is above every one).
-// That is partition key version 2, kind Hash: the only kind Mayfly's containers have (and report).
+// That is partition key version 2, kind Hash. A hierarchical key (kind MultiHash) hashes each component on its own
+// and puts the hashes one after the other (64 or 96 characters), so the items under a prefix of its components are
+// the range [EPK(prefix), EPK(prefix) + "FF") — how the SDKs address a prefix.
 // Thread-safety: pure functions and values.
 #pragma once
 
@@ -18,7 +20,7 @@
 namespace mayfly::storage {
 
 // The EPK of a canonical partition key value (storage::canonical_partition_key_text's output: "\"a\"", "42",
-// "true", "null"). InvalidArgument when the text is not such a value.
+// "true", "null", or a hierarchical key's ["a",42]). InvalidArgument when the text is not such a value.
 Result<std::string> effective_partition_key(std::string_view canonical_partition_key_json);
 
 // A range of EPKs, min inclusive, max exclusive, in upper-case hex. The whole container is ["", "FF").

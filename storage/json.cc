@@ -140,7 +140,9 @@ const boost::json::value* find_path(const boost::json::object& object, std::stri
   }
 }
 
-Status validate_partition_key_path(std::string_view path) {
+namespace {
+
+Status validate_one_path(std::string_view path) {
   if (path.empty() || path[0] != '/') {
     return Status::invalid_argument("partition key path '" + std::string(path) + "' must start with '/', e.g. /tenantId");
   }
@@ -159,6 +161,56 @@ Status validate_partition_key_path(std::string_view path) {
     rest = rest.substr(slash + 1);
   }
   return Status::ok();
+}
+
+// The paths of a hierarchical definition, or the error.
+Result<std::vector<std::string>> hierarchical_paths(std::string_view definition) {
+  Result<boost::json::value> parsed = parse(definition);
+  if (!parsed.is_ok() || !parsed->is_array()) {
+    return Status::invalid_argument("a hierarchical partition key is a JSON array of 2 or 3 paths, like "
+                                    "[\"/tenant\",\"/user\"], not '" + std::string(definition.substr(0, 128)) + "'");
+  }
+  const boost::json::array& array = parsed->get_array();
+  if (array.size() < 2 || array.size() > kMaxPartitionKeyPaths) {
+    return Status::invalid_argument("a hierarchical partition key (kind MultiHash) has 2 or 3 paths, not " +
+                                    std::to_string(array.size()) + (array.size() == 1 ? "; use kind Hash for one" : ""));
+  }
+  std::vector<std::string> paths;
+  for (const boost::json::value& path : array) {
+    if (!path.is_string()) return Status::invalid_argument("partition key paths are strings, like \"/tenant\"");
+    std::string text(path.get_string());
+    if (Status valid = validate_one_path(text); !valid.is_ok()) return valid;
+    if (std::find(paths.begin(), paths.end(), text) != paths.end()) {
+      return Status::invalid_argument("partition key path '" + text + "' is listed twice");
+    }
+    paths.push_back(std::move(text));
+  }
+  return paths;
+}
+
+}  // namespace
+
+Status validate_partition_key_path(std::string_view definition) {
+  if (!definition.empty() && definition.front() == '[') return hierarchical_paths(definition).status();
+  return validate_one_path(definition);
+}
+
+std::vector<std::string> partition_key_paths(std::string_view definition) {
+  if (!definition.empty() && definition.front() == '[') {
+    Result<std::vector<std::string>> paths = hierarchical_paths(definition);
+    if (paths.is_ok()) return std::move(paths).value();
+  }
+  return {std::string(definition)};
+}
+
+std::string hierarchical_partition_key_definition(const std::vector<std::string>& paths) {
+  std::string out = "[";
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (i > 0) out += ',';
+    write_json_string(paths[i], out);
+  }
+  out += ']';
+  return out;
 }
 
 Result<std::string> canonical_partition_key(const boost::json::value& value) {
@@ -180,6 +232,41 @@ Result<std::string> canonical_partition_key(const boost::json::value& value) {
   }
   return Status::invalid_argument("partition key value must be a string, number, boolean or null, not " +
                                   std::string(value.is_array() ? "an array" : "an object"));
+}
+
+Result<std::string> canonical_partition_key_value(const boost::json::value& value) {
+  if (!value.is_array()) return canonical_partition_key(value);
+  const boost::json::array& components = value.get_array();
+  if (components.size() < 2 || components.size() > kMaxPartitionKeyPaths) {
+    return Status::invalid_argument("a hierarchical partition key value is an array of 2 or 3 values, not " +
+                                    std::to_string(components.size()));
+  }
+  std::string out = "[";
+  for (size_t i = 0; i < components.size(); ++i) {
+    Result<std::string> component = canonical_partition_key(components[i]);
+    if (!component.is_ok()) return component.status();
+    if (i > 0) out += ',';
+    out += component.value();
+  }
+  out += ']';
+  return out;
+}
+
+Status check_partition_key_shape(std::string_view definition, std::string_view canonical_value) {
+  const size_t paths = partition_key_paths(definition).size();
+  size_t components = 1;
+  if (!canonical_value.empty() && canonical_value.front() == '[') {
+    Result<boost::json::value> parsed = parse(canonical_value);
+    components = parsed.is_ok() && parsed->is_array() ? parsed->get_array().size() : 0;
+  }
+  if (components == paths) return Status::ok();
+  if (paths == 1) {
+    return Status::invalid_argument("the container's partition key is one path (" + std::string(definition) +
+                                    "): give one value, not " + std::to_string(components));
+  }
+  return Status::invalid_argument("the container's partition key is hierarchical with " + std::to_string(paths) +
+                                  " paths " + std::string(definition) + ": give " + std::to_string(paths) +
+                                  " values, not " + std::to_string(components));
 }
 
 int depth(const boost::json::value& value, int limit) {

@@ -10,6 +10,7 @@
 #include <boost/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "ttl/ttl.h"
@@ -33,12 +34,26 @@ ttl::TtlLiteral ttl_literal(const boost::json::value* value);
 // The value at a partition key path such as "/customerId" or "/address/zip" (nullptr when absent).
 const boost::json::value* find_path(const boost::json::object& object, std::string_view path);
 
-// Validates a partition key path: starts with '/', non-empty segments, at most 3 levels deep (no escapes).
-Status validate_partition_key_path(std::string_view path);
+// A container's partition key definition as stored (ContainerRecord::partition_key_path, the wire's partitionKeyPath):
+// one path, "/tenant" (kind Hash), or a hierarchical key (kind MultiHash) as the JSON array of its 2 or 3 paths,
+// ["/tenant","/user"]. A path starts with '/', has non-empty segments and is at most 3 levels deep (no escapes);
+// the paths of a hierarchical key are distinct.
+Status validate_partition_key_path(std::string_view definition);
+inline constexpr size_t kMaxPartitionKeyPaths = 3;
+// The paths of a definition (one for Hash, 2..3 for MultiHash). A definition that does not validate yields itself.
+std::vector<std::string> partition_key_paths(std::string_view definition);
+// The definition of a hierarchical key with these paths (the JSON array text).
+std::string hierarchical_partition_key_definition(const std::vector<std::string>& paths);
 
-// A partition key value in the canonical form stored in keys: compact JSON of a string, number, bool or null;
+// A partition key component in the canonical form stored in keys: compact JSON of a string, number, bool or null;
 // numbers that are integral and fit in int64 are written as integers, so 42 and 42.0 are the same partition.
 Result<std::string> canonical_partition_key(const boost::json::value& value);
+// A partition key value: one component (canonical_partition_key) or, for a hierarchical key, a JSON array of 2 or 3
+// components, canonical each: ["a",42].
+Result<std::string> canonical_partition_key_value(const boost::json::value& value);
+// Whether a canonical value fits a definition: one component for Hash, as many as the paths for MultiHash.
+// InvalidArgument naming what was expected otherwise.
+Status check_partition_key_shape(std::string_view definition, std::string_view canonical_value);
 
 // Nesting depth: 0 for scalars, 1 for an empty or flat array/object, and so on. Stops counting past `limit`.
 int depth(const boost::json::value& value, int limit = kMaxDepth + 1);

@@ -44,6 +44,10 @@ std::string encode_database(const DatabaseRecord& record) {
   codec::put_u8(out, kRecordVersion);
   codec::put_varint(out, record.rid);
   codec::put_varint_signed(out, record.created_ts_micros);
+  if (record.throughput.mode == Throughput::Mode::kProvisioned) {
+    codec::put_varint_signed(out, record.throughput.request_units_per_second);
+    codec::put_varint_signed(out, record.modified_ts_micros);
+  }
   return out;
 }
 
@@ -52,8 +56,16 @@ Result<DatabaseRecord> decode_database(std::string_view bytes) {
   DatabaseRecord record;
   uint8_t version;
   if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_varint(record.rid) ||
-      !reader.get_varint_signed(record.created_ts_micros) || !reader.done()) {
+      !reader.get_varint_signed(record.created_ts_micros)) {
     return corrupt("database record");
+  }
+  if (!reader.done()) {
+    record.throughput.mode = Throughput::Mode::kProvisioned;
+    if (!reader.get_varint_signed(record.throughput.request_units_per_second) ||
+        record.throughput.request_units_per_second <= 0 || !reader.get_varint_signed(record.modified_ts_micros) ||
+        !reader.done()) {
+      return corrupt("database record");
+    }
   }
   return record;
 }
@@ -92,7 +104,7 @@ Result<ContainerRecord> decode_container(std::string_view bytes) {
       !reader.get_varint_signed(record.ttl.own_dead_below_micros) ||
       !reader.get_varint_signed(record.ttl.default_dead_below_micros) ||
       !reader.get_varint_signed(record.ttl.default_dead_since_micros) || !reader.get_u8(indexing) || indexing > 1 ||
-      !reader.get_u8(mode) || mode > 1 || !reader.get_varint_signed(record.throughput.request_units_per_second) ||
+      !reader.get_u8(mode) || mode > 2 || !reader.get_varint_signed(record.throughput.request_units_per_second) ||
       !reader.get_varint_signed(record.modified_ts_micros) || !reader.get_varint(record.etag_sequence)) {
     return corrupt("container record");
   }

@@ -28,22 +28,29 @@ struct MetaState {
 std::string encode_meta(const MetaState& meta);
 Result<MetaState> decode_meta(std::string_view bytes);
 
+// A container's throughput. The default is serverless — never throttled, TTL deletes counted as consumed RU — so a
+// self-hosted cluster does not throttle anyone by surprise; provision RU/s to get a budget, 429s and a collector
+// that only spends what users leave over. kShared: the container has none of its own and shares its database's
+// (a database created with shared throughput); request_units_per_second is the database's figure, kept in step
+// when the database's throughput changes, and the budget, 429s and spare RU are the database's, counted over all
+// of its sharing containers (node/ru_account.h).
+struct Throughput {
+  enum class Mode : uint8_t { kProvisioned, kServerless, kShared };
+  Mode mode = Mode::kServerless;
+  int64_t request_units_per_second = 0;  // kProvisioned and kShared only
+  bool operator==(const Throughput&) const = default;
+};
+
+// A database: its resource sequence, creation time, and its shared throughput (kProvisioned; serverless: none, each
+// container has its own). Records written before shared throughput existed decode as none.
 struct DatabaseRecord {
   uint64_t rid = 0;
   int64_t created_ts_micros = 0;
+  Throughput throughput;
+  int64_t modified_ts_micros = 0;  // the last change of its throughput (encoded with it)
 };
 std::string encode_database(const DatabaseRecord& record);
 Result<DatabaseRecord> decode_database(std::string_view bytes);
-
-// A container's throughput. The default is serverless — never throttled, TTL deletes counted as consumed RU — so a
-// self-hosted cluster does not throttle anyone by surprise; provision RU/s to get a budget, 429s and a collector
-// that only spends what users leave over.
-struct Throughput {
-  enum class Mode : uint8_t { kProvisioned, kServerless };
-  Mode mode = Mode::kServerless;
-  int64_t request_units_per_second = 0;  // kProvisioned only
-  bool operator==(const Throughput&) const = default;
-};
 inline constexpr int64_t kMinProvisionedRequestUnits = 1;
 inline constexpr int64_t kMaxProvisionedRequestUnits = 1'000'000'000;
 

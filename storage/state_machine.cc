@@ -7,6 +7,8 @@
 #include <leveldb/filter_policy.h>
 #include <leveldb/write_batch.h>
 
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 
 #include "common/codec.h"
@@ -16,6 +18,7 @@
 #include "storage/pread_env.h"
 #include "storage/store_internal.h"
 #include "storage/write_dedup.h"
+#include "ttl/request_units.h"
 
 namespace mayfly::storage {
 
@@ -186,6 +189,7 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
   switch (command.type) {
     case CommandType::kCreateDatabase:
     case CommandType::kDeleteDatabase:
+    case CommandType::kUpdateDatabase:
     case CommandType::kCreateContainer:
     case CommandType::kUpdateContainer:
     case CommandType::kDeleteContainer: {
@@ -283,6 +287,9 @@ std::optional<ContainerRecord> StateMachine::container_for_write(const std::stri
 }
 
 Result<std::optional<std::string>> StateMachine::apply_get(const std::string& key) const {
+  if (!batch_writes_.empty()) {
+    if (auto staged = batch_writes_.find(key); staged != batch_writes_.end()) return staged->second;
+  }
   if (const std::optional<std::string_view>* pending = group_.find(key)) {
     if (!pending->has_value()) return std::optional<std::string>();
     return std::optional<std::string>(std::string(**pending));
@@ -301,6 +308,7 @@ OpResult StateMachine::dispatch(const Command& command, int64_t ts, ApplyContext
     case CommandType::kTime: return OpResult{};
     case CommandType::kCreateDatabase: return create_database(command, ts, context);
     case CommandType::kDeleteDatabase: return delete_database(command, context);
+    case CommandType::kUpdateDatabase: return update_database(command, ts, context);
     case CommandType::kCreateContainer: return create_container(command, ts, context);
     case CommandType::kUpdateContainer: return update_container(command, ts, context);
     case CommandType::kDeleteContainer: return delete_container(command, context);
@@ -310,6 +318,7 @@ OpResult StateMachine::dispatch(const Command& command, int64_t ts, ApplyContext
     case CommandType::kPatchItem: return write_item(command, ts, context);
     case CommandType::kDeleteItem: return delete_item(command, ts, context);
     case CommandType::kSetMemberAddress: return set_member_address(command, context);
+    case CommandType::kBatch: return execute_batch(command, ts, context);
   }
   return bad_request("unknown command type");
 }
@@ -322,6 +331,10 @@ Result<std::optional<StateMachine::StoredItem>> StateMachine::load_item(const st
 }
 
 // ---- databases and containers -----------------------------------------------------------------------------------
+
+namespace {
+Status validate_throughput(const Throughput& throughput);
+}  // namespace
 
 OpResult StateMachine::create_database(const Command& command, int64_t ts, ApplyContext& context) {
   if (Status status = validate_resource_id("database", command.database); !status.is_ok()) {
@@ -337,6 +350,14 @@ OpResult StateMachine::create_database(const Command& command, int64_t ts, Apply
     return OpResult::error(StatusCode::kConflict, "database '" + command.database + "' already exists");
   }
   DatabaseRecord record{++context.meta.write_sequence, ts};
+  if (command.throughput && command.throughput->mode != Throughput::Mode::kServerless) {
+    if (command.throughput->mode != Throughput::Mode::kProvisioned) {
+      return bad_request("a database's shared throughput is a provisioned number of RU/s");
+    }
+    if (Status status = validate_throughput(*command.throughput); !status.is_ok()) return bad_request(status.message());
+    record.throughput = *command.throughput;
+    record.modified_ts_micros = ts;
+  }
   context.batch.Put(key, encode_database(record));
   OpResult result;
   result.done = Done::kCreated;
@@ -344,6 +365,56 @@ OpResult StateMachine::create_database(const Command& command, int64_t ts, Apply
   std::string body = "{\"id\":";
   json::write_json_string(command.database, body);
   body += ",\"_ts\":" + std::to_string(ttl::ts_seconds(ts)) + "}";
+  result.body = std::move(body);
+  return result;
+}
+
+OpResult StateMachine::update_database(const Command& command, int64_t ts, ApplyContext& context) {
+  const std::string key = database_key(command.database);
+  Result<std::optional<std::string>> existing = reader_.get_raw(key, nullptr);
+  if (!existing.is_ok()) {
+    context.failure = existing.status();
+    return internal_error(existing.status());
+  }
+  if (!existing->has_value()) return not_found("database '" + command.database + "' does not exist");
+  Result<DatabaseRecord> record = decode_database(**existing);
+  if (!record.is_ok()) {
+    context.failure = record.status();
+    return internal_error(record.status());
+  }
+  if (record->throughput.mode != Throughput::Mode::kProvisioned) {
+    return bad_request("database '" + command.database + "' has no shared throughput to change: it was created "
+                       "without one, so its containers each have their own (change theirs)");
+  }
+  if (!command.throughput || command.throughput->mode != Throughput::Mode::kProvisioned) {
+    return bad_request("a database's shared throughput is a provisioned number of RU/s");
+  }
+  if (Status status = validate_throughput(*command.throughput); !status.is_ok()) return bad_request(status.message());
+  record->throughput = *command.throughput;
+  record->modified_ts_micros = ts;
+  // Its sharing containers carry the figure (Throughput::kShared), so every check reads one record.
+  const std::string prefix = container_prefix(command.database);
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    Result<ContainerRecord> container = decode_container(std::string_view(it->value().data(), it->value().size()));
+    if (!container.is_ok()) {
+      context.failure = container.status();
+      return internal_error(container.status());
+    }
+    if (container->throughput.mode != Throughput::Mode::kShared) continue;
+    container->throughput.request_units_per_second = record->throughput.request_units_per_second;
+    context.batch.Put(it->key(), encode_container(*container));
+  }
+  if (!it->status().ok()) {
+    context.failure = from_leveldb(it->status(), "scan containers");
+    return internal_error(context.failure);
+  }
+  context.batch.Put(key, encode_database(*record));
+  OpResult result;
+  result.ts_micros = ts;
+  std::string body = "{\"id\":";
+  json::write_json_string(command.database, body);
+  body += ",\"throughput\":" + std::to_string(record->throughput.request_units_per_second) + "}";
   result.body = std::move(body);
   return result;
 }
@@ -449,6 +520,17 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
   }
   record.throughput = command.throughput.value_or(Throughput{});
   if (Status status = validate_throughput(record.throughput); !status.is_ok()) return bad_request(status.message());
+  if (!command.throughput) {
+    // No throughput of its own: in a database with shared throughput it shares that.
+    Result<DatabaseRecord> database = decode_database(**db);
+    if (!database.is_ok()) {
+      context.failure = database.status();
+      return internal_error(database.status());
+    }
+    if (database->throughput.mode == Throughput::Mode::kProvisioned) {
+      record.throughput = Throughput{Throughput::Mode::kShared, database->throughput.request_units_per_second};
+    }
+  }
   if (command.change_feed) {
     Result<ChangeFeedSettings> feed = requested_change_feed(*command.change_feed);
     if (!feed.is_ok()) return bad_request(feed.status().message());
@@ -493,6 +575,11 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   }
   const ttl::IndexingMode indexing = command.indexing.value_or(record.indexing);
   if (Status status = ttl::validate_indexing(policy, indexing); !status.is_ok()) return bad_request(status.message());
+  if (command.throughput && record.throughput.mode == Throughput::Mode::kShared &&
+      !(*command.throughput == record.throughput)) {
+    return bad_request("container '" + command.container + "' shares its database's throughput and cannot have its "
+                       "own (as in Cosmos DB); change the database's throughput instead");
+  }
   const Throughput throughput = command.throughput.value_or(record.throughput);
   if (Status status = validate_throughput(throughput); !status.is_ok()) return bad_request(status.message());
   ChangeFeedSettings feed = record.change_feed;
@@ -555,7 +642,7 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   std::optional<PreparedItem> prepared;
   std::string partition_key, id;
   if (type == CommandType::kPatchItem) {
-    Result<std::string> key = canonical_partition_key_text(command.partition_key_json);
+    Result<std::string> key = canonical_partition_key_text(command.partition_key_json, container.partition_key_path);
     if (!key.is_ok()) return OpResult::error(key.status());
     partition_key = key.value();
     id = command.id;
@@ -606,8 +693,9 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
       context.failure = Status::corruption("stored item is not a JSON object");
       return internal_error(context.failure);
     }
-    Result<boost::json::object> patched =
-        json::apply_patch(document->get_object(), command.body, {"/id", container.partition_key_path});
+    std::vector<std::string> immutable = json::partition_key_paths(container.partition_key_path);
+    immutable.insert(immutable.begin(), "/id");
+    Result<boost::json::object> patched = json::apply_patch(document->get_object(), command.body, immutable);
     if (!patched.is_ok()) return bad_request(patched.status().message());
     // The document as patched must be a valid item again (ttl rules, size).
     Result<PreparedItem> item = prepare_item_object(std::move(patched).value(), container.partition_key_path);
@@ -662,7 +750,8 @@ OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyCont
   Result<ContainerRecord> found = apply_container(command.database, command.container);
   if (!found.is_ok()) return OpResult::error(found.status());
   const ContainerRecord& container = found.value();
-  Result<std::string> partition_key = canonical_partition_key_text(command.partition_key_json);
+  Result<std::string> partition_key =
+      canonical_partition_key_text(command.partition_key_json, container.partition_key_path);
   if (!partition_key.is_ok()) return OpResult::error(partition_key.status());
   const std::string key = item_key(container.crid, partition_key.value(), command.id);
   Result<std::optional<StoredItem>> loaded = load_item(key);
@@ -697,6 +786,250 @@ OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyCont
   result.done = Done::kNoContent;
   result.ts_micros = ts;
   return result;
+}
+
+// ---- transactional batch ----------------------------------------------------------------------------------------
+
+namespace {
+
+inline constexpr size_t kMaxBatchOperations = 100;  // Cosmos DB's limit
+
+// Copies a batch's writes into the running batch's overlay (StateMachine::batch_writes_).
+class StageWrites final : public leveldb::WriteBatch::Handler {
+ public:
+  explicit StageWrites(std::unordered_map<std::string, std::optional<std::string>>& staged) : staged_(staged) {}
+  void Put(const leveldb::Slice& key, const leveldb::Slice& value) override {
+    staged_[key.ToString()] = value.ToString();
+  }
+  void Delete(const leveldb::Slice& key) override { staged_[key.ToString()] = std::nullopt; }
+
+ private:
+  std::unordered_map<std::string, std::optional<std::string>>& staged_;
+};
+
+// One operation of a batch, as the REST API sends it.
+struct BatchOperation {
+  CommandType type = CommandType::kCreateItem;
+  bool read = false;
+  std::string id;
+  std::string body;  // create/upsert/replace: the item; patch: the operations array
+  std::optional<std::string> if_match;
+};
+
+Result<std::vector<BatchOperation>> parse_batch(std::string_view text) {
+  Result<boost::json::value> parsed = json::parse(text);
+  if (!parsed.is_ok() || !parsed->is_array()) {
+    return Status::invalid_argument("a transactional batch is a JSON array of operations");
+  }
+  const boost::json::array& operations = parsed->get_array();
+  // Cosmos DB's messages.
+  if (operations.empty()) return Status::invalid_argument("Batch request has no operations.");
+  if (operations.size() > kMaxBatchOperations) {
+    return Status::invalid_argument("Batch request has more operations than what is supported. (at most " +
+                                    std::to_string(kMaxBatchOperations) + ", got " +
+                                    std::to_string(operations.size()) + ")");
+  }
+  std::vector<BatchOperation> out;
+  for (size_t i = 0; i < operations.size(); ++i) {
+    const std::string where = "batch operation " + std::to_string(i) + ": ";
+    const boost::json::object* operation = operations[i].if_object();
+    if (operation == nullptr) return Status::invalid_argument(where + "must be a JSON object");
+    const auto* kind = operation->if_contains("operationType");
+    if (kind == nullptr || !kind->is_string()) return Status::invalid_argument(where + "needs an operationType");
+    std::string name(kind->get_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    BatchOperation op;
+    if (name == "create") {
+      op.type = CommandType::kCreateItem;
+    } else if (name == "upsert") {
+      op.type = CommandType::kUpsertItem;
+    } else if (name == "replace") {
+      op.type = CommandType::kReplaceItem;
+    } else if (name == "read") {
+      op.read = true;
+    } else if (name == "delete") {
+      op.type = CommandType::kDeleteItem;
+    } else if (name == "patch") {
+      op.type = CommandType::kPatchItem;
+    } else {
+      return Status::invalid_argument(where + "operationType '" + std::string(kind->get_string()) +
+                                      "' is not one of Create, Upsert, Replace, Read, Delete, Patch");
+    }
+    const bool needs_id = op.read || op.type == CommandType::kDeleteItem || op.type == CommandType::kPatchItem ||
+                          op.type == CommandType::kReplaceItem;
+    if (needs_id) {
+      const auto* id = operation->if_contains("id");
+      if (id == nullptr || !id->is_string()) return Status::invalid_argument(where + "needs the item's \"id\"");
+      op.id = std::string(id->get_string());
+    }
+    const bool needs_body = !op.read && op.type != CommandType::kDeleteItem;
+    if (needs_body) {
+      const auto* body = operation->if_contains("resourceBody");
+      if (body == nullptr || !body->is_object()) {
+        return Status::invalid_argument(where + "needs a \"resourceBody\" object");
+      }
+      if (op.type == CommandType::kPatchItem) {
+        const auto* condition = body->get_object().if_contains("condition");
+        if (condition != nullptr && !condition->is_null()) {
+          return Status::invalid_argument(where + "conditional patch (filter_predicate) is not supported");
+        }
+        const auto* patches = body->get_object().if_contains("operations");
+        if (patches == nullptr || !patches->is_array()) {
+          return Status::invalid_argument(where + "a patch's resourceBody needs its \"operations\"");
+        }
+        op.body = json::to_json(*patches);
+      } else {
+        op.body = json::to_json(*body);
+        const auto* body_id = body->get_object().if_contains("id");
+        if (op.type == CommandType::kReplaceItem &&
+            (body_id == nullptr || !body_id->is_string() || body_id->get_string() != op.id)) {
+          return Status::invalid_argument(where + "a replace's resourceBody must have the id '" + op.id + "'");
+        }
+      }
+    }
+    if (const auto* if_match = operation->if_contains("ifMatch"); if_match != nullptr && !if_match->is_null()) {
+      if (!if_match->is_string()) return Status::invalid_argument(where + "ifMatch must be an etag string");
+      op.if_match = std::string(if_match->get_string());
+    }
+    if (const auto* none = operation->if_contains("ifNoneMatch"); none != nullptr && !none->is_null()) {
+      return Status::invalid_argument(where + "ifNoneMatch is not supported in a batch");
+    }
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+// One operation's entry of a batch's answer, as the REST API has it.
+std::string batch_result(int status, double charge, const std::string& etag, const std::string& body,
+                         const std::string& message) {
+  char figure[32];
+  std::snprintf(figure, sizeof figure, "%.2f", charge);
+  std::string out = "{\"statusCode\":" + std::to_string(status) + ",\"requestCharge\":" + figure;
+  if (!etag.empty()) {
+    out += ",\"eTag\":";
+    json::write_json_string(etag, out);
+  }
+  if (!body.empty()) out += ",\"resourceBody\":" + body;
+  if (!message.empty()) {
+    out += ",\"message\":";
+    json::write_json_string(message, out);
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace
+
+OpResult StateMachine::execute_batch(const Command& command, int64_t ts, ApplyContext& context) {
+  Result<ContainerRecord> found = apply_container(command.database, command.container);
+  if (!found.is_ok()) return OpResult::error(found.status());
+  const ContainerRecord container = found.value();
+  if (container.change_feed.enabled) {
+    return bad_request("a transactional batch on a container whose change feed is on is not supported yet (its "
+                       "changes would share one log position); write the operations one by one");
+  }
+  Result<std::string> partition_key =
+      canonical_partition_key_text(command.partition_key_json, container.partition_key_path);
+  if (!partition_key.is_ok()) return OpResult::error(partition_key.status());
+  Result<std::vector<BatchOperation>> operations = parse_batch(command.body);
+  if (!operations.is_ok()) return bad_request(operations.status().message());
+
+  const MetaState before = context.meta;
+  std::vector<std::string> results;  // each operation's entry of the answer
+  std::string body = "[";
+  std::optional<size_t> failed;
+  OpResult failure;
+  for (size_t i = 0; i < operations->size(); ++i) {
+    const BatchOperation& op = (*operations)[i];
+    OpResult result;
+    if (op.read) {
+      Result<std::optional<StoredItem>> loaded = load_item(item_key(container.crid, *partition_key, op.id));
+      if (!loaded.is_ok()) {
+        context.failure = loaded.status();
+        batch_writes_.clear();
+        return internal_error(loaded.status());
+      }
+      const std::optional<StoredItem>& item = *loaded;
+      if (!item || !ttl::alive(item->record.ttl, item->record.write_ts_micros, container.ttl, ts)) {
+        result = not_found("item with id '" + op.id + "' and partition key " + *partition_key + " does not exist");
+      } else {
+        result.etag = format_etag(item->record.etag_sequence);
+        result.body = render_item(item->record, command.database, container.crid, container.ttl.policy);
+      }
+    } else {
+      Command sub;
+      sub.type = op.type;
+      sub.database = command.database;
+      sub.container = command.container;
+      sub.partition_key_json = command.partition_key_json;
+      sub.id = op.id;
+      sub.body = op.body;
+      sub.if_match = op.if_match;
+      if (op.type != CommandType::kDeleteItem && op.type != CommandType::kPatchItem) {
+        // The item must belong to the batch's partition.
+        Result<PreparedItem> prepared = prepare_item(op.body, container.partition_key_path);
+        if (prepared.is_ok() && prepared->partition_key != *partition_key) {
+          result = bad_request("the item's partition key " + prepared->partition_key + " is not the batch's, " +
+                               *partition_key + " (a batch writes one partition)");
+        }
+      }
+      if (result.ok()) {
+        ApplyContext step;
+        step.meta = context.meta;
+        step.index = context.index;
+        step.stats = std::move(context.stats);
+        step.removals = std::move(context.removals);
+        result = dispatch(sub, ts, step);
+        context.stats = std::move(step.stats);
+        context.removals = std::move(step.removals);
+        if (!step.failure.is_ok() || is_storage_failure(result.code)) {
+          context.failure = step.failure.is_ok() ? Status::io_error(result.message) : step.failure;
+          batch_writes_.clear();
+          return internal_error(context.failure);
+        }
+        if (result.ok()) {
+          StageWrites stage(batch_writes_);
+          leveldb::Status staged = step.batch.Iterate(&stage);
+          if (!staged.ok()) {
+            context.failure = Status::internal("batch: " + staged.ToString());
+            batch_writes_.clear();
+            return internal_error(context.failure);
+          }
+          context.batch.Append(step.batch);
+          context.meta = step.meta;
+        }
+      }
+    }
+    if (!result.ok()) {
+      failed = i;
+      failure = std::move(result);
+      break;
+    }
+    const double charge = op.read ? ttl::read_request_charge(true, 0, result.body.size(), false)
+                                  : ttl::write_request_charge(true, op.body.size(), result.body.size());
+    results.push_back(batch_result(result.http_status(), charge, result.etag, result.body, ""));
+  }
+  batch_writes_.clear();
+  OpResult outcome;
+  outcome.ts_micros = ts;
+  if (failed) {
+    // Nothing of the batch applies: the failed operation's status, and 424 (failed dependency) for the others.
+    context.reset();
+    context.meta = before;
+    results.clear();
+    for (size_t i = 0; i < operations->size(); ++i) {
+      results.push_back(i == *failed ? batch_result(failure.http_status(), 1.0, "", "", failure.message)
+                                     : batch_result(424, 0.0, "", "", ""));
+    }
+    outcome.done = Done::kMultiStatus;
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i > 0) body += ',';
+    body += results[i];
+  }
+  body += ']';
+  outcome.body = std::move(body);
+  return outcome;
 }
 
 OpResult StateMachine::set_member_address(const Command& command, ApplyContext& context) {

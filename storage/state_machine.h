@@ -210,6 +210,10 @@ class StateMachine {
   OpResult dispatch(const Command& command, int64_t ts, ApplyContext& context);
   OpResult create_database(const Command& command, int64_t ts, ApplyContext& context);
   OpResult delete_database(const Command& command, ApplyContext& context);
+  OpResult update_database(const Command& command, int64_t ts, ApplyContext& context);
+  // A transactional batch: every operation applies, in order, each reading what the earlier ones wrote, or none
+  // does (207 with the failed operation's status and 424 for the others).
+  OpResult execute_batch(const Command& command, int64_t ts, ApplyContext& context);
   OpResult create_container(const Command& command, int64_t ts, ApplyContext& context);
   OpResult update_container(const Command& command, int64_t ts, ApplyContext& context);
   OpResult delete_container(const Command& command, ApplyContext& context);
@@ -229,7 +233,7 @@ class StateMachine {
   // The container an item write or delete applies to, from apply_containers_ or the live DB (only applies of database
   // and container commands change container records, and they clear the cache).
   Result<ContainerRecord> apply_container(const std::string& database, const std::string& container);
-  // A point read for the apply path: the open group's writes, then the live DB.
+  // A point read for the apply path: the running batch's writes, the open group's, then the live DB.
   Result<std::optional<std::string>> apply_get(const std::string& key) const;
   void publish_applied();
   // Reads a snapshot's records from a SnapshotSource (storage/state_snapshot.cc).
@@ -252,6 +256,9 @@ class StateMachine {
   std::unique_ptr<const leveldb::FilterPolicy> filter_;  // bloom filters: point reads of absent keys skip files
   std::unique_ptr<leveldb::DB> db_;
   MetaState meta_;  // driver thread only
+  // The writes of the transactional batch being applied (key -> value, nullopt: deleted), so each of its operations
+  // reads what the earlier ones wrote; empty outside execute_batch. Driver thread only.
+  std::unordered_map<std::string, std::optional<std::string>> batch_writes_;
   // The exactly-once table in memory (storage/write_dedup.h, "The table in memory"; unused without
   // StoreOptions::dedup_in_memory): loaded by the first apply that reads the table, moved by each apply once its
   // batch is committed (written, or in the open group); dropped when a snapshot replaces the store and when a write

@@ -90,9 +90,14 @@ std::string render_container(std::string_view database, std::string_view id, con
   std::string body = "{\"id\":";
   json::write_json_string(id, body);
   body += ",\"partitionKey\":{\"paths\":[";
-  json::write_json_string(record.partition_key_path, body);
+  const std::vector<std::string> paths = json::partition_key_paths(record.partition_key_path);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (i > 0) body += ',';
+    json::write_json_string(paths[i], body);
+  }
   // The indexing policy as Cosmos DB reports it (what Mayfly indexes today is `_ts` and expiry; queries scan).
-  body += "],\"kind\":\"Hash\"},\"indexingPolicy\":";
+  body += paths.size() > 1 ? "],\"kind\":\"MultiHash\"}" : "],\"kind\":\"Hash\"}";
+  body += ",\"indexingPolicy\":";
   body += record.indexing == ttl::IndexingMode::kNone
               ? R"({"indexingMode":"none","automatic":false,"includedPaths":[],"excludedPaths":[]})"
               : R"({"indexingMode":"consistent","automatic":true,"includedPaths":[{"path":"/*"}],)"
@@ -103,6 +108,9 @@ std::string render_container(std::string_view database, std::string_view id, con
   }
   if (record.throughput.mode == Throughput::Mode::kServerless) {
     body += ",\"throughput\":{\"mode\":\"serverless\"}";
+  } else if (record.throughput.mode == Throughput::Mode::kShared) {
+    body += ",\"throughput\":{\"mode\":\"shared\",\"requestUnitsPerSecond\":" +
+            std::to_string(record.throughput.request_units_per_second) + "}";
   } else {
     body += ",\"throughput\":{\"mode\":\"provisioned\",\"requestUnitsPerSecond\":" +
             std::to_string(record.throughput.request_units_per_second) + "}";
@@ -147,7 +155,7 @@ OpResult StoreReader::read_item(std::string_view database, std::string_view cont
   if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
   Result<ContainerRecord> found = find_container(database, container, &snapshot);
   if (!found.is_ok()) return OpResult::error(found.status());
-  Result<std::string> partition_key = canonical_partition_key_text(partition_key_json);
+  Result<std::string> partition_key = canonical_partition_key_text(partition_key_json, found->partition_key_path);
   if (!partition_key.is_ok()) return OpResult::error(partition_key.status());
   Result<std::optional<ItemRecord>> record =
       get_item(item_key(found.value().crid, partition_key.value(), id), &snapshot);
@@ -180,7 +188,8 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
   const ContainerRecord& container = found.value();
   std::string prefix = item_prefix(container.crid);
   if (request.partition_key_json) {
-    Result<std::string> partition_key = canonical_partition_key_text(*request.partition_key_json);
+    Result<std::string> partition_key =
+        canonical_partition_key_text(*request.partition_key_json, container.partition_key_path);
     if (!partition_key.is_ok()) return OpResult::error(partition_key.status());
     prefix = partition_prefix(container.crid, partition_key.value());
   }
@@ -384,6 +393,61 @@ OpResult StoreReader::list_databases() const {
     first = false;
     json::write_json_string(name, result.body);
   }
+  result.body.push_back(']');
+  return result;
+}
+
+OpResult StoreReader::list_offers() const {
+  const uint64_t ticket = gate_.ticket();
+  ReadSnapshot snapshot(db_);
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
+  const std::string prefix(1, static_cast<char>(KeyTag::kDatabase));
+  OpResult result;
+  result.body = "[";
+  bool first = true;
+  auto offer = [&](std::string_view database, const std::string* container, const std::string& rid,
+                   int64_t request_units, int64_t ts_micros) {
+    if (!first) result.body.push_back(',');
+    first = false;
+    result.body += "{\"database\":";
+    json::write_json_string(database, result.body);
+    if (container != nullptr) {
+      result.body += ",\"container\":";
+      json::write_json_string(*container, result.body);
+    }
+    result.body += ",\"rid\":\"" + rid + "\",\"throughput\":" + std::to_string(request_units) +
+                   ",\"ts\":" + std::to_string(ttl::ts_seconds(ts_micros)) + "}";
+  };
+  std::unique_ptr<leveldb::Iterator> databases(db_->NewIterator(read_options(&snapshot)));
+  for (databases->Seek(prefix); databases->Valid() && has_prefix(databases->key(), prefix); databases->Next()) {
+    codec::Reader reader(std::string_view(databases->key().data(), databases->key().size()).substr(1));
+    std::string name;
+    Result<DatabaseRecord> record =
+        decode_database(std::string_view(databases->value().data(), databases->value().size()));
+    if (!reader.get_ordered_string(name) || !record.is_ok()) {
+      return internal_error(Status::corruption("database record"));
+    }
+    if (record->throughput.mode == Throughput::Mode::kProvisioned) {
+      offer(name, nullptr, format_database_rid(name), record->throughput.request_units_per_second,
+            record->modified_ts_micros);
+    }
+    const std::string containers_prefix = container_prefix(name);
+    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot)));
+    for (it->Seek(containers_prefix); it->Valid() && has_prefix(it->key(), containers_prefix); it->Next()) {
+      codec::Reader container_reader(
+          std::string_view(it->key().data(), it->key().size()).substr(containers_prefix.size()));
+      std::string container;
+      Result<ContainerRecord> found = decode_container(std::string_view(it->value().data(), it->value().size()));
+      if (!container_reader.get_ordered_string(container) || !found.is_ok()) {
+        return internal_error(Status::corruption("container record"));
+      }
+      if (found->throughput.mode != Throughput::Mode::kProvisioned) continue;
+      offer(name, &container, format_container_rid(name, found->crid), found->throughput.request_units_per_second,
+            found->modified_ts_micros);
+    }
+    if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan containers"));
+  }
+  if (!databases->status().ok()) return internal_error(from_leveldb(databases->status(), "scan databases"));
   result.body.push_back(']');
   return result;
 }

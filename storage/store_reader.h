@@ -219,6 +219,9 @@ class StoreReader {
   OpResult list_items(const ListRequest& request, int64_t now_micros) const;
   OpResult read_database(std::string_view database) const;
   OpResult list_databases() const;
+  // The account's provisioned throughputs (api::ListOffers): [{"database","container"?,"rid","throughput","ts"}] for
+  // every database with shared throughput and every container with its own, in key order.
+  OpResult list_offers() const;
   OpResult read_container(std::string_view database, std::string_view container) const;
   // The container's settings, or nullopt when it (or its database) does not exist — or while a snapshot is being
   // installed (the read that follows answers Unavailable).

@@ -123,17 +123,44 @@ def test_no_response_on_write_and_the_account_and_container_shapes(cluster):
     assert len(item_rid) == 16 and item_rid[:8] == container_rid
 
 
-def test_a_transactional_batch_is_refused_not_created(cluster):
+def test_a_transactional_batch_applies_all_or_nothing(cluster):
     """execute_item_batch sends a JSON array with x-ms-cosmos-is-batch-request: it was taken for a create of that array
-    (400 "item body must be a JSON object"); until batches are built it is a 501 naming the feature, and nothing is
-    written."""
+    (400 "item body must be a JSON object"). Now every operation applies, in order, each seeing the earlier ones
+    (create then read, patch, replace), as one log entry; or, when one fails, none does: 207 with the failed
+    operation's status and 424 for the others, and nothing is written."""
     from azure.cosmos import exceptions
     import pytest
     database = cluster.client(1).create_database_if_not_exists(id=unique("batch"))
     container = database.create_container(id="c", partition_key=PartitionKey(path="/pk"))
-    with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
-        container.execute_item_batch(batch_operations=[("create", ({"id": "a", "pk": "p"},)),
-                                                       ("upsert", ({"id": "b", "pk": "p"},))], partition_key="p")
-    assert refused.value.status_code == 501
-    assert "transactional batch" in str(refused.value)
-    assert list(container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)) == [0]
+    container.create_item({"id": "old", "pk": "p", "n": 1})
+    results = container.execute_item_batch(batch_operations=[
+        ("create", ({"id": "a", "pk": "p", "n": 1},)),
+        ("read", ("a",)),
+        ("patch", ("a", [{"op": "incr", "path": "/n", "value": 4}])),
+        ("upsert", ({"id": "b", "pk": "p", "ttl": 3600},)),
+        ("replace", ("old", {"id": "old", "pk": "p", "n": 2})),
+        ("delete", ("b",)),
+    ], partition_key="p")
+    assert [r["statusCode"] for r in results] == [201, 200, 200, 201, 200, 204]
+    assert results[1]["resourceBody"]["id"] == "a"
+    assert results[2]["resourceBody"]["n"] == 5
+    assert container.read_item("a", partition_key="p")["n"] == 5
+    assert container.read_item("old", partition_key="p")["n"] == 2
+    # The etag a batch returns is the item's.
+    assert results[4]["eTag"] == container.read_item("old", partition_key="p")["_etag"]
+
+    # One failure (a create of an existing id) and nothing of the batch applies.
+    with pytest.raises(exceptions.CosmosBatchOperationError) as failed:
+        container.execute_item_batch(batch_operations=[
+            ("upsert", ({"id": "c", "pk": "p"},)),
+            ("create", ({"id": "a", "pk": "p"},)),
+            ("delete", ("old",)),
+        ], partition_key="p")
+    assert failed.value.error_index == 1
+    assert [r["statusCode"] for r in failed.value.operation_responses] == [424, 409, 424]
+    assert sorted(container.query_items("SELECT VALUE c.id FROM c", partition_key="p")) == ["a", "old"]
+    # An item of another partition fails the batch too (a batch writes one partition).
+    with pytest.raises(exceptions.CosmosBatchOperationError) as foreign:
+        container.execute_item_batch(batch_operations=[("create", ({"id": "x", "pk": "q"},))], partition_key="p")
+    assert [r["statusCode"] for r in foreign.value.operation_responses] == [400]
+

@@ -96,5 +96,3 @@ def test_unsupported_features_answer_clearly(cluster):
     except exceptions.CosmosHttpResponseError as error:
         assert error.status_code == 501
         assert "stored procedures" in error.message
-    assert status_of(lambda: database.create_container(
-        id="h", partition_key=PartitionKey(path=["/a", "/b"], kind="MultiHash"))) == 501

@@ -3,6 +3,7 @@
 // malformed or unsupported calls into 4xx/501 answers that never reach the node.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 
@@ -139,7 +140,7 @@ TEST(GatewayRoute, FeedsAndResourcesSignTheirTypeAndLink) {
 }
 
 TEST(GatewayRoute, UnsupportedResourcesAreNamedAndJunkIsRefused) {
-  for (const char* target : {"/dbs/d/colls/c/sprocs", "/dbs/d/users/u", "/offers", "/dbs/d/colls/c/udfs/f",
+  for (const char* target : {"/dbs/d/colls/c/sprocs", "/dbs/d/users/u", "/dbs/d/colls/c/udfs/f",
                              "/dbs/d/colls/c/docs/i/attachments"}) {
     Result<Route> route = parse_route(target);
     ASSERT_TRUE(route.is_ok()) << target;
@@ -147,7 +148,7 @@ TEST(GatewayRoute, UnsupportedResourcesAreNamedAndJunkIsRefused) {
     EXPECT_FALSE(route->feature.empty());
   }
   for (const char* target : {"", "dbs", "/x", "/dbs/d/tables", "/dbs/d/colls/c/docs/i/x/y", "/dbs//colls",
-                             "/dbs/a%zz", "/dbs/a%2", "/dbs/a%00b", "/dbs/d/colls/c/things"}) {
+                             "/dbs/a%zz", "/dbs/a%2", "/dbs/a%00b", "/dbs/d/colls/c/things", "/offers/a/b"}) {
     EXPECT_FALSE(parse_route(target).is_ok()) << target;
   }
 }
@@ -157,7 +158,10 @@ TEST(GatewayHeaders, PartitionKey) {
   EXPECT_EQ(*parse_partition_key_header("[5]"), "5");
   EXPECT_EQ(*parse_partition_key_header("[true]"), "true");
   EXPECT_EQ(*parse_partition_key_header("[null]"), "null");
-  for (const char* bad : {"", "a", "\"a\"", "[]", "[\"a\",\"b\"]", "[{}]", "[[1]]", "[\"a\"", "{\"a\":1}"}) {
+  // A hierarchical key's value: the array, as the node reads it.
+  EXPECT_EQ(*parse_partition_key_header("[\"a\", 5]"), "[\"a\",5]");
+  for (const char* bad : {"", "a", "\"a\"", "[]", "[1,2,3,4]", "[{}]", "[\"a\",{}]", "[[1]]", "[\"a\"",
+                          "{\"a\":1}"}) {
     Result<std::string> parsed = parse_partition_key_header(bad);
     ASSERT_FALSE(parsed.is_ok()) << bad;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
@@ -207,9 +211,11 @@ TEST(GatewayTranslate, BadAndUnsupportedCallsAreAnsweredWithoutTheNode) {
   EXPECT_EQ(answered_status(plan_request(request("POST", "/dbs", "{\"name\":\"x\"}"))), 400);
   EXPECT_EQ(answered_status(plan_request(request("POST", "/dbs/d/colls", "{\"id\":\"c\"}"))), 400);  // no pk
   EXPECT_EQ(answered_status(plan_request(request(
-                "POST", "/dbs/d/colls",
-                R"({"id":"c","partitionKey":{"paths":["/a","/b"],"kind":"MultiHash"}})"))),
-            501);
+                "POST", "/dbs/d/colls", R"({"id":"c","partitionKey":{"paths":["/a","/b"],"kind":"Hash"}})"))),
+            400);  // two paths need kind MultiHash
+  EXPECT_EQ(answered_status(plan_request(request(
+                "POST", "/dbs/d/colls", R"({"id":"c","partitionKey":{"paths":["/a"],"kind":"Range"}})"))),
+            501);  // a kind Mayfly does not have, named
   EXPECT_EQ(answered_status(plan_request(request(
                 "POST", "/dbs/d/colls",
                 R"({"id":"c","partitionKey":{"paths":["/a"]},"uniqueKeyPolicy":{"uniqueKeys":[{"paths":["/x"]}]}})"))),
@@ -399,6 +405,105 @@ TEST(GatewayTranslate, CallsBecomeTheRequestsOfTheApi) {
   EXPECT_EQ(create.call.request->container, "c");
 }
 
+TEST(GatewayTranslate, HierarchicalKeysAndSharedThroughput) {
+  Plan hierarchical = plan_request(request(
+      "POST", "/dbs/d/colls", R"({"id":"c","partitionKey":{"paths":["/tenant","/user"],"kind":"MultiHash"}})"));
+  ASSERT_FALSE(hierarchical.answer);
+  EXPECT_EQ(hierarchical.call.request->as<api::CreateContainer>()->settings.partition_key_path,
+            R"(["/tenant","/user"])");
+  Plan database = plan_request(request("POST", "/dbs", R"({"id":"d"})", {{"x-ms-offer-throughput", "1000"}}));
+  ASSERT_FALSE(database.answer);
+  ASSERT_NE(database.call.request->as<api::CreateDatabase>(), nullptr);
+  EXPECT_EQ(database.call.request->as<api::CreateDatabase>()->shared_ru_per_second, 1000u);
+  EXPECT_EQ(answered_status(plan_request(request("POST", "/dbs", R"({"id":"d"})", {{"x-ms-offer-throughput", "x"}}))),
+            400);
+  EXPECT_EQ(answered_status(plan_request(request("POST", "/dbs", R"({"id":"d"})",
+                                                 {{"x-ms-cosmos-offer-autopilot-settings", "{}"}}))),
+            400);
+}
+
+TEST(GatewayTranslate, OffersAreListedAndReplacedThroughTheirResource) {
+  Plan list = plan_request(request("GET", "/offers"));
+  ASSERT_FALSE(list.answer);
+  EXPECT_NE(list.call.request->as<api::ListOffers>(), nullptr);
+  Plan query = plan_request(request("POST", "/offers", R"({"query":"SELECT * FROM root r WHERE r.resource=@link",)"
+                                                       R"("parameters":[{"name":"@link","value":"dbs/d/"}]})",
+                                    {{"x-ms-documentdb-isquery", "True"}, {"content-type", "application/query+json"}}));
+  ASSERT_FALSE(query.answer) << query.answer->body;
+  EXPECT_EQ(query.spec.shape, RenderSpec::Shape::kOffers);
+
+  const std::string id = offer_id("dbs/d/colls/c");
+  EXPECT_EQ(id.size(), 8u);
+  EXPECT_NE(id, offer_id("dbs/d"));
+  Plan replace = plan_request(request(
+      "PUT", "/offers/" + id,
+      R"({"id":")" + id + R"(","resource":"dbs/d/colls/c/","content":{"offerThroughput":700}})"));
+  ASSERT_FALSE(replace.answer) << replace.answer->body;
+  const api::UpdateContainer* update = replace.call.request->as<api::UpdateContainer>();
+  ASSERT_NE(update, nullptr);
+  EXPECT_EQ(replace.call.request->database, "d");
+  EXPECT_EQ(replace.call.request->container, "c");
+  EXPECT_EQ(update->settings.throughput, api::ContainerSettings::Throughput::kProvisioned);
+  EXPECT_EQ(update->settings.provisioned_ru_per_second, 700u);
+  EXPECT_EQ(update->settings.default_ttl, api::ContainerSettings::DefaultTtl::kUnchanged);  // only the throughput
+  // The render names the container; the signature covers the offer, by its id lower-cased as the SDKs sign it.
+  EXPECT_EQ(replace.spec.route.container, "c");
+  EXPECT_EQ(replace.spec.route.resource_type, "offers");
+  std::string signed_id = id;
+  for (char& c : signed_id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  EXPECT_EQ(replace.spec.route.resource_link, signed_id);
+
+  const std::string database_id = offer_id("dbs/d");
+  Plan database = plan_request(request(
+      "PUT", "/offers/" + database_id, R"({"resource":"dbs/d/","content":{"offerThroughput":900}})"));
+  ASSERT_FALSE(database.answer);
+  ASSERT_NE(database.call.request->as<api::UpdateDatabase>(), nullptr);
+  EXPECT_EQ(database.call.request->as<api::UpdateDatabase>()->shared_ru_per_second, 900u);
+
+  // The id must be the resource's offer; the throughput a positive number; no autoscale.
+  EXPECT_EQ(answered_status(plan_request(request(
+                "PUT", "/offers/" + database_id, R"({"resource":"dbs/d/colls/c/","content":{"offerThroughput":9}})"))),
+            400);
+  EXPECT_EQ(answered_status(plan_request(request(
+                "PUT", "/offers/" + database_id, R"({"resource":"dbs/d/","content":{"offerThroughput":0}})"))),
+            400);
+  EXPECT_EQ(answered_status(plan_request(request(
+                "PUT", "/offers/" + database_id,
+                R"({"resource":"dbs/d/","content":{"offerThroughput":400,"offerAutopilotSettings":{"maxThroughput":4000}}})"))),
+            501);
+  EXPECT_EQ(answered_status(plan_request(request("DELETE", "/offers/" + database_id))), 405);
+}
+
+TEST(GatewayRender, OffersFromTheNodesList) {
+  node::Reply reply;
+  reply.result.body = R"([{"database":"d","rid":"AbCdEg==","throughput":1000,"ts":5},)"
+                      R"({"database":"d","container":"c","rid":"AbCdEgAAAAE=","throughput":400,"ts":6}])";
+  RenderSpec spec;
+  spec.shape = RenderSpec::Shape::kOffers;
+  HttpResponse all = render_reply(spec, reply);
+  ASSERT_EQ(all.status, 200) << all.body;
+  Result<boost::json::value> parsed = json::parse(all.body);
+  ASSERT_TRUE(parsed.is_ok());
+  const boost::json::array& offers = parsed->as_object().at("Offers").as_array();
+  ASSERT_EQ(offers.size(), 2u);
+  EXPECT_EQ(offers[1].as_object().at("resource"), "dbs/d/colls/c/");
+  EXPECT_EQ(offers[1].as_object().at("offerResourceId"), "AbCdEgAAAAE=");
+  EXPECT_EQ(offers[1].as_object().at("id").as_string(), offer_id("dbs/d/colls/c"));
+  EXPECT_EQ(offers[1].as_object().at("content").as_object().at("offerThroughput"), 400);
+  // query_offers as the SDKs' get_throughput sends it: by the resource's _self.
+  spec.query = RenderSpec::MetadataQuery{"SELECT * FROM root r WHERE r.resource=@link", R"({"@link":"dbs/d/"})"};
+  HttpResponse one = render_reply(spec, reply);
+  ASSERT_EQ(one.status, 200) << one.body;
+  EXPECT_NE(one.body.find(R"("offerThroughput":1000)"), std::string::npos) << one.body;
+  EXPECT_EQ(one.body.find(R"("offerThroughput":400)"), std::string::npos) << one.body;
+  spec.query.reset();
+  spec.shape = RenderSpec::Shape::kOffer;
+  spec.route.id = "nope";
+  EXPECT_EQ(render_reply(spec, reply).status, 404);
+  spec.route.id = offer_id("dbs/d");
+  EXPECT_NE(render_reply(spec, reply).body.find(R"("resource":"dbs/d/")"), std::string::npos);
+}
+
 TEST(GatewayRender, ErrorsAndPartitionKeyRanges) {
   node::Reply missing = node::Reply::error(StatusCode::kNotFound, "item 'x' does not exist");
   missing.retry_after_ms = 0;
@@ -476,16 +581,32 @@ TEST(GatewayTranslate, DatabaseAndContainerQueriesAreQueriesNotCreates) {
 }
 
 // A transactional batch (a JSON array with x-ms-cosmos-is-batch-request) was taken for a create: 400 "item body must
-// be a JSON object". It is refused, naming the feature.
-TEST(GatewayTranslate, TransactionalBatchIsRefusedNotCreated) {
-  Plan batch = plan_request(request("POST", "/dbs/d/colls/c/docs",
-                                    R"([{"operationType":"Create","resourceBody":{"id":"a","pk":"p"}}])",
+// be a JSON object". It is one request to the node, on the partition in the header; bulk (non-atomic) is refused.
+TEST(GatewayTranslate, TransactionalBatchIsOneRequestNotACreate) {
+  const std::string operations = R"([{"operationType":"Create","resourceBody":{"id":"a","pk":"p"}}])";
+  Plan batch = plan_request(request("POST", "/dbs/d/colls/c/docs", operations,
                                     {{"x-ms-cosmos-is-batch-request", "True"}, {"x-ms-cosmos-batch-atomic", "True"},
                                      {"x-ms-documentdb-partitionkey", "[\"p\"]"}}));
-  ASSERT_TRUE(batch.answer);
-  EXPECT_EQ(batch.answer->status, 501);
-  EXPECT_NE(batch.answer->body.find("transactional batch"), std::string::npos) << batch.answer->body;
-  EXPECT_FALSE(batch.call.request.has_value());
+  ASSERT_FALSE(batch.answer) << batch.answer->body;
+  const api::ExecuteBatch* call = batch.call.request->as<api::ExecuteBatch>();
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(call->partition_key, "\"p\"");
+  EXPECT_EQ(call->operations, operations);
+  EXPECT_EQ(batch.spec.shape, RenderSpec::Shape::kBatch);
+  Plan bulk = plan_request(request("POST", "/dbs/d/colls/c/docs", operations,
+                                   {{"x-ms-cosmos-is-batch-request", "True"}, {"x-ms-cosmos-batch-atomic", "False"},
+                                    {"x-ms-documentdb-partitionkey", "[\"p\"]"}}));
+  EXPECT_EQ(answered_status(bulk), 501);
+  Plan keyless = plan_request(request("POST", "/dbs/d/colls/c/docs", operations,
+                                      {{"x-ms-cosmos-is-batch-request", "True"}}));
+  EXPECT_EQ(answered_status(keyless), 400);
+  // The node's answer goes out as it is, with its status (207 for a batch that failed as a whole).
+  node::Reply reply;
+  reply.result.done = Done::kMultiStatus;
+  reply.result.body = R"([{"statusCode":409,"requestCharge":1.00},{"statusCode":424,"requestCharge":0.00}])";
+  HttpResponse response = render_reply(batch.spec, reply);
+  EXPECT_EQ(response.status, 207);
+  EXPECT_EQ(response.body, reply.result.body);
 }
 
 // Cosmos binary JSON bodies (0x80 first) get a 400 that says how to turn it off, not "malformed JSON at byte 0".

@@ -31,6 +31,33 @@ TEST(RequestUnitAccount, ThrottlesAProvisionedContainerOverItsBudget) {
             std::string::npos);
 }
 
+TEST(RequestUnitAccount, ContainersSharingADatabasesThroughputShareOneBudget) {
+  ManualClock clock(kT0);
+  metrics::Metrics metrics(1);
+  RequestUnitAccount account(clock, metrics);
+  const storage::Throughput shared{storage::Throughput::Mode::kShared, 100};
+  EXPECT_EQ(account.throttle_ms("db/a", shared, 5), 0);
+  EXPECT_EQ(account.throttle_ms("db/b", shared, 5), 0);
+  account.charge("db/a", "create", 60);
+  account.charge("db/b", "create", 35);
+  account.charge("other/a", "create", 1000);  // another database's container with the same name: not in the pool
+  EXPECT_EQ(account.throttle_ms("db/b", shared, 5), 0) << "95 + 5 is the database's budget exactly";
+  account.charge("db/a", "create", 5);
+  EXPECT_GT(account.throttle_ms("db/b", shared, 5), 0) << "a used the pool up for b too";
+  EXPECT_GT(account.throttle_ms("db/a", shared, 5), 0);
+  EXPECT_EQ(account.collector_budget("db/b", shared), 0) << "users wanted more than the pool: nothing is spare";
+  // A container with its own throughput in the same database is not in the pool.
+  EXPECT_EQ(account.throttle_ms("db/own", kProvisioned100, 5), 0);
+  clock.advance_micros(2'000'000);
+  account.charge("db/a", "read", 30);
+  EXPECT_EQ(account.collector_budget("db/b", shared), 70) << "the pool's spare, whichever container asks";
+  account.collector_spent("db/b", shared, 20);
+  EXPECT_EQ(account.collector_budget("db/a", shared), 50);
+  // Dropping every sharing container drops the pool.
+  account.retain({"db/own"});
+  EXPECT_EQ(account.meter_count(), 1u);
+}
+
 TEST(RequestUnitAccount, ServerlessIsNeverThrottled) {
   ManualClock clock(kT0);
   metrics::Metrics metrics(1);

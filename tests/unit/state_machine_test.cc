@@ -74,6 +74,81 @@ TEST_F(StateMachineTest, ResourceIdsNestLikeCosmosDbs) {
   EXPECT_EQ(rid_bytes(format_database_rid("other")), other.substr(0, 4));
 }
 
+TEST(DatabaseRecordCodec, SharedThroughputIsATailOldRecordsDoNotHave) {
+  DatabaseRecord plain{7, kT0};
+  const std::string old_bytes = encode_database(plain);
+  Result<DatabaseRecord> decoded = decode_database(old_bytes);
+  ASSERT_TRUE(decoded.is_ok());
+  EXPECT_EQ(decoded->throughput, Throughput{});
+  DatabaseRecord shared{7, kT0, Throughput{Throughput::Mode::kProvisioned, 1000}, kT0 + 5};
+  decoded = decode_database(encode_database(shared));
+  ASSERT_TRUE(decoded.is_ok());
+  EXPECT_EQ(decoded->throughput, shared.throughput);
+  EXPECT_EQ(decoded->modified_ts_micros, kT0 + 5);
+  EXPECT_EQ(decode_database(old_bytes + "\x01").status().code(), StatusCode::kCorruption);  // a torn tail
+  ContainerRecord container;
+  container.throughput = Throughput{Throughput::Mode::kShared, 1000};
+  EXPECT_EQ(decode_container(encode_container(container))->throughput, container.throughput);
+}
+
+TEST_F(StateMachineTest, ContainersWithoutThroughputShareTheirDatabases) {
+  Command database = database_command(CommandType::kCreateDatabase, "shared");
+  database.throughput = Throughput{Throughput::Mode::kProvisioned, 1000};
+  ASSERT_EQ(apply(database, kT0).http_status(), 201);
+  ASSERT_EQ(apply(create_container_command("shared", "a", "/pk"), kT0).http_status(), 201);
+  Command own = create_container_command("shared", "own", "/pk");
+  own.throughput = Throughput{Throughput::Mode::kProvisioned, 400};
+  ASSERT_EQ(apply(own, kT0).http_status(), 201);
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "plain"), kT0).http_status(), 201);
+  ASSERT_EQ(apply(create_container_command("plain", "b", "/pk"), kT0).http_status(), 201);
+  auto throughput_of = [&](const std::string& db, const std::string& container) {
+    return store_->reader().container_record(db, container).value().throughput;
+  };
+  EXPECT_EQ(throughput_of("shared", "a"), (Throughput{Throughput::Mode::kShared, 1000}));
+  EXPECT_EQ(throughput_of("shared", "own"), (Throughput{Throughput::Mode::kProvisioned, 400}));
+  EXPECT_EQ(throughput_of("plain", "b"), Throughput{});  // serverless, as before
+  EXPECT_NE(store_->reader().read_container("shared", "a").body.find(R"("mode":"shared","requestUnitsPerSecond":1000)"),
+            std::string::npos);
+  EXPECT_EQ(store_->reader().list_offers().body,
+            R"([{"database":"shared","rid":")" + format_database_rid("shared") + R"(","throughput":1000,"ts":)" +
+                std::to_string(ttl::ts_seconds(kT0)) + R"(},{"database":"shared","container":"own","rid":")" +
+                string_member(store_->reader().read_container("shared", "own").body, "_rid") +
+                R"(","throughput":400,"ts":)" + std::to_string(ttl::ts_seconds(kT0)) + "}]");
+
+  // The database's figure changes for every sharing container in the same entry; its own stays.
+  Command update = database_command(CommandType::kUpdateDatabase, "shared");
+  update.throughput = Throughput{Throughput::Mode::kProvisioned, 2500};
+  OpResult updated = apply(update, kT0 + 1);
+  ASSERT_EQ(updated.http_status(), 200) << updated.message;
+  EXPECT_EQ(throughput_of("shared", "a"), (Throughput{Throughput::Mode::kShared, 2500}));
+  EXPECT_EQ(throughput_of("shared", "own"), (Throughput{Throughput::Mode::kProvisioned, 400}));
+  // A container created afterwards shares the new figure.
+  ASSERT_EQ(apply(create_container_command("shared", "later", "/pk"), kT0 + 2).http_status(), 201);
+  EXPECT_EQ(throughput_of("shared", "later"), (Throughput{Throughput::Mode::kShared, 2500}));
+
+  // Refused, changing nothing: a database without shared throughput, a figure out of range, a sharing container
+  // given its own.
+  update.database = "plain";
+  EXPECT_EQ(apply(update, kT0 + 3).http_status(), 400);
+  update.database = "shared";
+  update.throughput->request_units_per_second = 0;
+  EXPECT_EQ(apply(update, kT0 + 3).http_status(), 400);
+  update.database = "missing";
+  update.throughput->request_units_per_second = 10;
+  EXPECT_EQ(apply(update, kT0 + 3).http_status(), 404);
+  Command give_own;
+  give_own.type = CommandType::kUpdateContainer;
+  give_own.database = "shared";
+  give_own.container = "a";
+  give_own.throughput = Throughput{Throughput::Mode::kProvisioned, 100};
+  EXPECT_EQ(apply(give_own, kT0 + 3).http_status(), 400);
+  EXPECT_EQ(throughput_of("shared", "a"), (Throughput{Throughput::Mode::kShared, 2500}));
+  // The dedicated one can change.
+  give_own.container = "own";
+  EXPECT_EQ(apply(give_own, kT0 + 3).http_status(), 200);
+  EXPECT_EQ(throughput_of("shared", "own"), (Throughput{Throughput::Mode::kProvisioned, 100}));
+}
+
 }  // namespace
 }  // namespace mayfly::storage::testing
 

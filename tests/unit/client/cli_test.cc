@@ -216,6 +216,14 @@ TEST(CliParse, DatabaseCommands) {
   EXPECT_EQ(remove.kind(), Op::kDeleteDatabase);
   EXPECT_EQ(remove.database, "shop");
   EXPECT_EQ(request_of({"db", "list"}).kind(), Op::kListDatabases);
+  EXPECT_EQ(create.as<mayfly::api::CreateDatabase>()->shared_ru_per_second, 0u);
+  const Request shared = request_of({"db", "create", "shop", "--throughput", "1000"});
+  EXPECT_EQ(shared.as<mayfly::api::CreateDatabase>()->shared_ru_per_second, 1000u);
+  const Request set = request_of({"db", "set", "shop", "--throughput", "2000"});
+  ASSERT_EQ(set.kind(), Op::kUpdateDatabase);
+  EXPECT_EQ(set.as<mayfly::api::UpdateDatabase>()->shared_ru_per_second, 2000u);
+  EXPECT_EQ(request_of({"db", "offers"}).kind(), Op::kListOffers);
+  expect_usage_error({"db", "set", "shop"}, "--throughput");
   expect_usage_error({"db", "create"}, "DB");
   expect_usage_error({"db", "rename", "a", "b"}, "subcommand");
 }
@@ -495,7 +503,7 @@ TEST(CliParse, MissingPositionalNamesItAndTheCommandUsage) {
   expect_usage_error({"item", "create", "s", "c"}, "JSON is required: mayfly item create DB CONTAINER JSON [options]");
   expect_usage_error({"item", "import", "s", "c"}, "FILE is required: mayfly item import DB CONTAINER FILE [options]");
   expect_usage_error({"cluster", "add-member", "4"}, "ADDRESS is required: mayfly cluster add-member ID ADDRESS");
-  expect_usage_error({"db"}, "A subcommand is required: mayfly db create|delete|list ...");
+  expect_usage_error({"db"}, "A subcommand is required: mayfly db create|delete|set|list|offers ...");
 }
 
 TEST(CliParse, OutputFormatFlag) {

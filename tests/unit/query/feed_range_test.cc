@@ -31,7 +31,7 @@ TEST(EffectivePartitionKey, MatchesTheCosmosSdk) {
     ASSERT_TRUE(epk.is_ok()) << value << ": " << epk.status().to_string();
     EXPECT_EQ(*epk, expected) << value;
   }
-  EXPECT_FALSE(storage::effective_partition_key("[1]").is_ok());
+  EXPECT_FALSE(storage::effective_partition_key("[[1]]").is_ok());
   EXPECT_FALSE(storage::effective_partition_key("{").is_ok());
 }
 

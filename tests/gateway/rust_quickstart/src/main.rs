@@ -4,8 +4,9 @@
 //!
 //! Creates DATABASE and a container in it (partition key /pk, defaultTtl 3600) through the SDK, then runs the item
 //! operations an application uses — create, read, upsert, replace with an ETag precondition (a stale ETag must get
-//! 412), queries with parameters, patch (set, incr), an item with its own short ttl that must disappear, delete —
-//! checking every answer, and deletes DATABASE at the end. One line per step on stdout; on any mismatch or
+//! 412), queries with parameters, patch (set, incr), an item with its own short ttl that must disappear, a
+//! transactional batch (and a failing one that writes nothing), a container with a hierarchical partition key
+//! (point read, prefix query), delete — checking every answer, and deletes DATABASE at the end. One line per step on stdout; on any mismatch or
 //! unexpected error a line `FAILED: ...` on stderr and exit code 1. tests/gateway/test_rust_sdk.py runs it.
 
 use std::error::Error;
@@ -19,7 +20,8 @@ use azure_data_cosmos::options::{
     BinaryEncodingOptions, ItemWriteOptions, PatchItemOptions, PatchStrategy, Precondition, Region,
 };
 use azure_data_cosmos::{
-    AccountEndpoint, AccountReference, CosmosClient, CosmosError, FeedScope, Query, RoutingStrategy, TransactionalBatch,
+    AccountEndpoint, AccountReference, CosmosClient, CosmosError, FeedScope, PartitionKey, Query, RoutingStrategy,
+    TransactionalBatch,
 };
 use futures::TryStreamExt;
 use serde::de::DeserializeOwned;
@@ -384,26 +386,78 @@ async fn run(endpoint: &str, key: &str, database: &str) -> Res<()> {
         written.elapsed().as_secs_f64()
     );
 
-    // ----- transactional batch: not supported by Mayfly yet --------------------------------------------------
-    // Pending server support (x-ms-cosmos-is-batch-request is answered 501 naming it): a 4xx/5xx is printed and
-    // accepted; a success is printed too. When batch lands, check its results here instead.
+    // ----- transactional batch: all or nothing, as one log entry --------------------------------------------
     let batch = TransactionalBatch::new("p1")
         .create_item(item("d", "p1", "batched", 1))?
-        .read_item("a", None);
-    match items.execute_transactional_batch(batch, None).await {
-        Ok(response) => println!(
-            "transactional batch: status={} (the server now supports batch: make this step check the results)",
-            response.status()
-        ),
-        Err(e) => {
-            let status = u16::from(e.status().status_code());
-            ensure!(
-                (400..600).contains(&status),
-                "transactional batch: failed without an HTTP error: {e:#}"
-            );
-            println!("transactional batch: not supported yet -> {e}");
-        }
+        .read_item("d", None)
+        .upsert_item(item("e", "p1", "batched", 2), None)?;
+    let response = ok("transactional batch", items.execute_transactional_batch(batch, None)).await?;
+    let status = u16::from(response.status().status_code());
+    ensure!(status == 200, "transactional batch: status {status}, expected 200");
+    let results = response
+        .into_model()
+        .map_err(|e| sdk_error("transactional batch: decode", e))?;
+    let codes: Vec<u16> = results.results().iter().map(|r| r.status_code()).collect();
+    ensure!(codes == [201, 200, 201], "transactional batch: statuses {codes:?}, expected [201, 200, 201]");
+    let read_back: Option<Item> = results.results()[1]
+        .into_model()
+        .map_err(|e| sdk_error("transactional batch: decode the read", e))?;
+    ensure!(
+        read_back.as_ref().map(|i| i.name.as_str()) == Some("batched"),
+        "transactional batch: the read saw {read_back:?}, expected the item created before it"
+    );
+    // One failing operation (a create of an existing id): 207, its 409 and 424 for the others, nothing written.
+    let failing = TransactionalBatch::new("p1")
+        .upsert_item(item("f", "p1", "never", 3), None)?
+        .create_item(item("d", "p1", "again", 4))?;
+    let response = ok("failing transactional batch", items.execute_transactional_batch(failing, None)).await?;
+    let status = u16::from(response.status().status_code());
+    let results = response
+        .into_model()
+        .map_err(|e| sdk_error("failing transactional batch: decode", e))?;
+    let failed_codes: Vec<u16> = results.results().iter().map(|r| r.status_code()).collect();
+    ensure!(
+        status == 207 && failed_codes == [424, 409],
+        "failing transactional batch: status {status} {failed_codes:?}, expected 207 [424, 409]"
+    );
+    fails_with("read_item f (its batch failed)", 404, items.read_item("p1", "f", None)).await?;
+    println!("transactional batch: {codes:?}; a failing one -> {status} {failed_codes:?}, nothing written");
+
+    // ----- hierarchical partition keys (MultiHash) -------------------------------------------------------------
+    let hierarchical = ContainerProperties::new("hierarchical", ("/tenant", "/user").into());
+    ok("create_container hierarchical", database_client.create_container(hierarchical, None)).await?;
+    let tenants = ok(
+        "container_client hierarchical",
+        database_client.container_client("hierarchical", None),
+    )
+    .await?;
+    for (id, tenant, user) in [("1", "t1", "u1"), ("2", "t1", "u2"), ("3", "t2", "u1")] {
+        let doc = json!({"id": id, "tenant": tenant, "user": user});
+        ok(
+            "create_item hierarchical",
+            tenants.create_item(PartitionKey::from((tenant, user)), id, &doc, None),
+        )
+        .await?;
     }
+    let one: Value = ok(
+        "read_item hierarchical",
+        tenants.read_item(PartitionKey::from(("t1", "u2")), "2", None),
+    )
+    .await?
+    .into_model()
+    .map_err(|e| sdk_error("read_item hierarchical: decode", e))?;
+    ensure!(one["user"] == "u2", "read_item hierarchical: {one}");
+    let prefix: Vec<Value> = query_all(
+        &tenants,
+        "query_items by the prefix t1",
+        Query::from("SELECT * FROM c"),
+        FeedScope::partition(PartitionKey::from("t1")),
+    )
+    .await?;
+    let mut ids: Vec<String> = prefix.iter().map(|v| v["id"].as_str().unwrap_or("").to_string()).collect();
+    ids.sort();
+    ensure!(ids == ["1", "2"], "query_items by the prefix t1: ids {ids:?}, expected [\"1\", \"2\"]");
+    println!("hierarchical keys: read (t1, u2)/2, prefix t1 -> {ids:?}");
 
     // ----- delete --------------------------------------------------------------------------------------------
     let deleted = ok("delete_item a", items.delete_item("p1", "a", None)).await?;
