@@ -380,7 +380,8 @@ class Connection : public Server::Impl::Slot, public std::enable_shared_from_thi
 
   // What the signature covers (verb, resource type and link of the path, and the x-ms-date or Date header), and the
   // signature: set on `call`, or why there is none (call.authorization, 401 on the node's thread).
-  static void sign(const HttpRequest& request, const Route& route, bool emulator_key, node::GatewayCall& call) {
+  static void sign(const HttpRequest& request, const Route& route, bool emulator_key, bool replay_guard,
+                   node::GatewayCall& call) {
     Result<Authorization> parsed = parse_authorization(request.header("authorization"));
     std::string_view date = request.header("x-ms-date");
     if (date.empty()) date = request.header("date");
@@ -393,8 +394,8 @@ class Connection : public Server::Impl::Slot, public std::enable_shared_from_thi
       call.signed_text = string_to_sign(request.method, route.resource_type, route.resource_link, date);
       call.signature = std::move(parsed->signature);
       call.emulator_key = emulator_key && signed_with_emulator_key(call.signed_text, call.signature);
-      call.replay_guarded =
-          replay_guarded(request.method, route.kind, header_flag(request.header("x-mayfly-force-ttl-change")));
+      call.replay_guarded = replay_guard && replay_guarded(request.method, route.kind,
+                                                           header_flag(request.header("x-mayfly-force-ttl-change")));
       if (Result<int64_t> signed_at = parse_http_date(date); signed_at.is_ok()) {
         call.valid_until_seconds = *signed_at + kSignatureWindowSeconds;
       }
@@ -418,7 +419,7 @@ class Connection : public Server::Impl::Slot, public std::enable_shared_from_thi
       return;
     }
     node::GatewayCall call;  // no request: authenticate only
-    sign(head, *route, config().http_emulator_key, call);
+    sign(head, *route, config().http_emulator_key, config().http_replay_guard, call);
     RenderSpec spec;
     spec.route = *route;
     if (!call.authorization.is_ok()) {
@@ -466,7 +467,7 @@ class Connection : public Server::Impl::Slot, public std::enable_shared_from_thi
       respond(std::move(*plan.answer));
       return;
     }
-    sign(request, plan.spec.route, config().http_emulator_key, plan.call);
+    sign(request, plan.spec.route, config().http_emulator_key, config().http_replay_guard, plan.call);
     server_->host().execute_gateway(
         std::move(plan.call), [self = this->shared_from_this(), spec = std::move(plan.spec)](node::Reply reply) {
           // On the kj thread: render here would hold it up, so hand the reply to this connection's executor.

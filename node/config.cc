@@ -252,6 +252,10 @@ ParsedFlags parse_flags(int argc, char** argv) {
                  "HOST:PORT for the Cosmos DB REST API (https with --tls-cert/--tls-key, else http; off when not set)");
   app.add_flag("--emulator-key", config.http_emulator_key,
                "also accept the Cosmos emulator's well-known key (only with --http on a loopback address)");
+  app.add_option("--http-replay-guard", config.http_replay_guard,
+                 "accept a signed database or container replace or delete once per signature (false: as often as it "
+                 "is sent within its 15 minutes, as Cosmos DB does)")
+      ->capture_default_str();
   app.add_option("--http-max-connections", config.http_max_connections,
                  "open HTTP connections at most (when full, the oldest one waiting for a request is closed)")
       ->capture_default_str();

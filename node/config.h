@@ -70,6 +70,9 @@ struct NodeConfig {
   // The Cosmos DB REST gateway (gateway/server.h): off when `http` is empty.
   std::string http;                         // HOST:PORT for the Cosmos DB REST API (plain http)
   bool http_emulator_key = false;           // also accept the Cosmos emulator's well-known key (loopback --http only)
+  // Accept a signed database or container replace/delete (or a forced TTL change) once per signature on this node
+  // (docs/security.md); false: as often as it is sent within its 15 minutes, as Cosmos DB does.
+  bool http_replay_guard = true;
   int64_t http_max_connections = 256;       // open HTTP connections at most (the oldest waiting one makes room)
   int64_t http_max_connections_per_address = 64;  // open HTTP connections from one client address at most
   int64_t http_header_timeout_ms = 10000;   // a request's line and headers, from its first byte

@@ -16,7 +16,7 @@ namespace {
 
 __extension__ typedef __int128 Int128;  // exact sums of two int64/uint64 values
 
-enum class OpKind { kAdd, kSet, kReplace, kRemove, kIncr };
+enum class OpKind { kAdd, kSet, kReplace, kRemove, kIncr, kMove };
 
 // One parsed operation. `segments` are the path's reference tokens, unescaped.
 struct PatchOp {
@@ -26,6 +26,8 @@ struct PatchOp {
   std::string path;  // as written
   std::vector<std::string> segments;
   boost::json::value value;
+  std::string from;  // move: the source path as written, and its segments
+  std::vector<std::string> from_segments;
 };
 
 // An array segment: a position, or "-" (one past the end).
@@ -65,6 +67,7 @@ std::optional<OpKind> parse_kind(std::string_view name) {
   if (name == "replace") return OpKind::kReplace;
   if (name == "remove") return OpKind::kRemove;
   if (name == "incr") return OpKind::kIncr;
+  if (name == "move") return OpKind::kMove;
   return std::nullopt;
 }
 
@@ -150,8 +153,8 @@ Status check_patchable(const PatchOp& op, const std::vector<std::string>& immuta
 // Checks "value" against the operation: required (a number for incr), or absent for remove.
 Status check_value(const PatchOp& op, const boost::json::object& entry) {
   const bool has_value = entry.contains("value");
-  if (op.kind == OpKind::kRemove) {
-    return has_value ? op_error(op, "remove takes no \"value\"; leave it out") : Status::ok();
+  if (op.kind == OpKind::kRemove || op.kind == OpKind::kMove) {
+    return has_value ? op_error(op, op.name + " takes no \"value\"; leave it out") : Status::ok();
   }
   if (!has_value) return op_error(op, "a \"value\" is required");
   if (op.kind == OpKind::kIncr && !entry.at("value").is_number()) {
@@ -169,14 +172,15 @@ Result<PatchOp> parse_operation(const boost::json::value& entry, size_t number,
   }
   const boost::json::object& object = entry.get_object();
   for (const auto& member : object) {
-    if (member.key() != "op" && member.key() != "path" && member.key() != "value") {
-      return error(number, "unknown member \"" + std::string(member.key()) + "\" (expected op, path and value)");
+    if (member.key() != "op" && member.key() != "path" && member.key() != "value" && member.key() != "from") {
+      return error(number, "unknown member \"" + std::string(member.key()) + "\" (expected op, path and value, "
+                                                                             "and from for move)");
     }
   }
   const boost::json::value* op_name = object.if_contains("op");
   const boost::json::value* path = object.if_contains("path");
   if (op_name == nullptr || !op_name->is_string()) {
-    return error(number, "needs a string \"op\": add, set, replace, remove or incr");
+    return error(number, "needs a string \"op\": add, set, replace, remove, incr or move");
   }
   if (path == nullptr || !path->is_string()) return error(number, "needs a string \"path\", e.g. \"/a/b\"");
   PatchOp op;
@@ -184,13 +188,30 @@ Result<PatchOp> parse_operation(const boost::json::value& entry, size_t number,
   op.name = op_name->get_string();
   op.path = path->get_string();
   const std::optional<OpKind> kind = parse_kind(op.name);
-  if (!kind) return op_error(op, "unknown op; expected add, set, replace, remove or incr");
+  if (!kind) return op_error(op, "unknown op; expected add, set, replace, remove, incr or move");
   op.kind = *kind;
   Result<std::vector<std::string>> segments = split_path(op.path);
   if (!segments.is_ok()) return op_error(op, segments.status().message());
   op.segments = std::move(segments).value();
   MAYFLY_RETURN_IF_ERROR(check_value(op, object));
   MAYFLY_RETURN_IF_ERROR(check_patchable(op, immutable_paths));
+  const boost::json::value* from = object.if_contains("from");
+  if (op.kind != OpKind::kMove && from != nullptr) return op_error(op, "only move takes a \"from\"");
+  if (op.kind == OpKind::kMove) {
+    if (from == nullptr || !from->is_string()) return op_error(op, "move needs a string \"from\", e.g. \"/a\"");
+    op.from = from->get_string();
+    Result<std::vector<std::string>> source = split_path(op.from);
+    if (!source.is_ok()) return op_error(op, "from: " + source.status().message());
+    // The source is removed: it may not be (or hold) the id, the partition key or a system property either.
+    PatchOp source_op = op;
+    source_op.segments = source.value();
+    MAYFLY_RETURN_IF_ERROR(check_patchable(source_op, immutable_paths));
+    op.from_segments = std::move(source).value();
+    if (op.from_segments.size() < op.segments.size() &&
+        std::equal(op.from_segments.begin(), op.from_segments.end(), op.segments.begin())) {
+      return op_error(op, "cannot move " + op.from + " into itself");
+    }
+  }
   if (const boost::json::value* value = object.if_contains("value")) op.value = *value;
   return op;
 }
@@ -313,6 +334,7 @@ Status apply_to_object(boost::json::object& parent, PatchOp& op) {
         return Status::ok();
       }
       return increment(*target, op);
+    case OpKind::kMove: break;  // apply_operation: a remove, then a set
   }
   return Status::internal("unhandled patch op");
 }
@@ -341,11 +363,38 @@ Status apply_to_array(boost::json::array& parent, PatchOp& op) {
     case OpKind::kReplace: parent[index.index] = std::move(op.value); break;
     case OpKind::kRemove: parent.erase(position); break;
     case OpKind::kIncr: return increment(parent[index.index], op);
+    case OpKind::kMove: return Status::internal("unhandled patch op");
   }
   return Status::ok();
 }
 
 Status apply_operation(boost::json::value& root, PatchOp& op) {
+  if (op.kind == OpKind::kMove) {
+    // The value at `from` is removed and set at `path` (replacing what is there), as Cosmos DB's move.
+    PatchOp source = op;
+    source.kind = OpKind::kRemove;
+    source.segments = op.from_segments;
+    MAYFLY_ASSIGN_OR_RETURN(boost::json::value * from_parent, resolve_parent(root, source));
+    boost::json::value moved;
+    if (from_parent->is_object()) {
+      boost::json::value* found = from_parent->get_object().if_contains(source.segments.back());
+      if (found == nullptr) return op_error(op, "the source " + op.from + " does not exist");
+      moved = std::move(*found);
+    } else {
+      Result<ArrayIndex> index = parse_index(source.segments.back());
+      boost::json::array& array = from_parent->get_array();
+      if (!index.is_ok() || index->append || index->index >= array.size()) {
+        return op_error(op, "the source " + op.from + " does not exist");
+      }
+      moved = array[index->index];
+    }
+    MAYFLY_RETURN_IF_ERROR(from_parent->is_object() ? apply_to_object(from_parent->get_object(), source)
+                                                    : apply_to_array(from_parent->get_array(), source));
+    PatchOp target = op;
+    target.kind = OpKind::kSet;
+    target.value = std::move(moved);
+    return apply_operation(root, target);
+  }
   MAYFLY_ASSIGN_OR_RETURN(boost::json::value * parent, resolve_parent(root, op));
   if (parent->is_object()) return apply_to_object(parent->get_object(), op);
   return apply_to_array(parent->get_array(), op);

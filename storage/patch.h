@@ -14,11 +14,14 @@
 //            int64 + int64 outside int64 is an error; when an operand is a uint64 (above INT64_MAX) the sum may
 //            also be a uint64. If either side is a double, the sum is a double (a non-finite sum is an error).
 //            An array element must exist to be incremented ("-" and index == size are errors).
+//   move     {"op": "move", "from": "/a", "path": "/b"}: the value at "from" (which must exist) is removed and set at
+//            "path" (created or replaced, as set). "from" follows the same rules as a path (not the id, the
+//            partition key or a system property), and may not be an ancestor of "path". "value" must not be given.
 // For every operation the parent of the target must exist and be an object or an array.
 //
 // Paths must start with '/', must not be the root, and must not contain empty segments ("/a//b"); array indexes
-// are decimal without leading zeros; "-" is only for add and set on an array. Members other than op/path/value are
-// rejected (so a misspelt "valeu" is reported rather than silently ignored).
+// are decimal without leading zeros; "-" is only for add and set on an array. Members other than op/path/value (and
+// from, for move) are rejected (so a misspelt "valeu" is reported rather than silently ignored).
 // System properties (_ts, _etag, _rid, _self, _attachments, and anything under them) cannot be patched. An
 // operation whose path equals an immutable path, is a prefix of it ("/tenant" for "/tenant/id"), or lies below it,
 // is rejected. `/ttl` is an ordinary property here; the caller re-validates the resulting document (ttl, size, depth).

@@ -471,6 +471,23 @@ std::vector<std::pair<std::string, std::string>> signed_headers(const std::strin
   return {{"x-ms-date", date}, {"x-ms-version", "2018-12-31"}, {"authorization", "type=master&ver=1.0&sig=" + signature}};
 }
 
+// --http-replay-guard=false: Cosmos DB's behaviour, a signed delete is accepted again within its 15 minutes (what
+// a client that deletes, recreates and deletes a database within one second sends).
+TEST(Keys, WithTheReplayGuardOffASignedDeleteIsAcceptedAgain) {
+  Cluster cluster({.name = "keys-replay-off", .nodes = 1});
+  const uint16_t http_port = free_port();
+  cluster.set_node_flags(1, {"--http", "127.0.0.1:" + std::to_string(http_port), "--http-replay-guard=false"});
+  ASSERT_TRUE(cluster.start());
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  client::Client admin(cluster.client_options());
+  const auto delete_headers =
+      signed_headers(cluster.readwrite_key(), "DELETE", "dbs", "dbs/gone", http_date(std::time(nullptr)));
+  ASSERT_EQ(admin.execute(db_req(Op::kCreateDatabase, "gone")).status, 201);
+  EXPECT_EQ(http_call(http_port, "DELETE", "/dbs/gone", delete_headers, "").first, 204);
+  ASSERT_EQ(admin.execute(db_req(Op::kCreateDatabase, "gone")).status, 201);
+  EXPECT_EQ(http_call(http_port, "DELETE", "/dbs/gone", delete_headers, "").first, 204);
+}
+
 TEST(Keys, AReplayedSignedContainerReplaceWithAnotherBodyIsRefused) {
   Cluster cluster({.name = "keys-replay", .nodes = 1, .metrics = true});
   const uint16_t http_port = free_port();

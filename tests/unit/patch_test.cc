@@ -45,6 +45,28 @@ std::string one(std::string_view op, std::string_view path, std::string_view val
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
+// ---- move ----
+
+TEST(PatchMove, RemovesTheSourceAndSetsTheTarget) {
+  EXPECT_EQ(patched(R"([{"op":"move","from":"/s","path":"/moved"}])"),
+            R"({"id":"d1","tenant":{"id":"t1","name":"acme"},"a":{"b":1,"c":[10,20,30]},"n":5,"ttl":60,"moved":"x"})");
+  // Onto an existing member (replaced), out of an array, into a nested object.
+  EXPECT_EQ(patched(R"([{"op":"move","from":"/a/c/1","path":"/n"}])"),
+            R"({"id":"d1","tenant":{"id":"t1","name":"acme"},"a":{"b":1,"c":[10,30]},"n":20,"s":"x","ttl":60})");
+  EXPECT_EQ(patched(R"([{"op":"move","from":"/n","path":"/a/b"}])"),
+            R"({"id":"d1","tenant":{"id":"t1","name":"acme"},"a":{"b":5,"c":[10,20,30]},"s":"x","ttl":60})");
+}
+
+TEST(PatchMove, NeedsAnExistingMovableSource) {
+  EXPECT_CONTAINS(rejected(R"([{"op":"move","from":"/missing","path":"/b"}])"), "does not exist");
+  EXPECT_CONTAINS(rejected(R"([{"op":"move","path":"/b"}])"), "from");
+  EXPECT_CONTAINS(rejected(R"([{"op":"move","from":"/s","path":"/b","value":1}])"), "no \"value\"");
+  EXPECT_CONTAINS(rejected(R"([{"op":"move","from":"/id","path":"/b"}])"), "the id");
+  EXPECT_CONTAINS(rejected(R"([{"op":"move","from":"/tenant","path":"/b"}])"), "partition key");
+  EXPECT_CONTAINS(rejected(R"([{"op":"move","from":"/a","path":"/a/x"}])"), "into itself");
+  EXPECT_CONTAINS(rejected(R"([{"op":"set","from":"/a","path":"/b","value":1}])"), "only move");
+}
+
 // ---- add ----
 
 TEST(PatchAdd, CreatesTopLevelAndNestedMembersAtTheEnd) {
@@ -286,7 +308,7 @@ TEST(PatchBody, LargerThanOneMegabyteIsRejected) {
 
 TEST(PatchBody, EachOperationNeedsOpAndPath) {
   EXPECT_EQ(rejected(R"([{"op":"set","path":"/n","value":1},{"path":"/n","value":1}])"),
-            "patch operation 2: needs a string \"op\": add, set, replace, remove or incr");
+            "patch operation 2: needs a string \"op\": add, set, replace, remove, incr or move");
   EXPECT_CONTAINS(rejected(R"([{"op":1,"path":"/n","value":1}])"), "needs a string \"op\"");
   EXPECT_EQ(rejected(R"([{"op":"set","value":1}])"), "patch operation 1: needs a string \"path\", e.g. \"/a/b\"");
   EXPECT_CONTAINS(rejected(R"([{"op":"set","path":["n"],"value":1}])"), "needs a string \"path\"");
@@ -295,12 +317,12 @@ TEST(PatchBody, EachOperationNeedsOpAndPath) {
   }
   EXPECT_CONTAINS(rejected(R"([["set","/n",1]])"), "patch operation 1: must be an object like");
   EXPECT_EQ(rejected(R"([{"op":"set","path":"/n","valeu":1}])"),
-            "patch operation 1: unknown member \"valeu\" (expected op, path and value)");
+            "patch operation 1: unknown member \"valeu\" (expected op, path and value, and from for move)");
 }
 
 TEST(PatchBody, UnknownOpIsRejected) {
-  EXPECT_EQ(rejected(one("move", "/n", "1")),
-            "patch operation 1 (move /n): unknown op; expected add, set, replace, remove or incr");
+  EXPECT_EQ(rejected(one("copy", "/n", "1")),
+            "patch operation 1 (copy /n): unknown op; expected add, set, replace, remove, incr or move");
   EXPECT_CONTAINS(rejected(one("Set", "/n", "1")), "unknown op");
   EXPECT_CONTAINS(rejected(one("", "/n", "1")), "unknown op");
 }
