@@ -330,9 +330,10 @@ Result<std::string> parse_partition_key_header(std::string_view header) {
                                     " values; a hierarchical partition key has at most 3");
   }
   for (const boost::json::value& value : values) {
-    if (value.is_object() || value.is_array()) {
-      return Status::invalid_argument("items without a partition key value (PartitionKey.None, [{}]) are not "
-                                      "supported: every Mayfly item has a partition key value");
+    // {}: the undefined partition (PartitionKey.None), the items without a value at the path.
+    if (value.is_array() || (value.is_object() && !value.get_object().empty())) {
+      return Status::invalid_argument("x-ms-documentdb-partitionkey values are strings, numbers, booleans, null or "
+                                      "{} (no value: PartitionKey.None), not " + json::to_json(value));
     }
   }
   // One value: that value (a Hash key); several: the array, a hierarchical key's value (the node checks the count).

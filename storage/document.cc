@@ -63,14 +63,15 @@ Result<PreparedItem> prepare_item_object(boost::json::object document, std::stri
   const std::vector<std::string> paths = json::partition_key_paths(partition_key_path);
   std::string key_text = paths.size() > 1 ? "[" : "";
   for (size_t i = 0; i < paths.size(); ++i) {
+    // No value at the path: the item is in the undefined partition, as in Cosmos DB (read it with [{}]).
     const boost::json::value* key = json::find_path(document, paths[i]);
+    if (i > 0) key_text += ',';
     if (key == nullptr) {
-      return bad_request("item has no value at the container's partition key path '" + paths[i] + "'" +
-                         (paths.size() > 1 ? " (a hierarchical partition key needs a value at each of its paths)" : ""));
+      key_text += json::kUndefinedPartitionKey;
+      continue;
     }
     Result<std::string> canonical = json::canonical_partition_key(*key);
     if (!canonical.is_ok()) return bad_request(canonical.status().message());
-    if (i > 0) key_text += ',';
     key_text += canonical.value();
   }
   if (paths.size() > 1) key_text += ']';

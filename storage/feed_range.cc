@@ -9,6 +9,7 @@ namespace mayfly::storage {
 namespace {
 
 // The component type bytes of Cosmos's partition key encoding.
+constexpr uint8_t kUndefined = 0x00;  // an item without a value at the path: "{}" in canonical form
 constexpr uint8_t kNull = 0x01;
 constexpr uint8_t kFalse = 0x02;
 constexpr uint8_t kTrue = 0x03;
@@ -116,8 +117,13 @@ Result<std::string> component_epk(const boost::json::value& value) {
       bytes.append(value.get_string().data(), value.get_string().size());
       bytes.push_back(static_cast<char>(0xff));
       break;
-    case boost::json::kind::array:
     case boost::json::kind::object:
+      if (value.get_object().empty()) {
+        bytes.push_back(static_cast<char>(kUndefined));
+        break;
+      }
+      return Status::invalid_argument("a partition key value is a string, number, boolean or null");
+    case boost::json::kind::array:
       return Status::invalid_argument("a partition key value is a string, number, boolean or null");
   }
   uint64_t h1 = 0;

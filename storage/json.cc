@@ -234,8 +234,16 @@ Result<std::string> canonical_partition_key(const boost::json::value& value) {
                                   std::string(value.is_array() ? "an array" : "an object"));
 }
 
+namespace {
+// One component of a requested key: a scalar, or {} for undefined.
+Result<std::string> canonical_component(const boost::json::value& value) {
+  if (value.is_object() && value.get_object().empty()) return std::string(kUndefinedPartitionKey);
+  return canonical_partition_key(value);
+}
+}  // namespace
+
 Result<std::string> canonical_partition_key_value(const boost::json::value& value) {
-  if (!value.is_array()) return canonical_partition_key(value);
+  if (!value.is_array()) return canonical_component(value);
   const boost::json::array& components = value.get_array();
   if (components.size() < 2 || components.size() > kMaxPartitionKeyPaths) {
     return Status::invalid_argument("a hierarchical partition key value is an array of 2 or 3 values, not " +
@@ -243,7 +251,7 @@ Result<std::string> canonical_partition_key_value(const boost::json::value& valu
   }
   std::string out = "[";
   for (size_t i = 0; i < components.size(); ++i) {
-    Result<std::string> component = canonical_partition_key(components[i]);
+    Result<std::string> component = canonical_component(components[i]);
     if (!component.is_ok()) return component.status();
     if (i > 0) out += ',';
     out += component.value();

@@ -48,8 +48,11 @@ std::string hierarchical_partition_key_definition(const std::vector<std::string>
 // A partition key component in the canonical form stored in keys: compact JSON of a string, number, bool or null;
 // numbers that are integral and fit in int64 are written as integers, so 42 and 42.0 are the same partition.
 Result<std::string> canonical_partition_key(const boost::json::value& value);
-// A partition key value: one component (canonical_partition_key) or, for a hierarchical key, a JSON array of 2 or 3
-// components, canonical each: ["a",42].
+// The canonical component of an item that has no value at a partition key path: Cosmos DB's "undefined" partition
+// (the SDKs' PartitionKey.None / NonePartitionKeyValue, sent as [{}]); distinct from null.
+inline constexpr std::string_view kUndefinedPartitionKey = "{}";
+// A partition key value: one component (canonical_partition_key, or {} for undefined) or, for a hierarchical key, a
+// JSON array of 2 or 3 components, canonical each: ["a",42].
 Result<std::string> canonical_partition_key_value(const boost::json::value& value);
 // Whether a canonical value fits a definition: one component for Hash, as many as the paths for MultiHash.
 // InvalidArgument naming what was expected otherwise.

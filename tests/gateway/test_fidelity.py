@@ -164,3 +164,17 @@ def test_a_transactional_batch_applies_all_or_nothing(cluster):
         container.execute_item_batch(batch_operations=[("create", ({"id": "x", "pk": "q"},))], partition_key="p")
     assert [r["statusCode"] for r in foreign.value.operation_responses] == [400]
 
+
+
+def test_an_item_without_a_partition_key_value_is_in_the_undefined_partition(cluster):
+    """An item with no value at the partition key path was a 400; Cosmos DB stores it in the undefined partition,
+    which the SDK addresses with NonePartitionKeyValue (the header [{}]), distinct from null."""
+    from azure.cosmos.partition_key import NonePartitionKeyValue
+    database = cluster.client(2).create_database_if_not_exists(id=unique("undefinedpk"))
+    container = database.create_container(id="c", partition_key=PartitionKey(path="/pk"))
+    container.create_item({"id": "a", "n": 1})
+    container.create_item({"id": "a", "pk": None, "n": 2})
+    assert container.read_item("a", partition_key=NonePartitionKeyValue)["n"] == 1
+    assert container.read_item("a", partition_key=None)["n"] == 2
+    container.delete_item("a", partition_key=NonePartitionKeyValue)
+    assert [item["n"] for item in container.read_all_items()] == [2]

@@ -1526,16 +1526,26 @@ TEST_F(Contract, MissingOrInvalidIdIs400) {
   EXPECT_EQ(read("\"p\"", std::string(255, 'x'), kT0).http_status(), 200);
 }
 
-TEST_F(Contract, MissingPartitionKeyValueIs400) {
+TEST_F(Contract, AnObjectOrArrayPartitionKeyIs400) {
   make_container("-1");
   const Dump before = dump_without_meta();
-  for (const std::string body : {R"({"id":"a"})", R"({"id":"a","PK":"p"})", R"({"id":"a","pk":{}})",
-                                 R"({"id":"a","pk":[1]})"}) {
+  for (const std::string body : {R"({"id":"a","pk":{}})", R"({"id":"a","pk":{"k":1}})", R"({"id":"a","pk":[1]})"}) {
     SCOPED_TRACE(body);
     EXPECT_EQ(create(body, kT0).http_status(), 400);
     EXPECT_EQ(upsert(body, kT0).http_status(), 400);
   }
   EXPECT_EQ(dump_without_meta(), before);
+}
+
+// No value at the path (property names are case-sensitive: "PK" is not "pk"): the undefined partition, as in
+// Cosmos DB, read with the key {} (the SDKs' PartitionKey.None), distinct from null.
+TEST_F(Contract, AMissingPartitionKeyValueIsTheUndefinedPartition) {
+  make_container("-1");
+  ASSERT_EQ(create(R"({"id":"a"})", kT0).http_status(), 201);
+  EXPECT_EQ(create(R"({"id":"a","PK":"p"})", kT0).http_status(), 409);
+  EXPECT_EQ(create(R"({"id":"a","pk":null})", kT0).http_status(), 201);
+  EXPECT_EQ(read("{}", "a", kT0).http_status(), 200);
+  EXPECT_EQ(read("null", "a", kT0).http_status(), 200);
 }
 
 TEST_F(Contract, NumericPartitionKeys42And42Point0AddressTheSameItem) {

@@ -160,8 +160,10 @@ TEST(GatewayHeaders, PartitionKey) {
   EXPECT_EQ(*parse_partition_key_header("[null]"), "null");
   // A hierarchical key's value: the array, as the node reads it.
   EXPECT_EQ(*parse_partition_key_header("[\"a\", 5]"), "[\"a\",5]");
-  for (const char* bad : {"", "a", "\"a\"", "[]", "[1,2,3,4]", "[{}]", "[\"a\",{}]", "[[1]]", "[\"a\"",
-                          "{\"a\":1}"}) {
+  // {}: no value at the path (PartitionKey.None), the undefined partition.
+  EXPECT_EQ(*parse_partition_key_header("[{}]"), "{}");
+  EXPECT_EQ(*parse_partition_key_header("[\"a\",{}]"), "[\"a\",{}]");
+  for (const char* bad : {"", "a", "\"a\"", "[]", "[1,2,3,4]", "[{\"x\":1}]", "[[1]]", "[\"a\"", "{\"a\":1}"}) {
     Result<std::string> parsed = parse_partition_key_header(bad);
     ASSERT_FALSE(parsed.is_ok()) << bad;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
@@ -222,7 +224,7 @@ TEST(GatewayTranslate, BadAndUnsupportedCallsAreAnsweredWithoutTheNode) {
             501);
   EXPECT_EQ(answered_status(plan_request(request("GET", "/dbs/d/colls/c/docs/i"))), 400);  // no partition key
   EXPECT_EQ(answered_status(plan_request(request("GET", "/dbs/d/colls/c/docs/i", "",
-                                                 {{"x-ms-documentdb-partitionkey", "[{}]"}}))),
+                                                 {{"x-ms-documentdb-partitionkey", "[{\"x\":1}]"}}))),
             400);
   EXPECT_EQ(answered_status(plan_request(request("PUT", "/dbs/d/colls/c/docs/i", "{\"id\":\"j\"}", pk))), 400);
   EXPECT_EQ(answered_status(plan_request(

@@ -74,6 +74,25 @@ TEST_F(StateMachineTest, ResourceIdsNestLikeCosmosDbs) {
   EXPECT_EQ(rid_bytes(format_database_rid("other")), other.substr(0, 4));
 }
 
+TEST_F(StateMachineTest, AnItemWithoutAPartitionKeyValueIsInTheUndefinedPartition) {
+  make_container(std::nullopt);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","x":1})"), kT0 + 1).http_status(),
+            201);
+  ASSERT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":null})"), kT0 + 1).http_status(),
+            201) << "null is a value of its own, not the undefined partition";
+  EXPECT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a"})"), kT0 + 2).http_status(), 409);
+  OpResult undefined = read("{}", "a", kT0 + 3);
+  ASSERT_EQ(undefined.http_status(), 200) << undefined.message;
+  EXPECT_NE(undefined.body.find(R"("x":1)"), std::string::npos) << undefined.body;
+  EXPECT_EQ(read("null", "a", kT0 + 3).body.find(R"("x":1)"), std::string::npos);
+  EXPECT_EQ(apply(target_command(CommandType::kDeleteItem, "db", "c", "{}", "a"), kT0 + 4).http_status(), 204);
+  EXPECT_EQ(read("{}", "a", kT0 + 5).http_status(), 404);
+  EXPECT_EQ(read("null", "a", kT0 + 5).http_status(), 200);
+  // A value that is an object is still not a partition key value.
+  EXPECT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":{"k":1}})"), kT0 + 6).http_status(),
+            400);
+}
+
 TEST(DatabaseRecordCodec, SharedThroughputIsATailOldRecordsDoNotHave) {
   DatabaseRecord plain{7, kT0};
   const std::string old_bytes = encode_database(plain);
@@ -367,7 +386,7 @@ TEST_F(StateMachineTest, APreparedBodyForAReplacedContainerIsValidatedAgainstThe
   ASSERT_TRUE(old_container.has_value());
   Command by_pk = item_command(CommandType::kCreateItem, "db", "c", R"({"id":"a","pk":"p","tenant":"t"})");
   ASSERT_TRUE(prepare_body(by_pk, *old_container).is_ok());
-  Command no_tenant = item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":"p"})");
+  Command no_tenant = item_command(CommandType::kCreateItem, "db", "c", R"({"id":"b","pk":"p","tenant":{"k":1}})");
   ASSERT_TRUE(prepare_body(no_tenant, *old_container).is_ok());
 
   Command drop;
@@ -381,7 +400,7 @@ TEST_F(StateMachineTest, APreparedBodyForAReplacedContainerIsValidatedAgainstThe
   ASSERT_EQ(apply(by_pk, kT0 + 3).http_status(), 201);
   EXPECT_EQ(store_->reader().read_item("db", "c", "\"t\"", "a", kT0 + 4).http_status(), 200);
   EXPECT_EQ(store_->reader().read_item("db", "c", "\"p\"", "a", kT0 + 4).http_status(), 404);
-  // No value at the new path: refused, as the raw body would have been.
+  // No partition key value at the new path (an object): refused, as the raw body would have been.
   const OpResult refused = apply(no_tenant, kT0 + 5);
   EXPECT_EQ(refused.http_status(), 400) << refused.message;
 }
