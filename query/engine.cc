@@ -30,17 +30,6 @@ std::optional<std::vector<std::string>> path_of(const Expr& expr) {
   return std::nullopt;
 }
 
-std::vector<std::string> split_path(std::string_view path) {
-  std::vector<std::string> out;
-  size_t start = 1;
-  while (start <= path.size()) {
-    const size_t end = std::min(path.find('/', start), path.size());
-    out.emplace_back(path.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
 void conjuncts(const Expr& expr, std::vector<const Expr*>& out) {
   if (expr.kind == ExprKind::kBinary && expr.op == Op::kAnd) {
     conjuncts(*expr.args[0], out);
@@ -501,7 +490,9 @@ Plan make_plan(const Evaluator& evaluator, std::string_view partition_key_path) 
   Plan plan;
   // One path for a Hash key; a hierarchical key pins a partition only when the filter pins every one of its paths.
   std::vector<std::vector<std::string>> pk_paths;
-  for (const std::string& path : json::partition_key_paths(partition_key_path)) pk_paths.push_back(split_path(path));
+  for (const std::string& path : json::partition_key_paths(partition_key_path)) {
+    pk_paths.push_back(json::partition_key_path_segments(path));
+  }
   std::vector<std::optional<bj::value>> pk_values(pk_paths.size());
   if (query.where) {
     std::vector<const Expr*> parts;

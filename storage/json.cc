@@ -126,39 +126,69 @@ ttl::TtlLiteral ttl_literal(const boost::json::value* value) {
   return literal;
 }
 
-const boost::json::value* find_path(const boost::json::object& object, std::string_view path) {
-  const boost::json::object* current = &object;
-  std::string_view rest = path.substr(1);
+namespace {
+
+// The segments of a path, or why it is malformed.
+Result<std::vector<std::string>> path_segments(std::string_view path) {
+  if (path.empty() || path[0] != '/') {
+    return Status::invalid_argument("partition key path '" + std::string(path) + "' must start with '/', e.g. /tenantId");
+  }
+  std::vector<std::string> segments;
+  size_t at = 1;
   while (true) {
-    const size_t slash = rest.find('/');
-    const std::string_view segment = rest.substr(0, slash);
-    const boost::json::value* found = current->if_contains(segment);
-    if (found == nullptr || slash == std::string_view::npos) return found;
+    std::string segment;
+    if (at < path.size() && path[at] == '"') {
+      const size_t close = path.find('"', at + 1);
+      if (close == std::string_view::npos) {
+        return Status::invalid_argument("partition key path '" + std::string(path) + "' has an unclosed quote");
+      }
+      segment = std::string(path.substr(at + 1, close - at - 1));
+      at = close + 1;
+      if (at < path.size() && path[at] != '/') {
+        return Status::invalid_argument("partition key path '" + std::string(path) +
+                                        "': a quoted segment ends at a '/'");
+      }
+    } else {
+      const size_t slash = std::min(path.find('/', at), path.size());
+      segment = std::string(path.substr(at, slash - at));
+      at = slash;
+    }
+    if (segment.empty()) {
+      return Status::invalid_argument("partition key path '" + std::string(path) + "' has an empty segment");
+    }
+    segments.push_back(std::move(segment));
+    if (at >= path.size()) return segments;
+    ++at;  // the '/'
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> partition_key_path_segments(std::string_view path) {
+  Result<std::vector<std::string>> segments = path_segments(path);
+  return segments.is_ok() ? std::move(segments).value() : std::vector<std::string>{};
+}
+
+const boost::json::value* find_path(const boost::json::object& object, std::string_view path) {
+  const std::vector<std::string> segments = partition_key_path_segments(path);
+  if (segments.empty()) return nullptr;
+  const boost::json::object* current = &object;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const boost::json::value* found = current->if_contains(segments[i]);
+    if (found == nullptr || i + 1 == segments.size()) return found;
     if (!found->is_object()) return nullptr;
     current = &found->get_object();
-    rest = rest.substr(slash + 1);
   }
+  return nullptr;
 }
 
 namespace {
 
 Status validate_one_path(std::string_view path) {
-  if (path.empty() || path[0] != '/') {
-    return Status::invalid_argument("partition key path '" + std::string(path) + "' must start with '/', e.g. /tenantId");
-  }
-  int depth = 0;
-  std::string_view rest = path.substr(1);
-  while (true) {
-    const size_t slash = rest.find('/');
-    const std::string_view segment = rest.substr(0, slash);
-    if (segment.empty()) {
-      return Status::invalid_argument("partition key path '" + std::string(path) + "' has an empty segment");
-    }
-    if (++depth > 3) {
-      return Status::invalid_argument("partition key path '" + std::string(path) + "' is deeper than 3 levels");
-    }
-    if (slash == std::string_view::npos) break;
-    rest = rest.substr(slash + 1);
+  Result<std::vector<std::string>> segments = path_segments(path);
+  if (!segments.is_ok()) return segments.status();
+  if (segments->size() > 3) {
+    return Status::invalid_argument("partition key path '" + std::string(path) + "' is deeper than 3 levels");
   }
   return Status::ok();
 }

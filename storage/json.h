@@ -31,6 +31,10 @@ void write_json_string(std::string_view text, std::string& out);
 // Describes `value` (or its absence) for TTL validation.
 ttl::TtlLiteral ttl_literal(const boost::json::value* value);
 
+// The property names of a partition key path: "/address/zip" -> address, zip. A segment may be quoted, as Cosmos DB
+// allows for names with other characters: /"level' 1*()"/"le/vel2" -> level' 1*(), le/vel2. Empty when the path is
+// malformed (validate_partition_key_path says why).
+std::vector<std::string> partition_key_path_segments(std::string_view path);
 // The value at a partition key path such as "/customerId" or "/address/zip" (nullptr when absent).
 const boost::json::value* find_path(const boost::json::object& object, std::string_view path);
 

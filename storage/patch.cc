@@ -118,18 +118,6 @@ std::string path_prefix(std::string_view path, size_t count) {
   return std::string(path.substr(0, end));
 }
 
-// The segments of an immutable path (partition key path syntax: literal segments, no escapes).
-std::vector<std::string_view> split_literal(std::string_view path) {
-  std::vector<std::string_view> segments;
-  std::string_view rest = path.substr(path.starts_with('/') ? 1 : 0);
-  while (true) {
-    const size_t slash = rest.find('/');
-    segments.push_back(rest.substr(0, slash));
-    if (slash == std::string_view::npos) return segments;
-    rest = rest.substr(slash + 1);
-  }
-}
-
 // Rejects paths into system properties, and paths equal to, above or below an immutable path.
 Status check_patchable(const PatchOp& op, const std::vector<std::string>& immutable_paths) {
   for (std::string_view system : kSystemProperties) {
@@ -138,7 +126,8 @@ Status check_patchable(const PatchOp& op, const std::vector<std::string>& immuta
     }
   }
   for (const std::string& immutable : immutable_paths) {
-    const std::vector<std::string_view> protected_segments = split_literal(immutable);
+    const std::vector<std::string> protected_segments = partition_key_path_segments(immutable);
+    if (protected_segments.empty()) continue;  // never: immutable paths are validated when their container is made
     const size_t common = std::min(protected_segments.size(), op.segments.size());
     bool overlaps = true;
     for (size_t i = 0; i < common && overlaps; ++i) overlaps = op.segments[i] == protected_segments[i];

@@ -46,7 +46,7 @@ inline constexpr size_t kMaxPatchBytes = 1024 * 1024;  // the operations JSON te
 
 // Parses `operations_json` and applies it to a copy of `document`, which is returned; `document` is never modified.
 // `immutable_paths` are the paths that must not change: the caller passes "/id" and the container's partition key
-// path (e.g. "/tenant/id"); these are written like partition key paths (literal segments, no escapes).
+// path (e.g. "/tenant/id"); these are written like partition key paths (json::partition_key_path_segments).
 Result<boost::json::object> apply_patch(const boost::json::object& document, std::string_view operations_json,
                                         const std::vector<std::string>& immutable_paths);
 

@@ -45,6 +45,19 @@ std::string one(std::string_view op, std::string_view path, std::string_view val
 
 #define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
+// ---- immutable paths ----
+
+TEST(PatchImmutable, AQuotedPartitionKeyPathIsProtectedToo) {
+  const std::vector<std::string> immutable = {"/id", R"(/"a b"/"c/d")"};
+  Result<boost::json::object> result = apply_patch(object_of(R"({"id":"x","a b":{"c/d":1,"e":2}})"),
+                                                   R"([{"op":"set","path":"/a b/c~1d","value":3}])", immutable);
+  ASSERT_FALSE(result.is_ok());
+  EXPECT_CONTAINS(result.status().message(), "partition key");
+  EXPECT_TRUE(apply_patch(object_of(R"({"id":"x","a b":{"c/d":1,"e":2}})"),
+                          R"([{"op":"set","path":"/a b/e","value":3}])", immutable)
+                  .is_ok());
+}
+
 // ---- move ----
 
 TEST(PatchMove, RemovesTheSourceAndSetsTheTarget) {

@@ -38,6 +38,20 @@ TEST(HierarchicalEffectivePartitionKey, MatchesTheCosmosSdk) {
   }
 }
 
+TEST(PartitionKeyPath, QuotedSegmentsNameAnyProperty) {
+  // Cosmos DB's quoted segments: a name with spaces, quotes of the other kind, symbols, even a '/'.
+  const std::string path = R"x(/"level' 1*()"/"le/vel2")x";
+  EXPECT_TRUE(json::validate_partition_key_path(path).is_ok());
+  EXPECT_EQ(json::partition_key_path_segments(path), (std::vector<std::string>{"level' 1*()", "le/vel2"}));
+  Result<storage::PreparedItem> item =
+      storage::prepare_item(R"x({"id":"a","level' 1*()":{"le/vel2":"deep"}})x", path);
+  ASSERT_TRUE(item.is_ok()) << item.status().to_string();
+  EXPECT_EQ(item->partition_key, R"("deep")");
+  for (const char* bad : {R"(/"open)", R"(/"a"b)", R"(/""/x)", "/a//b", "a", "/a/b/c/d"}) {
+    EXPECT_EQ(json::validate_partition_key_path(bad).code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(HierarchicalDefinition, ValidatesItsPaths) {
   EXPECT_TRUE(json::validate_partition_key_path(R"(["/tenant","/user"])").is_ok());
   EXPECT_TRUE(json::validate_partition_key_path(R"(["/a/b","/c","/d"])").is_ok());
