@@ -369,19 +369,28 @@ OpResult StateMachine::create_database(const Command& command, int64_t ts, Apply
   return result;
 }
 
+std::optional<DatabaseRecord> StateMachine::apply_database(const std::string& name, ApplyContext& context,
+                                                           OpResult& refusal) {
+  Result<std::optional<std::string>> existing = reader_.get_raw(database_key(name), nullptr);
+  Result<DatabaseRecord> record = Status::not_found("database '" + name + "' does not exist");
+  if (existing.is_ok() && existing->has_value()) record = decode_database(**existing);
+  if (!existing.is_ok() || (existing->has_value() && !record.is_ok())) {
+    context.failure = existing.is_ok() ? record.status() : existing.status();
+    refusal = internal_error(context.failure);
+    return std::nullopt;
+  }
+  if (!record.is_ok()) {
+    refusal = not_found(record.status().message());
+    return std::nullopt;
+  }
+  return std::move(record).value();
+}
+
 OpResult StateMachine::update_database(const Command& command, int64_t ts, ApplyContext& context) {
   const std::string key = database_key(command.database);
-  Result<std::optional<std::string>> existing = reader_.get_raw(key, nullptr);
-  if (!existing.is_ok()) {
-    context.failure = existing.status();
-    return internal_error(existing.status());
-  }
-  if (!existing->has_value()) return not_found("database '" + command.database + "' does not exist");
-  Result<DatabaseRecord> record = decode_database(**existing);
-  if (!record.is_ok()) {
-    context.failure = record.status();
-    return internal_error(record.status());
-  }
+  OpResult refusal;
+  std::optional<DatabaseRecord> record = apply_database(command.database, context, refusal);
+  if (!record) return refusal;
   if (record->throughput.mode != Throughput::Mode::kProvisioned) {
     return bad_request("database '" + command.database + "' has no shared throughput to change: it was created "
                        "without one, so its containers each have their own (change theirs)");
@@ -421,12 +430,8 @@ OpResult StateMachine::update_database(const Command& command, int64_t ts, Apply
 
 OpResult StateMachine::delete_database(const Command& command, ApplyContext& context) {
   const std::string key = database_key(command.database);
-  Result<std::optional<std::string>> existing = reader_.get_raw(key, nullptr);
-  if (!existing.is_ok()) {
-    context.failure = existing.status();
-    return internal_error(existing.status());
-  }
-  if (!existing->has_value()) return not_found("database '" + command.database + "' does not exist");
+  OpResult refusal;
+  if (!apply_database(command.database, context, refusal)) return refusal;
   const std::string prefix = container_prefix(command.database);
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
   for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {

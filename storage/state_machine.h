@@ -211,6 +211,9 @@ class StateMachine {
   OpResult create_database(const Command& command, int64_t ts, ApplyContext& context);
   OpResult delete_database(const Command& command, ApplyContext& context);
   OpResult update_database(const Command& command, int64_t ts, ApplyContext& context);
+  // The database record an apply reads; nullopt with the answer in `refusal` (404, or a storage failure recorded in
+  // `context`) when there is none to read.
+  std::optional<DatabaseRecord> apply_database(const std::string& name, ApplyContext& context, OpResult& refusal);
   // A transactional batch: every operation applies, in order, each reading what the earlier ones wrote, or none
   // does (207 with the failed operation's status and 424 for the others).
   OpResult execute_batch(const Command& command, int64_t ts, ApplyContext& context);
