@@ -86,6 +86,7 @@ struct CountSpec {
 };
 
 struct Query {
+  bool distinct = false;      // SELECT DISTINCT: each row once (the first occurrence in the result order)
   std::optional<CountSpec> top;
   bool select_value = false;  // SELECT VALUE <expr>
   bool select_star = false;   // SELECT *

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <unordered_set>
 #include <vector>
 
 #include "common/codec.h"
@@ -574,6 +575,55 @@ Result<Page> run_page(const Evaluator& evaluator, const Plan& plan, ItemSource& 
     return page;
   }
   if (plan.matches_nothing) return Page{"[]", "", {}};
+  if (query.distinct) {
+    // Every row of the query (its own pages, followed here), each once, then OFFSET/LIMIT/TOP: one page, as for
+    // aggregates; the distinct rows kept are bounded like ORDER BY's.
+    if (resume) return Status::invalid_argument("DISTINCT queries return one page; they take no continuation");
+    Token all;
+    all.mode = mode;
+    EngineLimits inner = limits;
+    inner.max_items = limits.max_sorted_rows;
+    std::vector<bj::value> rows;
+    std::unordered_set<std::string> seen;
+    Page page;
+    page.stats.full_scan = true;
+    bool next = false;
+    while (true) {
+      Page part;
+      if (sorted) {
+        MAYFLY_ASSIGN_OR_RETURN(part, run_sorted(evaluator, source, all, next, fingerprint, inner));
+      } else {
+        ScanOrder order = ScanOrder::kKey;
+        if (mode == 't') order = plan.ts_descending ? ScanOrder::kTsDescending : ScanOrder::kTsAscending;
+        MAYFLY_ASSIGN_OR_RETURN(part, run_streaming(evaluator, source, order, all, fingerprint, inner));
+      }
+      page.stats.items_examined += part.stats.items_examined;
+      if (static_cast<size_t>(page.stats.items_examined) > limits.max_items_examined_per_request) {
+        return Status::invalid_argument("DISTINCT would examine more than " +
+                                        std::to_string(limits.max_items_examined_per_request) +
+                                        " items; narrow the query with a filter or a partition key");
+      }
+      Result<bj::value> parsed = json::parse(part.body);
+      if (!parsed.is_ok() || !parsed->is_array()) return Status::internal("a page did not parse");
+      for (bj::value& row : parsed->get_array()) {
+        if (seen.insert(json::to_json(row)).second) rows.push_back(std::move(row));
+      }
+      if (rows.size() > limits.max_sorted_rows) {
+        return Status::invalid_argument("DISTINCT keeps at most " + std::to_string(limits.max_sorted_rows) +
+                                        " distinct rows; narrow the query or add TOP");
+      }
+      if (part.continuation.empty()) break;
+      MAYFLY_ASSIGN_OR_RETURN(all, decode_token(part.continuation, fingerprint, query.order_by.size()));
+      next = true;
+    }
+    const size_t skip = std::min(rows.size(), static_cast<size_t>(std::max<int64_t>(0, start.offset_left)));
+    size_t take = rows.size() - skip;
+    if (start.limit_left >= 0) take = std::min(take, static_cast<size_t>(start.limit_left));
+    page.body = "[";
+    for (size_t i = skip; i < skip + take; ++i) append_row(rows[i], page.body, page.stats.rows);
+    page.body.push_back(']');
+    return page;
+  }
   if (sorted) return run_sorted(evaluator, source, start, resume, fingerprint, limits);
   ScanOrder order = ScanOrder::kKey;
   if (mode == 't') order = plan.ts_descending ? ScanOrder::kTsDescending : ScanOrder::kTsAscending;

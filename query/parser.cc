@@ -364,11 +364,12 @@ class Parser {
 
   bool parse_query(Query& query) {
     if (!expect_keyword("SELECT")) return false;
-    if (at_keyword("DISTINCT")) return fail_at(peek().position, "DISTINCT is not supported");
+    if (accept_keyword("DISTINCT")) query.distinct = true;
     if (accept_keyword("TOP")) {
       query.top.emplace();
       if (!parse_count(*query.top, "TOP")) return false;
     }
+    if (!query.distinct && accept_keyword("DISTINCT")) query.distinct = true;  // SELECT TOP n DISTINCT ... too
     if (accept_keyword("VALUE")) query.select_value = true;
     if (!query.select_value && accept_punct("*")) {
       query.select_star = true;

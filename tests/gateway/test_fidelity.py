@@ -178,3 +178,15 @@ def test_an_item_without_a_partition_key_value_is_in_the_undefined_partition(clu
     assert container.read_item("a", partition_key=None)["n"] == 2
     container.delete_item("a", partition_key=NonePartitionKeyValue)
     assert [item["n"] for item in container.read_all_items()] == [2]
+
+
+def test_distinct_through_the_sdk(cluster):
+    """SELECT DISTINCT was a 400 ("DISTINCT is not supported"); the node answers it in one page, each row once."""
+    database = cluster.client(3).create_database_if_not_exists(id=unique("distinct"))
+    container = database.create_container(id="c", partition_key=PartitionKey(path="/pk"))
+    for n in range(12):
+        container.create_item({"id": f"i{n}", "pk": f"p{n % 3}", "color": ["red", "blue"][n % 2]})
+    colors = list(container.query_items("SELECT DISTINCT VALUE c.color FROM c", enable_cross_partition_query=True))
+    assert sorted(colors) == ["blue", "red"]
+    pairs = list(container.query_items("SELECT DISTINCT c.pk, c.color FROM c WHERE c.pk = 'p1'", partition_key="p1"))
+    assert sorted((p["pk"], p["color"]) for p in pairs) == [("p1", "blue"), ("p1", "red")]
