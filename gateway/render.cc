@@ -437,6 +437,10 @@ HttpResponse render_reply(const RenderSpec& spec, const node::Reply& reply) {
   if (reply.session_token != 0) {
     response.headers.emplace_back("x-ms-session-token", format_session_token(reply.session_token));
   }
+  // A container's index is never being rebuilt (Mayfly indexes `_ts` and expiry; a policy change applies at once).
+  if (spec.shape == Shape::kContainer && result.ok()) {
+    response.headers.emplace_back("x-ms-documentdb-collection-index-transformation-progress", "100");
+  }
   if (!spec.route.container.empty() &&
       (spec.shape == Shape::kItem || spec.shape == Shape::kItems || spec.shape == Shape::kContainer ||
        spec.shape == Shape::kBatch)) {

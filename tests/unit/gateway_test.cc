@@ -506,6 +506,22 @@ TEST(GatewayRender, OffersFromTheNodesList) {
   EXPECT_NE(render_reply(spec, reply).body.find(R"("resource":"dbs/d/")"), std::string::npos);
 }
 
+TEST(GatewayRender, AContainerReadReportsItsIndexUpToDate) {
+  node::Reply reply;
+  reply.result.body = R"({"id":"c","partitionKey":{"paths":["/pk"],"kind":"Hash"}})";
+  RenderSpec spec;
+  spec.shape = RenderSpec::Shape::kContainer;
+  spec.route.database = "d";
+  spec.route.container = "c";
+  const HttpResponse response = render_reply(spec, reply);
+  ASSERT_EQ(response.status, 200) << response.body;
+  bool found = false;
+  for (const auto& [name, value] : response.headers) {
+    if (name == "x-ms-documentdb-collection-index-transformation-progress") found = value == "100";
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(GatewayRender, ErrorsAndPartitionKeyRanges) {
   node::Reply missing = node::Reply::error(StatusCode::kNotFound, "item 'x' does not exist");
   missing.retry_after_ms = 0;
