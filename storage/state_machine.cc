@@ -968,15 +968,21 @@ OpResult StateMachine::execute_batch(const Command& command, int64_t ts, ApplyCo
       sub.container = command.container;
       sub.partition_key_json = command.partition_key_json;
       sub.id = op.id;
-      sub.body = op.body;
       sub.if_match = op.if_match;
       if (op.type != CommandType::kDeleteItem && op.type != CommandType::kPatchItem) {
-        // The item must belong to the batch's partition.
+        // Validated once here, and handed over prepared (as the leader does), so write_item does not parse it again;
+        // the item must belong to the batch's partition.
         Result<PreparedItem> prepared = prepare_item(op.body, container.partition_key_path);
-        if (prepared.is_ok() && prepared->partition_key != *partition_key) {
+        if (!prepared.is_ok()) {
+          result = OpResult::error(prepared.status());
+        } else if (prepared->partition_key != *partition_key) {
           result = bad_request("the item's partition key " + prepared->partition_key + " is not the batch's, " +
                                *partition_key + " (a batch writes one partition)");
+        } else {
+          sub.prepared = PreparedBody{.container_rid = container.crid, .item = std::move(prepared).value()};
         }
+      } else {
+        sub.body = op.body;
       }
       if (result.ok()) {
         ApplyContext step;
