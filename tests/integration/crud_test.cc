@@ -316,8 +316,9 @@ void crud_and_ttl(Cluster& cluster, Transport& t, const std::string& db) {
   for (const auto& [id, written] : {std::pair<std::string, const Outcome*>{"own", &own}, {"inherits", &inherits}}) {
     const int64_t deadline_s = member_int(written->body, "_ts") + 1;
     for (size_t n = 1; n <= cluster.size(); ++n) {
-      Request read = item_key(Op::kReadItem, db, "e", "p", id);
-      read.options.consistency = Consistency::kEventual;
+      // A session read: the node has applied the create before it answers, so a 404 can only mean expired (an
+      // eventual read on a node that has not applied the create yet would also be a 404, long before the deadline).
+      Request read = session_read(item_key(Op::kReadItem, db, "e", "p", id), token);
       Outcome last;
       const bool gone = wait_until(
           [&] {
