@@ -225,10 +225,9 @@ std::optional<std::string> change_feed_body(const RenderSpec& spec, const storag
     boost::json::object* change = entry.if_object();
     if (change == nullptr) return "the node's change feed page did not decode";
     const boost::json::value* lsn_value = change->if_contains("lsn");
-    const uint64_t lsn = lsn_value == nullptr            ? 0
-                         : lsn_value->is_uint64()         ? lsn_value->as_uint64()
-                         : lsn_value->is_int64()          ? static_cast<uint64_t>(lsn_value->as_int64())
-                                                          : 0;
+    std::optional<uint64_t> lsn;  // left out by the node when it is not known
+    if (lsn_value != nullptr && lsn_value->is_uint64()) lsn = lsn_value->as_uint64();
+    if (lsn_value != nullptr && lsn_value->is_int64()) lsn = static_cast<uint64_t>(lsn_value->as_int64());
     boost::json::value current = change->contains("current") ? change->at("current") : boost::json::value(nullptr);
     if (!spec.all_versions) {
       // Latest version: the item as it is now (the node sends only changes whose version is current and live).
@@ -240,7 +239,7 @@ std::optional<std::string> change_feed_body(const RenderSpec& spec, const storag
     boost::json::object metadata;
     const boost::json::value* operation = change->if_contains("operationType");
     metadata["operationType"] = operation != nullptr ? *operation : boost::json::value("unknown");
-    metadata["lsn"] = lsn;
+    if (lsn) metadata["lsn"] = *lsn;
     if (const auto* ts = change->if_contains("ts")) metadata["crts"] = *ts;
     decorate_image(previous, spec.route, std::nullopt);
     const bool is_delete = operation != nullptr && operation->is_string() && operation->as_string() == "delete";

@@ -425,7 +425,8 @@ storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, con
     body += operation_type(change.operation);
     body += "\",\"position\":";
     json::write_json_string(storage::change_feed_token(crid, change.position), body);
-    body += ",\"lsn\":" + std::to_string(change.position.index);
+    // The write's log index; left out when unknown (a latest-version change of an item restored from a backup).
+    if (change.position.index != 0) body += ",\"lsn\":" + std::to_string(change.position.index);
     body += ",\"ts\":" + std::to_string(ttl::ts_seconds(change.ts_micros));
     body += ",\"tsMicros\":" + std::to_string(change.ts_micros);
     body += ",\"partitionKey\":";

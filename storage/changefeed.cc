@@ -24,6 +24,9 @@ using internal::view;
 namespace {
 
 constexpr uint8_t kTokenVersion = 1;
+// ChangePosition phases beyond the log-order ones (0 expirations, 1 a write): positions in write-time order.
+constexpr uint8_t kPhaseAfterWrite = 2;  // right after the _ts index entry (sort_micros, partition_key, id)
+constexpr uint8_t kPhaseFromTime = 3;    // at the first _ts index entry whose write time is >= sort_micros
 constexpr size_t kMaxChunkPositions = 4096;  // log positions whose bounds one step holds in memory
 
 Status gone(std::string message) { return Status(StatusCode::kGone, std::move(message)); }
@@ -70,7 +73,7 @@ Result<ChangePosition> decode_token(std::string_view token, uint64_t crid) {
   ChangePosition position;
   std::string_view pk, id;
   if (!reader.get_u8(version) || version != kTokenVersion || !reader.get_u64_be(token_crid) || token_crid != crid ||
-      !reader.get_u64_be(position.index) || !reader.get_u8(position.phase) || position.phase > 1 ||
+      !reader.get_u64_be(position.index) || !reader.get_u8(position.phase) || position.phase > 3 ||
       !reader.get_u8(position.kind) || position.kind > 1 || !reader.get_i64_be(position.sort_micros) ||
       !reader.get_bytes(pk) || !reader.get_bytes(id) || !reader.done()) {
     return bad;
@@ -283,6 +286,101 @@ Result<uint64_t> next_change_position(leveldb::DB* db, const ReadSnapshot* snaps
   return next;
 }
 
+bool by_write_time(const ChangePosition& position) {
+  return position.phase == kPhaseAfterWrite || position.phase == kPhaseFromTime;
+}
+
+// The latest-version feed in write-time order (changefeed.h, "Latest version without the feed"): the container's
+// `_ts` index (09 crid write_ts pk id -> log index) holds one entry per item, at its latest write, so reading it from
+// a cursor on is reading every item written (created or replaced) after the cursor, once, as it is now. Expired
+// items are left out; deletes leave no entry. Cursors are positions in that index: "from time T" (phase 3) starts at
+// the first entry whose write time is >= T, "after" (phase 2) right after one entry.
+Result<ChangeFeedPage> read_by_write_time(leveldb::DB* db, const leveldb::ReadOptions& options,
+                                          const ContainerRecord& container, const MetaState& meta,
+                                          const ChangeFeedRequest& request, ChangePosition cursor,
+                                          const std::optional<FeedRange>& feed_range) {
+  const uint64_t crid = container.crid;
+  const int64_t now = meta.applied_ts_micros;
+  ChangeFeedPage page;
+  page.crid = crid;
+  page.partition_key_path = container.partition_key_path;
+  const std::string prefix = ts_index_prefix(crid);
+  std::string seek = prefix;
+  codec::put_i64_be(seek, cursor.sort_micros);
+  if (cursor.phase == kPhaseAfterWrite) {
+    codec::put_ordered_string(seek, cursor.partition_key);
+    codec::put_ordered_string(seek, cursor.id);
+  }
+  std::map<std::string, bool, std::less<>> in_range;  // partition key -> whether it is in feed_range
+  std::unique_ptr<leveldb::Iterator> it(db->NewIterator(options));
+  size_t page_bytes = 0;
+  bool end = true;  // the scan reached the index's end: caught up
+  for (it->Seek(seek); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    if (cursor.phase == kPhaseAfterWrite && view(it->key()) == std::string_view(seek)) continue;
+    if (page.changes.size() >= request.max_changes || static_cast<size_t>(page.work) >= request.max_work) {
+      end = false;
+      break;
+    }
+    if (!charge_work(kStepsPerItem)) return work_status();  // timed out, cancelled, stopping
+    MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(view(it->key())));
+    ChangePosition position;
+    position.phase = kPhaseAfterWrite;
+    position.sort_micros = key.sort_micros;
+    position.partition_key = key.partition_key;
+    position.id = key.id;
+    if (!it->value().empty()) {
+      codec::Reader reader(view(it->value()));
+      if (!reader.get_varint(position.index) || !reader.done()) return Status::corruption("undecodable _ts index entry");
+    }
+    if (feed_range) {  // outside the range: passed over (the cursor still advances)
+      auto known = in_range.find(key.partition_key);
+      if (known == in_range.end()) {
+        MAYFLY_ASSIGN_OR_RETURN(std::string epk,
+                                effective_partition_key(key.partition_key.empty() ? "null" : key.partition_key));
+        known = in_range.emplace(key.partition_key, feed_range->contains(epk)).first;
+      }
+      if (!known->second) {
+        page.work += 1;
+        cursor = std::move(position);
+        continue;
+      }
+    }
+    std::string current;
+    MAYFLY_RETURN_IF_ERROR(
+        from_leveldb(db->Get(options, item_key(crid, key.partition_key, key.id), &current), "read item"));
+    page.work += 1;
+    MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(current));
+    if (record.write_ts_micros != key.sort_micros) {
+      return Status::corruption("the _ts index entry of an item does not match its write time");
+    }
+    if (!ttl::alive(record.ttl, record.write_ts_micros, container.ttl, now)) {
+      cursor = std::move(position);
+      continue;
+    }
+    const size_t bytes = current.size() + key.partition_key.size() + key.id.size();
+    if (!page.changes.empty() && page_bytes + bytes > request.max_bytes) {
+      end = false;  // full: the page ends right before this change
+      break;
+    }
+    page_bytes += bytes;
+    Change change;
+    // The write that made this version created the item when the item's resource id is that write's sequence.
+    change.operation = record.item_rid == record.etag_sequence ? ChangeOperation::kCreate : ChangeOperation::kReplace;
+    change.position = position;
+    change.ts_micros = key.sort_micros;
+    change.partition_key = std::move(key.partition_key);
+    change.id = std::move(key.id);
+    change.image = std::move(current);
+    change.default_ttl = container.ttl.policy;
+    page.changes.push_back(std::move(change));
+    cursor = std::move(position);
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan the _ts index"));
+  page.caught_up = end;
+  page.continuation = encode_token(crid, cursor);
+  return page;
+}
+
 }  // namespace
 
 Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) const {
@@ -310,12 +408,37 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   MAYFLY_RETURN_IF_ERROR(from_leveldb(got, "read container"));
   MAYFLY_ASSIGN_OR_RETURN(ContainerRecord container, decode_container(raw));
   const ChangeFeedSettings& feed = container.change_feed;
-  if (!feed.enabled) {
-    return Status::invalid_argument("the change feed of container '" + request.container + "' is off");
-  }
   const uint64_t crid = container.crid;
   const uint64_t applied = meta.applied_index;
   const int64_t now = meta.applied_ts_micros;
+  std::optional<ChangePosition> token;
+  if (request.from.kind == ChangeFeedFrom::Kind::kContinuation) {
+    MAYFLY_ASSIGN_OR_RETURN(token, decode_token(request.from.continuation, crid));
+  }
+  if (request.mode == ChangeFeedMode::kLatest && !request.only_expirations &&
+      (!feed.enabled || (token && by_write_time(*token)))) {
+    // The latest-version feed every container has, feed on or off (a token of this kind keeps its order when the
+    // feed is turned on or off between pages).
+    ChangePosition cursor;
+    cursor.phase = kPhaseFromTime;
+    switch (request.from.kind) {
+      case ChangeFeedFrom::Kind::kBeginning: cursor.sort_micros = 0; break;
+      case ChangeFeedFrom::Kind::kNow: cursor.sort_micros = now + 1; break;
+      case ChangeFeedFrom::Kind::kTime: cursor.sort_micros = request.from.ts_micros; break;
+      case ChangeFeedFrom::Kind::kContinuation:
+        if (!by_write_time(*token)) {
+          return Status::invalid_argument("the change feed continuation is not valid for this container");
+        }
+        cursor = *token;
+        break;
+    }
+    return read_by_write_time(db_, options, container, meta, request, std::move(cursor), feed_range);
+  }
+  if (!feed.enabled) {
+    return Status::invalid_argument("the change feed of container '" + request.container +
+                                    "' is off: only its latest-version feed can be read (turn the feed on for all "
+                                    "versions, deletes and expirations)");
+  }
 
   // The last position already served ("all of index done" when phase is 1).
   ChangePosition cursor;
@@ -341,7 +464,11 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
       break;
     }
     case ChangeFeedFrom::Kind::kContinuation: {
-      MAYFLY_ASSIGN_OR_RETURN(cursor, decode_token(request.from.continuation, crid));
+      if (by_write_time(*token)) {
+        return Status::invalid_argument(
+            "this change feed continuation is one of the latest-version feed; it cannot resume the all-versions feed");
+      }
+      cursor = *token;
       break;
     }
   }

@@ -213,6 +213,9 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
               now_record.write_ts_micros += shift;
               writer.remove(old_ts_key);
               if (old_entry.kind != internal::IndexKind::kNone) writer.remove(old_entry.key);
+            } else {
+              // The _ts index entry's value is the write's log index in the old cluster: meaningless in the new one.
+              writer.put(old_ts_key, "");
             }
             if (ttl::alive(now_record.ttl, now_record.write_ts_micros, restored.ttl, now_micros)) {
               figures.live_items += 1;

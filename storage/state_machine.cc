@@ -734,7 +734,9 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   }
   const size_t record_bytes = key.size() + value.size();
   context.batch.Put(key, value);
-  context.batch.Put(ts_index_key(container.crid, ts, partition_key, id), "");
+  std::string written_at;  // the write's log index: the latest-version feed's lsn (storage/changefeed.cc)
+  codec::put_varint(written_at, context.index);
+  context.batch.Put(ts_index_key(container.crid, ts, partition_key, id), written_at);
   const internal::IndexEntry entry = internal::index_entry_for(container.crid, partition_key, id, record);
   if (entry.kind != internal::IndexKind::kNone) context.batch.Put(entry.key, index_value(record_bytes));
   auto [stats, inserted] = context.stats.try_emplace(container.crid);

@@ -4,9 +4,9 @@ resuming with no duplicates, start "Now" and a start time, all versions and dele
 expiration at its logical position, the read-only key, and the refusals (400 naming the header, 410 before the feed,
 501).
 
-A Cosmos container cannot ask for Mayfly's change feed (it is off by default: it costs a copy of every write), so the
-tests turn it on with the mayfly CLI (`mayfly container set DB C --change-feed on`), as docs/changefeed.md tells users
-to."""
+Every container has the latest-version feed, as in Cosmos (read from its `_ts` index). All versions and deletes is
+Mayfly's change feed, off by default (it costs a copy of every write): most tests turn it on with the mayfly CLI
+(`mayfly container set DB C --change-feed on`), as docs/changefeed.md tells users to."""
 import base64
 import datetime
 import json
@@ -81,6 +81,36 @@ def test_latest_version_from_the_beginning_pages_and_resumes_without_duplicates(
     assert state["mode"] == "LatestVersion", state
     etag = state["continuation"]["continuation"][0]["token"]
     assert etag.startswith('"') and etag.endswith('"') and len(etag) > 2, etag
+
+
+def test_latest_version_without_turning_the_feed_on(cluster):
+    """A plain container (feed off) serves the latest-version feed as Cosmos does: every live item once at its last
+    write, pages and etags, one partition key, "Now", and a continuation that keeps its place when the feed is turned
+    on between reads."""
+    name = unique("plainfeed")
+    database = cluster.client(1).create_database_if_not_exists(name)
+    container = database.create_container(id="plain", partition_key=PartitionKey(path="/pk"), default_ttl=-1)
+    container.create_item({"id": "a", "pk": "p1", "v": 1})
+    container.create_item({"id": "b", "pk": "p2", "v": 1})
+    container.create_item({"id": "c", "pk": "p1", "v": 1})
+    container.create_item({"id": "gone", "pk": "p1", "ttl": 1})
+    container.replace_item("a", {"id": "a", "pk": "p1", "v": 2})
+    container.delete_item("c", partition_key="p1")
+    wait_until(lambda: ids(read_feed(container, start_time="Beginning")[0]) == ["b", "a"], 10,
+               what="the ttl 1 item to expire out of the feed")
+    pages = [list(page) for page in
+             container.query_items_change_feed(start_time="Beginning", max_item_count=1).by_page()]
+    assert [ids(page) for page in pages if page] == [["b"], ["a"]]
+    assert pages[1][0]["v"] == 2 and isinstance(pages[1][0]["_lsn"], int)
+    token = container.client_connection.last_response_headers["etag"]
+    assert ids(read_feed(container, partition_key="p1", start_time="Beginning")[0]) == ["a"]
+    assert read_feed(container, start_time="Now")[0] == []
+    # The feed turned on between reads: the latest-version continuation goes on in write order.
+    cluster.cli("container", "set", name, "plain", "--change-feed", "on")
+    container.upsert_item({"id": "b", "pk": "p2", "v": 2})
+    container.create_item({"id": "d", "pk": "p3"})
+    assert [(change["id"], change.get("v")) for change in read_feed(container, continuation=token)[0]] == \
+        [("b", 2), ("d", None)]
 
 
 def test_from_now_and_from_a_start_time(cluster):
@@ -212,10 +242,10 @@ def test_refusals_name_what_is_wrong(cluster):
     long_ago = datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)
     status, message = refusal(lambda: container.query_items_change_feed(start_time=long_ago))
     assert status == 410 and "turned on after the time asked for" in message, message
-    # A container whose feed is off: 400 from the node, naming the feed.
+    # All versions and deletes on a container whose feed is off: 400 from the node, naming the feed.
     plain = cluster.client(1).get_database_client(name).create_container(id="plain", partition_key=PartitionKey("/pk"))
-    status, message = refusal(lambda: plain.query_items_change_feed(start_time="Beginning"))
-    assert status == 400 and "change feed" in message, message
+    status, message = refusal(lambda: plain.query_items_change_feed(start_time="Now", mode="AllVersionsAndDeletes"))
+    assert status == 400 and "change feed" in message and "is off" in message, message
     # Headers the SDK's change feed would not send: a client whose every request carries them (default_headers; the
     # SDK ignores initial_headers on reads), reading the container's items, which is a GET .../docs with them.
     def raw_feed(headers):

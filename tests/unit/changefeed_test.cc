@@ -629,6 +629,164 @@ uint64_t test_seed() {
   return std::random_device{}();
 }
 
+// The latest-version feed of a container whose feed is off (changefeed.h, "Latest version without the feed"), from
+// the _ts index: after a seeded run of creates, upserts, patches, deletes, own ttls and collector passes, reading from
+// the beginning, from "now" at earlier points, from a time, and from every earlier page's continuation, in random page
+// sizes, gives exactly what a naive model says: every item alive now whose latest write is after the start, once, in
+// write order, as it is now, with the write's log index and whether that write created it.
+TEST_F(ChangeFeedTest, LatestVersionWithoutTheFeedMatchesANaiveModel) {
+  const uint64_t seed = test_seed();
+  std::printf("reproduce: MAYFLY_FEED_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("MAYFLY_FEED_SEED=" + std::to_string(seed));
+  std::mt19937_64 prng(seed);
+  make_container("-1");  // TTL on without a default; the feed off
+  struct Latest {
+    int64_t ts = 0;
+    uint64_t index = 0;
+    int version = 0;
+    std::optional<int64_t> ttl;
+    bool created = false;  // that write created the item
+  };
+  std::map<std::string, Latest> items;  // id -> its latest write (absent: deleted)
+  struct Start {
+    ChangeFeedFrom from;
+    int64_t after_ts = 0;  // the model's start: items written after this
+  };
+  std::vector<Start> starts = {{from_beginning(), 0}};
+  int64_t ts = kT0;
+  auto alive_at = [](const Latest& latest, int64_t now) {
+    return !latest.ttl || now < ttl::expiry_instant_micros(latest.ts, *latest.ttl);
+  };
+  auto expected_from = [&](int64_t after_ts) {
+    const int64_t now = store_->applied().ts_micros;
+    std::vector<std::pair<int64_t, std::string>> order;
+    for (const auto& [id, latest] : items) {
+      if (alive_at(latest, now) && latest.ts > after_ts) order.emplace_back(latest.ts, id);
+    }
+    std::sort(order.begin(), order.end());
+    std::string out;
+    for (const auto& [write_ts, id] : order) {
+      const Latest& latest = items.at(id);
+      out += std::to_string(latest.index) + ".2 " + (latest.created ? "create " : "replace ") + id + " " +
+             std::to_string(latest.version) + "/\n";
+    }
+    return out;
+  };
+  auto check_all = [&] {
+    for (const Start& start : starts) {
+      const size_t page = 1 + prng() % 7;
+      const FeedRead read = read_feed(*store_, start.from, page, ChangeFeedMode::kLatest, false, 1 + prng() % 20);
+      ASSERT_TRUE(read.status.is_ok()) << read.status.to_string();
+      EXPECT_EQ(describe(read.changes), expected_from(start.after_ts))
+          << "page size " << page << ", start kind " << static_cast<int>(start.from.kind) << " after " << start.after_ts;
+    }
+  };
+  for (int step = 0; step < 400; ++step) {
+    ts += static_cast<int64_t>(1 + prng() % 400'000);
+    const std::string id = std::to_string(prng() % 12);
+    const uint64_t roll = prng() % 10;
+    const uint64_t index = next_index_;
+    if (roll < 5) {
+      const std::optional<int64_t> ttl = prng() % 3 == 0 ? std::optional<int64_t>(1 + prng() % 3) : std::nullopt;
+      const int version = step;
+      const OpResult result = upsert(id, ttl, version, ts);
+      ASSERT_LT(result.http_status(), 300) << result.message;
+      const bool live = items.count(id) && alive_at(items[id], ts);
+      items[id] = Latest{ts, index, version, ttl, !live};
+    } else if (roll < 7) {
+      const OpResult result = apply(target_command(CommandType::kPatchItem, "db", "c", "\"p" + id + "\"", id,
+                                                   R"([{"op":"set","path":"/v","value":)" + std::to_string(step) + "}]"),
+                                    ts);
+      auto found = items.find(id);
+      const bool live = found != items.end() && alive_at(found->second, ts);
+      ASSERT_EQ(result.http_status(), live ? 200 : 404) << result.message;
+      if (live) found->second = Latest{ts, index, step, found->second.ttl, false};
+    } else if (roll < 8) {
+      const OpResult result = apply(target_command(CommandType::kDeleteItem, "db", "c", "\"p" + id + "\"", id), ts);
+      ASSERT_TRUE(result.http_status() == 204 || result.http_status() == 404) << result.message;
+      items.erase(id);
+    } else if (roll < 9) {
+      collect_all();
+    } else {
+      // A reader that started now (its continuation), and one starting at a time (the model's "after" is the
+      // instant just before it).
+      ChangeFeedFrom now;
+      now.kind = ChangeFeedFrom::Kind::kNow;
+      const FeedRead from_now = read_feed(*store_, now, 5, ChangeFeedMode::kLatest);
+      ASSERT_TRUE(from_now.status.is_ok());
+      EXPECT_TRUE(from_now.changes.empty());
+      starts.push_back({from_token(from_now.continuations.back()), store_->applied().ts_micros});
+      ChangeFeedFrom at;
+      at.kind = ChangeFeedFrom::Kind::kTime;
+      at.ts_micros = ts - static_cast<int64_t>(prng() % 2'000'000);
+      starts.push_back({at, at.ts_micros - 1});
+      // And one resuming from a continuation taken now (caught up).
+      const FeedRead read = read_feed(*store_, from_beginning(), 5, ChangeFeedMode::kLatest);
+      ASSERT_TRUE(read.status.is_ok());
+      starts.push_back({from_token(read.continuations.back()), store_->applied().ts_micros});
+    }
+    if (step % 50 == 49) check_all();
+  }
+  check_all();
+  // All versions still needs the feed; a latest-version token cannot resume it, and a log-order read cannot start.
+  const FeedRead read = read_feed(*store_, from_beginning(), 5, ChangeFeedMode::kLatest);
+  EXPECT_EQ(read_feed(*store_, from_beginning()).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(read_feed(*store_, from_token(read.continuations.back())).status.code(), StatusCode::kInvalidArgument);
+}
+
+// A latest-version reader keeps its place when the feed is turned on between its pages (its token is a write-time
+// position, so it goes on in write order), and a feed range scopes it: the ranges of a split share out the items.
+TEST_F(ChangeFeedTest, LatestVersionTokensSurviveTurningTheFeedOnAndAFeedRangeScopesThem) {
+  make_container("-1");  // positions 1, 2
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(upsert(std::string(1, static_cast<char>('a' + i)), std::nullopt, 1, kT0 + 1 + i).http_status(), 201);
+  }  // 3..8
+  ChangeFeedRequest request;
+  request.database = "db";
+  request.container = "c";
+  request.mode = ChangeFeedMode::kLatest;
+  request.max_changes = 4;
+  Result<ChangeFeedPage> first = store_->change_feed().read(request);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_EQ(describe(first->changes), "3.2 create a 1/\n4.2 create b 1/\n5.2 create c 1/\n6.2 create d 1/\n");
+  EXPECT_FALSE(first->caught_up);
+  Command on = set_default_ttl_command("db", "c", std::string("-1"));
+  on.change_feed = ChangeFeedSettings{true, 0, 0};
+  ASSERT_EQ(apply(on, kT0 + 10).http_status(), 200);                       // 9
+  ASSERT_EQ(upsert("b", std::nullopt, 2, kT0 + 11).http_status(), 200);  // 10: b moves to the end
+  const FeedRead rest = read_feed(*store_, from_token(first->continuation), 2, ChangeFeedMode::kLatest);
+  ASSERT_TRUE(rest.status.is_ok()) << rest.status.to_string();
+  EXPECT_EQ(describe(rest.changes), "7.2 create e 1/\n8.2 create f 1/\n10.2 replace b 2/\n");
+  // With the feed on, a latest-version read from the beginning is the log-order feed (from when it was turned on).
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 100, ChangeFeedMode::kLatest).changes),
+            "10.1 replace b 2/1\n");
+  // Turned off again: from the beginning is every item once more, in write order; a feed range scopes it.
+  Command off = set_default_ttl_command("db", "c", std::string("-1"));
+  off.change_feed = ChangeFeedSettings{false, 0, 0};
+  ASSERT_EQ(apply(off, kT0 + 12).http_status(), 200);  // 11
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 100, ChangeFeedMode::kLatest).changes),
+            "3.2 create a 1/\n5.2 create c 1/\n6.2 create d 1/\n7.2 create e 1/\n8.2 create f 1/\n"
+            "10.2 replace b 2/\n");
+  std::multiset<std::string> seen;
+  for (const FeedRange& range : {FeedRange{"", "20"}, FeedRange{"20", "FF"}}) {
+    ChangeFeedRequest scoped = request;
+    scoped.max_changes = 1;
+    scoped.feed_range_min = range.min;
+    scoped.feed_range_max = range.max;
+    for (int pages = 0; pages < 100; ++pages) {
+      Result<ChangeFeedPage> page = store_->change_feed().read(scoped);
+      ASSERT_TRUE(page.is_ok()) << page.status().to_string();
+      for (const Change& change : page->changes) {
+        EXPECT_TRUE(range.contains(effective_partition_key(change.partition_key).value())) << change.id;
+        seen.insert(change.id);
+      }
+      if (page->caught_up) break;
+      scoped.from = from_token(page->continuation);
+    }
+  }
+  EXPECT_EQ(seen, (std::multiset<std::string>{"a", "b", "c", "d", "e", "f"}));
+}
+
 // A long stretch of positions without a change (an idle container's time entries) is skipped by a binary search, not
 // walked: no page comes back empty unless it is caught up, whatever the page's work budget, and the expiration in the
 // middle of the stretch is at the first position whose time reaches its instant.
