@@ -157,6 +157,7 @@ capnp::MessageSize size_hint(const Request& request) {
           [](const AdvanceClock& op) { return op.duration.size(); },
           [](const ReadChangeFeed& op) { return op.continuation.size(); },
           [](const ExecuteBatch& op) { return op.partition_key.size() + op.operations.size(); },
+          [](const DeletePartition& op) { return op.partition_key.size(); },
           [](const auto&) { return size_t{0}; },
       },
       request.operation);
@@ -172,6 +173,7 @@ static_assert(static_cast<size_t>(proto::Request::ADVANCE_CLOCK) == static_cast<
 static_assert(static_cast<size_t>(proto::Request::READ_CHANGE_FEED) == static_cast<size_t>(Kind::kReadChangeFeed));
 static_assert(static_cast<size_t>(proto::Request::LIST_OFFERS) == static_cast<size_t>(Kind::kListOffers));
 static_assert(static_cast<size_t>(proto::Request::BATCH) == static_cast<size_t>(Kind::kExecuteBatch));
+static_assert(static_cast<size_t>(proto::Request::DELETE_PARTITION) == static_cast<size_t>(Kind::kDeletePartition));
 
 std::optional<Kind> kind_of(proto::Request::Which which) {
   if (static_cast<size_t>(which) >= kKindCount) return std::nullopt;
@@ -287,6 +289,7 @@ void encode_request(const Request& request, proto::Request::Builder out) {
                    batch.setPartitionKey(wire_text(op.partition_key));
                    batch.setOperations(wire_text(op.operations));
                  },
+                 [&](const DeletePartition& op) { out.setDeletePartition(wire_text(op.partition_key)); },
              },
              request.operation);
 }
@@ -316,6 +319,9 @@ Result<Request> decode_request(proto::Request::Reader in) {
     case proto::Request::LIST_OFFERS: request.operation = ListOffers{}; break;
     case proto::Request::BATCH:
       request.operation = ExecuteBatch{text(in.getBatch().getPartitionKey()), text(in.getBatch().getOperations())};
+      break;
+    case proto::Request::DELETE_PARTITION:
+      request.operation = DeletePartition{text(in.getDeletePartition())};
       break;
     case proto::Request::DELETE_DATABASE: request.operation = DeleteDatabase{}; break;
     case proto::Request::LIST_DATABASES: request.operation = ListDatabases{}; break;

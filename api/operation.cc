@@ -42,6 +42,7 @@ constexpr std::array<KindInfo, kKindCount> kKinds = {{
     {"updateDatabase", true, false, false},
     {"listOffers", false, true, false},
     {"batch", true, false, false},
+    {"deletePartition", true, false, false},
 }};
 
 template <size_t... I>

@@ -65,6 +65,11 @@ struct ExecuteBatch {
   std::string operations;     // JSON array, as Cosmos DB's REST API sends it
   bool operator==(const ExecuteBatch&) const = default;
 };
+// Delete by partition key (proto deletePartition).
+struct DeletePartition {
+  std::string partition_key;  // JSON
+  bool operator==(const DeletePartition&) const = default;
+};
 struct DeleteDatabase {
   bool operator==(const DeleteDatabase&) const = default;
 };
@@ -201,7 +206,8 @@ using Operation =
     std::variant<CreateDatabase, DeleteDatabase, ListDatabases, CreateContainer, UpdateContainer, GetContainer,
                  DeleteContainer, ListContainers, CreateItem, UpsertItem, ReplaceItem, ReadItem, DeleteItem, PatchItem,
                  ListItems, ClusterStatus, AddMember, RemoveMember, TransferLeader, Query, AdvanceClock, BackupOpen,
-                 BackupRead, ContainerForecast, ReadChangeFeed, UpdateDatabase, ListOffers, ExecuteBatch>;
+                 BackupRead, ContainerForecast, ReadChangeFeed, UpdateDatabase, ListOffers, ExecuteBatch,
+                 DeletePartition>;
 
 enum class Kind {
   kCreateDatabase,
@@ -232,9 +238,10 @@ enum class Kind {
   kUpdateDatabase,
   kListOffers,
   kExecuteBatch,
+  kDeletePartition,
 };
 inline constexpr size_t kKindCount = std::variant_size_v<Operation>;
-static_assert(static_cast<size_t>(Kind::kExecuteBatch) + 1 == kKindCount, "Kind lists every Operation alternative");
+static_assert(static_cast<size_t>(Kind::kDeletePartition) + 1 == kKindCount, "Kind lists every Operation alternative");
 
 inline Kind kind_of(const Operation& operation) { return static_cast<Kind>(operation.index()); }
 // A default-made operation of that kind (for builders that fill the fields afterwards).

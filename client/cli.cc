@@ -407,6 +407,12 @@ class Grammar {
     database_and_container(remove);
     add_key(remove);
     add_if_match(remove);
+    CLI::App* partition = leaf(item, "delete-partition",
+                               "delete every item of one partition key value at once (the collector removes them "
+                               "with spare RU)",
+                               Op::kDeletePartition);
+    database_and_container(partition);
+    partition->add_option("--pk", arguments_.partition_key, "partition key value (JSON, else a string)")->required();
     CLI::App* patch = leaf(item, "patch", "patch an item", Op::kPatchItem);
     database_and_container(patch);
     add_key(patch);
@@ -525,6 +531,9 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       break;
     case Op::kDeleteItem:
       request.operation = api::DeleteItem{.partition_key = partition_key.value_or(""), .id = arguments.id};
+      break;
+    case Op::kDeletePartition:
+      request.operation = api::DeletePartition{.partition_key = partition_key.value_or("")};
       break;
     case Op::kPatchItem:
       request.operation = api::PatchItem{.partition_key = partition_key.value_or(""),

@@ -53,7 +53,6 @@ const char* unsupported_feature(std::string_view segment) {
   if (segment == "sprocs") return "stored procedures (sprocs)";
   if (segment == "udfs") return "user-defined functions (udfs)";
   if (segment == "triggers") return "triggers";
-  if (segment == "conflicts") return "conflicts";
   if (segment == "attachments") return "attachments";
   if (segment == "clientencryptionkeys") return "client encryption keys";
   if (segment == "schemas") return "schemas";
@@ -149,6 +148,17 @@ Result<Route> parse_route(std::string_view target) {
   if (n >= 4) route.container = segments[3];
   if (n >= 5) {
     const std::string& child = segments[4];
+    if (child == "conflicts" && n <= 6) {
+      route.kind = n == 5 ? Route::Kind::kConflicts : Route::Kind::kConflict;
+      if (n == 6) route.id = segments[5];
+      return route;
+    }
+    if (child == "operations" && n == 6 && segments[5] == "partitionkeydelete") {
+      route.kind = Route::Kind::kPartitionKeyDelete;
+      route.resource_type = "colls";  // the SDKs sign it as the container's (not "partitionkey")
+      route.resource_link = "dbs/" + segments[1] + "/colls/" + segments[3];
+      return route;
+    }
     if (child == "pkranges" && n <= 6) {
       if (n == 6) route.id = segments[5];
       route.kind = Route::Kind::kPartitionKeyRanges;

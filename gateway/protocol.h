@@ -30,8 +30,11 @@ struct Route {
     kContainers,     // /dbs/{db}/colls
     kContainer,      // /dbs/{db}/colls/{c}
     kPartitionKeyRanges,  // /dbs/{db}/colls/{c}/pkranges
+    kPartitionKeyDelete,  // /dbs/{db}/colls/{c}/operations/partitionkeydelete (signed as the container: "colls")
     kItems,          // /dbs/{db}/colls/{c}/docs
     kItem,           // /dbs/{db}/colls/{c}/docs/{id}
+    kConflicts,      // /dbs/{db}/colls/{c}/conflicts: always empty (one write region never has conflicts)
+    kConflict,       // /dbs/{db}/colls/{c}/conflicts/{id}: never exists
     kOffers,         // /offers
     kOffer,          // /offers/{id}
     kUnsupported,    // a Cosmos resource Mayfly does not have (users, sprocs, offers, ...): `feature` names it

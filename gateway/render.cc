@@ -332,6 +332,10 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
       response.body = json::to_json(*parsed);
       return std::nullopt;
     }
+    case Shape::kConflicts:
+      response.headers.emplace_back("x-ms-item-count", "0");
+      response.body = feed("Conflicts", boost::json::array());
+      return std::nullopt;
     case Shape::kPartitionKeyRanges:
       if (spec.if_none_match == kRangesEtag) {
         response.status = 304;

@@ -672,6 +672,29 @@ Plan plan_request(const HttpRequest& http) {
                           lower(http.header("prefer")).find("return=minimal") != std::string::npos;
       break;
     }
+    case Route::Kind::kConflicts:
+      // Mayfly has one write region: there are never conflicts to list, query or read (Cosmos's conflict feed).
+      if (method != "GET" && !(method == "POST" && is_query(http))) {
+        return method_not_allowed(http, "a container's conflicts (list or query them)");
+      }
+      request.operation = api::GetContainer{};  // the container must exist
+      plan.spec.shape = Shape::kConflicts;
+      break;
+    case Route::Kind::kConflict:
+      if (method != "GET" && method != "DELETE") return method_not_allowed(http, "a conflict (read or delete it)");
+      return answer(error_response(404, "conflict '" + route.id + "' does not exist: Mayfly has one write region, so "
+                                        "it never has conflicts"));
+    case Route::Kind::kPartitionKeyDelete: {
+      // delete_all_items_by_partition_key: every item of the partition in the header, at once (docs/retention.md).
+      if (method != "POST") return method_not_allowed(http, "delete by partition key (POST)");
+      const std::string_view key = http.header("x-ms-documentdb-partitionkey");
+      if (key.empty()) return bad_request("a delete by partition key needs the partition key (x-ms-documentdb-partitionkey)");
+      Result<std::string> value = parse_partition_key_header(key);
+      if (!value.is_ok()) return bad_request(value.status().message());
+      request.operation = api::DeletePartition{std::move(value).value()};
+      plan.spec.shape = Shape::kBatch;  // the node's body as it is: {"partitionKey":…,"deletedTs":…}
+      break;
+    }
     case Route::Kind::kOffers:
       if (method == "GET" || (method == "POST" && is_query(http))) {
         if (method == "POST") {

@@ -57,6 +57,7 @@ struct RenderSpec {
     kOffer,            // GET /offers/{id}: one entry of the list, or 404
     kOfferWritten,     // PUT /offers/{id}: the offer as the database or container update left it
     kBatch,            // a transactional batch: the node's per-operation results as they are, 200 or 207
+    kConflicts,        // a container's conflicts: {"Conflicts":[]} once the container is found
   };
   Shape shape = Shape::kAccount;
   Route route;

@@ -246,6 +246,20 @@ Metrics::Metrics(uint64_t node_id)
                         .Name("mayfly_ttl_gc_deletion_lag_seconds")
                         .Help("Physical delete time minus expiry instant")
                         .Register(*registry_)),
+      partition_drained_items_(BuildCounter()
+                                   .Name("mayfly_partition_delete_drained_items_total")
+                                   .Help("Items of partitions deleted by partition key that the collector removed on "
+                                         "this node")
+                                   .Register(*registry_)),
+      partition_drained_bytes_(BuildCounter()
+                                   .Name("mayfly_partition_delete_drained_bytes_total")
+                                   .Help("Bytes of those items")
+                                   .Register(*registry_)),
+      partitions_pending_(BuildGauge()
+                              .Name("mayfly_partition_delete_pending_partitions")
+                              .Help("Partitions deleted by partition key whose items this node's collector has not "
+                                    "all removed yet (hidden from every read meanwhile)")
+                              .Register(*registry_)),
       request_units_(BuildCounter()
                          .Name("mayfly_ru_consumed_total")
                          .Help("Request units consumed on this node, by container and operation (ttl_delete: "
@@ -523,9 +537,11 @@ void Metrics::retain_containers(const std::vector<std::string>& existing) {
                          &oldest_expired_age_, &spare_request_units_}) {
       family->Remove(&family->Add(labels));
     }
-    for (auto* family : {&deleted_items_, &deleted_bytes_, &throttled_, &collector_request_units_}) {
+    for (auto* family : {&deleted_items_, &deleted_bytes_, &throttled_, &collector_request_units_,
+                         &partition_drained_items_, &partition_drained_bytes_}) {
       family->Remove(&family->Add(labels));
     }
+    partitions_pending_.Remove(&partitions_pending_.Add(labels));
     deletion_lag_.Remove(&deletion_lag_.Add(labels, lag_buckets()));
     for (auto* family : {&forecast_backlog_peak_, &forecast_drain_seconds_, &reclaim_capacity_}) {
       family->Remove(&family->Add(labels));
@@ -560,6 +576,14 @@ void Metrics::observe_collected(const std::string& container, int64_t items, int
   deleted_bytes_.Add(labels).Increment(static_cast<double>(bytes));
   Histogram& lag = deletion_lag_.Add(labels, lag_buckets());
   for (double seconds : lag_seconds) lag.Observe(seconds);
+}
+
+void Metrics::observe_partition_drain(const std::string& container, int64_t items, int64_t bytes, int64_t pending) {
+  note_container(container);
+  const prometheus::Labels labels{{"node", node_}, {"container", container}};
+  partition_drained_items_.Add(labels).Increment(static_cast<double>(items));
+  partition_drained_bytes_.Add(labels).Increment(static_cast<double>(bytes));
+  partitions_pending_.Add(labels).Set(static_cast<double>(pending));
 }
 
 void Metrics::add_request_units(const std::string& container, const std::string& op, double request_units) {

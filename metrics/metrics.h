@@ -93,6 +93,9 @@ class Metrics {
   // The garbage collector deleted `items`/`bytes` from `container`, with these deletion lags (delete - expiry).
   void observe_collected(const std::string& container, int64_t items, int64_t bytes,
                          const std::vector<double>& lag_seconds);
+  // Delete by partition key: items (and bytes) of deleted partitions the collector removed, and the deleted
+  // partitions on this node whose items are not all removed yet.
+  void observe_partition_drain(const std::string& container, int64_t items, int64_t bytes, int64_t pending);
 
   // The TTL forecast (node/forecast.h) of the containers given. Every container that set_container_figures has seen
   // has these series from then on, at 0 until its first forecast.
@@ -157,6 +160,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& deleted_items_;
   prometheus::Family<prometheus::Counter>& deleted_bytes_;
   prometheus::Family<prometheus::Histogram>& deletion_lag_;
+  prometheus::Family<prometheus::Counter>& partition_drained_items_;
+  prometheus::Family<prometheus::Counter>& partition_drained_bytes_;
+  prometheus::Family<prometheus::Gauge>& partitions_pending_;
   prometheus::Family<prometheus::Counter>& request_units_;
   prometheus::Family<prometheus::Counter>& throttled_;
   prometheus::Family<prometheus::Counter>& collector_request_units_;

@@ -67,6 +67,48 @@ Result<int64_t> Collector::collect(const storage::ContainerInfo& info, uint64_t 
 
 Result<int64_t> Collector::collect_within(const storage::ContainerInfo& info, uint64_t max_work,
                                           uint64_t batch_items_max, uint64_t& spent, bool* cut_short) {
+  MAYFLY_ASSIGN_OR_RETURN(int64_t expired, collect_expired_within(info, max_work, batch_items_max, spent, cut_short));
+  if (info.record.partitions_deleted_through_micros == 0) return expired;  // never a delete by partition key
+  MAYFLY_ASSIGN_OR_RETURN(int64_t drained, drain_partitions_within(info, max_work, batch_items_max, spent, cut_short));
+  return expired + drained;
+}
+
+Result<int64_t> Collector::drain_partitions_within(const storage::ContainerInfo& info, uint64_t max_work,
+                                                   uint64_t batch_items_max, uint64_t& spent, bool* cut_short) {
+  const std::string key = info.database + "/" + info.container;
+  double budget = request_units_.collector_budget(key, info.record.throughput);  // what the expired items left
+  if (info.record.throughput.mode != storage::Throughput::Mode::kServerless) budget *= options_.ru_share;
+  const uint64_t work_left = max_work > spent ? (max_work - spent) / kDeleteWork : 0;
+  // Priced at 1 KB an item until the deletes say what they cost (charged below at their real size).
+  const uint64_t affordable = std::min(ttl::affordable_deletes(budget, 1024, batch_items_max), work_left);
+  if (affordable == 0) {
+    // User work wins (or this pass's work is spent): the partitions wait. Only the gauge is brought up to date.
+    MAYFLY_ASSIGN_OR_RETURN(storage::PartitionDrain counted, expiry_.drain_deleted_partitions(info.record, 0));
+    metrics_.observe_partition_drain(key, 0, 0, counted.pending);
+    if (counted.pending > 0) {
+      last_pass_saturated_ = true;
+      *cut_short = true;
+    }
+    return 0;
+  }
+  MAYFLY_ASSIGN_OR_RETURN(storage::PartitionDrain drain, expiry_.drain_deleted_partitions(info.record, affordable));
+  spent += static_cast<uint64_t>(drain.examined) * kReadWork + static_cast<uint64_t>(drain.items) * kDeleteWork;
+  if (drain.more) {
+    *cut_short = true;
+    last_pass_saturated_ = true;
+  }
+  if (drain.items > 0) {
+    request_units_.collector_spent(
+        key, info.record.throughput,
+        static_cast<double>(drain.items) *
+            ttl::ttl_delete_charge(static_cast<uint64_t>(drain.bytes / drain.items)));
+  }
+  metrics_.observe_partition_drain(key, drain.items, drain.bytes, drain.pending);
+  return drain.items;
+}
+
+Result<int64_t> Collector::collect_expired_within(const storage::ContainerInfo& info, uint64_t max_work,
+                                                  uint64_t batch_items_max, uint64_t& spent, bool* cut_short) {
   spent = kVisitWork;
   const std::string key = info.database + "/" + info.container;
   const uint64_t count_limit = max_work > spent ? (max_work - spent) / 2 / kCountWork : 0;

@@ -34,6 +34,9 @@ namespace mayfly::node {
 inline constexpr uint64_t kCountWork = 1;
 inline constexpr uint64_t kVisitWork = 20;
 inline constexpr uint64_t kDeleteWork = 300;
+// An item record read and decoded without deleting it (a deleted partition's items written after its delete): about
+// eight index entries counted.
+inline constexpr uint64_t kReadWork = 8;
 // Per pass: ~25 ms of driver time here (150,000 entries counted, 500 deletes, or 7,500 containers looked at).
 inline constexpr uint64_t kPassWorkMax = 150'000;
 
@@ -77,6 +80,12 @@ class Collector {
   // collect() with the work done in `spent`, and *cut_short set when max_work stopped the count or the deletes.
   Result<int64_t> collect_within(const storage::ContainerInfo& info, uint64_t max_work, uint64_t batch_items_max,
                                  uint64_t& spent, bool* cut_short);
+  // Its two parts: expired items, then the items of deleted partitions (delete by partition key) with what is left
+  // of the container's spare RU and of the work.
+  Result<int64_t> collect_expired_within(const storage::ContainerInfo& info, uint64_t max_work,
+                                         uint64_t batch_items_max, uint64_t& spent, bool* cut_short);
+  Result<int64_t> drain_partitions_within(const storage::ContainerInfo& info, uint64_t max_work,
+                                          uint64_t batch_items_max, uint64_t& spent, bool* cut_short);
 
   storage::ExpiryKeeper& expiry_;
   RequestUnitAccount& request_units_;

@@ -102,6 +102,9 @@ uint32_t change_feed_wait_ms(const api::Request& request) {
 }
 
 Status check_request(const api::Request& request) {
+  if (request.as<api::DeletePartition>() != nullptr && (request.database.empty() || request.container.empty())) {
+    return Status::invalid_argument("a delete by partition key needs a database and a container");
+  }
   if (const auto* batch = request.as<api::ExecuteBatch>()) {
     if (request.database.empty() || request.container.empty()) {
       return Status::invalid_argument("a transactional batch needs a database and a container");
@@ -204,6 +207,11 @@ storage::Command to_command(const api::Request& request, int64_t default_feed_re
       command.type = storage::CommandType::kDeleteItem;
       command.partition_key_json = op.partition_key;
       command.id = op.id;
+      break;
+    }
+    case api::Kind::kDeletePartition: {
+      command.type = storage::CommandType::kDeletePartition;
+      command.partition_key_json = request.as<api::DeletePartition>()->partition_key;
       break;
     }
     case api::Kind::kExecuteBatch: {
@@ -319,6 +327,7 @@ std::string op_name(const api::Request& request) {
     case api::Kind::kDeleteItem: return "delete";
     case api::Kind::kPatchItem: return "patch";
     case api::Kind::kExecuteBatch: return "batch";
+    case api::Kind::kDeletePartition: return "delete_partition";
     case api::Kind::kReadItem: return "read";
     case api::Kind::kListItems: return "list";
     case api::Kind::kGetContainer: return "get_container";

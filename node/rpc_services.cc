@@ -50,6 +50,7 @@ Role required_role(std::optional<api::Kind> kind) {
     case api::Kind::kDeleteItem:
     case api::Kind::kPatchItem:
     case api::Kind::kExecuteBatch:
+    case api::Kind::kDeletePartition:
       return Role::kReadWrite;
   }
   return Role::kReadWrite;

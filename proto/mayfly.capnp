@@ -144,6 +144,10 @@ struct Request {
     # batch"): up to 100 operations that all apply, as one log entry, or none does. Body: each operation's result
     # [{"statusCode","requestCharge","eTag"?,"resourceBody"?,"message"?}]; 207 when it failed as a whole.
     batch @34 :Batch;
+    # Delete by partition key (docs/retention.md): the partition key value as JSON. Every item of that partition is
+    # gone at once, on every replica at the same log position; the collector removes them with spare RU. Body:
+    # {"partitionKey":…,"deletedTs":…}. Refused (400) on a container whose change feed is on.
+    deletePartition @35 :Text;
   }
   # createDatabase: the RU/s its containers share (those created without throughput of their own); 0: none (each
   # container has its own, or is serverless). updateDatabase: the new figure.

@@ -10,6 +10,7 @@
 
 #include "common/codec.h"
 #include "common/work_budget.h"
+#include "storage/deleted_partitions.h"
 #include "storage/feed_range.h"
 #include "storage/layout.h"
 #include "storage/store_internal.h"
@@ -312,6 +313,7 @@ Result<ChangeFeedPage> read_by_write_time(leveldb::DB* db, const leveldb::ReadOp
     codec::put_ordered_string(seek, cursor.id);
   }
   std::map<std::string, bool, std::less<>> in_range;  // partition key -> whether it is in feed_range
+  PartitionDeletes deletes = PartitionDeletes::at(db, options.snapshot, container);
   std::unique_ptr<leveldb::Iterator> it(db->NewIterator(options));
   size_t page_bytes = 0;
   bool end = true;  // the scan reached the index's end: caught up
@@ -353,7 +355,8 @@ Result<ChangeFeedPage> read_by_write_time(leveldb::DB* db, const leveldb::ReadOp
     if (record.write_ts_micros != key.sort_micros) {
       return Status::corruption("the _ts index entry of an item does not match its write time");
     }
-    if (!ttl::alive(record.ttl, record.write_ts_micros, container.ttl, now)) {
+    MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(key.partition_key, record.write_ts_micros));
+    if (deleted || !ttl::alive(record.ttl, record.write_ts_micros, container.ttl, now)) {
       cursor = std::move(position);
       continue;
     }
@@ -497,6 +500,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
 
   const bool expirations = request.mode == ChangeFeedMode::kAll;
   const bool writes = !request.only_expirations;
+  PartitionDeletes deletes = PartitionDeletes::at(db_, snapshot.get(), container);
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
   size_t page_bytes = 0;  // the images of the changes on the page
   bool full = false;      // the next change would take the page past max_bytes
@@ -617,6 +621,11 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
               std::string item;
               MAYFLY_RETURN_IF_ERROR(from_leveldb(
                   db_->Get(options, item_key(crid, key.partition_key, key.id), &item), "read expired item"));
+              // An item deleted with its partition (before the feed was turned on: a feed that is on refuses such
+              // deletes) has no expiration, on a replica that still stores it as on one whose collector removed it.
+              MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(item));
+              MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(key.partition_key, record.write_ts_micros));
+              if (deleted) continue;
               change.previous = std::move(item);
             }
             found.push_back(std::move(change));
@@ -697,6 +706,8 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
             !ttl::alive(now_record.ttl, now_record.write_ts_micros, container.ttl, now)) {
           continue;
         }
+        MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(change.partition_key, now_record.write_ts_micros));
+        if (deleted) continue;
       }
       page_bytes += bytes;
       page.changes.push_back(std::move(change));

@@ -9,7 +9,7 @@ namespace {
 constexpr uint8_t kCommandVersion = 1;
 constexpr uint8_t kCommandVersionWithWriteId = 2;  // version 1 followed by the WriteId
 constexpr uint8_t kCommandVersionWithOwner = 3;    // version 2 with the WriteId's owner after it
-constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kBatch);
+constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kDeletePartition);
 
 enum Presence : uint8_t { kAbsent = 0, kPresent = 1 };
 
@@ -39,6 +39,7 @@ std::string_view command_type_name(CommandType type) {
     case CommandType::kSetMemberAddress: return "set_member_address";
     case CommandType::kUpdateDatabase: return "update_database";
     case CommandType::kBatch: return "batch";
+    case CommandType::kDeletePartition: return "delete_partition";
   }
   return "unknown";
 }

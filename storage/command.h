@@ -38,6 +38,9 @@ enum class CommandType : uint8_t {
   // A transactional batch (storage/state_machine.cc execute_batch): partition_key_json, and in body the operations
   // as the Cosmos REST API sends them (a JSON array of {"operationType", "id", "resourceBody", "ifMatch"}).
   kBatch,
+  // Delete by partition key (storage/deleted_partitions.h): partition_key_json; the partition's items are gone at
+  // once and the collector removes them with spare request units.
+  kDeletePartition,
 };
 std::string_view command_type_name(CommandType type);
 bool is_item_write(CommandType type);

@@ -8,6 +8,7 @@
 
 #include "common/codec.h"
 #include "storage/changefeed.h"
+#include "storage/deleted_partitions.h"
 #include "storage/store_internal.h"
 
 namespace mayfly::storage {
@@ -15,6 +16,7 @@ namespace mayfly::storage {
 using internal::decode_index_value;
 using internal::from_leveldb;
 using internal::has_prefix;
+using internal::view;
 
 const char* drained_range_name(KeyTag tag) {
   switch (tag) {
@@ -334,6 +336,7 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     }
   }
   internal::StoreBatch context;
+  PartitionDeletes deletes = PartitionDeletes::at(db_, nullptr, record);
   std::map<SpanKey, KeySpan> drained;  // the keys this batch deletes, for the drained ranges
   KeySpan& drained_items = drained[{record.crid, KeyTag::kItem}];
   KeySpan& drained_ts = drained[{record.crid, KeyTag::kTsIndex}];
@@ -344,8 +347,14 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     MAYFLY_ASSIGN_OR_RETURN(ItemRecord item, decode_item(*raw));
     MAYFLY_ASSERT(!ttl::alive(item.ttl, item.write_ts_micros, record.ttl, up_to_micros));  // paired with the bound
     const size_t bytes = key.size() + raw->size();
-    remove_stored_item(record.crid, key, candidate.key.partition_key, candidate.key.id, item, bytes, context,
-                       record.change_feed.enabled);
+    // With the feed on, its image stays for its expiration (a shadow) — unless the item was deleted with its
+    // partition, which has no expiration in the feed (storage/deleted_partitions.h).
+    bool shadow = record.change_feed.enabled;
+    if (shadow) {
+      MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(candidate.key.partition_key, item.write_ts_micros));
+      shadow = !deleted;
+    }
+    remove_stored_item(record.crid, key, candidate.key.partition_key, candidate.key.id, item, bytes, context, shadow);
     drained_items.add(key);
     drained_ts.add(ts_index_key(record.crid, item.write_ts_micros, candidate.key.partition_key, candidate.key.id));
     drained[{record.crid, candidate.index == 0 ? KeyTag::kOwnExpiryIndex : KeyTag::kInheritExpiryIndex}].add(
@@ -390,6 +399,77 @@ Result<std::optional<int64_t>> ExpiryKeeper::next_expiry_after(int64_t now_micro
   return earliest;
 }
 
+Result<PartitionDrain> ExpiryKeeper::drain_deleted_partitions(const ContainerRecord& container, size_t max_items) {
+  if (!sticky_.is_ok()) return sticky_;
+  PartitionDrain result;
+  const uint64_t crid = container.crid;
+  const int64_t max_examined = static_cast<int64_t>(4 * max_items + 64);
+  internal::StoreBatch context;
+  std::map<SpanKey, KeySpan> drained;
+  std::vector<std::pair<std::pair<uint64_t, std::string>, std::pair<int64_t, std::string>>> cursors;  // to set
+  std::vector<std::pair<uint64_t, std::string>> finished;  // cursors to forget
+  const std::string prefix = deleted_partition_prefix(crid);
+  std::unique_ptr<leveldb::Iterator> marker(db_->NewIterator(leveldb::ReadOptions()));
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  for (marker->Seek(prefix); marker->Valid() && has_prefix(marker->key(), prefix); marker->Next()) {
+    std::string partition_key;
+    codec::Reader reader(view(marker->key()).substr(prefix.size()));
+    if (!reader.get_ordered_string(partition_key) || !reader.done()) {
+      return Status::corruption("undecodable deleted partition key");
+    }
+    MAYFLY_ASSIGN_OR_RETURN(DeletedPartition deleted, decode_deleted_partition(view(marker->value())));
+    ++result.pending;
+    if (result.more) continue;  // only counting the rest
+    const std::pair<uint64_t, std::string> cursor_key{crid, partition_key};
+    const std::string items = partition_prefix(crid, partition_key);
+    std::string start = items;
+    bool after = false;
+    if (auto cursor = drain_cursors_.find(cursor_key);
+        cursor != drain_cursors_.end() && cursor->second.first == deleted.ts_micros) {
+      start = cursor->second.second;
+      after = true;
+    }
+    std::string last;
+    bool done = true;
+    for (it->Seek(start); it->Valid() && has_prefix(it->key(), items); it->Next()) {
+      if (after && view(it->key()) == start) continue;
+      if (static_cast<size_t>(result.items) >= max_items || result.examined >= max_examined) {
+        done = false;
+        break;
+      }
+      ++result.examined;
+      last = it->key().ToString();
+      MAYFLY_ASSIGN_OR_RETURN(ItemRecord item, decode_item(view(it->value())));
+      if (item.write_ts_micros > deleted.ts_micros) continue;  // written after the delete: an item like any other
+      std::string pk, id;
+      MAYFLY_RETURN_IF_ERROR(decode_item_key(last, pk, id));
+      const size_t bytes = last.size() + it->value().size();
+      remove_stored_item(crid, last, pk, id, item, bytes, context, /*shadow=*/false);
+      drained[{crid, KeyTag::kItem}].add(last);
+      drained[{crid, KeyTag::kTsIndex}].add(ts_index_key(crid, item.write_ts_micros, pk, id));
+      result.items += 1;
+      result.bytes += static_cast<int64_t>(bytes);
+    }
+    MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan a deleted partition"));
+    if (done) {
+      context.batch.Delete(marker->key());  // every item it hid is gone: so is the record
+      finished.push_back(cursor_key);
+      --result.pending;
+    } else {
+      result.more = true;
+      if (!last.empty()) cursors.push_back({cursor_key, {deleted.ts_micros, last}});
+    }
+  }
+  MAYFLY_RETURN_IF_ERROR(from_leveldb(marker->status(), "scan deleted partitions"));
+  if (result.items == 0 && finished.empty()) return result;
+  if (result.items > 0) context.batch.Put(local_stats_key(crid), encode_local_stats(context.stats[crid]));
+  MAYFLY_RETURN_IF_ERROR(write(context));
+  for (auto& [key, value] : cursors) drain_cursors_[key] = std::move(value);
+  for (const auto& key : finished) drain_cursors_.erase(key);
+  note_drained(drained);
+  return result;
+}
+
 Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
   if (!sticky_.is_ok()) return sticky_;
   const std::string dropped_prefix(1, static_cast<char>(KeyTag::kDroppedContainer));
@@ -410,7 +490,7 @@ Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
     bool finished = true;
     for (const std::string& prefix :
          {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid), ts_index_prefix(crid),
-          feed_prefix(crid)}) {
+          feed_prefix(crid), deleted_partition_prefix(crid)}) {
       const bool resume = cursor != reclaim_cursors_.end() && cursor->second > prefix;
       for (it->Seek(resume ? cursor->second : prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
         if (static_cast<size_t>(deleted) >= max_keys) {

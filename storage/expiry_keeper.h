@@ -49,6 +49,15 @@ struct CollectResult {
   bool more = false;                            // stopped at max_items: more expired items remain
 };
 
+// What one drain of a container's deleted partitions did (ExpiryKeeper::drain_deleted_partitions).
+struct PartitionDrain {
+  int64_t items = 0;     // items removed
+  int64_t bytes = 0;
+  int64_t examined = 0;  // item records read (the work)
+  int64_t pending = 0;   // deleted partitions whose items are not all removed yet, after this drain
+  bool more = false;     // stopped at a limit: more remain
+};
+
 // Items expired at the applied time but not yet physically deleted.
 //
 // The count is kept incrementally and advanced by a bounded amount of work per call, so after a restart or when a
@@ -117,6 +126,10 @@ class ExpiryKeeper {
   // leader schedules a time entry there, so an item disappears within one commit round trip of its deadline.
   // Two index seeks per container with TTL on.
   Result<std::optional<int64_t>> next_expiry_after(int64_t now_micros) const;
+  // Delete by partition key (storage/deleted_partitions.h): removes up to `max_items` items of the container's deleted
+  // partitions (those written at or before their partition's delete), reading at most 4 × max_items + 64 records,
+  // and the record of each deleted partition it finds empty of them. Node-local, like collect_expired.
+  Result<PartitionDrain> drain_deleted_partitions(const ContainerRecord& container, size_t max_items);
   // Deletes up to max_keys keys of dropped containers; returns how many it deleted.
   Result<int64_t> reclaim_dropped(size_t max_keys);
   // Change feed retention (docs/changefeed.md): deletes up to max_keys feed keys no reader may still ask for — feed
@@ -206,6 +219,9 @@ class ExpiryKeeper {
   // Where reclaim_dropped resumes deleting a dropped container's keys (crid -> the last key it deleted): a seek from
   // the container's first key would step over every key deleted by the passes before. In memory, like the above.
   std::unordered_map<uint64_t, std::string> reclaim_cursors_;
+  // Where drain_deleted_partitions resumes in a deleted partition: (crid, pk) -> (the delete's time, the last item
+  // key it read). In memory; a newer delete of the partition (another time) starts it over.
+  std::map<std::pair<uint64_t, std::string>, std::pair<int64_t, std::string>> drain_cursors_;
   // The drained ranges (see take_drained_range), and the dropped containers among their crids. In memory: tombstones
   // left behind by a node that stopped before compacting them wait for LevelDB's own compactions.
   std::map<SpanKey, KeySpan> drained_;

@@ -63,6 +63,14 @@ std::string item_key(uint64_t crid, std::string_view partition_key, std::string_
 
 std::string own_expiry_prefix(uint64_t crid) { return with_u64(KeyTag::kOwnExpiryIndex, crid); }
 
+std::string deleted_partition_prefix(uint64_t crid) { return with_u64(KeyTag::kDeletedPartition, crid); }
+
+std::string deleted_partition_key(uint64_t crid, std::string_view partition_key) {
+  std::string key = deleted_partition_prefix(crid);
+  codec::put_ordered_string(key, partition_key);
+  return key;
+}
+
 std::string own_expiry_key(uint64_t crid, int64_t expiry_micros, std::string_view partition_key,
                            std::string_view id) {
   return expiry_index_key(KeyTag::kOwnExpiryIndex, crid, expiry_micros, partition_key, id);

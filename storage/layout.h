@@ -15,6 +15,8 @@
 //   0E crid 02 kind sort_us pk id               -> record bytes    (change feed: shadow image of a collected item)
 //   0E crid 03 index                            -> ContainerTtlState (change feed: ttl state from index on)
 //   0F index                                    -> ts_us           (change feed: the time index, docs/changefeed.md)
+//   12 crid pk                                  -> DeletedPartition (a delete by partition key whose items the
+//                                                                  collector has not all removed yet)
 //   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record (until
 //   11 index                                    -> raft log entry                   the WAL: migrated, then deleted)
 //   20 crid                                     -> LocalStats     (node-local: physical items and bytes)
@@ -24,8 +26,8 @@
 // Strings are order-preserving escaped (codec::put_ordered_string), integers big-endian, so a prefix scan of a
 // container, a partition or an index walks it in order. crid is a container's internal id, allocated from a
 // replicated counter, so a dropped container's keys never mix with a new container of the same name.
-// Prefixes below kLocalPrefixFirst are replicated state: byte-identical on every node that applied the same log
-// without garbage collection. Thread-safety: pure functions and values.
+// Prefixes below kLocalPrefixFirst, but for the raft log's legacy 10 and 11, are replicated state (is_replicated_tag):
+// byte-identical on every node that applied the same log without garbage collection. Thread-safety: pure functions and values.
 #pragma once
 
 #include <cstdint>
@@ -54,10 +56,17 @@ enum class KeyTag : uint8_t {
   kTimeIndex = 0x0F,
   kRaftMeta = 0x10,
   kRaftEntry = 0x11,
+  kDeletedPartition = 0x12,
   kLocalStats = 0x20,
   kInstallMarker = 0x21,
 };
 inline constexpr uint8_t kLocalPrefixFirst = 0x20;
+// Whether keys under `tag` are replicated state (what snapshots carry and replicas compare): every tag below
+// kLocalPrefixFirst except the raft log's legacy keys (0x10, 0x11).
+constexpr bool is_replicated_tag(uint8_t tag) {
+  return tag >= static_cast<uint8_t>(KeyTag::kMeta) && tag < kLocalPrefixFirst &&
+         tag != static_cast<uint8_t>(KeyTag::kRaftMeta) && tag != static_cast<uint8_t>(KeyTag::kRaftEntry);
+}
 
 std::string meta_key();
 std::string database_key(std::string_view database);
@@ -76,6 +85,10 @@ std::string inherit_expiry_key(uint64_t crid, int64_t write_ts_micros, std::stri
 std::string ts_index_prefix(uint64_t crid);
 std::string ts_index_key(uint64_t crid, int64_t write_ts_micros, std::string_view partition_key, std::string_view id);
 std::string dropped_container_key(uint64_t crid);
+// Deletes by partition key (storage/deleted_partitions.h): the partition's items written at or before the delete are
+// gone; the collector removes them and then this key.
+std::string deleted_partition_prefix(uint64_t crid);
+std::string deleted_partition_key(uint64_t crid, std::string_view partition_key);
 // The change feed (storage/changefeed.h, docs/changefeed.md): everything of one container under 0E crid, in three
 // sub-keyspaces; and the time index (log index -> replicated time), kept while any container has its feed on.
 enum class FeedSub : uint8_t { kRecord = 0x01, kShadow = 0x02, kPolicy = 0x03 };

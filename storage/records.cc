@@ -85,10 +85,13 @@ std::string encode_container(const ContainerRecord& record) {
   codec::put_varint_signed(out, record.throughput.request_units_per_second);
   codec::put_varint_signed(out, record.modified_ts_micros);
   codec::put_varint(out, record.etag_sequence);
-  if (!(record.change_feed == ChangeFeedSettings{})) {
+  if (!(record.change_feed == ChangeFeedSettings{}) || record.partitions_deleted_through_micros != 0) {
     codec::put_u8(out, record.change_feed.enabled ? 1 : 0);
     codec::put_varint_signed(out, record.change_feed.retention_seconds);
     codec::put_varint(out, record.change_feed.since_index);
+  }
+  if (record.partitions_deleted_through_micros != 0) {
+    codec::put_varint_signed(out, record.partitions_deleted_through_micros);
   }
   return out;
 }
@@ -111,15 +114,39 @@ Result<ContainerRecord> decode_container(std::string_view bytes) {
   if (!reader.done()) {
     uint8_t enabled;
     if (!reader.get_u8(enabled) || enabled > 1 || !reader.get_varint_signed(record.change_feed.retention_seconds) ||
-        !reader.get_varint(record.change_feed.since_index) || !reader.done()) {
+        !reader.get_varint(record.change_feed.since_index)) {
       return corrupt("container record");
     }
     record.change_feed.enabled = enabled == 1;
+    if (!reader.done() &&
+        (!reader.get_varint_signed(record.partitions_deleted_through_micros) || !reader.done())) {
+      return corrupt("container record");
+    }
+    if (!reader.done()) return corrupt("container record");
   }
   record.partition_key_path = std::string(path);
   record.ttl.policy.kind = static_cast<ttl::DefaultTtl::Kind>(policy_kind);
   record.indexing = static_cast<ttl::IndexingMode>(indexing);
   record.throughput.mode = static_cast<Throughput::Mode>(mode);
+  return record;
+}
+
+std::string encode_deleted_partition(const DeletedPartition& record) {
+  std::string out;
+  codec::put_u8(out, kRecordVersion);
+  codec::put_varint_signed(out, record.ts_micros);
+  codec::put_varint(out, record.index);
+  return out;
+}
+
+Result<DeletedPartition> decode_deleted_partition(std::string_view bytes) {
+  codec::Reader reader(bytes);
+  DeletedPartition record;
+  uint8_t version;
+  if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_varint_signed(record.ts_micros) ||
+      !reader.get_varint(record.index) || !reader.done()) {
+    return corrupt("deleted partition record");
+  }
   return record;
 }
 

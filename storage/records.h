@@ -77,9 +77,21 @@ struct ContainerRecord {
   int64_t modified_ts_micros = 0;
   uint64_t etag_sequence = 0;
   ChangeFeedSettings change_feed;  // encoded only once it was ever turned on
+  // The replicated time of the container's latest delete by partition key (0: none ever): an item written after it
+  // cannot be hidden by one, so reads look for a deleted partition only for items written at or before it.
+  int64_t partitions_deleted_through_micros = 0;  // encoded only once there was one
 };
 std::string encode_container(const ContainerRecord& record);
 Result<ContainerRecord> decode_container(std::string_view bytes);
+
+// A delete by partition key (layout.h 12 crid pk): the partition's items written at or before ts_micros are gone.
+struct DeletedPartition {
+  int64_t ts_micros = 0;
+  uint64_t index = 0;  // the log position of the delete
+  bool operator==(const DeletedPartition&) const = default;
+};
+std::string encode_deleted_partition(const DeletedPartition& record);
+Result<DeletedPartition> decode_deleted_partition(std::string_view bytes);
 
 // An item as stored: a compact header and the user's JSON (system properties stripped, everything else as sent).
 struct ItemRecord {

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "storage/backup_file.h"
+#include "storage/deleted_partitions.h"
 #include "storage/json.h"
 #include "storage/raft_log_store.h"
 #include "storage/store_internal.h"
@@ -191,6 +192,10 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
     // The change feed's positions are the old log's: they mean nothing in the new cluster. Its feed data is dropped
     // (below) and a feed that was on starts again at the restored position (pass 2).
     if (restored.change_feed.enabled) restored.change_feed.since_index = meta.applied_index;
+    // Items deleted with their partition (not yet removed by the source's collector) are gone for good, like expired
+    // ones; the partitions' records go with the feed keys below.
+    PartitionDeletes deletes = PartitionDeletes::at(db, nullptr, container);
+    restored.partitions_deleted_through_micros = 0;
     MAYFLY_RETURN_IF_ERROR(for_each_item(
         *db, container.crid, "scan items for restore",
         [&](const std::string& key, size_t value_bytes, const ItemRecord& record, const std::string& partition_key,
@@ -199,8 +204,9 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
           const internal::IndexEntry old_entry = internal::index_entry_for(container.crid, partition_key, id, record);
           const std::string old_ts_key = ts_index_key(container.crid, record.write_ts_micros, partition_key, id);
           ++seen;
-          if (!ttl::alive(record.ttl, record.write_ts_micros, container.ttl, backup_ts)) {
-            // Expired at the backup's time: gone for good, in every mode.
+          MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(partition_key, record.write_ts_micros));
+          if (deleted || !ttl::alive(record.ttl, record.write_ts_micros, container.ttl, backup_ts)) {
+            // Expired at the backup's time (or deleted with its partition): gone for good, in every mode.
             figures.dropped_items += 1;
             figures.dropped_bytes += bytes;
             writer.remove(key);
@@ -231,7 +237,7 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
   }
   // The old cluster's address book, and every change feed key of the old cluster (feed records, shadows, policy
   // history, time index).
-  for (const KeyTag tag : {KeyTag::kMemberAddress, KeyTag::kChangeFeed, KeyTag::kTimeIndex}) {
+  for (const KeyTag tag : {KeyTag::kMemberAddress, KeyTag::kChangeFeed, KeyTag::kTimeIndex, KeyTag::kDeletedPartition}) {
     const std::string prefix(1, static_cast<char>(tag));
     std::unique_ptr<leveldb::Iterator> it(db->NewIterator(leveldb::ReadOptions()));
     for (it->Seek(prefix); it->Valid() && internal::has_prefix(it->key(), prefix); it->Next()) {
@@ -256,7 +262,8 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
     if (restored.change_feed.enabled) {
       writer.put(feed_policy_key(container.crid, meta.applied_index), encode_ttl_state(restored.ttl));
     }
-    if (!(restored.ttl == container.ttl) || !(restored.change_feed == container.change_feed)) {
+    if (!(restored.ttl == container.ttl) || !(restored.change_feed == container.change_feed) ||
+        restored.partitions_deleted_through_micros != container.partitions_deleted_through_micros) {
       writer.put(container_key(info.database, info.container), encode_container(restored));
     }
     if (shift == 0) continue;

@@ -8,7 +8,7 @@
 //     applies, each call on one consistent LevelDB snapshot.
 //
 // Determinism: apply(command, index, ts) uses only its arguments and the stored state — never a clock — so every
-// replica that applies the same log reaches byte-identical replicated state (key prefixes below 0x10; see
+// replica that applies the same log reaches byte-identical replicated state (layout.h is_replicated_tag; see
 // storage/layout.h). Each apply is one LevelDB WriteBatch that also records the applied index and time (the applies
 // of one group written together as one), so after a crash the state is exactly that of the last applied command, and
 // a rejected command changes nothing but those. Installing a snapshot is the exception: it is many bounded writes,
@@ -222,6 +222,8 @@ class StateMachine {
   OpResult delete_container(const Command& command, ApplyContext& context);
   OpResult write_item(const Command& command, int64_t ts, ApplyContext& context);
   OpResult delete_item(const Command& command, int64_t ts, ApplyContext& context);
+  // Delete by partition key (storage/deleted_partitions.h); refused on a container whose change feed is on.
+  OpResult delete_partition(const Command& command, int64_t ts, ApplyContext& context);
   OpResult set_member_address(const Command& command, ApplyContext& context);
 
   struct StoredItem {
@@ -229,6 +231,9 @@ class StateMachine {
     size_t bytes = 0;  // key and value, as counted in stats and the backlog
   };
   Result<std::optional<StoredItem>> load_item(const std::string& key) const;  // the live DB (apply)
+  // Whether a stored item was deleted with its partition (and not yet removed by the collector): it is then absent.
+  Result<bool> hidden_by_partition_delete(const ContainerRecord& container, std::string_view partition_key,
+                                          const ItemRecord& record) const;
   // Writes the apply's batch, or adds it to the open group (`grouped`).
   Status commit(ApplyContext& context, bool grouped);
   static bool groupable(CommandType type);

@@ -19,10 +19,7 @@ namespace {
 
 constexpr uint8_t kSnapshotVersion = 1;
 
-bool is_replicated_key(const leveldb::Slice& key) {
-  const uint8_t tag = static_cast<uint8_t>(key[0]);
-  return tag >= static_cast<uint8_t>(KeyTag::kMeta) && tag < static_cast<uint8_t>(KeyTag::kRaftMeta);
-}
+bool is_replicated_key(const leveldb::Slice& key) { return is_replicated_tag(static_cast<uint8_t>(key[0])); }
 
 bool is_state_machine_key(const leveldb::Slice& key) {
   return is_replicated_key(key) || static_cast<uint8_t>(key[0]) >= kLocalPrefixFirst;
@@ -348,7 +345,7 @@ Result<std::vector<std::pair<std::string, std::string>>> StateMachine::dump(bool
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     const uint8_t tag = static_cast<uint8_t>(it->key()[0]);
-    const bool replicated = tag < 0x10;
+    const bool replicated = is_replicated_tag(tag);
     const bool local = tag >= kLocalPrefixFirst;
     if (replicated || (include_local && local)) out.emplace_back(it->key().ToString(), it->value().ToString());
   }

@@ -169,6 +169,10 @@ OpResult StoreReader::read_item(std::string_view database, std::string_view cont
     result.expired_skipped = 1;
     return result;
   }
+  Result<bool> deleted =
+      PartitionDeletes::at(db_, snapshot.get(), found.value()).hides(partition_key.value(), item.write_ts_micros);
+  if (!deleted.is_ok()) return internal_error(deleted.status());
+  if (*deleted) return not_found(missing);
   OpResult result;
   result.ts_micros = item.write_ts_micros;
   result.etag = format_etag(item.etag_sequence);
@@ -210,6 +214,8 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
   it->Seek(start);
   if (!request.continuation.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
   std::string last_read;  // the key of the last record read: the next page resumes after it
+  PartitionDeletes deletes = PartitionDeletes::at(db_, snapshot.get(), container);
+  std::string partition_key, id;
   for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
     if (count == request.max_items || result.body.size() >= kMaxListPageBytes) {
       break;
@@ -227,6 +233,12 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
     if (!ttl::alive(item->ttl, item->write_ts_micros, container.ttl, now_micros)) {
       ++result.expired_skipped;
       continue;
+    }
+    if (item->write_ts_micros <= container.partitions_deleted_through_micros) {
+      if (Status status = decode_item_key(last_read, partition_key, id); !status.is_ok()) return internal_error(status);
+      Result<bool> deleted = deletes.hides(partition_key, item->write_ts_micros);
+      if (!deleted.is_ok()) return internal_error(deleted.status());
+      if (*deleted) continue;
     }
     if (count > 0) result.body.push_back(',');
     result.body += render_item(*item, request.database, container.crid, container.ttl.policy);
@@ -290,11 +302,9 @@ Status ItemReader::walk_keys(const std::optional<std::string>& partition_key,
     ++counters_.items_loaded;
     counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
     MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
-      ++counters_.expired_skipped;
-      continue;
-    }
     MAYFLY_RETURN_IF_ERROR(decode_item_key(key, pk, id));
+    MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(pk, record, now_micros));
+    if (is_gone) continue;
     if (!visit(Visit{key.substr(container_prefix.size()), pk, record})) return Status::ok();
   }
   return from_leveldb(it->status(), "query scan");
@@ -333,10 +343,8 @@ Status ItemReader::walk_ts(bool descending, const std::optional<std::string>& pa
     ++counters_.items_loaded;
     counters_.bytes_loaded += static_cast<int64_t>(item.size() + value.size());
     MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-    if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
-      ++counters_.expired_skipped;
-      continue;
-    }
+    MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(entry.partition_key, record, now_micros));
+    if (is_gone) continue;
     if (!visit(Visit{key.substr(prefix.size()), entry.partition_key, record})) return Status::ok();
   }
   return from_leveldb(it->status(), "query index walk");
@@ -352,11 +360,21 @@ Result<std::optional<ItemRecord>> ItemReader::lookup(std::string_view partition_
   ++counters_.items_loaded;
   counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
   MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
+  MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(partition_key, record, now_micros));
+  if (is_gone) return std::optional<ItemRecord>();
+  return std::optional<ItemRecord>(std::move(record));
+}
+
+Result<bool> ItemReader::gone(std::string_view partition_key, const ItemRecord& record, int64_t now_micros) {
   if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
     ++counters_.expired_skipped;
-    return std::optional<ItemRecord>();
+    return true;
   }
-  return std::optional<ItemRecord>(std::move(record));
+  if (record.write_ts_micros > container_.partitions_deleted_through_micros) return false;
+  if (!deletes_) deletes_ = std::make_unique<PartitionDeletes>(PartitionDeletes::at(db_, snapshot_.get(), container_));
+  MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes_->hides(partition_key, record.write_ts_micros));
+  if (deleted) ++counters_.deleted_skipped;
+  return deleted;
 }
 
 OpResult StoreReader::read_database(std::string_view database) const {

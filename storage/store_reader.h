@@ -26,6 +26,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "storage/command.h"
+#include "storage/deleted_partitions.h"
 #include "storage/layout.h"
 #include "storage/records.h"
 #include "storage/write_dedup.h"
@@ -173,6 +174,7 @@ class ItemReader {
     int64_t bytes_loaded = 0;
     int64_t index_entries = 0;    // `_ts` index entries walked
     int64_t expired_skipped = 0;  // items passed over because they had expired at now_micros
+    int64_t deleted_skipped = 0;  // items passed over because their partition was deleted (not yet collected)
   };
   ItemReader(const ItemReader&) = delete;
   ItemReader& operator=(const ItemReader&) = delete;
@@ -195,11 +197,14 @@ class ItemReader {
                    int64_t now_micros, const std::function<bool(const Visit&)>& visit);
   Status walk_ts(bool descending, const std::optional<std::string>& partition_key, std::string_view resume_after,
                  int64_t now_micros, const std::function<bool(const Visit&)>& visit);
+  // Whether an item is gone: expired at now_micros or deleted with its partition (counted in counters_).
+  Result<bool> gone(std::string_view partition_key, const ItemRecord& record, int64_t now_micros);
   leveldb::DB* db_;
   ReadSnapshot snapshot_;
   ContainerRecord container_;
   int64_t applied_ts_micros_ = 0;
   Counters counters_;
+  std::unique_ptr<PartitionDeletes> deletes_;  // at snapshot_, for container_ (made on first use)
 };
 
 class StoreReader {

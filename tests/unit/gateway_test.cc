@@ -125,6 +125,11 @@ TEST(GatewayRoute, FeedsAndResourcesSignTheirTypeAndLink) {
       {"/dbs/shop/colls/carts/docs/c1/", Route::Kind::kItem, "docs", "dbs/shop/colls/carts/docs/c1"},
       {"/dbs/shop/colls/carts/docs/a%20b?x=1", Route::Kind::kItem, "docs", "dbs/shop/colls/carts/docs/a b"},
       {"/dbs/Shop/colls/Carts/docs/ID", Route::Kind::kItem, "docs", "dbs/Shop/colls/Carts/docs/ID"},
+      // Delete by partition key: signed as the container (the Python SDK sends "colls", not "partitionkey").
+      {"/dbs/shop/colls/carts/operations/partitionkeydelete", Route::Kind::kPartitionKeyDelete, "colls",
+       "dbs/shop/colls/carts"},
+      {"/dbs/shop/colls/carts/conflicts", Route::Kind::kConflicts, "conflicts", "dbs/shop/colls/carts"},
+      {"/dbs/shop/colls/carts/conflicts/x", Route::Kind::kConflict, "conflicts", "dbs/shop/colls/carts/conflicts/x"},
   };
   for (const Case& c : cases) {
     Result<Route> route = parse_route(c.target);
