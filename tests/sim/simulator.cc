@@ -478,8 +478,26 @@ class Simulation {
       request.operation = api::CreateContainer{settings};
       return request;
     }
+    // A second container with its feed off: the one that deletes by partition key (refused while a feed is on), so
+    // the replicas' visible state is compared while their collectors drain deleted partitions at their own pace.
+    if (!state.reader().read_container("db", "d").ok()) {
+      api::ContainerSettings settings;
+      settings.partition_key_path = "/pk";
+      settings.default_ttl = api::ContainerSettings::DefaultTtl::kSet;
+      settings.default_ttl_json = "-1";
+      request.container = "d";
+      request.operation = api::CreateContainer{settings};
+      return request;
+    }
     const std::string id = "i" + std::to_string(prng_.uniform(30));
     const std::string pk = "\"p" + std::to_string(prng_.uniform(3)) + "\"";
+    if (prng_.uniform(4) == 0) {
+      request.container = "d";
+      if (prng_.uniform(10) == 0) {
+        request.operation = api::DeletePartition{pk};
+        return request;
+      }
+    }
     const uint64_t choice = prng_.uniform(100);
     if (choice < 55) {
       const api::Kind kind = std::array{api::Kind::kUpsertItem, api::Kind::kCreateItem,
