@@ -356,7 +356,21 @@ std::optional<std::string> success_body(const RenderSpec& spec, const node::Repl
     case Shape::kItems: {
       std::optional<boost::json::array> documents = parsed_array();
       if (!documents) return "the node's page did not decode";
-      response.body = "{\"_rid\":\"\",\"Documents\":" + result.body +
+      // Whole items (a read feed, SELECT * or SELECT VALUE c: every system property the node renders) carry `_self`
+      // and `_attachments` as an item read shows them; projections are left as they are.
+      bool decorated = false;
+      for (boost::json::value& document : *documents) {
+        const boost::json::object* object = document.if_object();
+        if (object == nullptr || object->contains("_self")) continue;
+        const auto* id = object->if_contains("id");
+        if (id == nullptr || !id->is_string() || !object->contains("_rid") || !object->contains("_etag") ||
+            !object->contains("_ts")) {
+          continue;
+        }
+        decorate_image(document, route, std::nullopt);
+        decorated = true;
+      }
+      response.body = "{\"_rid\":\"\",\"Documents\":" + (decorated ? json::to_json(*documents) : result.body) +
                       ",\"_count\":" + std::to_string(documents->size()) + "}";
       response.headers.emplace_back("x-ms-item-count", std::to_string(documents->size()));
       if (!result.continuation.empty()) response.headers.emplace_back("x-ms-continuation", result.continuation);

@@ -287,6 +287,19 @@ Result<uint64_t> next_change_position(leveldb::DB* db, const ReadSnapshot* snaps
   return next;
 }
 
+// Whether an item of `partition_key` is in the request's feed range (none: all are), remembered per partition key.
+using RangeCache = std::map<std::string, bool, std::less<>>;
+Result<bool> in_feed_range(const std::optional<FeedRange>& feed_range, RangeCache& cache,
+                           const std::string& partition_key) {
+  if (!feed_range) return true;
+  auto known = cache.find(partition_key);
+  if (known == cache.end()) {
+    MAYFLY_ASSIGN_OR_RETURN(std::string epk, effective_partition_key(partition_key.empty() ? "null" : partition_key));
+    known = cache.emplace(partition_key, feed_range->contains(epk)).first;
+  }
+  return known->second;
+}
+
 bool by_write_time(const ChangePosition& position) {
   return position.phase == kPhaseAfterWrite || position.phase == kPhaseFromTime;
 }
@@ -312,7 +325,7 @@ Result<ChangeFeedPage> read_by_write_time(leveldb::DB* db, const leveldb::ReadOp
     codec::put_ordered_string(seek, cursor.partition_key);
     codec::put_ordered_string(seek, cursor.id);
   }
-  std::map<std::string, bool, std::less<>> in_range;  // partition key -> whether it is in feed_range
+  RangeCache ranges;
   PartitionDeletes deletes = PartitionDeletes::at(db, options.snapshot, container);
   std::unique_ptr<leveldb::Iterator> it(db->NewIterator(options));
   size_t page_bytes = 0;
@@ -334,18 +347,11 @@ Result<ChangeFeedPage> read_by_write_time(leveldb::DB* db, const leveldb::ReadOp
       codec::Reader reader(view(it->value()));
       if (!reader.get_varint(position.index) || !reader.done()) return Status::corruption("undecodable _ts index entry");
     }
-    if (feed_range) {  // outside the range: passed over (the cursor still advances)
-      auto known = in_range.find(key.partition_key);
-      if (known == in_range.end()) {
-        MAYFLY_ASSIGN_OR_RETURN(std::string epk,
-                                effective_partition_key(key.partition_key.empty() ? "null" : key.partition_key));
-        known = in_range.emplace(key.partition_key, feed_range->contains(epk)).first;
-      }
-      if (!known->second) {
-        page.work += 1;
-        cursor = std::move(position);
-        continue;
-      }
+    MAYFLY_ASSIGN_OR_RETURN(bool in_range, in_feed_range(feed_range, ranges, key.partition_key));
+    if (!in_range) {  // passed over: the cursor still advances
+      page.work += 1;
+      cursor = std::move(position);
+      continue;
     }
     std::string current;
     MAYFLY_RETURN_IF_ERROR(
@@ -395,7 +401,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     MAYFLY_ASSIGN_OR_RETURN(FeedRange range, parse_feed_range(request.feed_range_min, request.feed_range_max));
     if (!range.whole()) feed_range = std::move(range);
   }
-  std::map<std::string, bool, std::less<>> in_range;  // partition key -> whether it is in feed_range
+  RangeCache ranges;  // partition key -> whether it is in feed_range
   const uint64_t ticket = gate_.ticket();
   ReadSnapshot snapshot(db_);
   MAYFLY_RETURN_IF_ERROR(gate_.check(ticket));
@@ -676,15 +682,8 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     }
     for (size_t i = 0; i < found.size(); ++i) {
       Change& change = found[i];
-      if (feed_range) {  // outside the range: passed over (the position still advances)
-        auto known = in_range.find(change.partition_key);
-        if (known == in_range.end()) {
-          MAYFLY_ASSIGN_OR_RETURN(std::string epk,
-                                  effective_partition_key(change.partition_key.empty() ? "null" : change.partition_key));
-          known = in_range.emplace(change.partition_key, feed_range->contains(epk)).first;
-        }
-        if (!known->second) continue;
-      }
+      MAYFLY_ASSIGN_OR_RETURN(bool in_range, in_feed_range(feed_range, ranges, change.partition_key));
+      if (!in_range) continue;  // passed over (the position still advances)
       const size_t bytes = change.image.size() + change.previous.size() + change.partition_key.size() +
                            change.id.size();
       if (!page.changes.empty() && page_bytes + bytes > request.max_bytes) {

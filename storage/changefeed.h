@@ -18,6 +18,12 @@
 // it); ties by pk, then id. So every page boundary is an exact seek in one index: continuation tokens hold the last
 // change's full position, and positions already applied never gain changes later.
 //
+// Latest version without the feed (docs/changefeed.md, "Latest version on every container"): mode kLatest on a
+// container whose feed is off reads the `_ts` index instead (09 crid write_ts pk id -> the write's log index), which
+// holds one entry per item at its latest write: every live item written after the start, once, as it is now, in
+// write-time order. Its positions are phase 2 (right after the entry sort_micros = write ts, pk, id) and phase 3 (at
+// the first entry whose write ts is >= sort_micros); a token holding one keeps that order whatever the feed's state.
+//
 // Thread-safety: ChangeFeedReader is const and reads on one LevelDB snapshot per call: any thread, concurrently with
 // applies. The free functions read at the given snapshot (nullptr: the live DB).
 #pragma once
@@ -74,7 +80,8 @@ struct ChangeFeedRequest {
   std::string feed_range_max;
 };
 
-// Where a change is in the feed (see the header comment). For an explicit change phase is 1 and the rest is zero.
+// Where a change is in the feed (see the header comment). For an explicit change phase is 1 and the rest is zero;
+// phases 2 and 3 are write-time positions (index: the write's log index, 0 when unknown).
 struct ChangePosition {
   uint64_t index = 0;
   uint8_t phase = 1;
@@ -125,7 +132,8 @@ class ChangeFeedReader {
   // `gate` (the store's, storage/store_reader.h): both reads answer Unavailable while a snapshot is being installed.
   ChangeFeedReader(leveldb::DB* db, const InstallGate& gate) : db_(db), gate_(gate) {}
   // kGone (410) for a start before the retention window or before the feed was turned on; kNotFound for a missing
-  // container; kInvalidArgument for a feed that is off or a bad continuation.
+  // container; kInvalidArgument for mode kAll (or only_expirations) on a feed that is off, or a bad continuation.
+  // Items deleted with their partition (storage/deleted_partitions.h) are never changes of any kind.
   Result<ChangeFeedPage> read(const ChangeFeedRequest& request) const;
   // What `container`'s feed holds on this node (ChangeFeedUsage above); kInvalidArgument for a feed that is off.
   Result<ChangeFeedUsage> usage(const ContainerRecord& container) const;
