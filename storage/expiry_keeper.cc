@@ -411,7 +411,9 @@ Result<PartitionDrain> ExpiryKeeper::drain_deleted_partitions(const ContainerRec
   const std::string prefix = deleted_partition_prefix(crid);
   std::unique_ptr<leveldb::Iterator> marker(db_->NewIterator(leveldb::ReadOptions()));
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+  int64_t counted = 0;  // marks only counted (after the drain stopped)
   for (marker->Seek(prefix); marker->Valid() && has_prefix(marker->key(), prefix); marker->Next()) {
+    if (result.more && ++counted > kMaxCountedDeletedPartitions) break;  // `pending` is a lower bound from here
     std::string partition_key;
     codec::Reader reader(view(marker->key()).substr(prefix.size()));
     if (!reader.get_ordered_string(partition_key) || !reader.done()) {
@@ -420,6 +422,11 @@ Result<PartitionDrain> ExpiryKeeper::drain_deleted_partitions(const ContainerRec
     MAYFLY_ASSIGN_OR_RETURN(DeletedPartition deleted, decode_deleted_partition(view(marker->value())));
     ++result.pending;
     if (result.more) continue;  // only counting the rest
+    if (result.examined >= max_examined) {  // a mark costs a seek even when its partition is empty
+      result.more = true;
+      continue;
+    }
+    ++result.examined;
     const std::pair<uint64_t, std::string> cursor_key{crid, partition_key};
     const std::string items = partition_prefix(crid, partition_key);
     std::string start = items;

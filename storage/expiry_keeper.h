@@ -50,11 +50,15 @@ struct CollectResult {
 };
 
 // What one drain of a container's deleted partitions did (ExpiryKeeper::drain_deleted_partitions).
+// drain_deleted_partitions counts at most this many marks past the ones it drained (clients decide how many there
+// are: the count must not hold the driver thread).
+inline constexpr int64_t kMaxCountedDeletedPartitions = 10'000;
 struct PartitionDrain {
   int64_t items = 0;     // items removed
   int64_t bytes = 0;
   int64_t examined = 0;  // item records read (the work)
-  int64_t pending = 0;   // deleted partitions whose items are not all removed yet, after this drain
+  int64_t pending = 0;   // deleted partitions whose items are not all removed yet, after this drain (a lower bound
+                         // when more than kMaxCountedDeletedPartitions were left uncounted)
   bool more = false;     // stopped at a limit: more remain
 };
 
@@ -127,8 +131,8 @@ class ExpiryKeeper {
   // Two index seeks per container with TTL on.
   Result<std::optional<int64_t>> next_expiry_after(int64_t now_micros) const;
   // Delete by partition key (storage/deleted_partitions.h): removes up to `max_items` items of the container's deleted
-  // partitions (those written at or before their partition's delete), reading at most 4 × max_items + 64 records,
-  // and the record of each deleted partition it finds empty of them. Node-local, like collect_expired.
+  // partitions (those written at or before their partition's delete), reading at most 4 × max_items + 64 records and
+  // marks, and the record of each deleted partition it finds empty of them. Node-local, like collect_expired.
   Result<PartitionDrain> drain_deleted_partitions(const ContainerRecord& container, size_t max_items);
   // Deletes up to max_keys keys of dropped containers; returns how many it deleted.
   Result<int64_t> reclaim_dropped(size_t max_keys);

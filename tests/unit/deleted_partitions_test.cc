@@ -255,6 +255,30 @@ TEST_F(DeletedPartitionsTest, ASecondDeleteWhileDrainingCoversWhatWasWrittenBetw
   EXPECT_EQ(listed(*store_, ts), (std::set<std::string>{"p/k1=3"}));
 }
 
+// Clients decide how many partitions are deleted: one drain visits a bounded number of marks (each costs a seek even
+// when its partition is empty) and still reports how many are pending.
+TEST_F(DeletedPartitionsTest, OneDrainVisitsABoundedNumberOfMarks) {
+  make_container("-1");
+  int64_t ts = kT0;
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ(apply(delete_partition_command("\"k" + std::to_string(i) + "\""), ts += 10).http_status(), 200);
+  }
+  const ContainerRecord record = *store_->reader().find_container("db", "c", nullptr);
+  Result<PartitionDrain> first = store_->expiry().drain_deleted_partitions(record, 1);
+  ASSERT_TRUE(first.is_ok());
+  EXPECT_TRUE(first->more);
+  EXPECT_LE(first->examined, 4 * 1 + 64);
+  EXPECT_EQ(deleted_partition_records(*store_), static_cast<size_t>(300 - first->examined));
+  EXPECT_EQ(first->pending, 300 - first->examined);
+  int calls = 1;
+  while (deleted_partition_records(*store_) > 0 && calls < 20) {
+    ASSERT_TRUE(store_->expiry().drain_deleted_partitions(record, 1).is_ok());
+    ++calls;
+  }
+  EXPECT_EQ(deleted_partition_records(*store_), 0u);
+  EXPECT_EQ(calls, 5);  // 68 marks a call
+}
+
 uint64_t test_seed() {
   if (const char* env = std::getenv("MAYFLY_DELETE_PARTITION_SEED")) return std::strtoull(env, nullptr, 10);
   return std::random_device{}();
