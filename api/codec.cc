@@ -36,6 +36,11 @@ void encode_settings(const ContainerSettings& settings, proto::ContainerSettings
     case ContainerSettings::ChangeFeed::kOn: out.getChangeFeed().setOn(settings.change_feed_retention_seconds); break;
     case ContainerSettings::ChangeFeed::kOff: out.getChangeFeed().setOff(); break;
   }
+  if (settings.expiry_warning_seconds) {
+    out.getExpiryWarning().setSet(*settings.expiry_warning_seconds);
+  } else {
+    out.getExpiryWarning().setUnchanged();
+  }
 }
 
 ContainerSettings decode_settings(proto::ContainerSettings::Reader in) {
@@ -73,6 +78,7 @@ ContainerSettings decode_settings(proto::ContainerSettings::Reader in) {
     case Wire::ChangeFeed::OFF: settings.change_feed = ContainerSettings::ChangeFeed::kOff; break;
     default: break;
   }
+  if (in.getExpiryWarning().isSet()) settings.expiry_warning_seconds = in.getExpiryWarning().getSet();
   return settings;
 }
 
@@ -91,6 +97,8 @@ void encode_change_feed(const ReadChangeFeed& read, proto::ReadChangeFeed::Build
     case ReadChangeFeed::From::kContinuation: out.getFrom().setContinuation(wire_text(read.continuation)); break;
   }
   out.setOnlyExpirations(read.only_expirations);
+  out.setOnlyWarnings(read.only_warnings);
+  out.setNoWarnings(read.no_warnings);
   out.setMaxItems(read.max_items);
   out.setWaitMs(read.wait_ms);
   out.setFeedRangeMin(wire_text(read.feed_range_min));
@@ -116,6 +124,8 @@ Result<ReadChangeFeed> decode_change_feed(proto::ReadChangeFeed::Reader in) {
     default: return Status::invalid_argument("unknown change feed start (is the client newer than this server?)");
   }
   read.only_expirations = in.getOnlyExpirations();
+  read.only_warnings = in.getOnlyWarnings();
+  read.no_warnings = in.getNoWarnings();
   read.max_items = in.getMaxItems();
   read.wait_ms = in.getWaitMs();
   read.feed_range_min = text(in.getFeedRangeMin());

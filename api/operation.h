@@ -41,6 +41,8 @@ struct ContainerSettings {
   // The change feed: on (with a retention in seconds; 0: the leader's --changefeed-retention) or off.
   ChangeFeed change_feed = ChangeFeed::kUnchanged;
   uint32_t change_feed_retention_seconds = 0;  // with kOn
+  // "Expiring soon" warnings (docs/retention.md): the window in seconds (0: off); absent: unchanged (create: off).
+  std::optional<uint32_t> expiry_warning_seconds;
 
   bool operator==(const ContainerSettings&) const = default;
 };
@@ -198,6 +200,8 @@ struct ReadChangeFeed {
   // A feed range (as Query's): only changes to items whose partition key hashes into it. Both empty: all.
   std::string feed_range_min;
   std::string feed_range_max;
+  bool only_warnings = false;  // only "expiring soon" warnings (docs/retention.md)
+  bool no_warnings = false;    // without them
   bool operator==(const ReadChangeFeed&) const = default;
 };
 

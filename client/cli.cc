@@ -64,9 +64,11 @@ struct Arguments {
   uint64_t forecast_node = 0;       // container forecast --node ID (0: every reachable node)
   std::string change_feed;          // container create/set --change-feed on|off
   uint32_t change_feed_retention = 0;  // container create/set --change-feed-retention SECONDS
+  int64_t expiry_warning = -1;         // container create/set --expiry-warning SECONDS (0: off); -1: not given
   std::string feed_mode = "all";    // changefeed --mode
   std::string feed_from;            // changefeed --from beginning|now|TIME
   bool only_expirations = false;    // changefeed
+  bool only_warnings = false;       // changefeed
   bool follow = false;              // changefeed --follow
 };
 
@@ -322,6 +324,9 @@ class Grammar {
                     "with --change-feed on: seconds the feed keeps changes (default: the nodes' "
                     "--changefeed-retention)")
         ->check(CLI::Range(1u, 90u * 24 * 3600));
+    sub->add_option("--expiry-warning", arguments_.expiry_warning,
+                    "seconds before an item expires at which the change feed carries a warning for it (0: off)")
+        ->check(CLI::Range(int64_t{0}, int64_t{2147483647}));
   }
 
   void add_changefeed() {
@@ -337,7 +342,11 @@ class Grammar {
         feed->add_option("--continuation", arguments_.continuation, "continue after a previous read (or a position)");
     from->excludes(continuation);
     continuation->excludes(from);
-    feed->add_flag("--only-expirations", arguments_.only_expirations, "only TTL expirations");
+    CLI::Option* expirations = feed->add_flag("--only-expirations", arguments_.only_expirations, "only TTL expirations");
+    CLI::Option* warnings = feed->add_flag("--only-warnings", arguments_.only_warnings,
+                                           "only expiring-soon warnings (the container's --expiry-warning)");
+    expirations->excludes(warnings);
+    warnings->excludes(expirations);
     feed->add_option("--max-items", arguments_.max_items, "changes per request (1..1000)")
         ->check(CLI::Range(1u, 1000u));
     feed->add_flag("--follow", arguments_.follow, "keep reading new changes until interrupted (Ctrl-C)");
@@ -604,6 +613,7 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       } else if (arguments.change_feed == "off") {
         settings.change_feed = ContainerSettings::ChangeFeed::kOff;
       }
+      if (arguments.expiry_warning >= 0) settings.expiry_warning_seconds = static_cast<uint32_t>(arguments.expiry_warning);
       break;
     }
     case Op::kReadChangeFeed: {
@@ -612,6 +622,7 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       request.options.continuation.clear();
       feed.mode = arguments.feed_mode == "latest" ? ReadChangeFeed::Mode::kLatest : ReadChangeFeed::Mode::kAll;
       feed.only_expirations = arguments.only_expirations;
+      feed.only_warnings = arguments.only_warnings;
       feed.max_items = arguments.max_items;
       if (!arguments.continuation.empty()) {
         feed.from = ReadChangeFeed::From::kContinuation;

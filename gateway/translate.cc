@@ -394,6 +394,7 @@ Plan plan_change_feed(const HttpRequest& http, api::Request& request) {
   }
   api::ReadChangeFeed& feed = request.operation.emplace<api::ReadChangeFeed>();
   feed.mode = plan.spec.all_versions ? api::ReadChangeFeed::Mode::kAll : api::ReadChangeFeed::Mode::kLatest;
+  feed.no_warnings = true;  // Cosmos DB's feed has no such change
   if (scope) {
     feed.feed_range_min = scope->min;
     feed.feed_range_max = scope->max;

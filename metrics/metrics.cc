@@ -311,6 +311,11 @@ Metrics::Metrics(uint64_t node_id)
                                  .Name("mayfly_changefeed_oldest_age_seconds")
                                  .Help("Replicated time between the feed's oldest position and the applied time")
                                  .Register(*registry_)),
+      changefeed_warnings_(BuildCounter()
+                               .Name("mayfly_changefeed_warnings_total")
+                               .Help("Expiring-soon warnings (the container's expiryWarning) this node served in change "
+                                     "feed pages")
+                               .Register(*registry_)),
       gc_busy_(BuildGauge()
                    .Name("mayfly_ttl_gc_busy")
                    .Help("1 while the garbage collector yields to foreground load (short passes every "
@@ -502,6 +507,10 @@ void Metrics::set_forecast_figures(const std::vector<ForecastFigures>& container
     reclaim_capacity_.Add(labels).Set(figures.capacity_items_per_second);
     known_containers_.insert(figures.container);
   }
+}
+
+void Metrics::add_changefeed_warnings(const std::string& container, int64_t warnings) {
+  changefeed_warnings_.Add({{"node", node_}, {"container", container}}).Increment(static_cast<double>(warnings));
 }
 
 void Metrics::set_changefeed_figures(const std::vector<ChangeFeedFigures>& feeds) {

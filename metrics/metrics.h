@@ -102,6 +102,8 @@ class Metrics {
   void set_forecast_figures(const std::vector<ForecastFigures>& containers);
   // The change feeds that are on (every other container's feed series are removed).
   void set_changefeed_figures(const std::vector<ChangeFeedFigures>& feeds);
+  // "Expiring soon" warnings (docs/retention.md) this node served in change feed pages.
+  void add_changefeed_warnings(const std::string& container, int64_t warnings);
 
   // Request units.
   void add_request_units(const std::string& container, const std::string& op, double request_units);
@@ -174,6 +176,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& changefeed_bytes_;
   prometheus::Family<prometheus::Gauge>& changefeed_oldest_position_;
   prometheus::Family<prometheus::Gauge>& changefeed_oldest_age_;
+  prometheus::Family<prometheus::Counter>& changefeed_warnings_;
 
   prometheus::Family<prometheus::Gauge>& gc_busy_;
   prometheus::Family<prometheus::Gauge>& gc_next_pass_;

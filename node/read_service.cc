@@ -51,7 +51,7 @@ Reply serve_read(const storage::StoreReader& state, const storage::ChangeFeedRea
   Reply reply;
   if (operation.kind() == api::Kind::kReadChangeFeed) {
     // The page is read on its own snapshot, at or after `applied`: the session token below never claims more.
-    reply.result = execute_change_feed(feed, change_feed_request(operation), &reply.feed_idle);
+    reply.result = execute_change_feed(feed, change_feed_request(operation), &reply.feed_idle, &reply.feed_warnings);
   } else {
     reply.result = execute_read(state, operation, applied.ts_micros);
   }
@@ -65,7 +65,11 @@ Reply serve_read(const storage::StoreReader& state, const storage::ChangeFeedRea
 }
 
 Reply ReadService::serve(const api::Request& operation, NodeId leader_hint) const {
-  return serve_read(state_, feed_, request_units_, config_.id, operation, leader_hint);
+  Reply reply = serve_read(state_, feed_, request_units_, config_.id, operation, leader_hint);
+  if (reply.feed_warnings > 0) {
+    metrics_.add_changefeed_warnings(operation.database + "/" + operation.container, reply.feed_warnings);
+  }
+  return reply;
 }
 
 Reply ReadService::ttl_verdict(const api::Request& operation) const { return ttl_change_verdict(state_, operation); }

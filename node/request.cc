@@ -51,6 +51,7 @@ void apply_settings(const api::ContainerSettings& settings, storage::Command& co
     command.change_feed = storage::ChangeFeedSettings{true, retention, 0};
   }
   if (settings.change_feed == Settings::ChangeFeed::kOff) command.change_feed = storage::ChangeFeedSettings{};
+  if (settings.expiry_warning_seconds) command.expiry_warning_seconds = *settings.expiry_warning_seconds;
 }
 
 uint32_t page_items(uint32_t asked) { return asked == 0 ? kDefaultPageItems : asked; }
@@ -255,6 +256,8 @@ storage::ChangeFeedRequest change_feed_request(const api::Request& request) {
       break;
   }
   feed.only_expirations = wire.only_expirations;
+  feed.only_warnings = wire.only_warnings;
+  feed.warnings = !wire.no_warnings;
   feed.max_changes = page_items(wire.max_items);
   feed.feed_range_min = wire.feed_range_min;
   feed.feed_range_max = wire.feed_range_max;
@@ -397,6 +400,7 @@ const char* operation_type(storage::ChangeOperation operation) {
     case storage::ChangeOperation::kCreate: return "create";
     case storage::ChangeOperation::kReplace: return "replace";
     case storage::ChangeOperation::kDelete: return "delete";
+    case storage::ChangeOperation::kWarning: return "warning";
   }
   return "unknown";
 }
@@ -416,7 +420,7 @@ Status append_image(const std::string& encoded, std::string_view database, uint6
 }  // namespace
 
 storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::ChangeFeedRequest& request,
-                                      bool* caught_up_and_empty) {
+                                      bool* caught_up_and_empty, int64_t* warnings) {
   if (caught_up_and_empty != nullptr) *caught_up_and_empty = false;
   Result<storage::ChangeFeedPage> page = feed.read(request);
   if (!page.is_ok()) return storage::OpResult::error(page.status());
@@ -451,6 +455,7 @@ storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, con
       return storage::OpResult::error(status);
     }
     if (change.ttl_expired) body += ",\"timeToLiveExpired\":true";
+    if (change.operation == storage::ChangeOperation::kWarning && warnings != nullptr) *warnings += 1;
     body += "}";
   }
   body += "]";

@@ -43,6 +43,7 @@ struct Reply {
   std::string data;  // backupRead: bytes of the backup file (Response.data)
   // readChangeFeed: the page reached the applied position and held no change (a long-poll waits, node-local only).
   bool feed_idle = false;
+  int64_t feed_warnings = 0;  // the warnings on a change feed page
 
   static Reply error(StatusCode code, std::string message) {
     Reply reply;
@@ -101,8 +102,9 @@ storage::OpResult execute_read(const storage::StoreReader& state, const api::Req
 // "id","current","previous"[,"timeToLiveExpired":true]}, the images' _expiresAt under the defaultTtl in force at the
 // change's position. `caught_up` (may be null) says whether the page reached the applied position and held no change
 // (a long-poll waits then). 410 / 400 / 404 as ChangeFeedReader::read.
+// `warnings` (may be null) counts the page's warnings.
 storage::OpResult execute_change_feed(const storage::ChangeFeedReader& feed, const storage::ChangeFeedRequest& request,
-                                      bool* caught_up_and_empty);
+                                      bool* caught_up_and_empty, int64_t* warnings = nullptr);
 
 // The substatus values the node adds to its refusals (kSubstatusNoLeader ...) are in common/wire.h.
 

@@ -55,6 +55,12 @@ struct ContainerSettings {
     on @13 :UInt32;
     off @14 :Void;
   }
+  # "Expiring soon" warnings in the change feed (docs/retention.md): `set` is the window in seconds before an item's
+  # expiry instant at which its feed carries a warning; 0 turns them off.
+  expiryWarning :union {
+    unchanged @15 :Void;
+    set @16 :UInt32;
+  }
 }
 
 struct Batch {
@@ -176,6 +182,8 @@ struct ReadChangeFeed {
   waitMs @7 :UInt32;
   feedRangeMin @8 :Text;  # only changes to items whose partition key's effective partition key (hex) is in
   feedRangeMax @9 :Text;  # [min, max); both empty: the whole container
+  onlyWarnings @10 :Bool;   # only "expiring soon" warnings (docs/retention.md)
+  noWarnings @11 :Bool;     # leave the warnings out (the Cosmos gateway: Cosmos has no such change)
 }
 
 struct BackupRead {

@@ -75,7 +75,7 @@ Result<ChangePosition> decode_token(std::string_view token, uint64_t crid) {
   std::string_view pk, id;
   if (!reader.get_u8(version) || version != kTokenVersion || !reader.get_u64_be(token_crid) || token_crid != crid ||
       !reader.get_u64_be(position.index) || !reader.get_u8(position.phase) || position.phase > 3 ||
-      !reader.get_u8(position.kind) || position.kind > 1 || !reader.get_i64_be(position.sort_micros) ||
+      !reader.get_u8(position.kind) || position.kind > 3 || !reader.get_i64_be(position.sort_micros) ||
       !reader.get_bytes(pk) || !reader.get_bytes(id) || !reader.done()) {
     return bad;
   }
@@ -114,8 +114,39 @@ std::string sort_bound_key(const std::string& prefix, int64_t sort_micros) {
   return key;
 }
 
+// Position kinds of phase 0 (changefeed.h): expirations of the own-ttl and inheriting indexes, then their warnings.
+constexpr uint8_t kWarningKinds = 2;  // kind - kWarningKinds: the index a warning kind reads
+uint8_t index_kind(uint8_t kind) { return kind % kWarningKinds; }
+bool is_warning(uint8_t kind) { return kind >= kWarningKinds; }
+
+// The bounds of one position: the expired bounds and the warning bounds (changefeed.h).
+struct Bounds {
+  ttl::ExpiredBounds expired;
+  ttl::ExpiredBounds warned;
+};
+Bounds bounds_for(const ttl::ContainerTtlState& state, int64_t ts) {
+  return {ttl::expired_bounds(state, ts), ttl::warning_bounds(state, ts)};
+}
+
 int64_t bound_of(const ttl::ExpiredBounds& bounds, uint8_t kind) {
-  return kind == 0 ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
+  return index_kind(kind) == 0 ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
+}
+int64_t bound_of(const Bounds& bounds, uint8_t kind) {
+  return bound_of(is_warning(kind) ? bounds.warned : bounds.expired, kind);
+}
+
+// Where a kind's entries are: its index, the shadows of the index's collected items, and for a warning kind the
+// warning shadows of items removed alive inside their window (layout.h).
+struct EntrySource {
+  std::string prefix;
+  bool shadow;  // the value is the image (else the item is read by its key)
+};
+std::vector<EntrySource> entry_sources(uint64_t crid, uint8_t kind) {
+  const uint8_t index = index_kind(kind);
+  std::vector<EntrySource> sources{{index == 0 ? own_expiry_prefix(crid) : inherit_expiry_prefix(crid), false},
+                                   {feed_shadow_kind_prefix(crid, index), true}};
+  if (is_warning(kind)) sources.push_back({feed_shadow_kind_prefix(crid, kind), true});
+  return sources;
 }
 
 }  // namespace
@@ -222,23 +253,23 @@ Result<FeedPolicy> feed_policy_at(leveldb::DB* db, const ReadSnapshot* snapshot,
 
 namespace {
 
-// The bounds B(p) at one position, from the time index and the policy history.
-Result<ttl::ExpiredBounds> bounds_at(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t crid, uint64_t index) {
+// The bounds B(p) and W(p) at one position, from the time index and the policy history.
+Result<Bounds> bounds_at(leveldb::DB* db, const ReadSnapshot* snapshot, uint64_t crid, uint64_t index) {
   MAYFLY_ASSIGN_OR_RETURN(std::optional<int64_t> ts, feed_time_at(db, snapshot, index));
   if (!ts) return Status::corruption("the time index has no entry for log position " + std::to_string(index));
   MAYFLY_ASSIGN_OR_RETURN(FeedPolicy policy, feed_policy_at(db, snapshot, crid, index));
-  return ttl::expired_bounds(policy.state, *ts);
+  return bounds_for(policy.state, *ts);
 }
 
 // The first position after `done` (every change at or before it served) that holds a change the read may return, or
-// applied + 1 when none does: the next feed record, and for each kind the position where its first pending expiry
-// entry (index or shadow; the smallest key at or above B(done)) expires — entries of one kind expire in key order, so
-// no other can come sooner. A binary search over positions, O(log n) seeks: a long stretch of positions without
-// changes (an idle container's time entries) costs a reader nothing, and a page comes back empty only when it is
-// caught up. Adds the seeks to *work.
+// applied + 1 when none does: the next feed record, and for each kind read the position where its first pending
+// entry (index or shadow; the smallest key at or above its bound at `done`) passes the bound — entries of one kind
+// pass in key order, so no other can come sooner. A binary search over positions, O(log n) seeks: a long stretch of
+// positions without changes (an idle container's time entries) costs a reader nothing, and a page comes back empty
+// only when it is caught up (or every warning it examined was one not served). Adds the seeks to *work.
 Result<uint64_t> next_change_position(leveldb::DB* db, const ReadSnapshot* snapshot, leveldb::Iterator& it,
-                                      uint64_t crid, uint64_t done, uint64_t applied, bool expirations, bool writes,
-                                      int64_t* work) {
+                                      uint64_t crid, uint64_t done, uint64_t applied, bool expirations, bool warnings,
+                                      bool writes, int64_t* work) {
   uint64_t next = applied + 1;
   if (writes) {
     const std::string prefix = feed_sub_prefix(crid, FeedSub::kRecord);
@@ -250,14 +281,14 @@ Result<uint64_t> next_change_position(leveldb::DB* db, const ReadSnapshot* snaps
     }
     MAYFLY_RETURN_IF_ERROR(from_leveldb(it.status(), "seek change feed records"));
   }
-  if (!expirations || next <= done + 1) return next;
-  MAYFLY_ASSIGN_OR_RETURN(ttl::ExpiredBounds at_done, bounds_at(db, snapshot, crid, done));
+  if ((!expirations && !warnings) || next <= done + 1) return next;
+  MAYFLY_ASSIGN_OR_RETURN(Bounds at_done, bounds_at(db, snapshot, crid, done));
   *work += 1;
-  for (uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
+  for (uint8_t kind = 0; kind < 2 * kWarningKinds; ++kind) {
+    if (!(is_warning(kind) ? warnings : expirations)) continue;
     std::optional<int64_t> smallest;
-    for (const bool shadow : {false, true}) {
-      const std::string prefix = shadow ? feed_shadow_kind_prefix(crid, kind)
-                                        : (kind == 0 ? own_expiry_prefix(crid) : inherit_expiry_prefix(crid));
+    for (const EntrySource& source : entry_sources(crid, kind)) {
+      const std::string& prefix = source.prefix;
       it.Seek(sort_bound_key(prefix, bound_of(at_done, kind)));
       *work += 1;
       if (it.Valid() && has_prefix(it.key(), prefix)) {
@@ -269,12 +300,12 @@ Result<uint64_t> next_change_position(leveldb::DB* db, const ReadSnapshot* snaps
     if (!smallest || next <= done + 1) continue;
     // The first p in (done, next - 1] whose bound passes it, if any.
     uint64_t low = done + 1, high = next - 1;
-    MAYFLY_ASSIGN_OR_RETURN(ttl::ExpiredBounds at_high, bounds_at(db, snapshot, crid, high));
+    MAYFLY_ASSIGN_OR_RETURN(Bounds at_high, bounds_at(db, snapshot, crid, high));
     *work += 1;
     if (bound_of(at_high, kind) <= *smallest) continue;
     while (low < high) {
       const uint64_t mid = low + (high - low) / 2;
-      MAYFLY_ASSIGN_OR_RETURN(ttl::ExpiredBounds at_mid, bounds_at(db, snapshot, crid, mid));
+      MAYFLY_ASSIGN_OR_RETURN(Bounds at_mid, bounds_at(db, snapshot, crid, mid));
       *work += 1;
       if (bound_of(at_mid, kind) > *smallest) {
         high = mid;
@@ -299,6 +330,12 @@ Result<bool> in_feed_range(const std::optional<FeedRange>& feed_range, RangeCach
   }
   return known->second;
 }
+
+// A change a step found, or a position it passed over (skip): see the step in ChangeFeedReader::read.
+struct Found {
+  Change change;
+  bool skip = false;
+};
 
 bool by_write_time(const ChangePosition& position) {
   return position.phase == kPhaseAfterWrite || position.phase == kPhaseFromTime;
@@ -424,7 +461,13 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   if (request.from.kind == ChangeFeedFrom::Kind::kContinuation) {
     MAYFLY_ASSIGN_OR_RETURN(token, decode_token(request.from.continuation, crid));
   }
-  if (request.mode == ChangeFeedMode::kLatest && !request.only_expirations &&
+  if (request.only_expirations && request.only_warnings) {
+    return Status::invalid_argument("ask for only expirations or only warnings, not both");
+  }
+  if (request.only_warnings && !request.warnings) {
+    return Status::invalid_argument("only warnings were asked for, with warnings left out");
+  }
+  if (request.mode == ChangeFeedMode::kLatest && !request.only_expirations && !request.only_warnings &&
       (!feed.enabled || (token && by_write_time(*token)))) {
     // The latest-version feed every container has, feed on or off (a token of this kind keeps its order when the
     // feed is turned on or off between pages).
@@ -504,8 +547,11 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     }
   }
 
-  const bool expirations = request.mode == ChangeFeedMode::kAll;
-  const bool writes = !request.only_expirations;
+  // Warnings and expirations are all-versions changes; only_warnings reads the warnings in either mode.
+  const bool latest = request.mode == ChangeFeedMode::kLatest && !request.only_warnings;
+  const bool expirations = !latest && !request.only_warnings;
+  const bool warnings = !latest && request.warnings && !request.only_expirations && container.ttl.has_warnings();
+  const bool writes = !request.only_expirations && !request.only_warnings;
   PartitionDeletes deletes = PartitionDeletes::at(db_, snapshot.get(), container);
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(options));
   size_t page_bytes = 0;  // the images of the changes on the page
@@ -516,7 +562,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     if (cursor.phase == 1) {
       // Past the positions without a change this read could return, straight to the next one that has one.
       MAYFLY_ASSIGN_OR_RETURN(uint64_t next, next_change_position(db_, &snapshot, *it, crid, cursor.index, applied,
-                                                                  expirations, writes, &page.work));
+                                                                  expirations, warnings, writes, &page.work));
       if (next > cursor.index + 1) {
         cursor = ChangePosition{};
         cursor.index = next - 1;
@@ -529,7 +575,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     const uint64_t span = std::max<uint64_t>(1, std::min<uint64_t>(budget, kMaxChunkPositions));
     const uint64_t hi = std::min<uint64_t>(applied, lo + span);
     std::vector<int64_t> times;
-    std::vector<ttl::ExpiredBounds> bounds;
+    std::vector<Bounds> bounds;
     std::vector<ttl::DefaultTtl> policies;
     times.reserve(hi - lo + 1);
     {
@@ -561,7 +607,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
           MAYFLY_ASSIGN_OR_RETURN(state, decode_ttl_state(view(it->value())));
           it->Next();
         }
-        bounds.push_back(ttl::expired_bounds(state, times[p - lo]));
+        bounds.push_back(bounds_for(state, times[p - lo]));
         policies.push_back(state.policy);
       }
       MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan policy history"));
@@ -570,74 +616,94 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
     auto bound_at = [&](uint64_t p, uint8_t kind) { return bound_of(bounds[p - lo], kind); };
 
     const size_t limit = request.max_changes - page.changes.size();
-    std::vector<Change> found;
-    bool truncated = false;  // some source stopped at `limit`: only the first `limit` in order are certain
-    if (expirations) {
-      for (uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
-        // Where this kind's entries after the cursor start (see the header's order).
-        std::string start_sort_key;  // exclusive start (after this key) when set
-        int64_t start_sort = 0;
-        if (cursor.phase == 1 || kind < cursor.kind) {
-          start_sort = bound_at(cursor.index, kind);
-        } else if (kind > cursor.kind) {
-          start_sort = bound_at(lo, kind);
-        }
-        const int64_t end_sort = bound_at(hi, kind);
-        for (const bool shadow : {false, true}) {
-          const std::string prefix =
-              shadow ? feed_shadow_kind_prefix(crid, kind) : (kind == 0 ? own_expiry_prefix(crid)
-                                                                        : inherit_expiry_prefix(crid));
-          const bool after_cursor = cursor.phase == 0 && kind == cursor.kind;
-          const std::string from = after_cursor ? entry_key(prefix, cursor.sort_micros, cursor.partition_key, cursor.id)
-                                                : sort_bound_key(prefix, start_sort);
-          const std::string end = sort_bound_key(prefix, end_sort);
-          size_t taken = 0;
-          for (it->Seek(from); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
-            if (it->key().compare(leveldb::Slice(end)) >= 0) break;
-            if (after_cursor && it->key().compare(leveldb::Slice(from)) == 0) continue;
-            if (taken == limit) {
-              truncated = true;
-              break;
-            }
-            ++taken;
-            page.work += 1;
-            if (!charge_work(kStepsPerItem)) return work_status();
-            MAYFLY_ASSIGN_OR_RETURN(EntryKey key, decode_entry_key(view(it->key()), prefix.size()));
-            // Its position: the first p in (lo, hi] whose bound passes it.
-            uint64_t first = lo + 1, last = hi;
-            while (first < last) {
-              const uint64_t mid = first + (last - first) / 2;
-              if (bound_at(mid, kind) > key.sort_micros) {
-                last = mid;
-              } else {
-                first = mid + 1;
-              }
-            }
-            Change change;
-            change.operation = ChangeOperation::kDelete;
-            change.ttl_expired = true;
-            change.position = {first, 0, kind, key.sort_micros, key.partition_key, key.id};
-            change.ts_micros = times[first - lo];
-            change.default_ttl = policies[first - lo];
-            change.partition_key = key.partition_key;
-            change.id = key.id;
-            if (shadow) {
-              change.previous = it->value().ToString();
-            } else {
-              std::string item;
-              MAYFLY_RETURN_IF_ERROR(from_leveldb(
-                  db_->Get(options, item_key(crid, key.partition_key, key.id), &item), "read expired item"));
-              // An item deleted with its partition (before the feed was turned on: a feed that is on refuses such
-              // deletes) has no expiration, on a replica that still stores it as on one whose collector removed it.
-              MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(item));
-              MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(key.partition_key, record.write_ts_micros));
-              if (deleted) continue;
-              change.previous = std::move(item);
-            }
-            found.push_back(std::move(change));
+    // What the sources found in (lo, hi], with entries passed over (a warning not served, an item deleted with its
+    // partition) kept as placeholders: their positions still order the step and may end it.
+    std::vector<Found> found;
+    // When a source stopped at `limit`: the smallest last position such a source read. Changes up to it are all
+    // found; past it, not necessarily.
+    std::optional<ChangePosition> certain;
+    auto stopped_at = [&certain](const ChangePosition& last) {
+      if (!certain || last < *certain) certain = last;
+    };
+    // The warnings of a step whose warning bounds are its expired bounds would all be expirations: none is read.
+    bool step_warns = false;
+    for (const Bounds& at : bounds) {
+      step_warns = step_warns || at.warned.own_expiry_below_micros != at.expired.own_expiry_below_micros ||
+                   at.warned.default_ts_below_micros != at.expired.default_ts_below_micros;
+    }
+    for (uint8_t kind = 0; kind < 2 * kWarningKinds; ++kind) {
+      if (!(is_warning(kind) ? warnings && step_warns : expirations)) continue;
+      // Where this kind's entries after the cursor start (see the header's order).
+      int64_t start_sort = 0;
+      if (cursor.phase == 1 || kind < cursor.kind) {
+        start_sort = bound_at(cursor.index, kind);
+      } else if (kind > cursor.kind) {
+        start_sort = bound_at(lo, kind);
+      }
+      const int64_t end_sort = bound_at(hi, kind);
+      for (const EntrySource& source : entry_sources(crid, kind)) {
+        const std::string& prefix = source.prefix;
+        const bool shadow = source.shadow;
+        const bool after_cursor = cursor.phase == 0 && kind == cursor.kind;
+        const std::string from = after_cursor ? entry_key(prefix, cursor.sort_micros, cursor.partition_key, cursor.id)
+                                              : sort_bound_key(prefix, start_sort);
+        const std::string end = sort_bound_key(prefix, end_sort);
+        size_t taken = 0;
+        for (it->Seek(from); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+          if (it->key().compare(leveldb::Slice(end)) >= 0) break;
+          if (after_cursor && it->key().compare(leveldb::Slice(from)) == 0) continue;
+          if (taken == limit) {
+            stopped_at(found.back().change.position);  // this source's last, in its (and position) order
+            break;
           }
-          MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expired entries"));
+          ++taken;
+          page.work += 1;
+          if (!charge_work(kStepsPerItem)) return work_status();
+          MAYFLY_ASSIGN_OR_RETURN(EntryKey key, decode_entry_key(view(it->key()), prefix.size()));
+          // Its position: the first p in (lo, hi] whose bound passes it.
+          uint64_t first = lo + 1, last = hi;
+          while (first < last) {
+            const uint64_t mid = first + (last - first) / 2;
+            if (bound_at(mid, kind) > key.sort_micros) {
+              last = mid;
+            } else {
+              first = mid + 1;
+            }
+          }
+          Found entry;
+          Change& change = entry.change;
+          change.operation = is_warning(kind) ? ChangeOperation::kWarning : ChangeOperation::kDelete;
+          change.ttl_expired = !is_warning(kind);
+          change.position = {first, 0, kind, key.sort_micros, key.partition_key, key.id};
+          change.ts_micros = times[first - lo];
+          change.default_ttl = policies[first - lo];
+          change.partition_key = key.partition_key;
+          change.id = key.id;
+          std::string image;
+          if (shadow) {
+            image = it->value().ToString();
+          } else {
+            MAYFLY_RETURN_IF_ERROR(from_leveldb(
+                db_->Get(options, item_key(crid, key.partition_key, key.id), &image), "read expiring item"));
+          }
+          MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(image));
+          if (!shadow) {
+            // An item deleted with its partition (before the feed was turned on: a feed that is on refuses such
+            // deletes) has no expiration, on a replica that still stores it as on one whose collector removed it.
+            MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(key.partition_key, record.write_ts_micros));
+            entry.skip = deleted;
+          }
+          if (is_warning(kind)) {
+            // Served only after the item's write and while it is alive (changefeed.h, "Warnings").
+            entry.skip = entry.skip || change.ts_micros <= record.write_ts_micros ||
+                         bound_at(first, index_kind(kind)) > key.sort_micros;
+            change.image = std::move(image);
+          } else {
+            change.previous = std::move(image);
+          }
+          found.push_back(std::move(entry));
         }
+        MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan expired entries"));
       }
     }
     if (writes) {
@@ -647,7 +713,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
       for (it->Seek(feed_record_key(crid, cursor.phase == 0 ? cursor.index : cursor.index + 1));
            it->Valid() && has_prefix(it->key(), prefix) && it->key().compare(leveldb::Slice(end)) < 0; it->Next()) {
         if (taken == limit) {
-          truncated = true;
+          stopped_at(found.back().change.position);
           break;
         }
         ++taken;
@@ -655,7 +721,8 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
         if (!charge_work(kStepsPerItem)) return work_status();
         MAYFLY_ASSIGN_OR_RETURN(uint64_t index, decode_trailing_index(view(it->key())));
         MAYFLY_ASSIGN_OR_RETURN(FeedRecord record, decode_feed_record(view(it->value())));
-        Change change;
+        Found entry;
+        Change& change = entry.change;
         change.operation = record.operation;
         change.position.index = index;
         change.ts_micros = record.ts_micros;
@@ -664,35 +731,48 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
         change.id = std::move(record.id);
         change.image = std::move(record.image);
         change.previous = std::move(record.previous);
-        found.push_back(std::move(change));
+        found.push_back(std::move(entry));
       }
       MAYFLY_RETURN_IF_ERROR(from_leveldb(it->status(), "scan change feed records"));
     }
-    std::sort(found.begin(), found.end(),
-              [](const Change& a, const Change& b) { return a.position < b.position; });
-    // Each source read at most `limit` entries, so the first `limit` of their merge are the next ones in order; past
-    // them (a source stopped at the limit, or together they found more) the step ends at the last one kept.
+    // In position order; one change per position: a warning's entry can be in two sources at once (a warning shadow
+    // and a later version of the same key, which has no warning), and the one served, if any, is kept.
+    std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) {
+      return a.change.position < b.change.position || (a.change.position == b.change.position && !a.skip && b.skip);
+    });
+    found.erase(std::unique(found.begin(), found.end(),
+                            [](const Found& a, const Found& b) { return a.change.position == b.change.position; }),
+                found.end());
+    // Each source read at most `limit` entries: the changes up to the first stop are certain, and of those the first
+    // `limit` are the next ones in order. Past them the step ends at the last one kept.
     const ChangePosition step_start = cursor;
-    if (truncated || found.size() > limit) {
-      found.resize(limit);
-      cursor = found.back().position;  // limit >= 1, and a truncated source took `limit` entries
+    if (certain) {
+      found.erase(std::find_if(found.begin(), found.end(),
+                               [&](const Found& entry) { return *certain < entry.change.position; }),
+                  found.end());
+    }
+    if (certain || found.size() > limit) {
+      // Not empty: a source that stopped took `limit` >= 1 entries, all at or before `certain`.
+      found.resize(std::min(found.size(), limit));
+      cursor = found.back().change.position;
     } else {
       cursor = ChangePosition{};
       cursor.index = hi;
     }
     for (size_t i = 0; i < found.size(); ++i) {
-      Change& change = found[i];
+      if (found[i].skip) continue;  // passed over (the position still advances)
+      Change& change = found[i].change;
       MAYFLY_ASSIGN_OR_RETURN(bool in_range, in_feed_range(feed_range, ranges, change.partition_key));
       if (!in_range) continue;  // passed over (the position still advances)
       const size_t bytes = change.image.size() + change.previous.size() + change.partition_key.size() +
                            change.id.size();
       if (!page.changes.empty() && page_bytes + bytes > request.max_bytes) {
         // Full: the page ends right before this change (positions are exact, so nothing is skipped or repeated).
-        cursor = i == 0 ? step_start : found[i - 1].position;
+        cursor = i == 0 ? step_start : found[i - 1].change.position;
         full = true;
         break;
       }
-      if (request.mode == ChangeFeedMode::kLatest) {
+      if (latest) {
         // Only creates and replaces whose version is the item's current, live one.
         if (change.operation == ChangeOperation::kDelete) continue;
         std::string current;

@@ -12,11 +12,19 @@
 // (monotone in p), an expiry index (or shadow) entry with sort key k expires at the first p with B(p) > k, so the
 // expirations at positions in (a, b] are exactly the entries in [B(a), B(b)).
 //
-// Positions: (log index, phase, kind, sort key, pk, id). Phase 0 is the expirations at that index, which come before
-// phase 1, the entry's own write (which already sees them expired). Within phase 0, items with their own ttl first,
-// by expiry instant E (their index sort key), then items inheriting the default, by write time (E is monotone in
-// it); ties by pk, then id. So every page boundary is an exact seek in one index: continuation tokens hold the last
-// change's full position, and positions already applied never gain changes later.
+// Warnings ("expiring soon", docs/retention.md) are derived the same way from the warning bounds
+// W(p) = ttl::warning_bounds(S_p, ts(p)) >= B(p): an entry's warning is at the first p with W(p) > k, served only when
+// that p is after the item's write (ts(p) > its write time: an item written inside its window gets none) and the
+// item is still alive there (B(p) <= k: one that expires at that very position gets its expiration instead). Both
+// conditions depend only on the entry, so a position never gains a warning later; an item rewritten or deleted
+// before it expires takes its warning out of the history with its index entry (its instant moved).
+//
+// Positions: (log index, phase, kind, sort key, pk, id). Phase 0 is the expirations and warnings at that index, which
+// come before phase 1, the entry's own write (which already sees them). Within phase 0, kind 0 is the expirations of
+// items with their own ttl, by expiry instant E (their index sort key), kind 1 those of items inheriting the
+// default, by write time (E is monotone in it), kinds 2 and 3 the warnings of the same two indexes; ties by pk, then
+// id. So every page boundary is an exact seek in one index: continuation tokens hold the last change's full
+// position, and positions already applied never gain changes later.
 //
 // Latest version without the feed (docs/changefeed.md, "Latest version on every container"): mode kLatest on a
 // container whose feed is off reads the `_ts` index instead (09 crid write_ts pk id -> the write's log index), which
@@ -65,6 +73,8 @@ struct ChangeFeedRequest {
   ChangeFeedFrom from;
   ChangeFeedMode mode = ChangeFeedMode::kAll;
   bool only_expirations = false;
+  bool only_warnings = false;  // only warnings (any mode); not with only_expirations
+  bool warnings = true;        // false: leave warnings out (the Cosmos gateway)
   size_t max_changes = 100;  // >= 1
   // Log positions plus index, shadow and feed entries examined per page at most (at least one position is).
   // Positions without a change are skipped by a binary search, so a page comes back empty with a continuation only
@@ -85,7 +95,7 @@ struct ChangeFeedRequest {
 struct ChangePosition {
   uint64_t index = 0;
   uint8_t phase = 1;
-  uint8_t kind = 0;  // phase 0: 0 own ttl, 1 inherited default
+  uint8_t kind = 0;  // phase 0: 0 own ttl, 1 inherited default; 2 and 3 their warnings
   int64_t sort_micros = 0;
   std::string partition_key;
   std::string id;
@@ -101,6 +111,7 @@ struct Change {
   std::string id;
   std::string image;     // encoded ItemRecord (storage/records.h); empty for deletes
   std::string previous;  // encoded ItemRecord before the change (replace, delete, expiration); empty for creates
+                         // and warnings (whose image is the item warned of)
   bool ttl_expired = false;
   // The container's defaultTtl in force at the position: what the images' _expiresAt are rendered with, so an
   // expiration's previous image says when it expired under the policy that expired it, whatever changed since.

@@ -12,6 +12,8 @@ constexpr uint8_t kCommandVersionWithOwner = 3;    // version 2 with the WriteId
 constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kDeletePartition);
 
 enum Presence : uint8_t { kAbsent = 0, kPresent = 1 };
+// The change feed tail's first byte: 0 off, 1 on, or this when only a later tail part (the expiry warning) is there.
+constexpr uint8_t kFeedUnchanged = 2;
 
 // Set in the type byte when the body is a PreparedBody (after the empty raw body); older nodes refuse such a type as
 // undecodable rather than misread it.
@@ -96,10 +98,11 @@ std::string encode_command(const Command& command) {
     if (command.write_id->owner != 0) codec::put_u64_be(out, command.write_id->owner);
   }
   // Appended only when present, so every command without it keeps its bytes.
-  if (command.change_feed) {
-    codec::put_u8(out, command.change_feed->enabled ? 1 : 0);
-    codec::put_varint_signed(out, command.change_feed->retention_seconds);
+  if (command.change_feed || command.expiry_warning_seconds) {
+    codec::put_u8(out, command.change_feed ? (command.change_feed->enabled ? 1 : 0) : kFeedUnchanged);
+    codec::put_varint_signed(out, command.change_feed ? command.change_feed->retention_seconds : 0);
   }
+  if (command.expiry_warning_seconds) codec::put_varint_signed(out, *command.expiry_warning_seconds);
   return out;
 }
 
@@ -176,9 +179,14 @@ Result<Command> decode_command(std::string_view bytes) {
   if (ok && !reader.done()) {
     ChangeFeedSettings feed;
     uint8_t enabled = 0;
-    ok = reader.get_u8(enabled) && enabled <= 1 && reader.get_varint_signed(feed.retention_seconds);
+    ok = reader.get_u8(enabled) && enabled <= kFeedUnchanged && reader.get_varint_signed(feed.retention_seconds);
     feed.enabled = enabled == 1;
-    command.change_feed = feed;
+    if (enabled != kFeedUnchanged) command.change_feed = feed;
+  }
+  if (ok && !reader.done()) {
+    int64_t seconds = 0;
+    ok = reader.get_varint_signed(seconds);
+    command.expiry_warning_seconds = seconds;
   }
   ok = ok && reader.done();
   if (!ok) return Status::corruption("undecodable command (" + std::to_string(bytes.size()) + " bytes)");

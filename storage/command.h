@@ -100,6 +100,8 @@ struct Command {
   // Turns the change feed on (retention_seconds 0: kDefaultChangeFeedRetentionSeconds) or off; absent: unchanged
   // (create: off). since_index is ignored (the apply sets it).
   std::optional<ChangeFeedSettings> change_feed;
+  // Sets the container's expiryWarning (seconds; 0: off); absent: unchanged (create: off).
+  std::optional<int64_t> expiry_warning_seconds;
 
   // Items. body: the item JSON (create/replace/upsert) or the patch operations array (patch).
   // partition_key_json / id: the target of delete and patch (the JSON text of the key value, e.g. "\"a\"" or "42").

@@ -571,12 +571,15 @@ Result<int64_t> ExpiryKeeper::trim_change_feed(size_t max_keys) {
     const std::string policies = feed_sub_prefix(crid, FeedSub::kPolicy);
     budget_left = erase_range(policies, feed_policy_key(crid, policy.index), policies);
     if (!budget_left) break;
-    // Shadows below the expired bounds at the start expired at or before it.
+    // Shadows below the expired bounds at the start expired at or before it; warning shadows (kinds 2, 3) below
+    // the warning bounds had their warning at or before it.
     const ttl::ExpiredBounds bounds = ttl::expired_bounds(policy.state, start.ts_micros);
-    for (uint8_t kind : {uint8_t{0}, uint8_t{1}}) {
+    const ttl::ExpiredBounds warned = ttl::warning_bounds(policy.state, start.ts_micros);
+    for (uint8_t kind = 0; kind < 4; ++kind) {
+      const ttl::ExpiredBounds& of = kind < 2 ? bounds : warned;
       const std::string prefix = feed_shadow_kind_prefix(crid, kind);
       std::string below = prefix;
-      codec::put_i64_be(below, kind == 0 ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros);
+      codec::put_i64_be(below, kind % 2 == 0 ? of.own_expiry_below_micros : of.default_ts_below_micros);
       budget_left = erase_range(prefix, below, prefix);
       if (!budget_left) break;
     }

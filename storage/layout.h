@@ -12,7 +12,8 @@
 //   09 crid write_ts_us pk id                   -> ""             (every item by last-modified time: ORDER BY c._ts)
 //   0A..0D                                      -> the exactly-once table of client write outcomes (write_dedup.h)
 //   0E crid 01 index                            -> FeedRecord      (change feed: the write applied at index)
-//   0E crid 02 kind sort_us pk id               -> record bytes    (change feed: shadow image of a collected item)
+//   0E crid 02 kind sort_us pk id               -> record bytes    (change feed: shadow image of a collected item,
+//                                                                    or, kinds 2|3, of one removed while warned of)
 //   0E crid 03 index                            -> ContainerTtlState (change feed: ttl state from index on)
 //   0F index                                    -> ts_us           (change feed: the time index, docs/changefeed.md)
 //   12 crid pk                                  -> DeletedPartition (a delete by partition key whose items the
@@ -97,6 +98,9 @@ std::string feed_sub_prefix(uint64_t crid, FeedSub sub);
 std::string feed_record_key(uint64_t crid, uint64_t index);
 std::string feed_policy_key(uint64_t crid, uint64_t index);
 // A shadow image: the key of the expiry index entry it replaces (own: kind 0, inherit: kind 1) under the feed.
+// Kinds 2 and 3: the warning shadows of items removed alive inside their warning window (own ttl, inheriting).
+inline constexpr uint8_t kFeedWarningShadowKindOwn = 2;
+inline constexpr uint8_t kFeedWarningShadowKindInherit = 3;
 std::string feed_shadow_kind_prefix(uint64_t crid, uint8_t kind);
 std::string feed_shadow_key(uint64_t crid, uint8_t kind, int64_t sort_micros, std::string_view partition_key,
                             std::string_view id);

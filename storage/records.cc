@@ -70,6 +70,23 @@ Result<DatabaseRecord> decode_database(std::string_view bytes) {
   return record;
 }
 
+namespace {
+
+// The expiry warning's part of a ContainerTtlState (ttl.h), a tail of both records that hold one.
+bool has_warning_state(const ttl::ContainerTtlState& state) { return state.has_warnings(); }
+void put_warning_state(std::string& out, const ttl::ContainerTtlState& state) {
+  codec::put_varint_signed(out, state.warning_seconds);
+  codec::put_varint_signed(out, state.own_warned_below_micros);
+  codec::put_varint_signed(out, state.default_warned_below_micros);
+}
+bool get_warning_state(codec::Reader& reader, ttl::ContainerTtlState& state) {
+  return reader.get_varint_signed(state.warning_seconds) && ttl::validate_expiry_warning(state.warning_seconds).is_ok() &&
+         reader.get_varint_signed(state.own_warned_below_micros) &&
+         reader.get_varint_signed(state.default_warned_below_micros);
+}
+
+}  // namespace
+
 std::string encode_container(const ContainerRecord& record) {
   std::string out;
   codec::put_u8(out, kRecordVersion);
@@ -85,14 +102,17 @@ std::string encode_container(const ContainerRecord& record) {
   codec::put_varint_signed(out, record.throughput.request_units_per_second);
   codec::put_varint_signed(out, record.modified_ts_micros);
   codec::put_varint(out, record.etag_sequence);
-  if (!(record.change_feed == ChangeFeedSettings{}) || record.partitions_deleted_through_micros != 0) {
+  // Optional tail, each part written only when it or a later one is not its default, so older records keep their
+  // bytes: the change feed, the latest delete by partition key, the expiry warning.
+  const bool warnings = has_warning_state(record.ttl);
+  const bool deletes = warnings || record.partitions_deleted_through_micros != 0;
+  if (deletes || !(record.change_feed == ChangeFeedSettings{})) {
     codec::put_u8(out, record.change_feed.enabled ? 1 : 0);
     codec::put_varint_signed(out, record.change_feed.retention_seconds);
     codec::put_varint(out, record.change_feed.since_index);
   }
-  if (record.partitions_deleted_through_micros != 0) {
-    codec::put_varint_signed(out, record.partitions_deleted_through_micros);
-  }
+  if (deletes) codec::put_varint_signed(out, record.partitions_deleted_through_micros);
+  if (warnings) put_warning_state(out, record.ttl);
   return out;
 }
 
@@ -118,10 +138,10 @@ Result<ContainerRecord> decode_container(std::string_view bytes) {
       return corrupt("container record");
     }
     record.change_feed.enabled = enabled == 1;
-    if (!reader.done() &&
-        (!reader.get_varint_signed(record.partitions_deleted_through_micros) || !reader.done())) {
+    if (!reader.done() && !reader.get_varint_signed(record.partitions_deleted_through_micros)) {
       return corrupt("container record");
     }
+    if (!reader.done() && !get_warning_state(reader, record.ttl)) return corrupt("container record");
     if (!reader.done()) return corrupt("container record");
   }
   record.partition_key_path = std::string(path);
@@ -218,6 +238,7 @@ std::string encode_ttl_state(const ttl::ContainerTtlState& state) {
   codec::put_varint_signed(out, state.own_dead_below_micros);
   codec::put_varint_signed(out, state.default_dead_below_micros);
   codec::put_varint_signed(out, state.default_dead_since_micros);
+  if (has_warning_state(state)) put_warning_state(out, state);
   return out;
 }
 
@@ -228,7 +249,8 @@ Result<ttl::ContainerTtlState> decode_ttl_state(std::string_view bytes) {
   if (!reader.get_u8(version) || version != kRecordVersion || !reader.get_u8(kind) || kind > 2 ||
       !reader.get_varint_signed(state.policy.seconds) || !reader.get_varint_signed(state.own_dead_below_micros) ||
       !reader.get_varint_signed(state.default_dead_below_micros) ||
-      !reader.get_varint_signed(state.default_dead_since_micros) || !reader.done()) {
+      !reader.get_varint_signed(state.default_dead_since_micros) ||
+      (!reader.done() && !get_warning_state(reader, state)) || !reader.done()) {
     return corrupt("ttl state");
   }
   state.policy.kind = static_cast<ttl::DefaultTtl::Kind>(kind);

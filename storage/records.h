@@ -106,7 +106,8 @@ Result<ItemRecord> decode_item(std::string_view bytes);
 
 // One explicit change of the change feed: the write applied at a log index (key: layout.h feed_record_key). Images
 // are encoded ItemRecords (encode_item); `previous` is empty for a create.
-enum class ChangeOperation : uint8_t { kCreate = 0, kReplace = 1, kDelete = 2 };
+// kWarning is never stored: the change feed derives it (storage/changefeed.h, "Warnings").
+enum class ChangeOperation : uint8_t { kCreate = 0, kReplace = 1, kDelete = 2, kWarning = 3 };
 struct FeedRecord {
   ChangeOperation operation = ChangeOperation::kCreate;
   int64_t ts_micros = 0;

@@ -187,6 +187,8 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
         restored.ttl.own_dead_below_micros = shifted(container.ttl.own_dead_below_micros, shift);
         restored.ttl.default_dead_below_micros = shifted(container.ttl.default_dead_below_micros, shift);
         restored.ttl.default_dead_since_micros = shifted(container.ttl.default_dead_since_micros, shift);
+        restored.ttl.own_warned_below_micros = shifted(container.ttl.own_warned_below_micros, shift);
+        restored.ttl.default_warned_below_micros = shifted(container.ttl.default_warned_below_micros, shift);
         break;
     }
     // The change feed's positions are the old log's: they mean nothing in the new cluster. Its feed data is dropped

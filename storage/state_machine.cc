@@ -460,6 +460,23 @@ OpResult StateMachine::delete_database(const Command& command, ApplyContext& con
 
 namespace {
 
+// With the feed on, a live item that a write removes (delete, or replace by a new version) keeps its image for its
+// warning when replicated time has already reached its warning window: a warning shadow (layout.h, 0E crid 02 kind
+// 2|3) under its expiry index entry's key, so a warning a reader may have seen is never taken out of the feed. The
+// feed's reader decides from the image whether there was a warning at all (storage/changefeed.h, "Warnings"). The
+// key of that shadow, or "" when there is none to keep.
+std::string warning_image_key(const ContainerRecord& container, std::string_view partition_key, std::string_view id,
+                              const ItemRecord& record, int64_t ts) {
+  if (!container.change_feed.enabled || !container.ttl.has_warnings()) return "";
+  const internal::IndexEntry entry = internal::index_entry_for(container.crid, partition_key, id, record);
+  if (entry.kind == internal::IndexKind::kNone) return "";
+  const bool own = entry.kind == internal::IndexKind::kOwn;
+  const ttl::ExpiredBounds warned = ttl::warning_bounds(container.ttl, ts);
+  if (entry.sort_micros >= (own ? warned.own_expiry_below_micros : warned.default_ts_below_micros)) return "";
+  return feed_shadow_key(container.crid, own ? kFeedWarningShadowKindOwn : kFeedWarningShadowKindInherit,
+                         entry.sort_micros, partition_key, id);
+}
+
 // Parses the JSON text of a defaultTtl value and validates it (docs/ttl.md §2).
 Result<ttl::DefaultTtl> parse_default_ttl(std::string_view text) {
   Result<boost::json::value> parsed = json::parse(text);
@@ -522,6 +539,12 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
     if (!policy.is_ok()) return OpResult::error(policy.status());
     record.ttl.policy = policy.value();
   }
+  if (command.expiry_warning_seconds) {
+    if (Status status = ttl::validate_expiry_warning(*command.expiry_warning_seconds); !status.is_ok()) {
+      return bad_request(status.message());
+    }
+    record.ttl.warning_seconds = *command.expiry_warning_seconds;
+  }
   record.indexing = command.indexing.value_or(ttl::IndexingMode::kConsistent);
   if (Status status = ttl::validate_indexing(record.ttl.policy, record.indexing); !status.is_ok()) {
     return bad_request(status.message());
@@ -581,6 +604,13 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   } else if (command.default_ttl_change == DefaultTtlChange::kRemove) {
     policy = ttl::DefaultTtl::off();
   }
+  if (command.expiry_warning_seconds) {
+    if (Status status = ttl::validate_expiry_warning(*command.expiry_warning_seconds); !status.is_ok()) {
+      return bad_request(status.message());
+    }
+  }
+  const bool warning_change =
+      command.expiry_warning_seconds && *command.expiry_warning_seconds != record.ttl.warning_seconds;
   const ttl::IndexingMode indexing = command.indexing.value_or(record.indexing);
   if (Status status = ttl::validate_indexing(policy, indexing); !status.is_ok()) return bad_request(status.message());
   if (command.throughput && record.throughput.mode == Throughput::Mode::kShared &&
@@ -609,8 +639,10 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   if (command.default_ttl_change != DefaultTtlChange::kKeep) {
     record.ttl = ttl::change_policy(record.ttl, policy, ts);  // docs/ttl.md §4: once expired, always expired
   }
+  if (warning_change) record.ttl = ttl::change_warning(record.ttl, *command.expiry_warning_seconds, ts);
   // The feed's policy history: the ttl state from this position on, when it changed or the feed was turned on.
-  if (feed.enabled && (command.default_ttl_change != DefaultTtlChange::kKeep || feed.since_index == context.index)) {
+  if (feed.enabled && (command.default_ttl_change != DefaultTtlChange::kKeep || warning_change ||
+                       feed.since_index == context.index)) {
     context.batch.Put(feed_policy_key(record.crid, context.index), encode_ttl_state(record.ttl));
   }
   record.change_feed = feed;
@@ -639,6 +671,18 @@ OpResult StateMachine::delete_container(const Command& command, ApplyContext& co
 }
 
 // ---- items ------------------------------------------------------------------------------------------------------
+
+Status StateMachine::keep_warning_image(const ContainerRecord& container, std::string_view partition_key,
+                                        std::string_view id, const ItemRecord& record, int64_t ts,
+                                        ApplyContext& context) const {
+  const std::string key = warning_image_key(container, partition_key, id, record, ts);
+  if (key.empty()) return Status::ok();
+  // The first version kept under a key is the one that can have a warning: any later one of the same key was
+  // written after that key's warning position, inside its window, and has none.
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<std::string> kept, apply_get(key));
+  if (!kept) context.batch.Put(key, encode_item(record));
+  return Status::ok();
+}
 
 OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyContext& context) {
   Result<ContainerRecord> found = apply_container(command.database, command.container);
@@ -733,6 +777,13 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   if (existing) {
     expiry_.remove_stored_item(container.crid, key, partition_key, id, existing->record, existing->bytes, context,
                                feed && expired && !*deleted);
+    if (!expired && !*deleted) {
+      if (Status status = keep_warning_image(container, partition_key, id, existing->record, ts, context);
+          !status.is_ok()) {
+        context.failure = status;
+        return internal_error(status);
+      }
+    }
   }
   const std::string value = encode_item(record);
   if (feed) {
@@ -798,6 +849,11 @@ OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyCont
   }
   expiry_.remove_stored_item(container.crid, key, partition_key.value(), command.id, existing->record,
                              existing->bytes, context);
+  if (Status status = keep_warning_image(container, partition_key.value(), command.id, existing->record, ts, context);
+      !status.is_ok()) {
+    context.failure = status;
+    return internal_error(status);
+  }
   if (container.change_feed.enabled) {
     FeedRecord change;
     change.operation = ChangeOperation::kDelete;

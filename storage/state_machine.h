@@ -231,6 +231,9 @@ class StateMachine {
     size_t bytes = 0;  // key and value, as counted in stats and the backlog
   };
   Result<std::optional<StoredItem>> load_item(const std::string& key) const;  // the live DB (apply)
+  // A live item removed by a write keeps its warning in the change feed (state_machine.cc, warning_image_key).
+  Status keep_warning_image(const ContainerRecord& container, std::string_view partition_key, std::string_view id,
+                            const ItemRecord& record, int64_t ts, ApplyContext& context) const;
   // Whether a stored item was deleted with its partition (and not yet removed by the collector): it is then absent.
   Result<bool> hidden_by_partition_delete(const ContainerRecord& container, std::string_view partition_key,
                                           const ItemRecord& record) const;

@@ -106,6 +106,7 @@ std::string render_container(std::string_view database, std::string_view id, con
   if (record.ttl.policy.kind == ttl::DefaultTtl::Kind::kSeconds) {
     body += ",\"defaultTtl\":" + std::to_string(record.ttl.policy.seconds);
   }
+  if (record.ttl.warning_seconds != 0) body += ",\"expiryWarning\":" + std::to_string(record.ttl.warning_seconds);
   if (record.throughput.mode == Throughput::Mode::kServerless) {
     body += ",\"throughput\":{\"mode\":\"serverless\"}";
   } else if (record.throughput.mode == Throughput::Mode::kShared) {

@@ -104,8 +104,38 @@ std::optional<int64_t> expires_at_seconds(ItemTtl item, int64_t write_ts_micros,
   return expiry_instant_micros(write_ts_micros, *effective) / kMicrosPerSecond;
 }
 
+namespace {
+
+// Raises the warning floors to the window at `change_ts` under `state` (before a change).
+void keep_warned(const ContainerTtlState& state, int64_t change_ts_micros, ContainerTtlState& next) {
+  // Never on: the window is the expired bounds, which the dead watermarks already keep.
+  if (!state.has_warnings()) return;
+  const ExpiredBounds warned = warning_bounds(state, change_ts_micros);
+  next.own_warned_below_micros = warned.own_expiry_below_micros;
+  next.default_warned_below_micros = warned.default_ts_below_micros;
+}
+
+}  // namespace
+
+Status validate_expiry_warning(int64_t seconds) {
+  if (seconds < 0 || seconds > kMaxTtlSeconds) {
+    return Status::invalid_argument("expiryWarning must be 0 (off) or whole seconds from 1 to " +
+                                    std::to_string(kMaxTtlSeconds) + ", not " + std::to_string(seconds));
+  }
+  return Status::ok();
+}
+
+ContainerTtlState change_warning(const ContainerTtlState& state, int64_t warning_seconds, int64_t change_ts_micros) {
+  MAYFLY_ASSERT(validate_expiry_warning(warning_seconds).is_ok());
+  ContainerTtlState next = state;
+  keep_warned(state, change_ts_micros, next);
+  next.warning_seconds = warning_seconds;
+  return next;
+}
+
 ContainerTtlState change_policy(const ContainerTtlState& state, DefaultTtl new_policy, int64_t change_ts_micros) {
   ContainerTtlState next = state;
+  keep_warned(state, change_ts_micros, next);
   const ExpiredBounds dead = expired_bounds(state, change_ts_micros);
   next.own_dead_below_micros = dead.own_expiry_below_micros;
   if (dead.default_ts_below_micros > state.default_dead_below_micros) {
@@ -137,6 +167,13 @@ ExpiredBounds expired_bounds(const ContainerTtlState& state, int64_t now_micros)
     bounds.default_ts_below_micros =
         std::max(bounds.default_ts_below_micros, inherited_expired_below(state.policy.seconds, now_micros));
   }
+  return bounds;
+}
+
+ExpiredBounds warning_bounds(const ContainerTtlState& state, int64_t now_micros) {
+  ExpiredBounds bounds = expired_bounds(state, now_micros + state.warning_seconds * kMicrosPerSecond);
+  bounds.own_expiry_below_micros = std::max(bounds.own_expiry_below_micros, state.own_warned_below_micros);
+  bounds.default_ts_below_micros = std::max(bounds.default_ts_below_micros, state.default_warned_below_micros);
   return bounds;
 }
 

@@ -93,12 +93,29 @@ struct ContainerTtlState {
   int64_t default_dead_below_micros = 0;
   // When default_dead_below last rose: the latest instant by which every item it killed had expired.
   int64_t default_dead_since_micros = 0;
+  // "Expiring soon" warnings (docs/retention.md, "Warnings before expiry"): the change feed warns of an item when
+  // replicated time reaches its expiry instant minus warning_seconds (0: off). The two floors are the warning bounds
+  // (warning_bounds below) reached at the last change of the policy or of warning_seconds, so an item in the warning
+  // window stays in it when the window shrinks or the default lengthens: a warning is never taken back or repeated.
+  int64_t warning_seconds = 0;
+  int64_t own_warned_below_micros = 0;
+  int64_t default_warned_below_micros = 0;
+  // Whether warnings were ever on: false means every warning bound is the expired bound, at every position.
+  bool has_warnings() const {
+    return warning_seconds != 0 || own_warned_below_micros != 0 || default_warned_below_micros != 0;
+  }
   bool operator==(const ContainerTtlState&) const = default;
 };
 
+// expiryWarning: 0 (off) or whole seconds up to kMaxTtlSeconds.
+Status validate_expiry_warning(int64_t seconds);
+
 // Applies a defaultTtl change at replicated time `change_ts`: everything expired at change_ts under the old policy
 // stays dead, then the new policy applies. Pure; the caller persists the result in the same write as the change.
+// Everything in the warning window at change_ts under the old state stays in it (the floors rise).
 ContainerTtlState change_policy(const ContainerTtlState& state, DefaultTtl new_policy, int64_t change_ts_micros);
+// Sets warning_seconds at replicated time `change_ts`; as change_policy, what was in the window stays in it.
+ContainerTtlState change_warning(const ContainerTtlState& state, int64_t warning_seconds, int64_t change_ts_micros);
 
 // docs/ttl.md §3/§4: is an item written at `write_ts` with `item_ttl` visible at time `now` (T) in a container in
 // `state`? Visible iff not killed by a watermark and (effective TTL never, or T < E).
@@ -113,6 +130,12 @@ struct ExpiredBounds {
   int64_t default_ts_below_micros;   // index of inheriting items: write ts < this    => expired
 };
 ExpiredBounds expired_bounds(const ContainerTtlState& state, int64_t now_micros);
+
+// The warning window at `now` on the same two indexes: every entry below a bound has reached its instant minus
+// warning_seconds (or had at an earlier change, the floors). Never below expired_bounds(state, now); equal to it when
+// warnings were never on. Both bounds only grow as `now` grows and across policy and warning changes, like
+// expired_bounds, so "the first position whose bound passes an entry" is where its warning is (storage/changefeed.h).
+ExpiredBounds warning_bounds(const ContainerTtlState& state, int64_t now_micros);
 
 // The expiry instant to report for an expired item of the inheriting index: the exact one when only the current
 // policy expired it; for an item killed by an earlier policy change, the earlier of that and the change's time (by

@@ -189,6 +189,58 @@ TEST(ChangeFeed, EveryNodeServesTheSameFeedWithExpirationsAtTheSamePositions) {
   for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
 }
 
+// Expiring-soon warnings (docs/retention.md) on real processes under the virtual clock: every node serves them at
+// the same positions, an item written inside its window gets none, the CLI reads only them, and each node counts
+// what it served.
+TEST(ChangeFeed, WarningsComeAtTheSamePositionsOnEveryNodeAndAreCounted) {
+  Cluster cluster({.name = "feed-warnings", .metrics = true});
+  ASSERT_TRUE(start_virtual(cluster));
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  ASSERT_EQ(cluster.cli({"db", "create", "fdb"}).status(), 201);
+  const CliResult created = cluster.cli({"container", "create", "fdb", "c", "--pk", "/pk", "--default-ttl", "100",
+                                         "--change-feed", "on", "--expiry-warning", "30"});
+  ASSERT_EQ(created.status(), 201) << created.describe();
+  EXPECT_EQ(created.body()->at("expiryWarning").as_int64(), 30) << created.describe();
+  EXPECT_EQ(cluster.cli({"container", "set", "fdb", "c", "--expiry-warning", "-1"}).exit_code, 2);
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"w1","pk":"p","ttl":60})"}, 201);
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"w2","pk":"p","ttl":20})"}, 201);  // inside its window
+  write(cluster, {"item", "create", "fdb", "c", R"({"id":"w3","pk":"q"})"}, 201);           // inherits 100 s
+  advance(cluster, "35s");  // w2 expires; w1 (60 - 30) is warned of
+  const std::string token = advance(cluster, "40s");  // w1 expires; w3 (100 - 30) is warned of
+
+  std::vector<std::vector<std::string>> warnings;
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    const CliResult read =
+        cluster.cli({"--session-token", token, "changefeed", "fdb", "c", "--only-warnings", "--max-items", "1"}, node);
+    ASSERT_EQ(read.exit_code, 0) << read.describe();
+    warnings.push_back(lines_of(read.out));
+    EXPECT_EQ(summary(warnings.back()), (std::vector<std::string>{"warning w1", "warning w3"})) << read.out;
+  }
+  EXPECT_EQ(warnings[0], warnings[1]);
+  EXPECT_EQ(warnings[0], warnings[2]);
+  ASSERT_EQ(warnings[0].size(), 2u);
+  const bj::object w1 = bj::parse(warnings[0][0]).as_object();
+  EXPECT_TRUE(w1.at("previous").is_null()) << warnings[0][0];
+  EXPECT_EQ(w1.at("current").at("id").as_string(), "w1") << warnings[0][0];
+  EXPECT_EQ(w1.at("current").at("_expiresAt").as_int64(), w1.at("current").at("_ts").as_int64() + 60);
+  const CliResult all = cluster.cli({"--session-token", token, "changefeed", "fdb", "c"}, 2);
+  ASSERT_EQ(all.exit_code, 0) << all.describe();
+  EXPECT_EQ(summary(lines_of(all.out)),
+            (std::vector<std::string>{"create w1", "create w2", "create w3", "expire w2", "warning w1", "expire w1",
+                                      "warning w3"}))
+      << all.out;
+  EXPECT_EQ(cluster.cli({"changefeed", "fdb", "c", "--only-warnings", "--only-expirations"}).exit_code, 2);
+  // Three nodes served two warnings each, and node 2 two more in the whole feed.
+  double served = 0;
+  for (size_t n = 1; n <= cluster.size(); ++n) {
+    const std::optional<Scrape> scrape = cluster.scrape(n);
+    ASSERT_TRUE(scrape.has_value());
+    served += scrape->sum("mayfly_changefeed_warnings_total", {{"container", "fdb/c"}});
+  }
+  EXPECT_EQ(served, 8);
+  for (size_t n = 1; n <= cluster.size(); ++n) EXPECT_TRUE(cluster.stop_node(n));
+}
+
 TEST(ChangeFeed, FollowSeesAnExpirationAfterAdvanceClockAndEndsOnSigint) {
   Cluster cluster({.name = "feed-follow"});
   ASSERT_TRUE(start_virtual(cluster));

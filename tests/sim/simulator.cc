@@ -475,6 +475,8 @@ class Simulation {
       // Its change feed on, so every replica's feed is checked: the same changes at the same positions.
       settings.change_feed = api::ContainerSettings::ChangeFeed::kOn;
       settings.change_feed_retention_seconds = 3600;
+      // Expiring-soon warnings a second before each instant: compared like the expirations.
+      settings.expiry_warning_seconds = 1;
       request.operation = api::CreateContainer{settings};
       return request;
     }
@@ -1033,7 +1035,7 @@ class Simulation {
       const uint64_t applied = state.applied().index.value();
       const std::string who = "node " + std::to_string(n.id.value()) + " (applied " + std::to_string(applied) + ")";
       std::vector<storage::Change> changes;
-      if (!read_whole_feed(state, false, changes, who)) return;
+      if (!read_whole_feed(state, Only::kNothing, changes, who)) return;
       ++result_.feed_reads_checked;
       const uint64_t known = std::min(applied, feed_known_upto_);
       size_t compared = 0;
@@ -1072,26 +1074,37 @@ class Simulation {
       }
       feed_known_upto_ = std::max(feed_known_upto_, applied);
       result_.feed_changes_checked = std::max<uint64_t>(result_.feed_changes_checked, changes.size());
-      // Only the expirations are the feed's expirations, in the same order.
-      std::vector<storage::Change> expirations;
-      if (!read_whole_feed(state, true, expirations, who)) return;
-      std::vector<storage::Change> filtered;
-      for (const storage::Change& change : changes) {
-        if (change.ttl_expired) filtered.push_back(change);
-      }
-      if (expirations != filtered) {
-        return fail("the only-expirations feed of " + who + " (" + std::to_string(expirations.size()) +
-                    " changes) is not the feed's expirations (" + std::to_string(filtered.size()) + ")");
+      // Only the expirations (warnings) are the feed's expirations (warnings), in the same order.
+      for (const Only only : {Only::kExpirations, Only::kWarnings}) {
+        std::vector<storage::Change> some;
+        if (!read_whole_feed(state, only, some, who)) return;
+        std::vector<storage::Change> filtered;
+        for (const storage::Change& change : changes) {
+          if (only == Only::kExpirations ? change.ttl_expired
+                                         : change.operation == storage::ChangeOperation::kWarning) {
+            filtered.push_back(change);
+          }
+        }
+        if (some != filtered) {
+          return fail(std::string("the only-") + (only == Only::kExpirations ? "expirations" : "warnings") +
+                      " feed of " + who + " (" + std::to_string(some.size()) + " changes) is not the feed's (" +
+                      std::to_string(filtered.size()) + ")");
+        }
+        if (only == Only::kWarnings) {
+          result_.feed_warnings_checked = std::max<uint64_t>(result_.feed_warnings_checked, some.size());
+        }
       }
     }
   }
 
-  bool read_whole_feed(const storage::StateMachine& state, bool only_expirations, std::vector<storage::Change>& out,
+  enum class Only { kNothing, kExpirations, kWarnings };
+  bool read_whole_feed(const storage::StateMachine& state, Only only, std::vector<storage::Change>& out,
                        const std::string& who) {
     storage::ChangeFeedRequest request;
     request.database = "db";
     request.container = "c";
-    request.only_expirations = only_expirations;
+    request.only_expirations = only == Only::kExpirations;
+    request.only_warnings = only == Only::kWarnings;
     request.max_changes = 1 + prng_.uniform(200);  // page boundaries anywhere, bursts of expirations included
     for (int pages = 0; pages < 1'000'000; ++pages) {
       auto page = state.change_feed().read(request);
@@ -1224,7 +1237,7 @@ std::string SimResult::summary() const {
       << " transfers, " << membership_changes << " membership cycles, " << snapshots_installed
       << " snapshots installed (" << installs_interrupted << " cut short by a crash, " << installs_redone_at_open
       << " redone at open), " << feed_reads_checked << " change feeds compared (up to " << feed_changes_checked
-      << " changes), " << gc_items_collected << " items collected, " << messages_delivered
+      << " changes, " << feed_warnings_checked << " warnings), " << gc_items_collected << " items collected, " << messages_delivered
       << " messages delivered, " << messages_dropped << " dropped, " << messages_refused_by_admission
       << " refused by admission; router: " << forwarded_writes_acknowledged << " forwarded writes acknowledged ("
       << forwards_refused << " forwards refused), " << reads_served << " reads served here (" << follower_reads_served

@@ -66,6 +66,7 @@ struct SimResult {
   uint64_t gc_items_collected = 0;
   uint64_t feed_reads_checked = 0;    // whole change feeds read from a replica and compared
   uint64_t feed_changes_checked = 0;  // the longest of them
+  uint64_t feed_warnings_checked = 0;  // the most expiring-soon warnings in one of them
   uint64_t unsynced_bytes_lost = 0;
   uint64_t messages_refused_by_admission = 0;  // Raft messages from outside the receiver's membership
   // The router's paths (node/router.h): writes sent to followers and forwarded to the leader, reads served by the

@@ -40,6 +40,7 @@ Request sample(Kind kind) {
   settings.force = true;
   settings.change_feed = ContainerSettings::ChangeFeed::kOn;
   settings.change_feed_retention_seconds = 3600;
+  settings.expiry_warning_seconds = 600;
   std::visit(
       [&](auto& op) {
         using T = std::decay_t<decltype(op)>;
@@ -63,6 +64,8 @@ Request sample(Kind kind) {
         if constexpr (std::is_same_v<T, ReadChangeFeed>) {
           op = ReadChangeFeed{ReadChangeFeed::Mode::kLatest, ReadChangeFeed::From::kContinuation, 0, "pos-9", true, 50,
                               1000};
+          op.only_warnings = true;
+          op.no_warnings = true;
         }
       },
       request.operation);

@@ -53,6 +53,7 @@ std::string op_name(const Change& change) {
     case ChangeOperation::kCreate: return "create";
     case ChangeOperation::kReplace: return "replace";
     case ChangeOperation::kDelete: return "delete";
+    case ChangeOperation::kWarning: return "warn";
   }
   return "?";
 }
@@ -75,7 +76,8 @@ struct FeedRead {
   Status status;
 };
 FeedRead read_feed(const StateMachine& store, ChangeFeedFrom from, size_t page = 1000,
-                   ChangeFeedMode mode = ChangeFeedMode::kAll, bool only_expirations = false, size_t max_work = 10000) {
+                   ChangeFeedMode mode = ChangeFeedMode::kAll, bool only_expirations = false, size_t max_work = 10000,
+                   bool only_warnings = false, bool warnings = true) {
   FeedRead out;
   ChangeFeedRequest request;
   request.database = "db";
@@ -83,6 +85,8 @@ FeedRead read_feed(const StateMachine& store, ChangeFeedFrom from, size_t page =
   request.from = std::move(from);
   request.mode = mode;
   request.only_expirations = only_expirations;
+  request.only_warnings = only_warnings;
+  request.warnings = warnings;
   request.max_changes = page;
   request.max_work = max_work;
   for (int pages = 0; pages < 100000; ++pages) {
@@ -104,6 +108,15 @@ FeedRead read_feed(const StateMachine& store, ChangeFeedFrom from, size_t page =
 Command feed_container_command(std::optional<std::string> default_ttl_json, int64_t retention_seconds = 3600) {
   Command command = create_container_command("db", "c", "/pk", std::move(default_ttl_json));
   command.change_feed = ChangeFeedSettings{true, retention_seconds, 0};
+  return command;
+}
+
+Command warning_command(int64_t seconds) {
+  Command command;
+  command.type = CommandType::kUpdateContainer;
+  command.database = "db";
+  command.container = "c";
+  command.expiry_warning_seconds = seconds;
   return command;
 }
 
@@ -535,6 +548,40 @@ TEST_F(ChangeFeedTest, SettingsTravelInCommandsAndRecordsAndBadRetentionIsRefuse
             kDefaultChangeFeedRetentionSeconds);
 }
 
+TEST_F(ChangeFeedTest, TheExpiryWarningTravelsInCommandsAndRecordsAndOlderBytesStayAsTheyWere) {
+  // In a command, with or without a change feed setting beside it.
+  Command only_warning = warning_command(90);
+  Result<Command> decoded = decode_command(encode_command(only_warning));
+  ASSERT_TRUE(decoded.is_ok());
+  EXPECT_EQ(decoded->expiry_warning_seconds, std::optional<int64_t>(90));
+  EXPECT_FALSE(decoded->change_feed.has_value());
+  Command both = feed_container_command("10", 120);
+  both.expiry_warning_seconds = 0;
+  decoded = decode_command(encode_command(both));
+  ASSERT_TRUE(decoded.is_ok());
+  EXPECT_EQ(decoded->expiry_warning_seconds, std::optional<int64_t>(0));
+  EXPECT_EQ(*decoded->change_feed, (ChangeFeedSettings{true, 120, 0}));
+  // Commands without it keep their bytes (logs written before it existed replay the same).
+  const Command plain_feed = feed_container_command("10", 120);
+  EXPECT_FALSE(decode_command(encode_command(plain_feed))->expiry_warning_seconds.has_value());
+  // In container records and the feed's policy history, with the floors; without it, the older bytes.
+  ContainerRecord record;
+  record.ttl.warning_seconds = 30;
+  record.ttl.own_warned_below_micros = kT0;
+  record.ttl.default_warned_below_micros = kT0 - 5;
+  Result<ContainerRecord> back = decode_container(encode_container(record));
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->ttl, record.ttl);
+  EXPECT_EQ(back->change_feed, ChangeFeedSettings{});
+  EXPECT_EQ(back->partitions_deleted_through_micros, 0);
+  EXPECT_EQ(decode_ttl_state(encode_ttl_state(record.ttl)).value(), record.ttl);
+  const ttl::ContainerTtlState older{ttl::DefaultTtl::of_seconds(7), 1, 2, 3};
+  EXPECT_EQ(encode_ttl_state(older).size(), 6u);  // version, kind, four one-byte varints
+  EXPECT_EQ(decode_ttl_state(encode_ttl_state(record.ttl) + "\x01").status().code(), StatusCode::kCorruption);
+  record.ttl.warning_seconds = -4;
+  EXPECT_EQ(decode_container(encode_container(record)).status().code(), StatusCode::kCorruption);
+}
+
 TEST_F(ChangeFeedTest, DroppedContainersLoseTheirFeedAndTheTimeIndexStops) {
   make_feed_container("-1");
   upsert("a", 1, 1, kT0 + 1);
@@ -570,6 +617,87 @@ TEST_F(ChangeFeedTest, RestoreIntoANewClusterDropsTheFeedAndRestartsItAtTheResto
   EXPECT_EQ(feed(), std::to_string(at + 1) + ".1 create c 1/\n");
 }
 
+// ---- "expiring soon" warnings (docs/retention.md) ---------------------------------------------------------------
+
+
+std::string warnings_of(const StateMachine& store, size_t page = 1000) {
+  const FeedRead read = read_feed(store, from_beginning(), page, ChangeFeedMode::kAll, false, 10000, true);
+  EXPECT_TRUE(read.status.is_ok()) << read.status.to_string();
+  return describe(read.changes);
+}
+
+TEST_F(ChangeFeedTest, AWarningComesWhereReplicatedTimeFirstReachesTheInstantMinusTheWindow) {
+  make_feed_container("-1");
+  ASSERT_EQ(apply(warning_command(5), kT0).http_status(), 200);  // 3
+  upsert("a", 10, 1, kT0 + 1);                  // 4: E = T0 + 10 s, warned from T0 + 5 s
+  upsert("b", 3, 1, kT0 + 2);                   // 5: E = T0 + 3 s: written inside its window, never warned
+  upsert("c", 20, 1, kT0 + 3);                  // 6: E = T0 + 20 s, rewritten before its warning
+  upsert("d", 10, 1, kT0 + 4);                  // 7: E = T0 + 10 s, warned at 9, deleted at 10: still warned
+  apply(time_command(), kT0 + 4 * kSecond);     // 8: b expires
+  apply(time_command(), kT0 + 5 * kSecond);     // 9: a and d warned
+  ASSERT_EQ(apply(target_command(CommandType::kDeleteItem, "db", "c", "\"pd\"", "d"), kT0 + 6 * kSecond)
+                .http_status(), 204);            // 10
+  upsert("c", 100, 2, kT0 + 7 * kSecond);       // 11: c's instant moves to T0 + 107 s
+  apply(time_command(), kT0 + 10 * kSecond);    // 12: a expires
+  apply(time_command(), kT0 + 102 * kSecond);   // 13: c warned
+  apply(time_command(), kT0 + 107 * kSecond);   // 14: c expires
+  const std::string all = feed();
+  EXPECT_EQ(all,
+            "4.1 create a 1/\n5.1 create b 1/\n6.1 create c 1/\n7.1 create d 1/\n8.0 expire b /1\n9.0 warn a 1/\n"
+            "9.0 warn d 1/\n10.1 delete d /1\n11.1 replace c 2/1\n12.0 expire a /1\n13.0 warn c 2/\n"
+            "14.0 expire c /2\n");
+  EXPECT_EQ(warnings_of(*store_), "9.0 warn a 1/\n9.0 warn d 1/\n13.0 warn c 2/\n");
+  // The warning's image is the item warned of, its time the position's.
+  const FeedRead read = read_feed(*store_, from_beginning(), 1000, ChangeFeedMode::kAll, false, 10000, true);
+  ASSERT_EQ(read.changes.size(), 3u);
+  EXPECT_EQ(read.changes[0].ts_micros, kT0 + 5 * kSecond);
+  EXPECT_EQ(read.changes[0].position.kind, 2);
+  EXPECT_TRUE(read.changes[0].previous.empty());
+  // The same after the collector moved the expired images to shadows, and page by page.
+  collect_all();
+  EXPECT_EQ(feed(), all);
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1).changes), all);
+  EXPECT_EQ(warnings_of(*store_, 1), "9.0 warn a 1/\n9.0 warn d 1/\n13.0 warn c 2/\n");
+  // Left out on request (the Cosmos gateway), and not in the expirations-only or latest feeds.
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 3, ChangeFeedMode::kAll, false, 10000, false, false).changes),
+            "4.1 create a 1/\n5.1 create b 1/\n6.1 create c 1/\n7.1 create d 1/\n8.0 expire b /1\n"
+            "10.1 delete d /1\n11.1 replace c 2/1\n12.0 expire a /1\n14.0 expire c /2\n");
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1000, ChangeFeedMode::kAll, true).changes),
+            "8.0 expire b /1\n12.0 expire a /1\n14.0 expire c /2\n");
+  ChangeFeedRequest both;
+  both.database = "db";
+  both.container = "c";
+  both.only_expirations = true;
+  both.only_warnings = true;
+  EXPECT_EQ(store_->change_feed().read(both).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ChangeFeedTest, InheritedItemsAreWarnedAndAShrunkWindowNeverTakesAWarningBackOrRepeatsIt) {
+  make_feed_container("100");
+  ASSERT_EQ(apply(warning_command(30), kT0).http_status(), 200);  // 3
+  upsert("i", std::nullopt, 1, kT0 + 1);         // 4: E = T0 + 100 s, warned from T0 + 70 s
+  upsert("j", std::nullopt, 1, kT0 + 20 * kSecond);  // 5: E = T0 + 120 s
+  apply(time_command(), kT0 + 75 * kSecond);     // 6: i warned
+  ASSERT_EQ(apply(warning_command(10), kT0 + 80 * kSecond).http_status(), 200);  // 7: i stays warned, j not yet
+  apply(time_command(), kT0 + 105 * kSecond);    // 8: i expires (and j is not warned: 120 - 10 > 105)
+  apply(time_command(), kT0 + 110 * kSecond);    // 9: j warned
+  ASSERT_EQ(apply(warning_command(0), kT0 + 111 * kSecond).http_status(), 200);  // 10: off
+  upsert("k", std::nullopt, 1, kT0 + 112 * kSecond);  // 11
+  apply(time_command(), kT0 + 212 * kSecond);    // 12: j (at 120) and k expire, k never warned
+  EXPECT_EQ(warnings_of(*store_), "6.0 warn i 1/\n9.0 warn j 1/\n");
+  EXPECT_EQ(describe(read_feed(*store_, from_beginning(), 1000, ChangeFeedMode::kAll, true).changes),
+            "8.0 expire i /1\n12.0 expire j /1\n12.0 expire k /1\n");
+  // The container shows the window; the setting is validated.
+  Result<ContainerRecord> record = store_->reader().find_container("db", "c", nullptr);
+  ASSERT_TRUE(record.is_ok());
+  EXPECT_EQ(record->ttl.warning_seconds, 0);
+  ASSERT_EQ(apply(warning_command(45), kT0 + 213 * kSecond).http_status(), 200);
+  EXPECT_NE(store_->reader().read_container("db", "c").body.find("\"expiryWarning\":45"), std::string::npos);
+  const OpResult bad = apply(warning_command(-3), kT0 + 214 * kSecond);
+  EXPECT_EQ(bad.http_status(), 400);
+  EXPECT_EQ(bad.message, "expiryWarning must be 0 (off) or whole seconds from 1 to 2147483647, not -3");
+}
+
 // ---- the same log on stores that did and did not collect, and one that installed a snapshot ---------------------
 
 // A seeded random log over a few items: upserts/creates/replaces/patches/deletes with own ttl, inherited or -1,
@@ -580,7 +708,7 @@ std::vector<std::pair<Command, int64_t>> random_log(std::mt19937_64& prng, int l
   int version = 0;
   auto pick = [&](int n) { return static_cast<int>(prng() % static_cast<uint64_t>(n)); };
   for (int i = 0; i < length; ++i) {
-    ts += pick(4) == 0 ? pick(6) * kSecond : pick(300'000);
+    ts += 1 + (pick(4) == 0 ? pick(6) * kSecond : pick(300'000));  // strictly increasing, as RaftCore stamps
     const std::string id = "i" + std::to_string(pick(8));
     std::optional<int64_t> ttl;
     switch (pick(4)) {
@@ -1092,6 +1220,139 @@ TEST(ChangeFeedModel, RandomOpsTimePolicyAndCollectionMatchANaiveModel) {
   for (size_t page : {size_t{1}, size_t{5}, size_t{1000}}) {
     EXPECT_EQ(describe(read_feed(*collected.store, from_beginning(), page).changes), expected) << "page " << page;
     EXPECT_EQ(describe(read_feed(*uncollected.store, from_beginning(), page).changes), expected) << "page " << page;
+  }
+}
+
+// Expiring-soon warnings under random writes, deletes, time, defaultTtl and expiryWarning changes and collector
+// passes, against a model that evaluates every surviving item version at every position: its warning is at the first
+// position where some state in force put it in its window (the state at that position, or one a change at or before
+// it ended, at the change's time), served when that is after its write and it is still alive there. A version
+// deleted or overwritten while alive has its warning only if it came at or before that write.
+TEST(ChangeFeedModel, WarningsUnderPolicyAndWindowChangesMatchANaiveModel) {
+  const uint64_t seed = test_seed();
+  std::printf("reproduce: MAYFLY_FEED_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  SCOPED_TRACE("MAYFLY_FEED_SEED=" + std::to_string(seed));
+  std::mt19937_64 prng(seed);
+  Replica collected, uncollected;
+  uint64_t index = 1;
+  auto apply_both = [&](const Command& command, int64_t ts) {
+    Result<OpResult> a = collected.store->apply(command, LogIndex(index), ts);
+    Result<OpResult> b = uncollected.store->apply(command, LogIndex(index), ts);
+    EXPECT_TRUE(a.is_ok() && b.is_ok());
+    EXPECT_EQ(a->http_status(), b->http_status()) << "position " << index;
+    ++index;
+    return a.value();
+  };
+  apply_both(database_command(CommandType::kCreateDatabase, "db"), kT0);
+  Command create = feed_container_command("3");
+  create.expiry_warning_seconds = 2;
+  apply_both(create, kT0);
+  const uint64_t crid = uncollected.store->reader().find_container("db", "c", nullptr)->crid;
+
+  ttl::ContainerTtlState state;
+  state.policy = ttl::DefaultTtl::of_seconds(3);
+  state.warning_seconds = 2;
+  std::vector<int64_t> times(3, kT0);                   // position -> ts
+  std::vector<ttl::ContainerTtlState> states(3, state);  // position -> the state after it
+  std::vector<std::pair<uint64_t, ttl::ContainerTtlState>> ended;  // a change's position, the state it ended
+  struct Version {
+    std::string id;
+    ItemRecord record;
+    uint64_t written = 0;
+    uint64_t removed_alive = 0;  // the position of the write that removed it alive (0: none did)
+  };
+  std::vector<Version> versions;
+  std::map<std::string, size_t> current;  // id -> its version in `versions`
+  auto log = random_log(prng, 800, kT0);
+  for (auto& [command, ts] : log) {
+    if (prng() % 12 == 0) command = warning_command(static_cast<int64_t>(prng() % 4));
+  }
+  for (const auto& [command, ts] : log) {
+    const uint64_t p = index;
+    const OpResult result = apply_both(command, ts);
+    ASSERT_TRUE(result.http_status() < 500) << result.message;
+    if (command.type == CommandType::kUpdateContainer && result.ok()) {
+      ended.emplace_back(p, state);
+      if (command.default_ttl_change != DefaultTtlChange::kKeep) {
+        ttl::DefaultTtl policy = ttl::DefaultTtl::off();
+        if (command.default_ttl_change == DefaultTtlChange::kSet) {
+          policy = command.default_ttl_json == "-1" ? ttl::DefaultTtl::no_default()
+                                                    : ttl::DefaultTtl::of_seconds(std::stoll(command.default_ttl_json));
+        }
+        state = ttl::change_policy(state, policy, ts);
+      }
+      if (command.expiry_warning_seconds && *command.expiry_warning_seconds != state.warning_seconds) {
+        state = ttl::change_warning(state, *command.expiry_warning_seconds, ts);
+      }
+    }
+    times.push_back(ts);
+    states.push_back(state);
+    if (result.ok() && is_item_write(command.type)) {
+      const std::string id = command.type == CommandType::kDeleteItem || command.type == CommandType::kPatchItem
+                                 ? command.id
+                                 : std::string(json::parse(command.body)->as_object().at("id").as_string());
+      if (auto it = current.find(id); it != current.end()) {
+        const Version& before = versions[it->second];
+        if (ttl::alive(before.record.ttl, before.record.write_ts_micros, state, ts)) {
+          versions[it->second].removed_alive = p;
+        }
+        current.erase(it);
+      }
+      if (command.type != CommandType::kDeleteItem) {
+        Result<std::optional<ItemRecord>> stored =
+            uncollected.store->reader().get_item(item_key(crid, "\"p" + id + "\"", id), nullptr);
+        ASSERT_TRUE(stored.is_ok() && stored->has_value());
+        versions.push_back({id, **stored, p, 0});
+        current[id] = versions.size() - 1;
+      }
+    }
+    if (prng() % 4 == 0) {
+      ASSERT_TRUE(collected.store->expiry()
+                      .collect_expired("db", "c", collected.store->applied().ts_micros, 1 + prng() % 4)
+                      .is_ok());
+    }
+  }
+  // Is the version in the window of state `s` at `t`? (The rule of docs/retention.md, item by item.)
+  auto in_window = [](const ItemRecord& record, const ttl::ContainerTtlState& s, int64_t t) {
+    if (!ttl::alive(record.ttl, record.write_ts_micros, s, t)) return true;
+    const std::optional<int64_t> effective = ttl::effective_ttl_seconds(record.ttl, s.policy);
+    return effective &&
+           ttl::expiry_instant_micros(record.write_ts_micros, *effective) <= t + s.warning_seconds * kSecond;
+  };
+  std::vector<std::tuple<uint64_t, int, int64_t, std::string, std::string>> warned;  // p, kind, sort, pk, id
+  std::map<std::tuple<uint64_t, int, int64_t, std::string, std::string>, std::string> lines;
+  for (const Version& version : versions) {
+    if (version.record.ttl.kind == ttl::ItemTtl::Kind::kNever) continue;
+    const bool own = version.record.ttl.kind == ttl::ItemTtl::Kind::kSeconds;
+    const uint64_t last = version.removed_alive != 0 ? version.removed_alive : times.size() - 1;
+    for (uint64_t p = 3; p <= last; ++p) {
+      bool window = in_window(version.record, states[p], times[p]);
+      for (const auto& [at, then] : ended) window = window || (at <= p && in_window(version.record, then, times[at]));
+      if (!window) continue;
+      if (p > version.written && ttl::alive(version.record.ttl, version.record.write_ts_micros, states[p], times[p])) {
+        const auto key = std::make_tuple(
+            p, own ? 2 : 3,
+            own ? ttl::expiry_instant_micros(version.record.write_ts_micros, version.record.ttl.seconds)
+                : version.record.write_ts_micros,
+            "\"p" + version.id + "\"", version.id);
+        lines[key] = std::to_string(p) + ".0 warn " + version.id + " " + version_of(encode_item(version.record)) +
+                     "/\n";
+      }
+      break;
+    }
+  }
+  std::string expected;
+  for (const auto& [key, line] : lines) expected += line;
+  EXPECT_GE(lines.size(), 5u) << "the log should warn of items";
+  for (size_t page : {size_t{1}, size_t{4}, size_t{1000}}) {
+    EXPECT_EQ(warnings_of(*collected.store, page), expected) << "page " << page;
+    EXPECT_EQ(warnings_of(*uncollected.store, page), expected) << "page " << page;
+    // In the whole feed, the warnings are the same ones at the same positions.
+    std::string in_whole;
+    for (const Change& change : read_feed(*collected.store, from_beginning(), page).changes) {
+      if (change.operation == ChangeOperation::kWarning) in_whole += describe({change});
+    }
+    EXPECT_EQ(in_whole, expected) << "page " << page;
   }
 }
 

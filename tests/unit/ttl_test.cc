@@ -854,5 +854,109 @@ TEST(TtlProperty, NaiveModelAgreesWithHandComputedCases) {
   EXPECT_FALSE(model_visible({10'999'999, 1}, -1, {}, 11 * kSec));
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// warning_bounds ("expiring soon", docs/retention.md)
+
+// An item as the two expiry indexes see it: own ttl (E is its key) or inheriting (its write time is).
+struct ProbeItem {
+  bool own;
+  int64_t write_ts;
+  int64_t ttl;  // own only
+};
+
+// Naively: is `item` within the warning window of state `s` at instant `t`? Dead by a watermark, or its instant under
+// the policy at most warning_seconds away.
+bool naive_in_window(const ProbeItem& item, const ContainerTtlState& s, int64_t t) {
+  const int64_t horizon = t + s.warning_seconds * kSec;
+  if (item.own) {
+    const int64_t instant = expiry_instant_micros(item.write_ts, item.ttl);
+    return instant < s.own_dead_below_micros || (s.policy.is_on() && instant <= horizon);
+  }
+  if (item.write_ts < s.default_dead_below_micros) return true;
+  return s.policy.kind == DefaultTtl::Kind::kSeconds &&
+         expiry_instant_micros(item.write_ts, s.policy.seconds) <= horizon;
+}
+
+TEST(WarningBounds, AreEveryStateEverInForceAndNeverBelowTheExpiredBounds) {
+  // Random histories of defaultTtl and expiryWarning changes: an item is below the warning bounds now iff some state
+  // in force put it in its window (each state at the last instant it was in force: at the change that ended it, or
+  // now). So the bounds never fall, across changes included, and a warning is never taken back.
+  const uint64_t base_seed = env_or("MAYFLY_TTL_WARNING_SEED", 0x3a11'0001);
+  const auto policy_of = [](uint64_t pick) {
+    switch (pick % 4) {
+      case 0: return DefaultTtl::off();
+      case 1: return DefaultTtl::no_default();
+      default: return DefaultTtl::of_seconds(static_cast<int64_t>(1 + pick % 9));
+    }
+  };
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const uint64_t seed = base_seed + i;
+    SCOPED_TRACE("MAYFLY_TTL_WARNING_SEED=" + std::to_string(seed));
+    Prng prng(seed);
+    ContainerTtlState state{policy_of(prng.uniform(100))};
+    state.warning_seconds = static_cast<int64_t>(prng.uniform(4));  // a container created with it
+    std::vector<std::pair<int64_t, ContainerTtlState>> ended;  // states that ended, at their last instant
+    int64_t now = 100 * kSec;
+    std::vector<ProbeItem> items;
+    for (int w = 0; w < 40; ++w) {
+      const int64_t write_ts = 90 * kSec + static_cast<int64_t>(prng.uniform(40 * kSec));
+      items.push_back({prng.uniform(2) == 0, write_ts, static_cast<int64_t>(1 + prng.uniform(8))});
+    }
+    ExpiredBounds previous{0, 0};
+    for (int step = 0; step < 12; ++step) {
+      now += 2 + static_cast<int64_t>(prng.uniform(3 * kSec));
+      for (const int64_t at : {now, now + 1}) {
+        const ExpiredBounds warned = warning_bounds(state, at);
+        const ExpiredBounds expired = expired_bounds(state, at);
+        ASSERT_GE(warned.own_expiry_below_micros, expired.own_expiry_below_micros);
+        ASSERT_GE(warned.default_ts_below_micros, expired.default_ts_below_micros);
+        ASSERT_GE(warned.own_expiry_below_micros, previous.own_expiry_below_micros) << "step " << step;
+        ASSERT_GE(warned.default_ts_below_micros, previous.default_ts_below_micros) << "step " << step;
+        previous = warned;
+        for (const ProbeItem& item : items) {
+          bool expected = naive_in_window(item, state, at);
+          for (const auto& [when, then] : ended) expected = expected || naive_in_window(item, then, when);
+          const bool below = item.own ? expiry_instant_micros(item.write_ts, item.ttl) < warned.own_expiry_below_micros
+                                      : item.write_ts < warned.default_ts_below_micros;
+          ASSERT_EQ(below, expected) << "step " << step << (item.own ? " own ttl " : " inheriting, written ")
+                                     << item.write_ts << " ttl " << item.ttl;
+        }
+      }
+      ended.emplace_back(now + 1, state);
+      if (prng.uniform(2) == 0) {
+        state = change_policy(state, policy_of(prng.uniform(100)), now + 1);
+      } else {
+        state = change_warning(state, static_cast<int64_t>(prng.uniform(5)), now + 1);
+      }
+    }
+  }
+}
+
+TEST(WarningBounds, NeverOnMeansTheExpiredBoundsAndValidationNamesTheRange) {
+  ContainerTtlState state{DefaultTtl::of_seconds(10)};
+  state = change_policy(state, DefaultTtl::of_seconds(3), 20 * kSec);
+  EXPECT_FALSE(state.has_warnings());
+  for (int64_t at : {int64_t{0}, 20 * kSec, 31 * kSec + 7}) {
+    EXPECT_EQ(warning_bounds(state, at).own_expiry_below_micros, expired_bounds(state, at).own_expiry_below_micros);
+    EXPECT_EQ(warning_bounds(state, at).default_ts_below_micros, expired_bounds(state, at).default_ts_below_micros);
+  }
+  // 5 s window: an own-ttl item expiring at 40 s is warned of from 35 s on; one inheriting 3 s, written at 30.2 s
+  // (E = 33 s), from 28 s on.
+  state = change_warning(state, 5, 21 * kSec);
+  EXPECT_TRUE(state.has_warnings());
+  EXPECT_EQ(warning_bounds(state, 35 * kSec - 1).own_expiry_below_micros, 40 * kSec);
+  EXPECT_EQ(warning_bounds(state, 35 * kSec).own_expiry_below_micros, 40 * kSec + 1);
+  EXPECT_EQ(warning_bounds(state, 28 * kSec).default_ts_below_micros, 31 * kSec);
+  // Turned off again: what was in the window stays in it.
+  const ContainerTtlState off = change_warning(state, 0, 36 * kSec);
+  EXPECT_EQ(warning_bounds(off, 36 * kSec).own_expiry_below_micros, 41 * kSec + 1);
+  EXPECT_EQ(expired_bounds(off, 36 * kSec).own_expiry_below_micros, 36 * kSec + 1);
+  EXPECT_TRUE(validate_expiry_warning(0).is_ok());
+  EXPECT_TRUE(validate_expiry_warning(kMaxTtlSeconds).is_ok());
+  EXPECT_EQ(validate_expiry_warning(-1).message(),
+            "expiryWarning must be 0 (off) or whole seconds from 1 to 2147483647, not -1");
+  EXPECT_FALSE(validate_expiry_warning(kMaxTtlSeconds + 1).is_ok());
+}
+
 }  // namespace
 }  // namespace mayfly::ttl
