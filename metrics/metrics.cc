@@ -550,7 +550,9 @@ void Metrics::retain_containers(const std::vector<std::string>& existing) {
                          &partition_drained_items_, &partition_drained_bytes_}) {
       family->Remove(&family->Add(labels));
     }
-    partitions_pending_.Remove(&partitions_pending_.Add(labels));
+    for (const char* reason : kPartitionWaitReasons) {
+      partitions_pending_.Remove(&partitions_pending_.Add({{"node", node_}, {"container", *gone}, {"reason", reason}}));
+    }
     deletion_lag_.Remove(&deletion_lag_.Add(labels, lag_buckets()));
     for (auto* family : {&forecast_backlog_peak_, &forecast_drain_seconds_, &reclaim_capacity_}) {
       family->Remove(&family->Add(labels));
@@ -587,12 +589,16 @@ void Metrics::observe_collected(const std::string& container, int64_t items, int
   for (double seconds : lag_seconds) lag.Observe(seconds);
 }
 
-void Metrics::observe_partition_drain(const std::string& container, int64_t items, int64_t bytes, int64_t pending) {
+void Metrics::observe_partition_drain(const std::string& container, int64_t items, int64_t bytes, int64_t pending,
+                                      const char* reason) {
   note_container(container);
   const prometheus::Labels labels{{"node", node_}, {"container", container}};
   partition_drained_items_.Add(labels).Increment(static_cast<double>(items));
   partition_drained_bytes_.Add(labels).Increment(static_cast<double>(bytes));
-  partitions_pending_.Add(labels).Set(static_cast<double>(pending));
+  for (const char* known : kPartitionWaitReasons) {
+    partitions_pending_.Add({{"node", node_}, {"container", container}, {"reason", known}})
+        .Set(std::string_view(known) == reason ? static_cast<double>(pending) : 0.0);
+  }
 }
 
 void Metrics::add_request_units(const std::string& container, const std::string& op, double request_units) {

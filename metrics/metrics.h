@@ -29,6 +29,11 @@
 
 namespace mayfly::metrics {
 
+// Why a deleted partition's items are still stored (mayfly_partition_delete_pending_partitions{reason}): the
+// collector is removing them; users spent the container's request units (no spare RU); or this pass's work bound
+// was spent on other containers or expired items (the next pass goes on).
+inline constexpr const char* kPartitionWaitReasons[] = {"draining", "no_spare_ru", "pass_budget"};
+
 // Live items of one container expiring within 1 minute, 10 minutes and 1 hour of the node's applied time.
 inline constexpr std::array<int64_t, 3> kExpiringWindowsSeconds = {60, 600, 3600};
 struct ExpiringFigures {
@@ -95,7 +100,9 @@ class Metrics {
                          const std::vector<double>& lag_seconds);
   // Delete by partition key: items (and bytes) of deleted partitions the collector removed, and the deleted
   // partitions on this node whose items are not all removed yet.
-  void observe_partition_drain(const std::string& container, int64_t items, int64_t bytes, int64_t pending);
+  // `pending` is reported under `reason` (kPartitionWaitReasons: why they are not removed yet), 0 under the others.
+  void observe_partition_drain(const std::string& container, int64_t items, int64_t bytes, int64_t pending,
+                               const char* reason);
 
   // The TTL forecast (node/forecast.h) of the containers given. Every container that set_container_figures has seen
   // has these series from then on, at 0 until its first forecast.

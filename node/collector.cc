@@ -84,7 +84,7 @@ Result<int64_t> Collector::drain_partitions_within(const storage::ContainerInfo&
   if (affordable == 0) {
     // User work wins (or this pass's work is spent): the partitions wait. Only the gauge is brought up to date.
     MAYFLY_ASSIGN_OR_RETURN(storage::PartitionDrain counted, expiry_.drain_deleted_partitions(info.record, 0));
-    metrics_.observe_partition_drain(key, 0, 0, counted.pending);
+    metrics_.observe_partition_drain(key, 0, 0, counted.pending, work_left == 0 ? "pass_budget" : "no_spare_ru");
     if (counted.pending > 0) {
       last_pass_saturated_ = true;
       *cut_short = true;
@@ -103,7 +103,7 @@ Result<int64_t> Collector::drain_partitions_within(const storage::ContainerInfo&
         static_cast<double>(drain.items) *
             ttl::ttl_delete_charge(static_cast<uint64_t>(drain.bytes / drain.items)));
   }
-  metrics_.observe_partition_drain(key, drain.items, drain.bytes, drain.pending);
+  metrics_.observe_partition_drain(key, drain.items, drain.bytes, drain.pending, "draining");
   return drain.items;
 }
 

@@ -200,7 +200,12 @@ TEST_F(DeletedPartitionsTest, TheCollectorDrainsWithSpareRequestUnitsOnly) {
   ASSERT_TRUE(collector.run_once().is_ok());
   const uint64_t crid = store_->reader().find_container("db", "c", nullptr)->crid;
   EXPECT_EQ(store_->expiry().local_stats(crid).items, 31);
-  EXPECT_NE(metrics.scrape_text().find("mayfly_partition_delete_pending_partitions{container=\"db/c\",node=\"1\"} 1"),
+  EXPECT_NE(metrics.scrape_text().find(
+                "mayfly_partition_delete_pending_partitions{container=\"db/c\",node=\"1\",reason=\"no_spare_ru\"} 1"),
+            std::string::npos)
+      << metrics.scrape_text();
+  EXPECT_NE(metrics.scrape_text().find(
+                "mayfly_partition_delete_pending_partitions{container=\"db/c\",node=\"1\",reason=\"draining\"} 0"),
             std::string::npos);
   // The next seconds have spare RU: at most 10 a pass, until the partition is empty of what it hid.
   int passes = 0;
@@ -217,8 +222,12 @@ TEST_F(DeletedPartitionsTest, TheCollectorDrainsWithSpareRequestUnitsOnly) {
   EXPECT_NE(metrics.scrape_text().find("mayfly_partition_delete_drained_items_total{container=\"db/c\",node=\"1\"} 30"),
             std::string::npos)
       << metrics.scrape_text();
-  EXPECT_NE(metrics.scrape_text().find("mayfly_partition_delete_pending_partitions{container=\"db/c\",node=\"1\"} 0"),
-            std::string::npos);
+  for (const char* reason : metrics::kPartitionWaitReasons) {
+    EXPECT_NE(metrics.scrape_text().find("mayfly_partition_delete_pending_partitions{container=\"db/c\",node=\"1\","
+                                         "reason=\"" + std::string(reason) + "\"} 0"),
+              std::string::npos)
+        << reason;
+  }
 }
 
 // A second delete of a partition while the collector is part-way through it covers the items written between the
