@@ -209,6 +209,10 @@ Table containers_table(std::string_view array_body) {
         change_feed = "on, " + int_cell(feed->as_object(), "retentionSeconds") + " s";
       }
     }
+    // Expiring-soon warnings ride on the feed (docs/retention.md).
+    if (const std::optional<int64_t> warning = int_field(container, "expiryWarning")) {
+      change_feed += ", warns " + std::to_string(*warning) + " s ahead";
+    }
     table.rows.push_back({truncate_cell(string_field(container, "id"), kIdWidth), partition_key,
                           default_ttl.has_value() ? std::to_string(*default_ttl) : "off", indexing, throughput,
                           change_feed, int_cell(container, "_ts")});

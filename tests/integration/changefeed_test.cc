@@ -201,6 +201,8 @@ TEST(ChangeFeed, WarningsComeAtTheSamePositionsOnEveryNodeAndAreCounted) {
                                          "--change-feed", "on", "--expiry-warning", "30"});
   ASSERT_EQ(created.status(), 201) << created.describe();
   EXPECT_EQ(created.body()->at("expiryWarning").as_int64(), 30) << created.describe();
+  const CliResult table = cluster.cli({"-o", "table", "container", "get", "fdb", "c"});
+  EXPECT_NE(table.out.find("on, 7200 s, warns 30 s ahead"), std::string::npos) << table.out;
   EXPECT_EQ(cluster.cli({"container", "set", "fdb", "c", "--expiry-warning", "-1"}).exit_code, 2);
   write(cluster, {"item", "create", "fdb", "c", R"({"id":"w1","pk":"p","ttl":60})"}, 201);
   write(cluster, {"item", "create", "fdb", "c", R"({"id":"w2","pk":"p","ttl":20})"}, 201);  // inside its window

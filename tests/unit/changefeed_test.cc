@@ -752,10 +752,7 @@ struct Replica {
   }
 };
 
-uint64_t test_seed() {
-  if (const char* env = std::getenv("MAYFLY_FEED_SEED")) return std::strtoull(env, nullptr, 10);
-  return std::random_device{}();
-}
+uint64_t test_seed() { return seed_from_env("MAYFLY_FEED_SEED"); }
 
 // The latest-version feed of a container whose feed is off (changefeed.h, "Latest version without the feed"), from
 // the _ts index: after a seeded run of creates, upserts, patches, deletes, own ttls and collector passes, reading from

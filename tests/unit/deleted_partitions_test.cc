@@ -288,10 +288,7 @@ TEST_F(DeletedPartitionsTest, OneDrainVisitsABoundedNumberOfMarks) {
   EXPECT_EQ(calls, 5);  // 68 marks a call
 }
 
-uint64_t test_seed() {
-  if (const char* env = std::getenv("MAYFLY_DELETE_PARTITION_SEED")) return std::strtoull(env, nullptr, 10);
-  return std::random_device{}();
-}
+uint64_t test_seed() { return seed_from_env("MAYFLY_DELETE_PARTITION_SEED"); }
 
 // Random creates, upserts, deletes, own ttls and deletes by partition key over four partitions, applied to two
 // replicas: one drains at random points (random batch sizes), the other never. After every step both replicas'

@@ -293,6 +293,9 @@ TEST(GatewayTranslate, ChangeFeedHeadersBecomeReadChangeFeed) {
     EXPECT_EQ(wire.from, api::ReadChangeFeed::From::kNow);
     EXPECT_EQ(wire.max_items, 7u);
     EXPECT_TRUE(plan.spec.all_versions);
+    // Cosmos DB's feed has no expiring-soon warnings (docs/retention.md): the gateway never asks for them.
+    EXPECT_TRUE(wire.no_warnings);
+    EXPECT_FALSE(wire.only_warnings);
   }
   {
     // The continuation wins over the start time (the SDK sends both after the first page).

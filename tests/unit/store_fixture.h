@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <filesystem>
+#include <cstdlib>
 #include <memory>
+#include <random>
 #include <string>
 #include <unistd.h>
 
@@ -16,6 +18,12 @@ namespace mayfly::storage::testing {
 
 inline constexpr int64_t kT0 = 1'700'000'000'000'000;  // 2023-11-14T22:13:20Z, a whole second
 inline constexpr int64_t kSecond = 1'000'000;
+
+// A randomized test's seed: `variable` from the environment (to reproduce a run), else a fresh one. The test prints it.
+inline uint64_t seed_from_env(const char* variable) {
+  if (const char* value = std::getenv(variable)) return std::strtoull(value, nullptr, 10);
+  return std::random_device{}();
+}
 
 // A directory under the system temp dir, removed on destruction.
 class TempDir {
