@@ -152,7 +152,9 @@ capnp::MessageSize size_hint(const Request& request) {
           [](const ReplaceItem& op) { return op.body.size(); },
           [](const ReadItem& op) { return op.partition_key.size() + op.id.size(); },
           [](const DeleteItem& op) { return op.partition_key.size() + op.id.size(); },
-          [](const PatchItem& op) { return op.partition_key.size() + op.id.size() + op.operations.size(); },
+          [](const PatchItem& op) {
+            return op.partition_key.size() + op.id.size() + op.operations.size() + op.condition.size();
+          },
           [](const ListItems& op) { return op.partition_key ? op.partition_key->size() : size_t{0}; },
           [](const Query& op) {
             return op.sql.size() + op.parameters.size() + (op.partition_key ? op.partition_key->size() : 0);
@@ -249,6 +251,7 @@ void encode_request(const Request& request, proto::Request::Builder out) {
                    auto patch = out.initPatchItem();
                    encode_key(op.partition_key, op.id, patch.initKey());
                    patch.setOperations(wire_text(op.operations));
+                   patch.setCondition(wire_text(op.condition));
                  },
                  [&](const ListItems& op) {
                    auto list = out.initListItems();
@@ -363,6 +366,7 @@ Result<Request> decode_request(proto::Request::Reader in) {
       PatchItem op;
       key(in.getPatchItem().getKey(), op);
       op.operations = text(in.getPatchItem().getOperations());
+      op.condition = text(in.getPatchItem().getCondition());
       request.operation = std::move(op);
       break;
     }

@@ -125,6 +125,9 @@ struct PatchItem {
   std::string partition_key;
   std::string id;
   std::string operations;  // the JSON array of patch operations
+  // Conditional patch (Cosmos DB's filter_predicate): "FROM c WHERE <condition>" over the item; the patch applies
+  // only when it is true of the item as it is, else 412. Empty: unconditional.
+  std::string condition;
   bool operator==(const PatchItem&) const = default;
 };
 // The read feed, a page at a time (Options::max_items, Options::continuation): one partition, or the whole container.

@@ -69,6 +69,7 @@ struct Arguments {
   std::string feed_from;            // changefeed --from beginning|now|TIME
   bool only_expirations = false;    // changefeed
   bool only_warnings = false;       // changefeed
+  std::string condition;            // item patch --condition
   bool follow = false;              // changefeed --follow
 };
 
@@ -427,6 +428,8 @@ class Grammar {
     add_key(patch);
     patch->add_option("OPS_JSON", arguments_.document, "JSON array of patch operations: inline, @file, or -")
         ->required();
+    patch->add_option("--condition", arguments_.condition,
+                      "apply only if this holds for the item: \"FROM c WHERE ...\" (else 412)");
     add_if_match(patch);
     CLI::App* list = leaf(item, "list", "list items, a page at a time", Op::kListItems);
     database_and_container(list);
@@ -547,7 +550,8 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
     case Op::kPatchItem:
       request.operation = api::PatchItem{.partition_key = partition_key.value_or(""),
                                          .id = arguments.id,
-                                         .operations = load_document(arguments.document, environment)};
+                                         .operations = load_document(arguments.document, environment),
+                                         .condition = arguments.condition};
       break;
     case Op::kListItems:
       request.operation = api::ListItems{.partition_key = partition_key};

@@ -513,15 +513,18 @@ Plan plan_items(const HttpRequest& http, const Route& route, api::Request& reque
     } else if (method == "PATCH") {
       Result<boost::json::object> patch = parse_object(http.body, "the patch");
       if (!patch.is_ok()) return bad_request(patch.status().message());
-      if (const auto* condition = patch->if_contains("condition"); condition != nullptr && !condition->is_null()) {
-        return answer(error_response(501, "conditional patch (filter_predicate / \"condition\") is not supported "
-                                          "by Mayfly; use if-match (the item's etag) instead"));
+      std::string condition;  // the SDKs' filter_predicate: "from c where ..." (node/patch_condition.h)
+      if (const auto* given = patch->if_contains("condition"); given != nullptr && !given->is_null()) {
+        if (!given->is_string() || given->as_string().empty()) {
+          return bad_request("the patch's \"condition\" must be a filter predicate like \"from c where c.n > 1\"");
+        }
+        condition = std::string(given->as_string());
       }
       const auto* operations = patch->if_contains("operations");
       if (operations == nullptr || !operations->is_array()) {
         return bad_request("the patch body needs \"operations\": [{\"op\",\"path\",\"value\"}, ...]");
       }
-      request.operation = api::PatchItem{key, route.id, json::to_json(*operations)};
+      request.operation = api::PatchItem{key, route.id, json::to_json(*operations), std::move(condition)};
     } else {
       return method_not_allowed(http, "an item");
     }

@@ -2,6 +2,8 @@
 // expiry deadlines, stopping. Admin changes, snapshot jobs, GC passes and metrics are in driver_upkeep.cc.
 #include "node/driver.h"
 
+#include "node/patch_condition.h"
+
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
 
@@ -278,6 +280,26 @@ void Driver::on_request(uint64_t request_id, api::Request operation) {
   schedule_flush();
 }
 
+std::optional<Reply> Driver::decide_patch_condition(const std::string& condition, bool resent,
+                                                    storage::Command& command) {
+  const storage::StoreReader& reader = replica_->state().reader();
+  const storage::OpResult current = reader.read_item(command.database, command.container, command.partition_key_json,
+                                                     command.id, reader.applied().ts_micros);
+  // A re-sent patch always goes to the log, where only the apply knows whether its first attempt applied.
+  if (!current.ok()) return resent ? std::nullopt : std::optional<Reply>(Reply{current});
+  Result<bool> holds = patch_condition_holds(condition, current.body);
+  if (!holds.is_ok()) return Reply{storage::OpResult::error(holds.status())};
+  if (!*holds && !resent) {
+    return Reply{storage::OpResult::error(StatusCode::kPreconditionFailed,
+                                          "the patch's condition (filter predicate) is false for the item; nothing "
+                                          "was changed")};
+  }
+  // Pinned: applied only to the version the condition was decided on (a client's own if-match must be that one too).
+  // A re-sent patch whose condition is false now is pinned to no version: a 412 unless its first attempt applied.
+  if (!command.if_match) command.if_match = *holds ? current.etag : std::string("\"filter-predicate-false\"");
+  return std::nullopt;
+}
+
 void Driver::handle_write(uint64_t request_id, const api::Request& operation) {
   if (replica_->core().role() != Role::kLeader) {
     reply(request_id, not_leader("this node is not the leader and could not forward the write; retry"));
@@ -307,6 +329,13 @@ void Driver::handle_write(uint64_t request_id, const api::Request& operation) {
     if (wait_ms > 0) {
       reply(request_id, throttled_reply(wait_ms));
       return;
+    }
+    // A conditional patch is decided here and pinned to the etag it was decided on (node/patch_condition.h).
+    if (const api::PatchItem* patch = operation.as<api::PatchItem>(); patch != nullptr && !patch->condition.empty()) {
+      if (std::optional<Reply> refused = decide_patch_condition(patch->condition, resent, command)) {
+        reply(request_id, std::move(*refused));
+        return;
+      }
     }
     // Bad item bodies are refused here, and good ones go to the log validated (storage::PreparedBody): no replica
     // parses the body again.

@@ -112,6 +112,8 @@ struct Request {
     patchItem :group {
       key @16 :ItemKey;
       operations @17 :Text;  # JSON array of patch operations
+      # Conditional patch (the SDKs' filter_predicate): "FROM c WHERE ..." over the item as it is; false -> 412.
+      condition @36 :Text;
     }
     listItems :union {       # the read feed: one partition or the whole container, a page at a time
       wholeContainer @18 :Void;
