@@ -232,9 +232,18 @@ TEST(GatewayTranslate, BadAndUnsupportedCallsAreAnsweredWithoutTheNode) {
                                                  {{"x-ms-documentdb-partitionkey", "[{\"x\":1}]"}}))),
             400);
   EXPECT_EQ(answered_status(plan_request(request("PUT", "/dbs/d/colls/c/docs/i", "{\"id\":\"j\"}", pk))), 400);
+  // A conditional patch's condition goes to the node (which decides it); one that is not a string is a 400 here.
+  {
+    Plan plan = plan_request(
+        request("PATCH", "/dbs/d/colls/c/docs/i", R"({"operations":[],"condition":"from c where c.x"})", pk));
+    ASSERT_FALSE(plan.answer);
+    const api::PatchItem* patch = plan.call.request ? plan.call.request->as<api::PatchItem>() : nullptr;
+    ASSERT_NE(patch, nullptr);
+    EXPECT_EQ(patch->condition, "from c where c.x");
+  }
   EXPECT_EQ(answered_status(plan_request(
-                request("PATCH", "/dbs/d/colls/c/docs/i", R"({"operations":[],"condition":"from c where c.x"})", pk))),
-            501);
+                request("PATCH", "/dbs/d/colls/c/docs/i", R"({"operations":[],"condition":7})", pk))),
+            400);
   EXPECT_EQ(answered_status(plan_request(request("POST", "/dbs/d/colls/c/docs", "{\"q\":1}",
                                                  {{"x-ms-documentdb-isquery", "True"}}))),
             400);
