@@ -280,26 +280,6 @@ void Driver::on_request(uint64_t request_id, api::Request operation) {
   schedule_flush();
 }
 
-std::optional<Reply> Driver::decide_patch_condition(const std::string& condition, bool resent,
-                                                    storage::Command& command) {
-  const storage::StoreReader& reader = replica_->state().reader();
-  const storage::OpResult current = reader.read_item(command.database, command.container, command.partition_key_json,
-                                                     command.id, reader.applied().ts_micros);
-  // A re-sent patch always goes to the log, where only the apply knows whether its first attempt applied.
-  if (!current.ok()) return resent ? std::nullopt : std::optional<Reply>(Reply{current});
-  Result<bool> holds = patch_condition_holds(condition, current.body);
-  if (!holds.is_ok()) return Reply{storage::OpResult::error(holds.status())};
-  if (!*holds && !resent) {
-    return Reply{storage::OpResult::error(StatusCode::kPreconditionFailed,
-                                          "the patch's condition (filter predicate) is false for the item; nothing "
-                                          "was changed")};
-  }
-  // Pinned: applied only to the version the condition was decided on (a client's own if-match must be that one too).
-  // A re-sent patch whose condition is false now is pinned to no version: a 412 unless its first attempt applied.
-  if (!command.if_match) command.if_match = *holds ? current.etag : std::string("\"filter-predicate-false\"");
-  return std::nullopt;
-}
-
 void Driver::handle_write(uint64_t request_id, const api::Request& operation) {
   if (replica_->core().role() != Role::kLeader) {
     reply(request_id, not_leader("this node is not the leader and could not forward the write; retry"));
@@ -332,8 +312,9 @@ void Driver::handle_write(uint64_t request_id, const api::Request& operation) {
     }
     // A conditional patch is decided here and pinned to the etag it was decided on (node/patch_condition.h).
     if (const api::PatchItem* patch = operation.as<api::PatchItem>(); patch != nullptr && !patch->condition.empty()) {
-      if (std::optional<Reply> refused = decide_patch_condition(patch->condition, resent, command)) {
-        reply(request_id, std::move(*refused));
+      if (std::optional<storage::OpResult> refused =
+              decide_patch_condition(replica_->state().reader(), patch->condition, resent, command)) {
+        reply(request_id, Reply{std::move(*refused)});
         return;
       }
     }

@@ -154,9 +154,6 @@ class Driver {
   void on_tick();
   void on_deadline_timer();
   void handle_write(uint64_t request_id, const api::Request& operation);
-  // A conditional patch (node/patch_condition.h): the answer when it is refused here, else pins `command` to the etag
-  // the condition was decided on.
-  std::optional<Reply> decide_patch_condition(const std::string& condition, bool resent, storage::Command& command);
   void handle_read(uint64_t request_id, const api::Request& operation);
   void handle_admin(uint64_t request_id, const api::Request& operation);
   // mayfly cluster advance-clock (virtual clock only): a time entry stamped `operation.advance_micros` later.

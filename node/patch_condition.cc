@@ -19,6 +19,9 @@ bool starts_with_word(std::string_view text, std::string_view word) {
   return text.size() == word.size() || !std::isalnum(static_cast<unsigned char>(text[word.size()]));
 }
 
+// The etag a re-sent patch whose condition is false now is pinned to: no item has it.
+constexpr std::string_view kNoVersion = "\"filter-predicate-false\"";
+
 Status bad(const std::string& why) {
   return Status::invalid_argument("the patch's condition (filter predicate) " + why +
                                   "; write it as \"FROM c WHERE <condition>\"");
@@ -52,6 +55,23 @@ Result<bool> patch_condition_holds(std::string_view condition, std::string_view 
   const boost::json::value item = boost::json::parse(item_json, error);
   if (error || !item.is_object()) return Status::internal("the item to patch did not read back as a JSON object");
   return evaluator.matches(item);
+}
+
+std::optional<storage::OpResult> decide_patch_condition(const storage::StoreReader& reader,
+                                                        std::string_view condition, bool resent,
+                                                        storage::Command& command) {
+  const storage::OpResult current = reader.read_item(command.database, command.container, command.partition_key_json,
+                                                     command.id, reader.applied().ts_micros);
+  if (!current.ok()) return resent ? std::nullopt : std::optional<storage::OpResult>(current);
+  Result<bool> holds = patch_condition_holds(condition, current.body);
+  if (!holds.is_ok()) return storage::OpResult::error(holds.status());
+  if (!*holds && !resent) {
+    return storage::OpResult::error(StatusCode::kPreconditionFailed,
+                                    "the patch's condition (filter predicate) is false for the item; nothing was "
+                                    "changed");
+  }
+  if (!command.if_match) command.if_match = *holds ? current.etag : std::string(kNoVersion);
+  return std::nullopt;
 }
 
 }  // namespace mayfly::node

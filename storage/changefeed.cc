@@ -489,7 +489,7 @@ Result<ChangeFeedPage> ChangeFeedReader::read(const ChangeFeedRequest& request) 
   if (!feed.enabled) {
     return Status::invalid_argument("the change feed of container '" + request.container +
                                     "' is off: only its latest-version feed can be read (turn the feed on for all "
-                                    "versions, deletes and expirations)");
+                                    "versions, deletes, expirations and warnings)");
   }
 
   // The last position already served ("all of index done" when phase is 1).
