@@ -420,6 +420,14 @@ TEST(IntegrationCrud, BadInputThroughTheCliIsAClear4xxAndNodesKeepServing) {
   expect_4xx("bad defaultTtl", {"container", "create", "d", "c2", "--pk", "/pk", "--default-ttl", "0"}, 400,
              "defaultTtl");
   expect_4xx("bad patch", {"item", "patch", "d", "c", "--pk", "p", "--id", "ok1", "{\"op\":"}, 400, "JSON");
+  // Conditional patch: a condition that is not FROM ... WHERE, and one that is false for the item.
+  const std::string set_x = R"([{"op":"set","path":"/x","value":1}])";
+  expect_4xx("bad patch condition",
+             {"item", "patch", "d", "c", "--pk", "p", "--id", "ok1", "--condition", "where c.x = 1", set_x}, 400,
+             "FROM c WHERE");
+  expect_4xx("false patch condition",
+             {"item", "patch", "d", "c", "--pk", "p", "--id", "ok1", "--condition", "from c where c.x = 1", set_x},
+             412, "condition");
   // A partition key that does not match the item's, and one of a type a partition key cannot have.
   expect_4xx("bad --pk (object)", {"item", "read", "d", "c", "--pk", R"({"a":1})", "--id", "ok1"}, 400,
              "partition key");
