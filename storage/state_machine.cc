@@ -477,6 +477,12 @@ std::string warning_image_key(const ContainerRecord& container, std::string_view
                          entry.sort_micros, partition_key, id);
 }
 
+// Warnings are changes of the all-versions feed: asking for them on a container whose feed is off would give nothing.
+// (Turning the feed off later is allowed: its warnings are simply not served while it is off.)
+constexpr const char* kWarningNeedsFeed =
+    "expiryWarning needs the container's change feed on (warnings are changes of its all-versions feed): turn it on "
+    "in the same request (--change-feed on)";
+
 // Parses the JSON text of a defaultTtl value and validates it (docs/ttl.md §2).
 Result<ttl::DefaultTtl> parse_default_ttl(std::string_view text) {
   Result<boost::json::value> parsed = json::parse(text);
@@ -567,6 +573,7 @@ OpResult StateMachine::create_container(const Command& command, int64_t ts, Appl
     if (!feed.is_ok()) return bad_request(feed.status().message());
     record.change_feed = feed.value();
   }
+  if (record.ttl.warning_seconds > 0 && !record.change_feed.enabled) return bad_request(kWarningNeedsFeed);
   record.crid = context.meta.next_container_rid++;
   record.modified_ts_micros = ts;
   record.etag_sequence = ++context.meta.write_sequence;
@@ -611,6 +618,10 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   }
   const bool warning_change =
       command.expiry_warning_seconds && *command.expiry_warning_seconds != record.ttl.warning_seconds;
+  const bool feed_after = command.change_feed ? command.change_feed->enabled : record.change_feed.enabled;
+  if (command.expiry_warning_seconds && *command.expiry_warning_seconds > 0 && !feed_after) {
+    return bad_request(kWarningNeedsFeed);
+  }
   const ttl::IndexingMode indexing = command.indexing.value_or(record.indexing);
   if (Status status = ttl::validate_indexing(policy, indexing); !status.is_ok()) return bad_request(status.message());
   if (command.throughput && record.throughput.mode == Throughput::Mode::kShared &&

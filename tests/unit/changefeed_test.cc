@@ -582,6 +582,32 @@ TEST_F(ChangeFeedTest, TheExpiryWarningTravelsInCommandsAndRecordsAndOlderBytesS
   EXPECT_EQ(decode_container(encode_container(record)).status().code(), StatusCode::kCorruption);
 }
 
+TEST_F(ChangeFeedTest, AWarningWindowNeedsTheFeedOnAndARefusalChangesNothing) {
+  ASSERT_EQ(apply(database_command(CommandType::kCreateDatabase, "db"), kT0).http_status(), 201);
+  Command without_feed = create_container_command("db", "c", "/pk", std::string("100"));
+  without_feed.expiry_warning_seconds = 30;
+  const auto before = store_->dump(false);
+  const OpResult refused = apply(without_feed, kT0 + 1);
+  EXPECT_EQ(refused.http_status(), 400);
+  EXPECT_NE(refused.message.find("needs the container's change feed on"), std::string::npos) << refused.message;
+  EXPECT_EQ(before->size(), store_->dump(false)->size());  // no container, no meta change beyond the position
+  without_feed.expiry_warning_seconds = 0;  // 0 (off) is fine without a feed
+  ASSERT_EQ(apply(without_feed, kT0 + 2).http_status(), 201);
+  EXPECT_EQ(apply(warning_command(30), kT0 + 3).http_status(), 400);
+  Command with_feed = warning_command(30);
+  with_feed.change_feed = ChangeFeedSettings{true, 3600, 0};
+  ASSERT_EQ(apply(with_feed, kT0 + 4).http_status(), 200);
+  Result<ContainerRecord> record = store_->reader().find_container("db", "c", nullptr);
+  ASSERT_TRUE(record.is_ok());
+  EXPECT_EQ(record->ttl.warning_seconds, 30);
+  EXPECT_TRUE(record->change_feed.enabled);
+  // Turning the feed off later is allowed (its warnings are not served while it is off).
+  Command feed_off = warning_command(30);
+  feed_off.expiry_warning_seconds.reset();
+  feed_off.change_feed = ChangeFeedSettings{};
+  EXPECT_EQ(apply(feed_off, kT0 + 5).http_status(), 200);
+}
+
 TEST_F(ChangeFeedTest, DroppedContainersLoseTheirFeedAndTheTimeIndexStops) {
   make_feed_container("-1");
   upsert("a", 1, 1, kT0 + 1);
