@@ -72,8 +72,8 @@ Result<DatabaseRecord> decode_database(std::string_view bytes) {
 
 namespace {
 
-// The expiry warning's part of a ContainerTtlState (ttl.h), a tail of both records that hold one.
-bool has_warning_state(const ttl::ContainerTtlState& state) { return state.has_warnings(); }
+// The expiry warning's part of a ContainerTtlState (ttl.h), a tail of both records that hold one (written only when
+// state.has_warnings()).
 void put_warning_state(std::string& out, const ttl::ContainerTtlState& state) {
   codec::put_varint_signed(out, state.warning_seconds);
   codec::put_varint_signed(out, state.own_warned_below_micros);
@@ -104,7 +104,7 @@ std::string encode_container(const ContainerRecord& record) {
   codec::put_varint(out, record.etag_sequence);
   // Optional tail, each part written only when it or a later one is not its default, so older records keep their
   // bytes: the change feed, the latest delete by partition key, the expiry warning.
-  const bool warnings = has_warning_state(record.ttl);
+  const bool warnings = record.ttl.has_warnings();
   const bool deletes = warnings || record.partitions_deleted_through_micros != 0;
   if (deletes || !(record.change_feed == ChangeFeedSettings{})) {
     codec::put_u8(out, record.change_feed.enabled ? 1 : 0);
@@ -238,7 +238,7 @@ std::string encode_ttl_state(const ttl::ContainerTtlState& state) {
   codec::put_varint_signed(out, state.own_dead_below_micros);
   codec::put_varint_signed(out, state.default_dead_below_micros);
   codec::put_varint_signed(out, state.default_dead_since_micros);
-  if (has_warning_state(state)) put_warning_state(out, state);
+  if (state.has_warnings()) put_warning_state(out, state);
   return out;
 }
 
