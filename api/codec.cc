@@ -170,6 +170,10 @@ capnp::MessageSize size_hint(const Request& request) {
           [](const ReadChangeFeed& op) { return op.continuation.size(); },
           [](const ExecuteBatch& op) { return op.partition_key.size() + op.operations.size(); },
           [](const DeletePartition& op) { return op.partition_key.size(); },
+          [](const SetHold& op) {
+            return op.id.size() + op.partition_key.size() + op.item_id.size() + op.reason.size() + op.actor.size();
+          },
+          [](const ReleaseHold& op) { return op.id.size() + op.reason.size() + op.actor.size(); },
           [](const auto&) { return size_t{0}; },
       },
       request.operation);
@@ -186,6 +190,10 @@ static_assert(static_cast<size_t>(proto::Request::READ_CHANGE_FEED) == static_ca
 static_assert(static_cast<size_t>(proto::Request::LIST_OFFERS) == static_cast<size_t>(Kind::kListOffers));
 static_assert(static_cast<size_t>(proto::Request::BATCH) == static_cast<size_t>(Kind::kExecuteBatch));
 static_assert(static_cast<size_t>(proto::Request::DELETE_PARTITION) == static_cast<size_t>(Kind::kDeletePartition));
+static_assert(static_cast<size_t>(proto::Request::SET_HOLD) == static_cast<size_t>(Kind::kSetHold));
+static_assert(static_cast<size_t>(proto::Request::RELEASE_HOLD) == static_cast<size_t>(Kind::kReleaseHold));
+static_assert(static_cast<size_t>(proto::Request::LIST_HOLDS) == static_cast<size_t>(Kind::kListHolds));
+static_assert(static_cast<size_t>(proto::Request::LIST_HOLD_AUDIT) == static_cast<size_t>(Kind::kListHoldAudit));
 
 std::optional<Kind> kind_of(proto::Request::Which which) {
   if (static_cast<size_t>(which) >= kKindCount) return std::nullopt;
@@ -303,6 +311,25 @@ void encode_request(const Request& request, proto::Request::Builder out) {
                    batch.setOperations(wire_text(op.operations));
                  },
                  [&](const DeletePartition& op) { out.setDeletePartition(wire_text(op.partition_key)); },
+                 [&](const SetHold& op) {
+                   auto hold = out.initSetHold();
+                   hold.setId(wire_text(op.id));
+                   hold.setScope(op.scope == SetHold::Scope::kItem        ? proto::Hold::Scope::ITEM
+                                 : op.scope == SetHold::Scope::kPartition ? proto::Hold::Scope::PARTITION
+                                                                          : proto::Hold::Scope::CONTAINER);
+                   hold.setPartitionKey(wire_text(op.partition_key));
+                   hold.setItemId(wire_text(op.item_id));
+                   hold.setReason(wire_text(op.reason));
+                   hold.setActor(wire_text(op.actor));
+                 },
+                 [&](const ReleaseHold& op) {
+                   auto release = out.initReleaseHold();
+                   release.setId(wire_text(op.id));
+                   release.setReason(wire_text(op.reason));
+                   release.setActor(wire_text(op.actor));
+                 },
+                 [&](const ListHolds& op) { out.setListHolds(op.include_released); },
+                 [&](const ListHoldAudit&) { out.setListHoldAudit(); },
              },
              request.operation);
 }
@@ -336,6 +363,30 @@ Result<Request> decode_request(proto::Request::Reader in) {
     case proto::Request::DELETE_PARTITION:
       request.operation = DeletePartition{text(in.getDeletePartition())};
       break;
+    case proto::Request::SET_HOLD: {
+      auto wire = in.getSetHold();
+      SetHold hold;
+      hold.id = text(wire.getId());
+      switch (wire.getScope()) {
+        case proto::Hold::Scope::CONTAINER: hold.scope = SetHold::Scope::kContainer; break;
+        case proto::Hold::Scope::PARTITION: hold.scope = SetHold::Scope::kPartition; break;
+        case proto::Hold::Scope::ITEM: hold.scope = SetHold::Scope::kItem; break;
+        default: return Status::invalid_argument("unknown hold scope");
+      }
+      hold.partition_key = text(wire.getPartitionKey());
+      hold.item_id = text(wire.getItemId());
+      hold.reason = text(wire.getReason());
+      hold.actor = text(wire.getActor());
+      request.operation = std::move(hold);
+      break;
+    }
+    case proto::Request::RELEASE_HOLD: {
+      auto wire = in.getReleaseHold();
+      request.operation = ReleaseHold{text(wire.getId()), text(wire.getReason()), text(wire.getActor())};
+      break;
+    }
+    case proto::Request::LIST_HOLDS: request.operation = ListHolds{in.getListHolds()}; break;
+    case proto::Request::LIST_HOLD_AUDIT: request.operation = ListHoldAudit{}; break;
     case proto::Request::DELETE_DATABASE: request.operation = DeleteDatabase{}; break;
     case proto::Request::LIST_DATABASES: request.operation = ListDatabases{}; break;
     case proto::Request::CREATE_CONTAINER:

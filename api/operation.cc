@@ -43,6 +43,10 @@ constexpr std::array<KindInfo, kKindCount> kKinds = {{
     {"listOffers", false, true, false},
     {"batch", true, false, false},
     {"deletePartition", true, false, false},
+    {"setHold", true, false, false},
+    {"releaseHold", true, false, false},
+    {"listHolds", false, true, false},
+    {"listHoldAudit", false, true, false},
 }};
 
 template <size_t... I>

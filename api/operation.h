@@ -72,6 +72,34 @@ struct DeletePartition {
   std::string partition_key;  // JSON
   bool operator==(const DeletePartition&) const = default;
 };
+// Legal holds (docs/retention.md, "Legal holds"; proto Hold): keys with the compliance role (or admin) only.
+// `actor` is the key name of the client: set by the node that authenticated it, never taken from a client.
+struct SetHold {
+  enum class Scope { kContainer, kPartition, kItem };
+  std::string id;
+  Scope scope = Scope::kContainer;
+  std::string partition_key;  // JSON: kPartition, kItem
+  std::string item_id;        // kItem
+  std::string reason;
+  std::string actor;
+  bool operator==(const SetHold&) const = default;
+};
+struct ReleaseHold {
+  std::string id;
+  std::string reason;
+  std::string actor;
+  bool operator==(const ReleaseHold&) const = default;
+};
+// The holds of container database/container, of every container of `database` (container empty), or of every
+// container (both empty); released ones too with include_released.
+struct ListHolds {
+  bool include_released = false;
+  bool operator==(const ListHolds&) const = default;
+};
+// The audit trail of holds set and released, oldest first, a page at a time (Options::max_items, continuation).
+struct ListHoldAudit {
+  bool operator==(const ListHoldAudit&) const = default;
+};
 struct DeleteDatabase {
   bool operator==(const DeleteDatabase&) const = default;
 };
@@ -214,7 +242,7 @@ using Operation =
                  DeleteContainer, ListContainers, CreateItem, UpsertItem, ReplaceItem, ReadItem, DeleteItem, PatchItem,
                  ListItems, ClusterStatus, AddMember, RemoveMember, TransferLeader, Query, AdvanceClock, BackupOpen,
                  BackupRead, ContainerForecast, ReadChangeFeed, UpdateDatabase, ListOffers, ExecuteBatch,
-                 DeletePartition>;
+                 DeletePartition, SetHold, ReleaseHold, ListHolds, ListHoldAudit>;
 
 enum class Kind {
   kCreateDatabase,
@@ -246,9 +274,13 @@ enum class Kind {
   kListOffers,
   kExecuteBatch,
   kDeletePartition,
+  kSetHold,
+  kReleaseHold,
+  kListHolds,
+  kListHoldAudit,
 };
 inline constexpr size_t kKindCount = std::variant_size_v<Operation>;
-static_assert(static_cast<size_t>(Kind::kDeletePartition) + 1 == kKindCount, "Kind lists every Operation alternative");
+static_assert(static_cast<size_t>(Kind::kListHoldAudit) + 1 == kKindCount, "Kind lists every Operation alternative");
 
 inline Kind kind_of(const Operation& operation) { return static_cast<Kind>(operation.index()); }
 // A default-made operation of that kind (for builders that fill the fields afterwards).

@@ -71,6 +71,9 @@ struct Arguments {
   bool only_warnings = false;       // changefeed
   std::string condition;            // item patch --condition
   bool follow = false;              // changefeed --follow
+  std::string item_id;              // hold set --item
+  std::string reason;               // hold set|release --reason
+  bool all = false;                 // hold list --all
 };
 
 // A usage error found after CLI11 was done (file not readable, bad endpoint list, ...).
@@ -143,7 +146,9 @@ std::string resolve_key(const Arguments& arguments, const CliEnvironment& enviro
     for (std::string word; fields >> word;) words.push_back(word);
     if (words.empty()) continue;
     if (words.size() == 1) return words[0];
-    if (words[0] == "readonly" || words[0] == "readwrite" || words[0] == "admin") return words[1];
+    if (words[0] == "readonly" || words[0] == "readwrite" || words[0] == "admin" || words[0] == "compliance") {
+      return words[1];
+    }
     throw UsageError{source + ": '" + path + "' holds neither a key alone nor a line ROLE KEY [NAME]"};
   }
   throw UsageError{source + ": '" + path + "' holds no key"};
@@ -228,6 +233,7 @@ class Grammar {
     add_item();
     add_query();
     add_changefeed();
+    add_hold();
   }
 
   CLI::App& app() { return app_; }
@@ -264,6 +270,33 @@ class Grammar {
   void database_and_container(CLI::App* sub) {
     sub->add_option("DB", arguments_.database, "database")->required();
     sub->add_option("CONTAINER", arguments_.container, "container")->required();
+  }
+
+  void add_hold() {
+    CLI::App* hold = group("hold", "legal holds: keep items past their TTL and from every deletion (compliance keys)");
+    CLI::App* set = leaf(hold, "set",
+                         "hold the whole container, one partition key value (--pk) or one item (--pk and --item)",
+                         Op::kSetHold);
+    database_and_container(set);
+    set->add_option("--id", arguments_.id, "the hold's id (e.g. a case number), unique among the container's holds")
+        ->required();
+    set->add_option("--pk", arguments_.partition_key, "partition key value (JSON, else a string): hold that partition");
+    set->add_option("--item", arguments_.item_id, "with --pk: hold only the item with this id");
+    set->add_option("--reason", arguments_.reason, "why (kept in the hold and its audit record)")->required();
+    CLI::App* release = leaf(hold, "release", "release hold ID: what it kept expires or may be deleted again",
+                             Op::kReleaseHold);
+    database_and_container(release);
+    release->add_option("ID", arguments_.id, "the hold's id")->required();
+    release->add_option("--reason", arguments_.reason, "why (kept in the audit record)")->required();
+    CLI::App* list = leaf(hold, "list", "the active holds (of every container, of DB, or of DB CONTAINER)",
+                          Op::kListHolds);
+    list->add_option("DB", arguments_.database, "database");
+    list->add_option("CONTAINER", arguments_.container, "container");
+    list->add_flag("--all", arguments_.all, "released holds too");
+    CLI::App* audit = leaf(hold, "audit", "who set and released which hold, when and why (oldest first)",
+                           Op::kListHoldAudit);
+    audit->add_option("--max-items", arguments_.max_items, "entries per page (default 100)");
+    audit->add_option("--continuation", arguments_.continuation, "from the previous page's continuation");
   }
 
   void add_cluster() {
@@ -546,6 +579,25 @@ Request build_request(Op op, const Arguments& arguments, const CliEnvironment& e
       break;
     case Op::kDeletePartition:
       request.operation = api::DeletePartition{.partition_key = partition_key.value_or("")};
+      break;
+    case Op::kSetHold: {
+      if (!arguments.item_id.empty() && !partition_key) throw UsageError{"hold set --item needs --pk (its partition)"};
+      api::SetHold hold;
+      hold.id = arguments.id;
+      hold.scope = !arguments.item_id.empty() ? api::SetHold::Scope::kItem
+                   : partition_key            ? api::SetHold::Scope::kPartition
+                                              : api::SetHold::Scope::kContainer;
+      hold.partition_key = partition_key.value_or("");
+      hold.item_id = arguments.item_id;
+      hold.reason = arguments.reason;
+      request.operation = std::move(hold);
+      break;
+    }
+    case Op::kReleaseHold:
+      request.operation = api::ReleaseHold{.id = arguments.id, .reason = arguments.reason};
+      break;
+    case Op::kListHolds:
+      request.operation = api::ListHolds{.include_released = arguments.all};
       break;
     case Op::kPatchItem:
       request.operation = api::PatchItem{.partition_key = partition_key.value_or(""),

@@ -329,6 +329,36 @@ FormattedOutput format_response_table(const Request& request, const Response& re
       output.out = render_table(table) + footer(response, table.rows.size(), "offer");
       return output;
     }
+    case Op::kListHolds: {
+      Table table{{"id", "container", "scope", "set by", "set ts", "reason", "released"}, {}};
+      for (std::string_view element : json_array_elements(body)) {
+        if (!is_object(element)) continue;
+        const auto members = json_object_members(element);
+        std::string scope = cell_text(member(members, "scope"));
+        if (!member(members, "partitionKey").empty()) scope += " " + std::string(member(members, "partitionKey"));
+        if (!member(members, "itemId").empty()) scope += " id " + cell_text(member(members, "itemId"));
+        table.rows.push_back({cell_text(member(members, "id")),
+                              cell_text(member(members, "database")) + "/" + cell_text(member(members, "container")),
+                              scope, cell_text(member(members, "setBy")), std::string(member(members, "setTs")),
+                              cell_text(member(members, "reason")),
+                              member(members, "active") == "true" ? "" : std::string(member(members, "releasedTs"))});
+      }
+      output.out = render_table(table) + footer(response, table.rows.size(), "hold");
+      return output;
+    }
+    case Op::kListHoldAudit: {
+      Table table{{"index", "ts", "action", "hold", "container", "actor", "reason"}, {}};
+      for (std::string_view element : json_array_elements(body)) {
+        if (!is_object(element)) continue;
+        const auto members = json_object_members(element);
+        table.rows.push_back({std::string(member(members, "index")), std::string(member(members, "ts")),
+                              cell_text(member(members, "action")), cell_text(member(members, "hold")),
+                              cell_text(member(members, "database")) + "/" + cell_text(member(members, "container")),
+                              cell_text(member(members, "actor")), cell_text(member(members, "reason"))});
+      }
+      output.out = render_table(table) + footer(response, table.rows.size(), "audit record");
+      return output;
+    }
     case Op::kListContainers: {
       const Table table = containers_table(body);
       output.out = render_table(table) + footer(response, table.rows.size(), "container");

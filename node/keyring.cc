@@ -38,6 +38,7 @@ std::optional<Role> parse_role(std::string_view text) {
   if (text == "readonly") return Role::kReadOnly;
   if (text == "readwrite") return Role::kReadWrite;
   if (text == "admin") return Role::kAdmin;
+  if (text == "compliance") return Role::kCompliance;
   return std::nullopt;
 }
 
@@ -49,8 +50,22 @@ std::string_view role_name(Role role) {
     case Role::kReadOnly: return "readonly";
     case Role::kReadWrite: return "readwrite";
     case Role::kAdmin: return "admin";
+    case Role::kCompliance: return "compliance";
   }
   return "none";
+}
+
+bool role_allows(Role have, Role need) {
+  if (have == Role::kNone) return false;
+  if (have == Role::kAdmin) return true;
+  switch (need) {
+    case Role::kNone: return true;
+    case Role::kReadOnly: return true;  // every role reads
+    case Role::kReadWrite: return have == Role::kReadWrite;
+    case Role::kCompliance: return have == Role::kCompliance;
+    case Role::kAdmin: return false;
+  }
+  return false;
 }
 
 Result<std::vector<ClientKey>> parse_keys(std::string_view text, const std::string& origin) {

@@ -4,7 +4,8 @@
 // File format, one key per line (blank lines and `#` comments ignored):
 //     ROLE KEY [NAME]       e.g.  admin  kP3...base64...  ops-team
 // Roles: readonly (reads, lists, queries, cluster status), readwrite (also every data, database and container write),
-// admin (also membership changes and leadership transfer). A key is at least 16 bytes with no spaces. The file must not
+// compliance (readonly's reads, and legal holds: set, release, list and their audit), admin (everything: also
+// membership changes and leadership transfer, and legal holds). A key is at least 16 bytes with no spaces. The file must not
 // be readable by group or others.
 //
 // Keys are never logged or echoed: logs and metrics name a key by NAME, or by its fingerprint (auth::fingerprint).
@@ -22,8 +23,11 @@
 
 namespace mayfly::node {
 
-enum class Role { kNone = 0, kReadOnly = 1, kReadWrite = 2, kAdmin = 3 };
+// compliance: what readonly may, and legal holds (set, release, list, audit: docs/retention.md); admin may everything.
+enum class Role { kNone = 0, kReadOnly = 1, kReadWrite = 2, kAdmin = 3, kCompliance = 4 };
 std::string_view role_name(Role role);
+// Whether a key of role `have` may run an operation that needs `need` (kReadOnly, kReadWrite, kCompliance or kAdmin).
+bool role_allows(Role have, Role need);
 
 struct ClientKey {
   Role role = Role::kNone;

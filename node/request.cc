@@ -93,6 +93,7 @@ Result<api::Request> decode_request(proto::Request::Reader wire) {
   // The owner is never the sender's to say: the node that authenticated the client sets it (node/rpc_services.cc),
   // and a leader takes a forwarded one only from a peer that proved the cluster secret.
   if (request.write_id.has_value()) request.write_id->owner = 0;
+  set_hold_actor(request, "");  // likewise who set or released a hold
   if (Status checked = check_request(request); !checked.is_ok()) return checked;
   return request;
 }
@@ -102,7 +103,19 @@ uint32_t change_feed_wait_ms(const api::Request& request) {
   return feed == nullptr ? 0 : std::min(feed->wait_ms, kMaxChangeFeedWaitMs);
 }
 
+void set_hold_actor(api::Request& request, std::string actor) {
+  if (auto* set = std::get_if<api::SetHold>(&request.operation)) set->actor = std::move(actor);
+  else if (auto* release = std::get_if<api::ReleaseHold>(&request.operation)) release->actor = std::move(actor);
+}
+
 Status check_request(const api::Request& request) {
+  if ((request.as<api::SetHold>() != nullptr || request.as<api::ReleaseHold>() != nullptr) &&
+      (request.database.empty() || request.container.empty())) {
+    return Status::invalid_argument("a legal hold is set and released on a container: name its database and container");
+  }
+  if (request.as<api::ListHolds>() != nullptr && request.database.empty() && !request.container.empty()) {
+    return Status::invalid_argument("listing a container's holds needs its database too");
+  }
   if (request.as<api::DeletePartition>() != nullptr && (request.database.empty() || request.container.empty())) {
     return Status::invalid_argument("a delete by partition key needs a database and a container");
   }
@@ -213,6 +226,29 @@ storage::Command to_command(const api::Request& request, int64_t default_feed_re
     case api::Kind::kDeletePartition: {
       command.type = storage::CommandType::kDeletePartition;
       command.partition_key_json = request.as<api::DeletePartition>()->partition_key;
+      break;
+    }
+    case api::Kind::kSetHold: {
+      const auto& op = *request.as<api::SetHold>();
+      command.type = storage::CommandType::kSetHold;
+      command.id = op.id;
+      command.partition_key_json = op.partition_key;
+      command.body = op.reason;
+      storage::HoldCommand hold;
+      hold.scope = op.scope == api::SetHold::Scope::kItem        ? storage::HoldScope::kItem
+                   : op.scope == api::SetHold::Scope::kPartition ? storage::HoldScope::kPartition
+                                                                 : storage::HoldScope::kContainer;
+      hold.item_id = op.item_id;
+      hold.actor = op.actor;
+      command.hold = std::move(hold);
+      break;
+    }
+    case api::Kind::kReleaseHold: {
+      const auto& op = *request.as<api::ReleaseHold>();
+      command.type = storage::CommandType::kReleaseHold;
+      command.id = op.id;
+      command.body = op.reason;
+      command.hold = storage::HoldCommand{.actor = op.actor};
       break;
     }
     case api::Kind::kExecuteBatch: {
@@ -331,6 +367,10 @@ std::string op_name(const api::Request& request) {
     case api::Kind::kPatchItem: return "patch";
     case api::Kind::kExecuteBatch: return "batch";
     case api::Kind::kDeletePartition: return "delete_partition";
+    case api::Kind::kSetHold: return "set_hold";
+    case api::Kind::kReleaseHold: return "release_hold";
+    case api::Kind::kListHolds: return "list_holds";
+    case api::Kind::kListHoldAudit: return "list_hold_audit";
     case api::Kind::kReadItem: return "read";
     case api::Kind::kListItems: return "list";
     case api::Kind::kGetContainer: return "get_container";
@@ -370,6 +410,10 @@ storage::OpResult execute_read(const storage::StoreReader& state, const api::Req
     case api::Kind::kListContainers: return state.list_containers(request.database);
     case api::Kind::kListDatabases: return state.list_databases();
     case api::Kind::kListOffers: return state.list_offers();
+    case api::Kind::kListHolds:
+      return state.list_holds(request.database, request.container, request.as<api::ListHolds>()->include_released);
+    case api::Kind::kListHoldAudit:
+      return state.list_hold_audit(page_items(request.options.max_items), request.options.continuation);
     case api::Kind::kQuery: {
       const auto& op = *request.as<api::Query>();
       query::QueryRequest query;

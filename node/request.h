@@ -67,6 +67,9 @@ Result<api::Request> decode_request(proto::Request::Reader request);
 // change feed read that names its container and a page of at most 1000 changes, an add-member with an id and a
 // HOST:PORT, an advance-clock duration that parses, a forecast that names its container.
 Status check_request(const api::Request& request);
+// Who sets or releases a legal hold (api::SetHold::actor, api::ReleaseHold::actor): the key name the node that
+// authenticated the client saw; decode_request clears what a client sent. Other operations are left as they are.
+void set_hold_actor(api::Request& request, std::string actor);
 
 // The node's reading of a checked request's options.
 inline Consistency consistency_of(const api::Request& request) {

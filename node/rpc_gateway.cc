@@ -96,7 +96,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
   }
   api::Request& operation = *call.request;
   const Role needed = required_role(operation.kind());
-  if (role < needed) {
+  if (!role_allows(role, needed)) {
     security_metrics_.add_auth_failure("forbidden");
     return refuse(StatusCode::kForbidden, "this key has role " + std::string(role_name(role)) +
                                               "; the operation needs " + std::string(role_name(needed)) +
@@ -105,6 +105,7 @@ kj::Promise<Reply> RpcHost::run_gateway(GatewayCall& call) {
   if (Status checked = check_request(operation); !checked.is_ok()) return refuse(checked.code(), checked.message());
   std::optional<api::WriteId>& write_id = operation.write_id;
   if (write_id) write_id->owner = key_name ? storage::dedup_owner_of(*key_name) : 0;
+  set_hold_actor(operation, key_name.value_or(""));
   if (!keyring_.open() && call.replay_guarded) {
     // A signature does not cover the body: each one of a database or container write, or of a forced TTL change,
     // is good for one request on this node (node/replay_cache.h).

@@ -52,6 +52,11 @@ Role required_role(std::optional<api::Kind> kind) {
     case api::Kind::kExecuteBatch:
     case api::Kind::kDeletePartition:
       return Role::kReadWrite;
+    case api::Kind::kSetHold:
+    case api::Kind::kReleaseHold:
+    case api::Kind::kListHolds:
+    case api::Kind::kListHoldAudit:
+      return Role::kCompliance;
   }
   return Role::kReadWrite;
 }
@@ -137,6 +142,7 @@ class SessionImpl final : public proto::Session::Server {
     // An open node's sessions are all the anonymous owner.
     std::optional<api::WriteId>& write_id = operation.value().write_id;
     if (write_id && !host_.keyring().open()) write_id->owner = storage::dedup_owner_of(key_name_);
+    set_hold_actor(operation.value(), host_.keyring().open() ? std::string() : key_name_);
     return host_.handle(std::move(operation.value()), false, key_id_);
   }
 
@@ -157,7 +163,7 @@ class SessionImpl final : public proto::Session::Server {
       return Reply::error(StatusCode::kUnauthorized, std::move(message));
     }
     const Role needed = required_role(api::kind_of(request.which()));
-    if (role < needed) {
+    if (!role_allows(role, needed)) {
       host_.security_metrics().add_auth_failure("forbidden");
       return Reply::error(StatusCode::kForbidden, "the key '" + key_name_ + "' has role " +
                                                       std::string(role_name(role)) + "; this operation needs " +
@@ -214,6 +220,10 @@ class PeerImpl final : public proto::Peer::Server {
     // proved the cluster secret; from any other, the write is anonymous (storage/write_dedup.h).
     std::optional<api::WriteId>& write_id = operation.value().write_id;
     if (write_id && !secret_id_.empty() && request.hasWriteId()) write_id->owner = request.getWriteId().getOwner();
+    if (!secret_id_.empty()) {
+      if (request.isSetHold()) set_hold_actor(operation.value(), request.getSetHold().getActor());
+      if (request.isReleaseHold()) set_hold_actor(operation.value(), request.getReleaseHold().getActor());
+    }
     return host_.handle(std::move(operation.value()), true).then([context](Reply reply) mutable {
       encode_reply(reply, context.getResults(reply_size_hint(reply)).initResponse());
     });

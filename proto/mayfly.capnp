@@ -68,6 +68,28 @@ struct Batch {
   operations @1 :Text;    # a JSON array of {"operationType","id"?,"resourceBody"?,"ifMatch"?}, as Cosmos DB's REST API
 }
 
+struct Hold {
+  id @0 :Text;
+  scope @1 :Scope;
+  enum Scope {
+    container @0;
+    partition @1;
+    item @2;
+  }
+  partitionKey @2 :Text;  # partition and item holds: the partition key value as JSON, like ItemKey's
+  itemId @3 :Text;        # item holds
+  reason @4 :Text;
+  # The key name of the client: set only by a node forwarding the request of a client it authenticated to the
+  # leader (trusted only from a peer that proved the cluster secret); a client's value is ignored.
+  actor @5 :Text;
+}
+
+struct HoldRelease {
+  id @0 :Text;
+  reason @1 :Text;
+  actor @2 :Text;  # as Hold's
+}
+
 struct ItemKey {
   partitionKey @0 :Text;  # the partition key value as JSON: "\"tenant-1\"", "42", "true", "null"
   id @1 :Text;
@@ -156,6 +178,16 @@ struct Request {
     # gone at once, on every replica at the same log position; the collector removes them with spare RU. Body:
     # {"partitionKey":…,"deletedTs":…}. Refused (400) on a container whose change feed is on.
     deletePartition @35 :Text;
+    # Legal holds (docs/retention.md, "Legal holds"; keys with the compliance role, or admin): a hold keeps what it
+    # covers from expiring and from every deletion path until released. Body: the hold as JSON (201 for a set).
+    setHold @37 :Hold;
+    releaseHold @38 :HoldRelease;
+    # The holds of `database`/`container` (of every container of `database` when `container` is empty, of every
+    # container when both are): a JSON array; true: released ones too. A read, compliance role.
+    listHolds @39 :Bool;
+    # The audit trail of holds set and released, oldest first ([{"action","index","ts","database","container","hold",
+    # "scope",...,"actor","reason"}]), a page at a time (Options.maxItems, continuation). A read, compliance role.
+    listHoldAudit @40 :Void;
   }
   # createDatabase: the RU/s its containers share (those created without throughput of their own); 0: none (each
   # container has its own, or is serverless). updateDatabase: the new figure.

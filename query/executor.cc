@@ -54,7 +54,8 @@ class StorageSource final : public ItemSource {
                                      SourceItem bare{found.position, found.record.write_ts_micros, nullptr};
                                      return visit(bare);
                                    }
-                                   Result<SourceItem> item = document_of(found.record, found.position);
+                                   Result<SourceItem> item =
+                                       document_of(found.record, found.position, found.partition_key, found.id);
                                    if (!item.is_ok()) {
                                      failure = item.status();
                                      return false;
@@ -71,7 +72,7 @@ class StorageSource final : public ItemSource {
     if (!inside) return Status::ok();
     MAYFLY_ASSIGN_OR_RETURN(std::optional<storage::ItemRecord> record, reader_.lookup(*partition_key_, id, now_micros_));
     if (!record) return Status::ok();
-    MAYFLY_ASSIGN_OR_RETURN(SourceItem item, document_of(*record, ""));
+    MAYFLY_ASSIGN_OR_RETURN(SourceItem item, document_of(*record, "", *partition_key_, id));
     visit(item);
     return Status::ok();
   }
@@ -79,7 +80,9 @@ class StorageSource final : public ItemSource {
  private:
   // The item as a read returns it: the stored JSON with `_rid`, `_etag`, `_ts` (seconds) and `_expiresAt` (when its
   // effective TTL is set) after the user's properties — the same document storage::render_item writes.
-  Result<SourceItem> document_of(const storage::ItemRecord& record, std::string_view position) const {
+  // A legal hold adds `_hold` (the ids of the holds covering it), as storage::render_item does.
+  Result<SourceItem> document_of(const storage::ItemRecord& record, std::string_view position,
+                                 std::string_view partition_key, std::string_view id) const {
     Result<bj::value> parsed = json::parse(record.json);
     if (!parsed.is_ok() || !parsed->is_object()) return Status::corruption("stored item is not a JSON object");
     bj::object& object = parsed->get_object();
@@ -89,6 +92,14 @@ class StorageSource final : public ItemSource {
     if (std::optional<int64_t> expires_at =
             ttl::expires_at_seconds(record.ttl, record.write_ts_micros, reader_.container().ttl.policy)) {
       object["_expiresAt"] = *expires_at;
+    }
+    if (reader_.container().active_holds > 0) {
+      MAYFLY_ASSIGN_OR_RETURN(std::string holds, reader_.hold_json(partition_key, id));
+      if (!holds.empty()) {
+        Result<bj::value> value = json::parse(holds);
+        if (!value.is_ok()) return value.status();
+        object["_hold"] = std::move(*value);
+      }
     }
     SourceItem item;
     item.position = position;

@@ -12,6 +12,7 @@
 #include "common/work_budget.h"
 #include "storage/deleted_partitions.h"
 #include "storage/feed_range.h"
+#include "storage/holds.h"
 #include "storage/layout.h"
 #include "storage/store_internal.h"
 
@@ -364,6 +365,11 @@ Result<ChangeFeedPage> read_by_write_time(leveldb::DB* db, const leveldb::ReadOp
   }
   RangeCache ranges;
   PartitionDeletes deletes = PartitionDeletes::at(db, options.snapshot, container);
+  std::optional<HoldSet> holds;  // a held item is alive past its instant (storage/holds.h)
+  if (container.active_holds > 0) {
+    MAYFLY_ASSIGN_OR_RETURN(HoldSet loaded, HoldSet::load(db, options.snapshot, crid));
+    holds = std::move(loaded);
+  }
   std::unique_ptr<leveldb::Iterator> it(db->NewIterator(options));
   size_t page_bytes = 0;
   bool end = true;  // the scan reached the index's end: caught up
@@ -399,7 +405,8 @@ Result<ChangeFeedPage> read_by_write_time(leveldb::DB* db, const leveldb::ReadOp
       return Status::corruption("the _ts index entry of an item does not match its write time");
     }
     MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(key.partition_key, record.write_ts_micros));
-    if (deleted || !ttl::alive(record.ttl, record.write_ts_micros, container.ttl, now)) {
+    if (deleted || !(holds ? holds->alive(key.partition_key, key.id, record, container.ttl, now)
+                           : ttl::alive(record.ttl, record.write_ts_micros, container.ttl, now))) {
       cursor = std::move(position);
       continue;
     }

@@ -9,7 +9,7 @@ namespace {
 constexpr uint8_t kCommandVersion = 1;
 constexpr uint8_t kCommandVersionWithWriteId = 2;  // version 1 followed by the WriteId
 constexpr uint8_t kCommandVersionWithOwner = 3;    // version 2 with the WriteId's owner after it
-constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kDeletePartition);
+constexpr uint8_t kMaxCommandType = static_cast<uint8_t>(CommandType::kReleaseHold);
 
 enum Presence : uint8_t { kAbsent = 0, kPresent = 1 };
 // The change feed tail's first byte: 0 off, 1 on, or this when only a later tail part (the expiry warning) is there.
@@ -42,8 +42,14 @@ std::string_view command_type_name(CommandType type) {
     case CommandType::kUpdateDatabase: return "update_database";
     case CommandType::kBatch: return "batch";
     case CommandType::kDeletePartition: return "delete_partition";
+    case CommandType::kSetHold: return "set_hold";
+    case CommandType::kReleaseHold: return "release_hold";
   }
   return "unknown";
+}
+
+bool is_hold_command(CommandType type) {
+  return type == CommandType::kSetHold || type == CommandType::kReleaseHold;
 }
 
 bool is_item_write(CommandType type) {
@@ -96,6 +102,13 @@ std::string encode_command(const Command& command) {
     codec::put_varint(out, command.write_id->first_unacknowledged);
     codec::put_u8(out, command.write_id->retry ? 1 : 0);
     if (command.write_id->owner != 0) codec::put_u64_be(out, command.write_id->owner);
+  }
+  MAYFLY_ASSERT_MSG(command.hold.has_value() == is_hold_command(command.type), "hold commands carry HoldCommand");
+  if (command.hold) {
+    codec::put_u8(out, static_cast<uint8_t>(command.hold->scope));
+    codec::put_bytes(out, command.hold->item_id);
+    codec::put_bytes(out, command.hold->actor);
+    return out;
   }
   // Appended only when present, so every command without it keeps its bytes.
   if (command.change_feed || command.expiry_warning_seconds) {
@@ -176,14 +189,25 @@ Result<Command> decode_command(std::string_view bytes) {
     write_id.retry = retry == 1;
     command.write_id = write_id;
   }
-  if (ok && !reader.done()) {
+  if (ok && is_hold_command(static_cast<CommandType>(type))) {
+    HoldCommand hold;
+    uint8_t scope = 0;
+    std::string_view item_id, actor;
+    ok = reader.get_u8(scope) && scope <= static_cast<uint8_t>(HoldScope::kItem) && reader.get_bytes(item_id) &&
+         reader.get_bytes(actor);
+    hold.scope = static_cast<HoldScope>(scope);
+    hold.item_id = std::string(item_id);
+    hold.actor = std::string(actor);
+    command.hold = std::move(hold);
+  }
+  if (ok && !reader.done() && !command.hold) {
     ChangeFeedSettings feed;
     uint8_t enabled = 0;
     ok = reader.get_u8(enabled) && enabled <= kFeedUnchanged && reader.get_varint_signed(feed.retention_seconds);
     feed.enabled = enabled == 1;
     if (enabled != kFeedUnchanged) command.change_feed = feed;
   }
-  if (ok && !reader.done()) {
+  if (ok && !reader.done() && !command.hold) {
     int64_t seconds = 0;
     ok = reader.get_varint_signed(seconds);
     command.expiry_warning_seconds = seconds;

@@ -16,6 +16,7 @@
 
 #include "common/http_status.h"
 #include "common/status.h"
+#include "storage/holds.h"
 #include "storage/records.h"
 #include "ttl/ttl.h"
 
@@ -41,9 +42,14 @@ enum class CommandType : uint8_t {
   // Delete by partition key (storage/deleted_partitions.h): partition_key_json; the partition's items are gone at
   // once and the collector removes them with spare request units.
   kDeletePartition,
+  // Legal holds (storage/holds.h): id is the hold's id, partition_key_json its partition (empty: the whole
+  // container), body the reason; `hold` says the scope, the item and who asked.
+  kSetHold,
+  kReleaseHold,
 };
 std::string_view command_type_name(CommandType type);
 bool is_item_write(CommandType type);
+bool is_hold_command(CommandType type);  // kSetHold, kReleaseHold
 
 // A client write's identity for exactly-once execution (storage/write_dedup.h): the client's random id, the write's
 // sequence number (1, 2, ... per client; re-sent writes keep theirs), the lowest sequence the client still waits for
@@ -85,6 +91,15 @@ struct PreparedBody {
   bool operator==(const PreparedBody&) const = default;
 };
 
+// What a hold command carries besides id, partition_key_json and body. `actor`: the key name of the client, set by
+// the node that authenticated it (never taken from a client), recorded in the hold and its audit entry.
+struct HoldCommand {
+  HoldScope scope = HoldScope::kContainer;  // kSetHold
+  std::string item_id;                       // kSetHold with kItem
+  std::string actor;
+  bool operator==(const HoldCommand&) const = default;
+};
+
 struct Command {
   CommandType type = CommandType::kTime;
   std::string database;
@@ -116,6 +131,9 @@ struct Command {
   // Client writes from a client that asks for exactly-once execution; absent for time entries, the address book
   // and older clients.
   std::optional<WriteId> write_id;
+
+  // kSetHold, kReleaseHold (always present for them, absent otherwise).
+  std::optional<HoldCommand> hold;
 };
 
 std::string encode_command(const Command& command);

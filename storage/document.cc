@@ -170,7 +170,7 @@ std::string format_item_rid(std::string_view database, uint64_t crid, uint64_t i
 }
 
 std::string render_item(const ItemRecord& record, std::string_view database, uint64_t crid,
-                        ttl::DefaultTtl default_ttl) {
+                        ttl::DefaultTtl default_ttl, std::string_view hold_json) {
   // The stored JSON is compact and ends with '}': append the system properties before it.
   MAYFLY_ASSERT(record.json.size() >= 2 && record.json.back() == '}');
   std::string out;
@@ -186,6 +186,10 @@ std::string render_item(const ItemRecord& record, std::string_view database, uin
   if (std::optional<int64_t> expires_at = ttl::expires_at_seconds(record.ttl, record.write_ts_micros, default_ttl)) {
     out += ",\"_expiresAt\":";
     out += std::to_string(*expires_at);
+  }
+  if (!hold_json.empty()) {
+    out += ",\"_hold\":";
+    out += hold_json;
   }
   out.push_back('}');
   return out;

@@ -42,8 +42,9 @@ Result<std::string> canonical_partition_key_text(std::string_view partition_key_
 
 // The item as users read it: the stored JSON with `_rid`, `_etag`, `_ts` (seconds) and, when its effective TTL (its
 // own ttl or the container's `default_ttl`) is set, `_expiresAt` (seconds) merged in.
+// `hold_json`: `_hold`'s value (the ids of the legal holds covering the item, storage/holds.h), "" for none.
 std::string render_item(const ItemRecord& record, std::string_view database, uint64_t crid,
-                        ttl::DefaultTtl default_ttl);
+                        ttl::DefaultTtl default_ttl, std::string_view hold_json = {});
 
 // Resource ids (`_rid`) laid out as Cosmos DB's, so the SDKs that take them apart can (the Rust SDK reads a container's
 // database from the first 4 bytes of its `_rid`): base64 with '/' written '-', of a database's 4 bytes, a container's

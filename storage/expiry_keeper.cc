@@ -9,6 +9,7 @@
 #include "common/codec.h"
 #include "storage/changefeed.h"
 #include "storage/deleted_partitions.h"
+#include "storage/holds.h"
 #include "storage/store_internal.h"
 
 namespace mayfly::storage {
@@ -51,6 +52,7 @@ void ExpiryKeeper::committed(const internal::StoreBatch& changes) {
       MAYFLY_ASSERT(tracker.items >= 0 && tracker.bytes >= 0);
     }
   }
+  for (uint64_t crid : changes.holds_released) collect_cursors_.erase(crid);
   for (uint64_t crid : changes.dropped) {
     trackers_.erase(crid);
     collect_cursors_.erase(crid);
@@ -294,6 +296,19 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     size_t index;         // 0: own-ttl index, 1: inheriting index
     std::string raw_key;  // the index key, for the scan cursor
   };
+  // Legal holds (storage/holds.h): a held item is alive whatever its instant, so the collector passes it over. A
+  // container hold keeps every item: nothing to look at. Items held one by one or by partition are skipped in the
+  // scan, at most kMaxHeldSkipped a pass, and the cursor moves past them; a release starts the cursors over.
+  std::optional<HoldSet> holds;
+  if (record.active_holds > 0) {
+    MAYFLY_ASSIGN_OR_RETURN(HoldSet loaded, HoldSet::load(db_, nullptr, record.crid));
+    for (const HoldRecord& hold : loaded.all()) {
+      if (hold.active() && hold.scope == HoldScope::kContainer) return CollectResult{};
+    }
+    holds = std::move(loaded);
+  }
+  const size_t max_held_skipped = 4 * max_items + 64;
+  std::array<std::optional<std::string>, 2> last_held;  // the last held entry each index scan passed over
   std::vector<Candidate> candidates;
   std::array<std::string, 2>& cursors = collect_cursors_[record.crid];
   std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
@@ -302,10 +317,21 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     const int64_t bound = own ? bounds.own_expiry_below_micros : bounds.default_ts_below_micros;
     const std::string& cursor = cursors[own ? 0 : 1];
     size_t taken = 0;
+    size_t held_skipped = 0;
     for (it->Seek(cursor.empty() ? prefix : cursor); it->Valid() && has_prefix(it->key(), prefix) && taken <= max_items;
          it->Next()) {
       MAYFLY_ASSIGN_OR_RETURN(IndexKey key, decode_index_key(std::string_view(it->key().data(), it->key().size())));
       if (key.sort_micros >= bound) break;
+      if (holds) {
+        if (const std::optional<int64_t> since = holds->held_since(key.partition_key, key.id)) {
+          const ttl::ExpiredBounds at_since = ttl::expired_bounds(record.ttl, *since);
+          if (key.sort_micros >= (own ? at_since.own_expiry_below_micros : at_since.default_ts_below_micros)) {
+            last_held[own ? 0 : 1] = std::string(it->key().data(), it->key().size());
+            if (++held_skipped >= max_held_skipped) break;
+            continue;  // alive when its hold took it: kept
+          }
+        }
+      }
       const int64_t expiry =
           own ? key.sort_micros : ttl::inherited_expiry_for_report(record.ttl, key.sort_micros, up_to_micros);
       candidates.push_back({expiry, std::move(key), own ? size_t{0} : size_t{1},
@@ -322,7 +348,9 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
   // The next scan of each index starts at the first entry this pass saw but leaves (still expired, beyond the
   // batch), or else at the last one it deletes: every key before that is gone.
   std::array<std::optional<std::string>, 2> next_cursor;
+  std::array<bool, 2> left{false, false};  // the pass leaves an entry of this index for the next one
   for (size_t i = max_items; i < candidates.size(); ++i) {
+    left[candidates[i].index] = true;
     std::optional<std::string>& next = next_cursor[candidates[i].index];
     if (!next || candidates[i].raw_key < *next) next = candidates[i].raw_key;
   }
@@ -363,7 +391,18 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
     result.bytes += static_cast<int64_t>(bytes);
     result.expiry_instants_micros.push_back(candidate.expiry);
   }
-  if (result.items == 0) return result;
+  for (size_t index = 0; index < 2; ++index) {
+    // Past the held entries this pass skipped, when every other entry it saw in this index is deleted by it.
+    if (last_held[index] && !left[index] && (!next_cursor[index] || *next_cursor[index] < *last_held[index])) {
+      next_cursor[index] = last_held[index];
+    }
+  }
+  if (result.items == 0) {
+    for (size_t i = 0; i < 2; ++i) {
+      if (next_cursor[i]) cursors[i] = std::move(*next_cursor[i]);
+    }
+    return result;
+  }
   context.batch.Put(local_stats_key(record.crid), encode_local_stats(context.stats[record.crid]));
   MAYFLY_RETURN_IF_ERROR(write(context));
   for (size_t i = 0; i < 2; ++i) {
@@ -497,7 +536,7 @@ Result<int64_t> ExpiryKeeper::reclaim_dropped(size_t max_keys) {
     bool finished = true;
     for (const std::string& prefix :
          {item_prefix(crid), own_expiry_prefix(crid), inherit_expiry_prefix(crid), ts_index_prefix(crid),
-          feed_prefix(crid), deleted_partition_prefix(crid)}) {
+          feed_prefix(crid), deleted_partition_prefix(crid), hold_prefix(crid)}) {
       const bool resume = cursor != reclaim_cursors_.end() && cursor->second > prefix;
       for (it->Seek(resume ? cursor->second : prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
         if (static_cast<size_t>(deleted) >= max_keys) {

@@ -71,6 +71,18 @@ std::string deleted_partition_key(uint64_t crid, std::string_view partition_key)
   return key;
 }
 
+std::string hold_prefix(uint64_t crid) { return with_u64(KeyTag::kHold, crid); }
+
+std::string hold_key(uint64_t crid, uint64_t set_index) {
+  std::string key = hold_prefix(crid);
+  codec::put_u64_be(key, set_index);
+  return key;
+}
+
+std::string hold_audit_prefix() { return tagged(KeyTag::kHoldAudit); }
+
+std::string hold_audit_key(uint64_t index) { return with_u64(KeyTag::kHoldAudit, index); }
+
 std::string own_expiry_key(uint64_t crid, int64_t expiry_micros, std::string_view partition_key,
                            std::string_view id) {
   return expiry_index_key(KeyTag::kOwnExpiryIndex, crid, expiry_micros, partition_key, id);

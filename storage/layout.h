@@ -18,6 +18,8 @@
 //   0F index                                    -> ts_us           (change feed: the time index, docs/changefeed.md)
 //   12 crid pk                                  -> DeletedPartition (a delete by partition key whose items the
 //                                                                  collector has not all removed yet)
+//   13 crid set_index                           -> HoldRecord     (legal holds, active and released: holds.h)
+//   14 index                                    -> HoldAuditRecord (the holds' audit trail, by log index)
 //   10 "hard" | "base" | "snap"                 -> raft hard state, compaction point, snapshot record (until
 //   11 index                                    -> raft log entry                   the WAL: migrated, then deleted)
 //   20 crid                                     -> LocalStats     (node-local: physical items and bytes)
@@ -58,6 +60,8 @@ enum class KeyTag : uint8_t {
   kRaftMeta = 0x10,
   kRaftEntry = 0x11,
   kDeletedPartition = 0x12,
+  kHold = 0x13,
+  kHoldAudit = 0x14,
   kLocalStats = 0x20,
   kInstallMarker = 0x21,
 };
@@ -90,6 +94,11 @@ std::string dropped_container_key(uint64_t crid);
 // gone; the collector removes them and then this key.
 std::string deleted_partition_prefix(uint64_t crid);
 std::string deleted_partition_key(uint64_t crid, std::string_view partition_key);
+// Legal holds (storage/holds.h): a container's holds by the log index that set them; the audit trail by log index.
+std::string hold_prefix(uint64_t crid);
+std::string hold_key(uint64_t crid, uint64_t set_index);
+std::string hold_audit_prefix();
+std::string hold_audit_key(uint64_t index);
 // The change feed (storage/changefeed.h, docs/changefeed.md): everything of one container under 0E crid, in three
 // sub-keyspaces; and the time index (log index -> replicated time), kept while any container has its feed on.
 enum class FeedSub : uint8_t { kRecord = 0x01, kShadow = 0x02, kPolicy = 0x03 };

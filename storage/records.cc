@@ -104,7 +104,8 @@ std::string encode_container(const ContainerRecord& record) {
   codec::put_varint(out, record.etag_sequence);
   // Optional tail, each part written only when it or a later one is not its default, so older records keep their
   // bytes: the change feed, the latest delete by partition key, the expiry warning.
-  const bool warnings = record.ttl.has_warnings();
+  const bool holds = record.active_holds != 0;
+  const bool warnings = holds || record.ttl.has_warnings();
   const bool deletes = warnings || record.partitions_deleted_through_micros != 0;
   if (deletes || !(record.change_feed == ChangeFeedSettings{})) {
     codec::put_u8(out, record.change_feed.enabled ? 1 : 0);
@@ -113,6 +114,7 @@ std::string encode_container(const ContainerRecord& record) {
   }
   if (deletes) codec::put_varint_signed(out, record.partitions_deleted_through_micros);
   if (warnings) put_warning_state(out, record.ttl);
+  if (holds) codec::put_varint(out, record.active_holds);
   return out;
 }
 
@@ -142,6 +144,9 @@ Result<ContainerRecord> decode_container(std::string_view bytes) {
       return corrupt("container record");
     }
     if (!reader.done() && !get_warning_state(reader, record.ttl)) return corrupt("container record");
+    if (!reader.done() && (!reader.get_varint(record.active_holds) || record.active_holds == 0)) {
+      return corrupt("container record");
+    }
     if (!reader.done()) return corrupt("container record");
   }
   record.partition_key_path = std::string(path);

@@ -80,6 +80,8 @@ struct ContainerRecord {
   // The replicated time of the container's latest delete by partition key (0: none ever): an item written after it
   // cannot be hidden by one, so reads look for a deleted partition only for items written at or before it.
   int64_t partitions_deleted_through_micros = 0;  // encoded only once there was one
+  // Legal holds in force on the container (storage/holds.h): while 0, no read or apply looks for one.
+  uint64_t active_holds = 0;  // encoded only while > 0
 };
 std::string encode_container(const ContainerRecord& record);
 Result<ContainerRecord> decode_container(std::string_view bytes);

@@ -15,6 +15,7 @@
 
 #include "storage/backup_file.h"
 #include "storage/deleted_partitions.h"
+#include "storage/holds.h"
 #include "storage/json.h"
 #include "storage/raft_log_store.h"
 #include "storage/store_internal.h"
@@ -198,6 +199,28 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
     // ones; the partitions' records go with the feed keys below.
     PartitionDeletes deletes = PartitionDeletes::at(db, nullptr, container);
     restored.partitions_deleted_through_micros = 0;
+    // Legal holds (storage/holds.h) come back with the backup and keep their items: a held item is alive at B
+    // whatever its instant. Pausing TTL is a defaultTtl change, which would expire held items: refused.
+    std::optional<HoldSet> holds;
+    if (container.active_holds > 0) {
+      MAYFLY_ASSIGN_OR_RETURN(HoldSet loaded, HoldSet::load(db, nullptr, container.crid));
+      if (mode == RestoreTtlMode::kPause && container.ttl.policy.is_on()) {
+        std::vector<const HoldRecord*> active;
+        for (const HoldRecord& hold : loaded.all()) {
+          if (hold.active()) active.push_back(&hold);
+        }
+        return Status::conflict("restore --ttl pause would turn TTL off on container '" + info.database + "/" +
+                                info.container + "', which holds items under legal hold " + describe_holds(active) +
+                                " (a defaultTtl change would expire them); restore with --ttl preserve or rebase, "
+                                "which keep the holds and their items");
+      }
+      holds = std::move(loaded);
+    }
+    // Rebase moves the holds' times with the items' (their "held since" instants).
+    const auto hold_shift = [shift](std::optional<int64_t> since) -> std::optional<int64_t> {
+      if (since) return *since + shift;
+      return since;
+    };
     MAYFLY_RETURN_IF_ERROR(for_each_item(
         *db, container.crid, "scan items for restore",
         [&](const std::string& key, size_t value_bytes, const ItemRecord& record, const std::string& partition_key,
@@ -207,7 +230,8 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
           const std::string old_ts_key = ts_index_key(container.crid, record.write_ts_micros, partition_key, id);
           ++seen;
           MAYFLY_ASSIGN_OR_RETURN(bool deleted, deletes.hides(partition_key, record.write_ts_micros));
-          if (deleted || !ttl::alive(record.ttl, record.write_ts_micros, container.ttl, backup_ts)) {
+          const std::optional<int64_t> since = holds ? holds->held_since(partition_key, id) : std::nullopt;
+          if (deleted || !HoldSet::alive(record, container.ttl, backup_ts, since)) {
             // Expired at the backup's time (or deleted with its partition): gone for good, in every mode.
             figures.dropped_items += 1;
             figures.dropped_bytes += bytes;
@@ -225,7 +249,7 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
               // The _ts index entry's value is the write's log index in the old cluster: meaningless in the new one.
               writer.put(old_ts_key, "");
             }
-            if (ttl::alive(now_record.ttl, now_record.write_ts_micros, restored.ttl, now_micros)) {
+            if (HoldSet::alive(now_record, restored.ttl, now_micros, hold_shift(since))) {
               figures.live_items += 1;
               figures.live_bytes += bytes;
             } else {
@@ -269,6 +293,14 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
       writer.put(container_key(info.database, info.container), encode_container(restored));
     }
     if (shift == 0) continue;
+    {
+      MAYFLY_ASSIGN_OR_RETURN(HoldSet holds, HoldSet::load(db, nullptr, container.crid));
+      for (HoldRecord hold : holds.all()) {
+        hold.set_ts_micros += shift;
+        if (!hold.active()) hold.released_ts_micros += shift;
+        writer.put(hold_key(container.crid, hold.set_index), encode_hold(hold));
+      }
+    }
     // Every item left in the container is alive at B (pass 1 deleted the others): each moves by the shift.
     MAYFLY_RETURN_IF_ERROR(for_each_item(
         *db, container.crid, "scan items to rebase",

@@ -194,9 +194,12 @@ Result<OpResult> StateMachine::apply(const Command& command, LogIndex index, int
     case CommandType::kCreateContainer:
     case CommandType::kUpdateContainer:
     case CommandType::kDeleteContainer:
-    case CommandType::kDeletePartition: {
+    case CommandType::kDeletePartition:
+    case CommandType::kSetHold:
+    case CommandType::kReleaseHold: {
       reader_.invalidate_container_list();
       apply_containers_.clear();
+      apply_holds_.clear();
       break;
     }
     default:
@@ -322,6 +325,8 @@ OpResult StateMachine::dispatch(const Command& command, int64_t ts, ApplyContext
     case CommandType::kSetMemberAddress: return set_member_address(command, context);
     case CommandType::kBatch: return execute_batch(command, ts, context);
     case CommandType::kDeletePartition: return delete_partition(command, ts, context);
+    case CommandType::kSetHold: return set_hold(command, ts, context);
+    case CommandType::kReleaseHold: return release_hold(command, ts, context);
   }
   return bad_request("unknown command type");
 }
@@ -443,6 +448,9 @@ OpResult StateMachine::delete_database(const Command& command, ApplyContext& con
       context.failure = record.status();
       return internal_error(record.status());
     }
+    if (record->active_holds > 0) {
+      return holds_block(record.value(), "database '" + command.database + "'", "deleted", context);
+    }
     context.batch.Delete(it->key());
     context.batch.Put(dropped_container_key(record->crid), "");
     context.dropped.push_back(record->crid);
@@ -482,6 +490,12 @@ std::string warning_image_key(const ContainerRecord& container, std::string_view
 constexpr const char* kWarningNeedsFeed =
     "expiryWarning needs the container's change feed on (warnings are changes of its all-versions feed): turn it on "
     "in the same request (--change-feed on)";
+
+// The change feed's expirations are derived from the expiry indexes and know nothing of holds yet
+// (docs/retention.md, "Legal holds"): a container has holds or its feed on, not both.
+constexpr const char* kHoldsWithoutFeed =
+    "legal holds and the change feed do not go together yet (the feed would show a held item's expiration at its "
+    "instant instead of at the hold's release): release the container's holds before turning its feed on";
 
 // Parses the JSON text of a defaultTtl value and validates it (docs/ttl.md §2).
 Result<ttl::DefaultTtl> parse_default_ttl(std::string_view text) {
@@ -622,6 +636,14 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
   if (command.expiry_warning_seconds && *command.expiry_warning_seconds > 0 && !feed_after) {
     return bad_request(kWarningNeedsFeed);
   }
+  const bool policy_changes = command.default_ttl_change != DefaultTtlChange::kKeep && !(policy == record.ttl.policy);
+  if (record.active_holds > 0 && policy_changes) {
+    // Any change may raise the container's watermarks, which would expire held items (storage/holds.h).
+    return holds_block(record, "the defaultTtl of container '" + command.container + "'", "changed", context);
+  }
+  if (record.active_holds > 0 && feed_after && !record.change_feed.enabled) {
+    return bad_request(kHoldsWithoutFeed);
+  }
   const ttl::IndexingMode indexing = command.indexing.value_or(record.indexing);
   if (Status status = ttl::validate_indexing(policy, indexing); !status.is_ok()) return bad_request(status.message());
   if (command.throughput && record.throughput.mode == Throughput::Mode::kShared &&
@@ -647,7 +669,8 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
     }
   }
 
-  if (command.default_ttl_change != DefaultTtlChange::kKeep) {
+  // (A held container only ever gets its own policy again here, which must not move its watermarks.)
+  if (command.default_ttl_change != DefaultTtlChange::kKeep && record.active_holds == 0) {
     record.ttl = ttl::change_policy(record.ttl, policy, ts);  // docs/ttl.md §4: once expired, always expired
   }
   if (warning_change) record.ttl = ttl::change_warning(record.ttl, *command.expiry_warning_seconds, ts);
@@ -672,12 +695,200 @@ OpResult StateMachine::update_container(const Command& command, int64_t ts, Appl
 OpResult StateMachine::delete_container(const Command& command, ApplyContext& context) {
   Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
   if (!found.is_ok()) return OpResult::error(found.status());
+  if (found->active_holds > 0) {
+    return holds_block(found.value(), "container '" + command.container + "'", "deleted", context);
+  }
   context.batch.Delete(container_key(command.database, command.container));
   context.batch.Put(dropped_container_key(found.value().crid), "");
   context.dropped.push_back(found.value().crid);
   if (found.value().change_feed.enabled) context.meta.feed_containers -= 1;
   OpResult result;
   result.done = Done::kNoContent;
+  return result;
+}
+
+// ---- legal holds ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Whether a stored item is alive at `ts` for an apply: TTL, kept alive by a hold (storage/holds.h).
+bool item_alive(const HoldSet* holds, const ContainerRecord& container, std::string_view partition_key,
+                std::string_view id, const ItemRecord& record, int64_t ts) {
+  if (holds == nullptr) return ttl::alive(record.ttl, record.write_ts_micros, container.ttl, ts);
+  return holds->alive(partition_key, id, record, container.ttl, ts);
+}
+
+OpResult held_item_refusal(std::string_view partition_key, std::string_view id,
+                           const std::vector<const HoldRecord*>& holds) {
+  return OpResult::error(StatusCode::kConflict,
+                         "item '" + std::string(id) + "' of partition key " + std::string(partition_key) +
+                             " is under legal hold " + describe_holds(holds) +
+                             ": it cannot be replaced, patched or deleted until its holds are released");
+}
+
+}  // namespace
+
+Result<const HoldSet*> StateMachine::apply_holds(const ContainerRecord& container) {
+  if (container.active_holds == 0) return static_cast<const HoldSet*>(nullptr);
+  auto cached = apply_holds_.find(container.crid);
+  if (cached == apply_holds_.end()) {
+    MAYFLY_ASSIGN_OR_RETURN(HoldSet holds, HoldSet::load(db_.get(), nullptr, container.crid));
+    cached = apply_holds_.emplace(container.crid, std::move(holds)).first;
+  }
+  return static_cast<const HoldSet*>(&cached->second);
+}
+
+OpResult StateMachine::holds_block(const ContainerRecord& container, const std::string& what, const char* verb,
+                                   ApplyContext& context) {
+  Result<const HoldSet*> holds = apply_holds(container);
+  if (!holds.is_ok()) {
+    context.failure = holds.status();
+    return internal_error(holds.status());
+  }
+  std::vector<const HoldRecord*> active;
+  if (*holds) {
+    for (const HoldRecord& hold : (*holds)->all()) {
+      if (hold.active()) active.push_back(&hold);
+    }
+  }
+  return OpResult::error(StatusCode::kConflict, what + " cannot be " + verb + " while its container holds items "
+                                                    "under legal hold " + describe_holds(active) +
+                                                    " (release them first: mayfly hold release)");
+}
+
+namespace {
+
+Status validate_hold_text(std::string_view what, std::string_view text, size_t max_bytes) {
+  if (text.size() > max_bytes) {
+    return Status::invalid_argument("the hold's " + std::string(what) + " is " + std::to_string(text.size()) +
+                                    " bytes; at most " + std::to_string(max_bytes) + " are allowed");
+  }
+  for (unsigned char c : text) {
+    if (c < 0x20) return Status::invalid_argument("the hold's " + std::string(what) + " has a control character");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+OpResult StateMachine::set_hold(const Command& command, int64_t ts, ApplyContext& context) {
+  if (!command.hold) return bad_request("a hold command without its hold");
+  const HoldCommand& asked = *command.hold;
+  if (command.id.empty()) return bad_request("a hold needs an id (--id)");
+  if (Status status = validate_hold_text("id", command.id, kMaxHoldIdBytes); !status.is_ok()) {
+    return bad_request(status.message());
+  }
+  if (Status status = validate_hold_text("reason", command.body, kMaxHoldReasonBytes); !status.is_ok()) {
+    return bad_request(status.message());
+  }
+  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  if (!found.is_ok()) return OpResult::error(found.status());
+  ContainerRecord container = found.value();
+  if (container.change_feed.enabled) {
+    return bad_request("container '" + command.container + "' has its change feed on; " + kHoldsWithoutFeed +
+                       " (or turn its feed off: mayfly container set " + command.database + " " +
+                       command.container + " --change-feed off)");
+  }
+  if (container.active_holds >= kMaxActiveHoldsPerContainer) {
+    return bad_request("container '" + command.container + "' already has " + std::to_string(container.active_holds) +
+                       " active holds, the most allowed; hold a partition or the container instead of single items");
+  }
+  HoldRecord hold;
+  hold.id = command.id;
+  hold.scope = asked.scope;
+  hold.reason = command.body;
+  hold.set_by = asked.actor;
+  hold.set_index = context.index;
+  hold.set_ts_micros = ts;
+  if (asked.scope != HoldScope::kContainer) {
+    if (command.partition_key_json.empty()) return bad_request("a partition or item hold needs a partition key (--pk)");
+    Result<std::string> partition_key =
+        canonical_partition_key_text(command.partition_key_json, container.partition_key_path);
+    if (!partition_key.is_ok()) return OpResult::error(partition_key.status());
+    hold.partition_key = *partition_key;
+  } else if (!command.partition_key_json.empty() || !asked.item_id.empty()) {
+    return bad_request("a container hold takes no partition key or item id");
+  }
+  Result<const HoldSet*> holds = apply_holds(container);
+  if (!holds.is_ok()) {
+    context.failure = holds.status();
+    return internal_error(holds.status());
+  }
+  if (*holds && (*holds)->active_by_id(command.id) != nullptr) {
+    return OpResult::error(StatusCode::kConflict, "container '" + command.container + "' already has an active hold '" +
+                                                      command.id + "'; release it first or choose another id");
+  }
+  if (asked.scope == HoldScope::kItem) {
+    if (asked.item_id.empty()) return bad_request("an item hold needs the item's id (--item)");
+    hold.item_id = asked.item_id;
+    // The item must exist and be alive now: a hold keeps what is there, it brings nothing back.
+    Result<std::optional<StoredItem>> loaded = load_item(item_key(container.crid, hold.partition_key, hold.item_id));
+    if (!loaded.is_ok()) {
+      context.failure = loaded.status();
+      return internal_error(loaded.status());
+    }
+    const Result<bool> deleted = *loaded ? hidden_by_partition_delete(container, hold.partition_key, (*loaded)->record)
+                                         : Result<bool>(false);
+    if (!deleted.is_ok()) {
+      context.failure = deleted.status();
+      return internal_error(deleted.status());
+    }
+    if (!*loaded || *deleted ||
+        !item_alive(*holds, container, hold.partition_key, hold.item_id, (*loaded)->record, ts)) {
+      return not_found("item with id '" + hold.item_id + "' and partition key " + hold.partition_key +
+                       " does not exist (a hold keeps an item that is there; it cannot bring one back)");
+    }
+  } else if (!asked.item_id.empty()) {
+    return bad_request("only an item hold takes an item id");
+  }
+  context.batch.Put(hold_key(container.crid, context.index), encode_hold(hold));
+  HoldAuditRecord audit{HoldAuditRecord::Action::kSet, context.index, ts, command.database, command.container,
+                        hold.id, hold.scope, hold.partition_key, hold.item_id, hold.set_by, hold.reason};
+  context.batch.Put(hold_audit_key(context.index), encode_hold_audit(audit));
+  container.active_holds += 1;
+  context.batch.Put(container_key(command.database, command.container), encode_container(container));
+  ++context.meta.write_sequence;
+  OpResult result;
+  result.done = Done::kCreated;
+  result.ts_micros = ts;
+  render_hold(hold, command.database, command.container, result.body);
+  return result;
+}
+
+OpResult StateMachine::release_hold(const Command& command, int64_t ts, ApplyContext& context) {
+  if (!command.hold) return bad_request("a hold command without its hold");
+  if (Status status = validate_hold_text("release reason", command.body, kMaxHoldReasonBytes); !status.is_ok()) {
+    return bad_request(status.message());
+  }
+  Result<ContainerRecord> found = reader_.find_container(command.database, command.container, nullptr);
+  if (!found.is_ok()) return OpResult::error(found.status());
+  ContainerRecord container = found.value();
+  Result<const HoldSet*> holds = apply_holds(container);
+  if (!holds.is_ok()) {
+    context.failure = holds.status();
+    return internal_error(holds.status());
+  }
+  const HoldRecord* active = *holds ? (*holds)->active_by_id(command.id) : nullptr;
+  if (active == nullptr) {
+    return not_found("container '" + command.container + "' has no active hold '" + command.id + "'");
+  }
+  HoldRecord hold = *active;
+  hold.released_index = context.index;
+  hold.released_ts_micros = ts;
+  hold.released_by = command.hold->actor;
+  hold.release_reason = command.body;
+  context.batch.Put(hold_key(container.crid, hold.set_index), encode_hold(hold));
+  HoldAuditRecord audit{HoldAuditRecord::Action::kRelease, context.index, ts, command.database, command.container,
+                        hold.id, hold.scope, hold.partition_key, hold.item_id, hold.released_by, hold.release_reason};
+  context.batch.Put(hold_audit_key(context.index), encode_hold_audit(audit));
+  container.active_holds -= 1;
+  context.batch.Put(container_key(command.database, command.container), encode_container(container));
+  ++context.meta.write_sequence;
+  // What the collector passed over while it was held is expired now (or still held by another hold): it looks again.
+  context.holds_released.push_back(container.crid);
+  OpResult result;
+  result.ts_micros = ts;
+  render_hold(hold, command.database, command.container, result.body);
   return result;
 }
 
@@ -735,9 +946,14 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
     context.failure = deleted.status();
     return internal_error(deleted.status());
   }
-  // Expired (TTL), or deleted with its partition and not yet removed by the collector: either way absent.
-  const bool expired =
-      existing && !ttl::alive(existing->record.ttl, existing->record.write_ts_micros, container.ttl, ts);
+  Result<const HoldSet*> holds = apply_holds(container);
+  if (!holds.is_ok()) {
+    context.failure = holds.status();
+    return internal_error(holds.status());
+  }
+  // Expired (TTL; a held item does not expire: storage/holds.h), or deleted with its partition and not yet removed
+  // by the collector: either way absent.
+  const bool expired = existing && !item_alive(*holds, container, partition_key, id, existing->record, ts);
   const bool alive = existing && !expired && !*deleted;
 
   const bool creating = type == CommandType::kCreateItem || (type == CommandType::kUpsertItem && !alive);
@@ -749,6 +965,12 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
     // The same words whether an expired item is still stored or this node's collector removed it already: the
     // answer is recorded in the exactly-once table, which must be byte-identical on every replica.
     return not_found("item with id '" + id + "' and partition key " + partition_key + " does not exist");
+  }
+  if (!creating && *holds) {
+    // A held item is kept as it is: no replace, upsert or patch may drop its version.
+    if (std::vector<const HoldRecord*> covering = (*holds)->active_covering(partition_key, id); !covering.empty()) {
+      return held_item_refusal(partition_key, id, covering);
+    }
   }
   if (command.if_match && !creating && *command.if_match != format_etag(existing->record.etag_sequence)) {
     return OpResult::error(StatusCode::kPreconditionFailed, "the item's etag " +
@@ -848,10 +1070,20 @@ OpResult StateMachine::delete_item(const Command& command, int64_t ts, ApplyCont
     context.failure = deleted.status();
     return internal_error(deleted.status());
   }
-  if (!existing || *deleted ||
-      !ttl::alive(existing->record.ttl, existing->record.write_ts_micros, container.ttl, ts)) {
+  Result<const HoldSet*> holds = apply_holds(container);
+  if (!holds.is_ok()) {
+    context.failure = holds.status();
+    return internal_error(holds.status());
+  }
+  if (!existing || *deleted || !item_alive(*holds, container, *partition_key, command.id, existing->record, ts)) {
     return not_found("item with id '" + command.id + "' and partition key " + partition_key.value() +
                      " does not exist");  // whether or not the collector removed it (see write_item)
+  }
+  if (*holds) {
+    if (std::vector<const HoldRecord*> covering = (*holds)->active_covering(*partition_key, command.id);
+        !covering.empty()) {
+      return held_item_refusal(*partition_key, command.id, covering);
+    }
   }
   if (command.if_match && *command.if_match != format_etag(existing->record.etag_sequence)) {
     return OpResult::error(StatusCode::kPreconditionFailed, "the item's etag " +
@@ -902,6 +1134,19 @@ OpResult StateMachine::delete_partition(const Command& command, int64_t ts, Appl
     return bad_request("delete by partition key is not available on container '" + command.container +
                        "' while its change feed is on (turn it off with `mayfly container set " + command.database +
                        " " + command.container + " --change-feed off`, or delete the items one by one)");
+  }
+  Result<const HoldSet*> holds = apply_holds(container);
+  if (!holds.is_ok()) {
+    context.failure = holds.status();
+    return internal_error(holds.status());
+  }
+  if (*holds) {
+    if (std::vector<const HoldRecord*> held = (*holds)->active_in_partition(*partition_key); !held.empty()) {
+      return OpResult::error(StatusCode::kConflict, "partition key " + *partition_key + " of container '" +
+                                                        command.container + "' holds items under legal hold " +
+                                                        describe_holds(held) +
+                                                        "; it cannot be deleted until the holds are released");
+    }
   }
   // The partition's items written up to now are gone from this position on; the collector removes them (and this
   // record) with spare request units.
@@ -1086,11 +1331,18 @@ OpResult StateMachine::execute_batch(const Command& command, int64_t ts, ApplyCo
         batch_writes_.clear();
         return internal_error(deleted.status());
       }
-      if (!item || *deleted || !ttl::alive(item->record.ttl, item->record.write_ts_micros, container.ttl, ts)) {
+      Result<const HoldSet*> holds = apply_holds(container);
+      if (!holds.is_ok()) {
+        context.failure = holds.status();
+        batch_writes_.clear();
+        return internal_error(holds.status());
+      }
+      if (!item || *deleted || !item_alive(*holds, container, *partition_key, op.id, item->record, ts)) {
         result = not_found("item with id '" + op.id + "' and partition key " + *partition_key + " does not exist");
       } else {
         result.etag = format_etag(item->record.etag_sequence);
-        result.body = render_item(item->record, command.database, container.crid, container.ttl.policy);
+        result.body = render_item(item->record, command.database, container.crid, container.ttl.policy,
+                                  *holds ? (*holds)->hold_json(*partition_key, op.id) : std::string());
       }
     } else {
       Command sub;

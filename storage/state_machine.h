@@ -38,6 +38,7 @@
 #include "storage/changefeed.h"
 #include "storage/command.h"
 #include "storage/expiry_keeper.h"
+#include "storage/holds.h"
 #include "storage/layout.h"
 #include "storage/records.h"
 #include "storage/store_reader.h"
@@ -225,6 +226,15 @@ class StateMachine {
   // Delete by partition key (storage/deleted_partitions.h); refused on a container whose change feed is on.
   OpResult delete_partition(const Command& command, int64_t ts, ApplyContext& context);
   OpResult set_member_address(const Command& command, ApplyContext& context);
+  // Legal holds (storage/holds.h).
+  OpResult set_hold(const Command& command, int64_t ts, ApplyContext& context);
+  OpResult release_hold(const Command& command, int64_t ts, ApplyContext& context);
+  // The container's holds for an apply: nullptr when none is active (the common case: no read at all). Read from the
+  // live DB: hold commands are never grouped, so no hold is waiting in an open group. Cached like apply_containers_.
+  Result<const HoldSet*> apply_holds(const ContainerRecord& container);
+  // 409: `what` cannot be `verb` (deleted, changed) while the container has active holds, naming them.
+  OpResult holds_block(const ContainerRecord& container, const std::string& what, const char* verb,
+                       ApplyContext& context);
 
   struct StoredItem {
     ItemRecord record;
@@ -278,6 +288,8 @@ class StateMachine {
   // Container records found by item applies, by container key: a LevelDB Get and a decode less per write. Cleared
   // after every database or container command and by snapshot installs. Driver thread only.
   std::unordered_map<std::string, ContainerRecord> apply_containers_;
+  // Holds found by applies, by crid (apply_holds); cleared with apply_containers_. Driver thread only.
+  std::unordered_map<uint64_t, HoldSet> apply_holds_;
   bool grouping_ = false;  // between begin_apply_group and end_apply_group
   ApplyGroup group_;       // applies not yet written (driver thread only)
   AppliedCell applied_;  // published after each write, for the reader on any thread

@@ -213,6 +213,7 @@ Status StateMachine::install_snapshot(const SnapshotSource& source, std::optiona
   Status written = write_snapshot(decoder, meta, meta_bytes);
   dedup_mirror_.drop();  // the snapshot's own table and containers are read on the next apply that needs them
   apply_containers_.clear();
+  apply_holds_.clear();
   redo_install_ = false;
   if (!written.is_ok()) {
     // Half a state, or the marker's write itself failed: stopped, unreadable; the next open redoes the install (from
@@ -329,6 +330,7 @@ Status StateMachine::recompute_local_state() {
   Status written = from_leveldb(db_->Write(options, &batch), "write recomputed local stats");
   dedup_mirror_.drop();
   apply_containers_.clear();
+  apply_holds_.clear();
   if (!written.is_ok()) {
     sticky_ = written;
     return written;

@@ -105,12 +105,15 @@ struct StoreBatch {
   };
   std::vector<Removal> removals;
   std::vector<uint64_t> dropped;
+  // Containers where a legal hold was released: the collector's cursors there start over (it passed over held items).
+  std::vector<uint64_t> holds_released;
 
   void reset() {
     batch.Clear();
     stats.clear();
     removals.clear();
     dropped.clear();
+    holds_released.clear();
   }
 };
 

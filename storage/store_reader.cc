@@ -3,6 +3,7 @@
 #include <leveldb/db.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "common/codec.h"
 #include "common/work_budget.h"
@@ -165,7 +166,14 @@ OpResult StoreReader::read_item(std::string_view database, std::string_view cont
                               " does not exist";
   if (!record->has_value()) return not_found(missing);
   const ItemRecord& item = **record;
-  if (!ttl::alive(item.ttl, item.write_ts_micros, found.value().ttl, now_micros)) {
+  std::optional<HoldSet> holds;
+  if (found->active_holds > 0) {
+    Result<HoldSet> loaded = HoldSet::load(db_, snapshot.get(), found->crid);
+    if (!loaded.is_ok()) return internal_error(loaded.status());
+    holds = std::move(loaded).value();
+  }
+  if (holds ? !holds->alive(*partition_key, id, item, found->ttl, now_micros)
+            : !ttl::alive(item.ttl, item.write_ts_micros, found.value().ttl, now_micros)) {
     OpResult result = not_found(missing);
     result.expired_skipped = 1;
     return result;
@@ -177,7 +185,8 @@ OpResult StoreReader::read_item(std::string_view database, std::string_view cont
   OpResult result;
   result.ts_micros = item.write_ts_micros;
   result.etag = format_etag(item.etag_sequence);
-  result.body = render_item(item, database, found.value().crid, found.value().ttl.policy);
+  result.body = render_item(item, database, found.value().crid, found.value().ttl.policy,
+                            holds ? holds->hold_json(*partition_key, id) : std::string());
   return result;
 }
 
@@ -216,6 +225,12 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
   if (!request.continuation.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
   std::string last_read;  // the key of the last record read: the next page resumes after it
   PartitionDeletes deletes = PartitionDeletes::at(db_, snapshot.get(), container);
+  std::optional<HoldSet> holds;
+  if (container.active_holds > 0) {
+    Result<HoldSet> loaded = HoldSet::load(db_, snapshot.get(), container.crid);
+    if (!loaded.is_ok()) return internal_error(loaded.status());
+    holds = std::move(loaded).value();
+  }
   std::string partition_key, id;
   for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
     if (count == request.max_items || result.body.size() >= kMaxListPageBytes) {
@@ -231,18 +246,22 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
     last_read.assign(it->key().data(), it->key().size());
     Result<ItemRecord> item = decode_item(std::string_view(it->value().data(), it->value().size()));
     if (!item.is_ok()) return internal_error(item.status());
-    if (!ttl::alive(item->ttl, item->write_ts_micros, container.ttl, now_micros)) {
+    if (holds || item->write_ts_micros <= container.partitions_deleted_through_micros) {
+      if (Status status = decode_item_key(last_read, partition_key, id); !status.is_ok()) return internal_error(status);
+    }
+    if (holds ? !holds->alive(partition_key, id, *item, container.ttl, now_micros)
+              : !ttl::alive(item->ttl, item->write_ts_micros, container.ttl, now_micros)) {
       ++result.expired_skipped;
       continue;
     }
     if (item->write_ts_micros <= container.partitions_deleted_through_micros) {
-      if (Status status = decode_item_key(last_read, partition_key, id); !status.is_ok()) return internal_error(status);
       Result<bool> deleted = deletes.hides(partition_key, item->write_ts_micros);
       if (!deleted.is_ok()) return internal_error(deleted.status());
       if (*deleted) continue;
     }
     if (count > 0) result.body.push_back(',');
-    result.body += render_item(*item, request.database, container.crid, container.ttl.policy);
+    result.body += render_item(*item, request.database, container.crid, container.ttl.policy,
+                               holds ? holds->hold_json(partition_key, id) : std::string());
     ++count;
   }
   if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan items"));
@@ -304,9 +323,9 @@ Status ItemReader::walk_keys(const std::optional<std::string>& partition_key,
     counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
     MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
     MAYFLY_RETURN_IF_ERROR(decode_item_key(key, pk, id));
-    MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(pk, record, now_micros));
+    MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(pk, id, record, now_micros));
     if (is_gone) continue;
-    if (!visit(Visit{key.substr(container_prefix.size()), pk, record})) return Status::ok();
+    if (!visit(Visit{key.substr(container_prefix.size()), pk, id, record})) return Status::ok();
   }
   return from_leveldb(it->status(), "query scan");
 }
@@ -344,9 +363,9 @@ Status ItemReader::walk_ts(bool descending, const std::optional<std::string>& pa
     ++counters_.items_loaded;
     counters_.bytes_loaded += static_cast<int64_t>(item.size() + value.size());
     MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-    MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(entry.partition_key, record, now_micros));
+    MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(entry.partition_key, entry.id, record, now_micros));
     if (is_gone) continue;
-    if (!visit(Visit{key.substr(prefix.size()), entry.partition_key, record})) return Status::ok();
+    if (!visit(Visit{key.substr(prefix.size()), entry.partition_key, entry.id, record})) return Status::ok();
   }
   return from_leveldb(it->status(), "query index walk");
 }
@@ -361,13 +380,30 @@ Result<std::optional<ItemRecord>> ItemReader::lookup(std::string_view partition_
   ++counters_.items_loaded;
   counters_.bytes_loaded += static_cast<int64_t>(key.size() + value.size());
   MAYFLY_ASSIGN_OR_RETURN(ItemRecord record, decode_item(value));
-  MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(partition_key, record, now_micros));
+  MAYFLY_ASSIGN_OR_RETURN(bool is_gone, gone(partition_key, id, record, now_micros));
   if (is_gone) return std::optional<ItemRecord>();
   return std::optional<ItemRecord>(std::move(record));
 }
 
-Result<bool> ItemReader::gone(std::string_view partition_key, const ItemRecord& record, int64_t now_micros) {
-  if (!ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
+Result<const HoldSet*> ItemReader::holds() {
+  if (container_.active_holds == 0) return static_cast<const HoldSet*>(nullptr);
+  if (!holds_) {
+    MAYFLY_ASSIGN_OR_RETURN(HoldSet loaded, HoldSet::load(db_, snapshot_.get(), container_.crid));
+    holds_ = std::make_unique<HoldSet>(std::move(loaded));
+  }
+  return static_cast<const HoldSet*>(holds_.get());
+}
+
+Result<std::string> ItemReader::hold_json(std::string_view partition_key, std::string_view id) {
+  MAYFLY_ASSIGN_OR_RETURN(const HoldSet* held, holds());
+  return held ? held->hold_json(partition_key, id) : std::string();
+}
+
+Result<bool> ItemReader::gone(std::string_view partition_key, std::string_view id, const ItemRecord& record,
+                              int64_t now_micros) {
+  MAYFLY_ASSIGN_OR_RETURN(const HoldSet* held, holds());
+  if (held ? !held->alive(partition_key, id, record, container_.ttl, now_micros)
+           : !ttl::alive(record.ttl, record.write_ts_micros, container_.ttl, now_micros)) {
     ++counters_.expired_skipped;
     return true;
   }
@@ -412,6 +448,89 @@ OpResult StoreReader::list_databases() const {
     first = false;
     json::write_json_string(name, result.body);
   }
+  result.body.push_back(']');
+  return result;
+}
+
+OpResult StoreReader::list_holds(std::string_view database, std::string_view container,
+                                 bool include_released) const {
+  const uint64_t ticket = gate_.ticket();
+  ReadSnapshot snapshot(db_);
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
+  OpResult result;
+  result.body = "[";
+  bool first = true;
+  const auto add = [&](std::string_view db_name, std::string_view container_name,
+                       const ContainerRecord& record) -> Status {
+    if (record.active_holds == 0 && !include_released) return Status::ok();
+    MAYFLY_ASSIGN_OR_RETURN(HoldSet holds, HoldSet::load(db_, snapshot.get(), record.crid));
+    for (const HoldRecord& hold : holds.all()) {
+      if (!hold.active() && !include_released) continue;
+      if (!first) result.body.push_back(',');
+      first = false;
+      render_hold(hold, db_name, container_name, result.body);
+    }
+    return Status::ok();
+  };
+  if (!container.empty()) {
+    Result<ContainerRecord> found = find_container(database, container, &snapshot);
+    if (!found.is_ok()) return OpResult::error(found.status());
+    if (Status status = add(database, container, *found); !status.is_ok()) return internal_error(status);
+  } else {
+    if (!database.empty()) {
+      Result<std::optional<std::string>> db = get_raw(database_key(database), &snapshot);
+      if (!db.is_ok()) return internal_error(db.status());
+      if (!db->has_value()) return not_found("database '" + std::string(database) + "' does not exist");
+    }
+    const std::string prefix =
+        database.empty() ? std::string(1, static_cast<char>(KeyTag::kContainer)) : container_prefix(database);
+    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot)));
+    for (it->Seek(prefix); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+      codec::Reader reader(std::string_view(it->key().data(), it->key().size()).substr(1));
+      std::string db_name, container_name;
+      Result<ContainerRecord> record = decode_container(std::string_view(it->value().data(), it->value().size()));
+      if (!reader.get_ordered_string(db_name) || !reader.get_ordered_string(container_name) || !record.is_ok()) {
+        return internal_error(Status::corruption("container record"));
+      }
+      if (Status status = add(db_name, container_name, *record); !status.is_ok()) return internal_error(status);
+    }
+    if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan containers"));
+  }
+  result.body.push_back(']');
+  return result;
+}
+
+OpResult StoreReader::list_hold_audit(size_t max_items, std::string_view continuation) const {
+  if (max_items == 0 || max_items > kMaxListItems) {
+    return bad_request("max items per page must be between 1 and " + std::to_string(kMaxListItems));
+  }
+  uint64_t from = 0;
+  if (!continuation.empty()) {
+    const auto [end, error] = std::from_chars(continuation.data(), continuation.data() + continuation.size(), from);
+    if (error != std::errc() || end != continuation.data() + continuation.size()) {
+      return bad_request("continuation token is malformed");
+    }
+  }
+  const uint64_t ticket = gate_.ticket();
+  ReadSnapshot snapshot(db_);
+  if (Status whole = gate_.check(ticket); !whole.is_ok()) return OpResult::error(whole);
+  OpResult result;
+  result.body = "[";
+  size_t count = 0;
+  const std::string prefix = hold_audit_prefix();
+  std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(read_options(&snapshot)));
+  for (it->Seek(hold_audit_key(from)); it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
+    Result<HoldAuditRecord> record = decode_hold_audit(std::string_view(it->value().data(), it->value().size()));
+    if (!record.is_ok()) return internal_error(record.status());
+    if (count == max_items) {
+      result.continuation = std::to_string(record->index);
+      break;
+    }
+    if (count > 0) result.body.push_back(',');
+    render_hold_audit(*record, result.body);
+    ++count;
+  }
+  if (!it->status().ok()) return internal_error(from_leveldb(it->status(), "scan hold audit"));
   result.body.push_back(']');
   return result;
 }

@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "storage/command.h"
 #include "storage/deleted_partitions.h"
+#include "storage/holds.h"
 #include "storage/layout.h"
 #include "storage/records.h"
 #include "storage/write_dedup.h"
@@ -167,6 +168,7 @@ class ItemReader {
     // key (ts order) without the container's prefix. Key-order positions compare (bytewise) like the walk.
     std::string_view position;
     std::string_view partition_key;  // canonical JSON of the key value
+    std::string_view id;
     const ItemRecord& record;
   };
   struct Counters {
@@ -189,6 +191,8 @@ class ItemReader {
               int64_t now_micros, const std::function<bool(const Visit&)>& visit);
   // The item (pk, id) when it exists and is alive at now_micros.
   Result<std::optional<ItemRecord>> lookup(std::string_view partition_key, std::string_view id, int64_t now_micros);
+  // `_hold` of an item handed out: the JSON array of the active legal holds covering it, "" when none.
+  Result<std::string> hold_json(std::string_view partition_key, std::string_view id);
 
  private:
   friend class StoreReader;
@@ -198,13 +202,17 @@ class ItemReader {
   Status walk_ts(bool descending, const std::optional<std::string>& partition_key, std::string_view resume_after,
                  int64_t now_micros, const std::function<bool(const Visit&)>& visit);
   // Whether an item is gone: expired at now_micros or deleted with its partition (counted in counters_).
-  Result<bool> gone(std::string_view partition_key, const ItemRecord& record, int64_t now_micros);
+  Result<bool> gone(std::string_view partition_key, std::string_view id, const ItemRecord& record,
+                    int64_t now_micros);
+  // The container's holds at snapshot_ (loaded on first use; nullptr when none is active).
+  Result<const HoldSet*> holds();
   leveldb::DB* db_;
   ReadSnapshot snapshot_;
   ContainerRecord container_;
   int64_t applied_ts_micros_ = 0;
   Counters counters_;
   std::unique_ptr<PartitionDeletes> deletes_;  // at snapshot_, for container_ (made on first use)
+  std::unique_ptr<HoldSet> holds_;             // likewise, when container_ has active holds
 };
 
 class StoreReader {
@@ -227,6 +235,11 @@ class StoreReader {
   // The account's provisioned throughputs (api::ListOffers): [{"database","container"?,"rid","throughput","ts"}] for
   // every database with shared throughput and every container with its own, in key order.
   OpResult list_offers() const;
+  // Legal holds (storage/holds.h): a JSON array of the holds of one container, of every container of `database`
+  // (container empty) or of every container (both empty); active ones only unless include_released.
+  OpResult list_holds(std::string_view database, std::string_view container, bool include_released) const;
+  // The holds' audit trail, oldest first, `max_items` a page (continuation: the next entry's log index).
+  OpResult list_hold_audit(size_t max_items, std::string_view continuation) const;
   OpResult read_container(std::string_view database, std::string_view container) const;
   // The container's settings, or nullopt when it (or its database) does not exist — or while a snapshot is being
   // installed (the read that follows answers Unavailable).

@@ -495,8 +495,28 @@ class Simulation {
     const std::string pk = "\"p" + std::to_string(prng_.uniform(3)) + "\"";
     if (prng_.uniform(4) == 0) {
       request.container = "d";
-      if (prng_.uniform(10) == 0) {
+      const uint64_t special = prng_.uniform(10);
+      if (special == 0) {
         request.operation = api::DeletePartition{pk};
+        return request;
+      }
+      // Legal holds come and go (ids h0..h3; a set of an active id or a release of an inactive one is refused):
+      // held items outlive their instant and expire at the release, on every replica at the same position.
+      if (special == 1) {
+        api::SetHold hold;
+        hold.id = "h" + std::to_string(prng_.uniform(4));
+        const uint64_t scope = prng_.uniform(5);
+        hold.scope = scope == 0   ? api::SetHold::Scope::kContainer
+                     : scope <= 2 ? api::SetHold::Scope::kPartition
+                                  : api::SetHold::Scope::kItem;
+        if (hold.scope != api::SetHold::Scope::kContainer) hold.partition_key = pk;
+        if (hold.scope == api::SetHold::Scope::kItem) hold.item_id = id;
+        hold.reason = "sim";
+        request.operation = std::move(hold);
+        return request;
+      }
+      if (special == 2) {
+        request.operation = api::ReleaseHold{"h" + std::to_string(prng_.uniform(4)), "sim", ""};
         return request;
       }
     }
