@@ -1,7 +1,8 @@
 // The virtual clock (docs/ttl.md, "Virtual clock") on real mayflyd processes: replicated time stands still until
 // `mayfly cluster advance-clock`, an advance expires exactly the items whose instants it passed on every node, writes
 // are stamped with the virtual time, advance-clock is refused on a real-clock cluster and with a bad duration, and a
-// node whose --clock disagrees with its data directory or with its peers is refused.
+// node whose --clock disagrees with its data directory or with its peers is refused. Legal holds too: held items outlive
+// their instants on every node until the release (LegalHolds).
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -9,7 +10,10 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -393,6 +397,95 @@ TEST(TtlChangeGuard, DryRunEqualsTheChangeAndTheGuardRefusesUnlessForced) {
   EXPECT_EQ(cluster.cli({"container", "set", "vdb", "c", "--default-ttl", "0", "--dry-run"}).status(), 400);
   EXPECT_EQ(cluster.cli({"container", "set", "vdb", "c", "--dry-run"}).status(), 400);
   EXPECT_EQ(cluster.cli({"container", "set", "vdb", "nope", "--default-ttl", "5", "--dry-run"}).status(), 404);
+}
+
+// Legal holds on real processes (docs/retention.md, "Legal holds"): only a compliance key (or admin) sets and
+// releases them, the held item outlives its instant on every node while the one beside it expires, a readwrite key's
+// delete is refused naming the hold, the release expires it on every node, and the audit names the compliance key
+// even when the request went through a follower.
+TEST(LegalHolds, AComplianceKeyHoldsAnItemPastItsInstantOnEveryNodeUntilItReleasesIt) {
+  Cluster cluster({.name = "holds"});
+  ASSERT_TRUE(start_virtual(cluster));
+  ASSERT_NE(cluster.wait_for_leader(), 0u);
+  const std::string compliance_key = "compliance-key-0123456789abcdef0123";
+  {
+    // Add a compliance key named "legal" (the nodes re-read the file).
+    const std::string staged = cluster.keys_file() + ".new";
+    std::ifstream in(cluster.keys_file());
+    std::stringstream text;
+    text << in.rdbuf() << "compliance " << compliance_key << " legal\n";
+    std::ofstream(staged, std::ios::trunc) << text.str();
+    std::filesystem::permissions(staged, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                                 std::filesystem::perm_options::replace);
+    std::filesystem::rename(staged, cluster.keys_file());
+  }
+  const std::string compliance_file = cluster.write_file("legal.key", compliance_key + "\n");
+  const std::string readwrite_file = cluster.write_file("rw.key", cluster.readwrite_key() + "\n");
+  for (const std::string& file : {compliance_file, readwrite_file}) {
+    std::filesystem::permissions(file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write,
+                                 std::filesystem::perm_options::replace);
+  }
+  ASSERT_EQ(cluster.cli({"db", "create", "vdb"}).status(), 201);
+  ASSERT_EQ(cluster.cli({"container", "create", "vdb", "c", "--pk", "/pk", "--default-ttl", "60"}).status(), 201);
+  client::Client writer(cluster.client_options());
+  for (const std::string id : {"held", "free"}) {
+    ASSERT_EQ(writer.execute(item_write("{\"id\":\"" + id + "\",\"pk\":\"p\"}")).status, 201);
+  }
+  const std::vector<std::string> hold_item = {"hold", "set", "vdb", "c", "--id", "case-17", "--pk", "p",
+                                              "--item", "held", "--reason", "Smith v. Acme"};
+  // A readwrite key may not set a hold; the compliance key may (through node 2, whichever node leads), once the
+  // nodes have read the new keys file.
+  std::vector<std::string> args = {"--key-file", readwrite_file};
+  args.insert(args.end(), hold_item.begin(), hold_item.end());
+  const CliResult refused = cluster.cli(args);
+  EXPECT_EQ(refused.status(), 403) << refused.describe();
+  args = {"--key-file", compliance_file};
+  args.insert(args.end(), hold_item.begin(), hold_item.end());
+  CliResult held;
+  ASSERT_TRUE(wait_until([&] { return (held = cluster.cli(args, 2)).status() != 401; }, milliseconds(5000)));
+  ASSERT_EQ(held.status(), 201) << held.describe();
+  // The compliance key cannot write items; the readwrite key cannot delete the held one.
+  EXPECT_EQ(cluster.cli({"--key-file", compliance_file, "item", "upsert", "vdb", "c", R"({"id":"x","pk":"p"})"})
+                .status(),
+            403);
+  const CliResult delete_held =
+      cluster.cli({"--key-file", readwrite_file, "item", "delete", "vdb", "c", "--pk", "p", "--id", "held"});
+  EXPECT_EQ(delete_held.status(), 409) << delete_held.describe();
+  EXPECT_NE(delete_held.message().find("case-17"), std::string::npos) << delete_held.describe();
+
+  // Past both instants: the held item is there on every node, with its would-be instant and the hold.
+  auto [now, token] = advance(cluster, "120s");
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    const Response held_read = writer.execute(item_read("held", node, token));
+    ASSERT_EQ(held_read.status, 200) << "node " << node << ": " << held_read.message;
+    const bj::object body = bj::parse(held_read.body).as_object();
+    EXPECT_EQ(bj::serialize(body.at("_hold")), R"(["case-17"])");
+    EXPECT_LT(body.at("_expiresAt").as_int64() * kSecond, now);
+    EXPECT_EQ(writer.execute(item_read("free", node, token)).status, 404) << "node " << node;
+  }
+  const CliResult listed = cluster.cli({"--key-file", compliance_file, "-o", "json", "hold", "list"});
+  ASSERT_EQ(listed.status(), 200) << listed.describe();
+  ASSERT_TRUE(listed.body() != nullptr && listed.body()->is_array() && listed.body()->as_array().size() == 1)
+      << listed.describe();
+  EXPECT_EQ(listed.body()->as_array()[0].as_object().at("setBy").as_string(), "legal");
+
+  // Released through node 3: gone on every node from the release on.
+  const CliResult released = cluster.cli(
+      {"--key-file", compliance_file, "hold", "release", "vdb", "c", "case-17", "--reason", "settled"}, 3);
+  ASSERT_EQ(released.status(), 200) << released.describe();
+  for (size_t node = 1; node <= cluster.size(); ++node) {
+    EXPECT_EQ(writer.execute(item_read("held", node, released.session_token())).status, 404) << "node " << node;
+  }
+  const CliResult audit = cluster.cli({"--key-file", compliance_file, "-o", "json", "hold", "audit"});
+  ASSERT_EQ(audit.status(), 200) << audit.describe();
+  ASSERT_TRUE(audit.body() != nullptr && audit.body()->is_array() && audit.body()->as_array().size() == 2)
+      << audit.describe();
+  for (const bj::value& entry : audit.body()->as_array()) {
+    EXPECT_EQ(entry.as_object().at("actor").as_string(), "legal") << bj::serialize(entry);
+  }
+  EXPECT_EQ(audit.body()->as_array()[1].as_object().at("reason").as_string(), "settled");
+  // A readwrite key may not read the audit either.
+  EXPECT_EQ(cluster.cli({"--key-file", readwrite_file, "hold", "audit"}).status(), 403);
 }
 
 }  // namespace
