@@ -153,6 +153,11 @@ Result<Route> parse_route(std::string_view target) {
       if (n == 6) route.id = segments[5];
       return route;
     }
+    if (child == "holds" && n <= 6) {  // a Mayfly resource: legal holds (docs/retention.md)
+      route.kind = n == 5 ? Route::Kind::kHolds : Route::Kind::kHold;
+      if (n == 6) route.id = segments[5];
+      return route;
+    }
     if (child == "operations" && n == 6 && segments[5] == "partitionkeydelete") {
       route.kind = Route::Kind::kPartitionKeyDelete;
       route.resource_type = "colls";  // the SDKs sign it as the container's (not "partitionkey")
@@ -274,7 +279,8 @@ bool replay_guarded(std::string_view verb, Route::Kind kind, bool forces_ttl_cha
   // containers in one second carry the same signature, as SDK fixtures do; a replayed create only makes a resource
   // that did not exist (409 otherwise), where a replayed replace could rewrite a defaultTtl.
   if (verb != "PUT" && verb != "DELETE" && verb != "PATCH") return false;
-  return kind == Route::Kind::kDatabase || kind == Route::Kind::kContainer;
+  // A hold's release too: replayed after the same id was set again, it would release the new hold.
+  return kind == Route::Kind::kDatabase || kind == Route::Kind::kContainer || kind == Route::Kind::kHold;
 }
 
 Status check_signed_date(std::string_view date, int64_t now_seconds) {

@@ -35,6 +35,8 @@ struct Route {
     kItem,           // /dbs/{db}/colls/{c}/docs/{id}
     kConflicts,      // /dbs/{db}/colls/{c}/conflicts: always empty (one write region never has conflicts)
     kConflict,       // /dbs/{db}/colls/{c}/conflicts/{id}: never exists
+    kHolds,          // /dbs/{db}/colls/{c}/holds: Mayfly's legal holds (docs/retention.md), signed as "holds"
+    kHold,           // /dbs/{db}/colls/{c}/holds/{id}
     kOffers,         // /offers
     kOffer,          // /offers/{id}
     kUnsupported,    // a Cosmos resource Mayfly does not have (users, sprocs, offers, ...): `feature` names it

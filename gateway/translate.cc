@@ -688,6 +688,46 @@ Plan plan_request(const HttpRequest& http) {
       if (method != "GET" && method != "DELETE") return method_not_allowed(http, "a conflict (read or delete it)");
       return answer(error_response(404, "conflict '" + route.id + "' does not exist: Mayfly has one write region, so "
                                         "it never has conflicts"));
+    case Route::Kind::kHolds: {
+      // Mayfly's legal holds (docs/retention.md): GET lists the container's (x-mayfly-include-released: true for the
+      // released ones too); POST {"id","reason","partitionKey"?,"itemId"?} sets one. Compliance or admin keys.
+      if (method == "GET") {
+        request.operation = api::ListHolds{lower(http.header("x-mayfly-include-released")) == "true"};
+      } else if (method == "POST") {
+        Result<boost::json::object> body = parse_object(http.body, "a hold");
+        if (!body.is_ok()) return bad_request(body.status().message());
+        api::SetHold hold;
+        const boost::json::value* id = body->if_contains("id");
+        const boost::json::value* reason = body->if_contains("reason");
+        const boost::json::value* key = body->if_contains("partitionKey");
+        const boost::json::value* item = body->if_contains("itemId");
+        if (id == nullptr || !id->is_string()) return bad_request("a hold needs \"id\", a string");
+        if (reason == nullptr || !reason->is_string()) return bad_request("a hold needs \"reason\", a string");
+        if (item != nullptr && !item->is_string()) return bad_request("a hold's \"itemId\" must be a string");
+        if (item != nullptr && key == nullptr) return bad_request("an item hold needs the item's \"partitionKey\"");
+        hold.id = std::string(id->as_string());
+        hold.reason = std::string(reason->as_string());
+        if (key != nullptr) {
+          hold.partition_key = json::to_json(*key);
+          hold.scope = api::SetHold::Scope::kPartition;
+        }
+        if (item != nullptr) {
+          hold.item_id = std::string(item->as_string());
+          hold.scope = api::SetHold::Scope::kItem;
+        }
+        request.operation = std::move(hold);
+      } else {
+        return method_not_allowed(http, "a container's legal holds (list: GET, set: POST)");
+      }
+      plan.spec.shape = Shape::kBatch;  // the node's body as it is
+      break;
+    }
+    case Route::Kind::kHold:
+      // DELETE releases it; the reason in x-mayfly-reason.
+      if (method != "DELETE") return method_not_allowed(http, "a legal hold (release: DELETE)");
+      request.operation = api::ReleaseHold{route.id, std::string(http.header("x-mayfly-reason")), ""};
+      plan.spec.shape = Shape::kBatch;
+      break;
     case Route::Kind::kPartitionKeyDelete: {
       // delete_all_items_by_partition_key: every item of the partition in the header, at once (docs/retention.md).
       if (method != "POST") return method_not_allowed(http, "delete by partition key (POST)");

@@ -72,7 +72,7 @@ class Cluster:
         ports = free_ports(2 * nodes)
         self.rpc_ports, self.http_ports = ports[:nodes], ports[nodes:]
         # Mayfly keys; the Cosmos key of a Mayfly key K is base64(K).
-        self.keys = {role: secrets.token_urlsafe(32) for role in ("admin", "readwrite", "readonly")}
+        self.keys = {role: secrets.token_urlsafe(32) for role in ("admin", "readwrite", "readonly", "compliance")}
         keys_file = os.path.join(self.dir, "keys")
         with open(os.open(keys_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as out:
             for role, key in self.keys.items():

@@ -130,6 +130,9 @@ TEST(GatewayRoute, FeedsAndResourcesSignTheirTypeAndLink) {
        "dbs/shop/colls/carts"},
       {"/dbs/shop/colls/carts/conflicts", Route::Kind::kConflicts, "conflicts", "dbs/shop/colls/carts"},
       {"/dbs/shop/colls/carts/conflicts/x", Route::Kind::kConflict, "conflicts", "dbs/shop/colls/carts/conflicts/x"},
+      // Mayfly's legal holds: a feed and its entries, like docs.
+      {"/dbs/shop/colls/carts/holds", Route::Kind::kHolds, "holds", "dbs/shop/colls/carts"},
+      {"/dbs/shop/colls/carts/holds/case%2017", Route::Kind::kHold, "holds", "dbs/shop/colls/carts/holds/case 17"},
   };
   for (const Case& c : cases) {
     Result<Route> route = parse_route(c.target);
