@@ -230,6 +230,11 @@ Metrics::Metrics(uint64_t node_id)
                             .Help("1 while this node is still counting the container's expired items (after a "
                                   "restart or a defaultTtl change): the backlog figures are lower bounds until 0")
                             .Register(*registry_)),
+      active_holds_(BuildGauge()
+                        .Name("mayfly_holds_active")
+                        .Help("Legal holds in force on the container (docs/retention.md): its covered items do not "
+                              "expire and cannot be deleted; the backlog counts those past their instant")
+                        .Register(*registry_)),
       oldest_expired_age_(BuildGauge()
                               .Name("mayfly_ttl_gc_oldest_expired_age_seconds")
                               .Help("Age of the oldest expired, not yet deleted item (0: none)")
@@ -484,6 +489,7 @@ void Metrics::set_container_figures(const std::vector<ContainerFigures>& contain
     backlog_items_.Add(labels).Set(static_cast<double>(figures.backlog_items));
     backlog_bytes_.Add(labels).Set(static_cast<double>(figures.backlog_bytes));
     backlog_counting_.Add(labels).Set(figures.backlog_counting ? 1 : 0);
+    active_holds_.Add(labels).Set(static_cast<double>(figures.active_holds));
     oldest_expired_age_.Add(labels).Set(figures.oldest_expired_age_seconds);
     // The forecast series exist as soon as the container does (0 until its first forecast): Add keeps a value.
     for (const char* window : {"1h", "24h"}) {
@@ -543,7 +549,7 @@ void Metrics::retain_containers(const std::vector<std::string>& existing) {
     }
     const prometheus::Labels labels{{"node", node_}, {"container", *gone}};
     for (auto* family : {&live_items_, &billable_bytes_, &backlog_items_, &backlog_bytes_, &backlog_counting_,
-                         &oldest_expired_age_, &spare_request_units_}) {
+                         &active_holds_, &oldest_expired_age_, &spare_request_units_}) {
       family->Remove(&family->Add(labels));
     }
     for (auto* family : {&deleted_items_, &deleted_bytes_, &throttled_, &collector_request_units_,

@@ -165,6 +165,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& backlog_items_;
   prometheus::Family<prometheus::Gauge>& backlog_bytes_;
   prometheus::Family<prometheus::Gauge>& backlog_counting_;
+  prometheus::Family<prometheus::Gauge>& active_holds_;
   prometheus::Family<prometheus::Gauge>& oldest_expired_age_;
   prometheus::Family<prometheus::Counter>& deleted_items_;
   prometheus::Family<prometheus::Counter>& deleted_bytes_;

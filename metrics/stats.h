@@ -26,6 +26,7 @@ struct ContainerFigures {
   int64_t backlog_bytes = 0;
   double oldest_expired_age_seconds = 0;  // 0 when the backlog is empty
   bool backlog_counting = false;          // still counting: backlog figures are lower bounds, live ones upper bounds
+  int64_t active_holds = 0;               // legal holds in force (storage/holds.h)
 };
 
 // One container's TTL forecast on this node (node/forecast.h), refreshed every --forecast-interval-ms.

@@ -56,7 +56,8 @@ Result<bool> DriverMetrics::publish(const NodeView& view, int64_t now, int64_t s
     if (!stats.is_ok()) continue;  // dropped between the two calls
     work += static_cast<uint64_t>(stats->backlog.entries_read) * kCountWork;
     metrics::ContainerFigures container{info.database + "/" + info.container, stats->live_items, stats->live_bytes,
-                                        stats->backlog.items, stats->backlog.bytes, 0, !stats->backlog.complete};
+                                        stats->backlog.items, stats->backlog.bytes, 0, !stats->backlog.complete,
+                                        static_cast<int64_t>(info.record.active_holds)};
     if (stats->backlog.oldest_expiry_micros) {
       container.oldest_expired_age_seconds =
           std::max<double>(0, static_cast<double>(now - *stats->backlog.oldest_expiry_micros) / 1e6);

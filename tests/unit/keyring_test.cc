@@ -15,6 +15,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
+TEST(Keyring, ComplianceIsBesideTheOtherRolesAndAdminImpliesIt) {
+  Result<std::vector<ClientKey>> keys = parse_keys("compliance cccccccccccccccccccc legal\n", "keys");
+  ASSERT_TRUE(keys.is_ok()) << keys.status().to_string();
+  EXPECT_EQ((*keys)[0].role, Role::kCompliance);
+  EXPECT_EQ(role_name(Role::kCompliance), "compliance");
+  // Compliance reads and holds; it does not write or administer. Readwrite does not hold. Admin does everything.
+  EXPECT_TRUE(role_allows(Role::kCompliance, Role::kReadOnly));
+  EXPECT_TRUE(role_allows(Role::kCompliance, Role::kCompliance));
+  EXPECT_FALSE(role_allows(Role::kCompliance, Role::kReadWrite));
+  EXPECT_FALSE(role_allows(Role::kCompliance, Role::kAdmin));
+  EXPECT_FALSE(role_allows(Role::kReadWrite, Role::kCompliance));
+  EXPECT_FALSE(role_allows(Role::kReadOnly, Role::kCompliance));
+  EXPECT_TRUE(role_allows(Role::kReadWrite, Role::kReadOnly));
+  EXPECT_FALSE(role_allows(Role::kReadOnly, Role::kReadWrite));
+  for (Role need : {Role::kReadOnly, Role::kReadWrite, Role::kCompliance, Role::kAdmin}) {
+    EXPECT_TRUE(role_allows(Role::kAdmin, need));
+    EXPECT_FALSE(role_allows(Role::kNone, need));
+  }
+}
+
 TEST(Keyring, KeysParseWithRolesAndErrorsNameTheLineNotTheKey) {
   Result<std::vector<ClientKey>> keys =
       parse_keys("# comment\n\nadmin  aaaaaaaaaaaaaaaaaaaa ops\nreadonly bbbbbbbbbbbbbbbbbbbb\n", "keys");
