@@ -134,7 +134,9 @@ Result<int64_t> Collector::collect_expired_within(const storage::ContainerInfo& 
   MAYFLY_ASSIGN_OR_RETURN(storage::CollectResult collected,
                           expiry_.collect_expired(info.database, info.container, applied_ts, affordable));
   spent += static_cast<uint64_t>(collected.items) * kDeleteWork;
-  if (collected.items < backlog.items) last_pass_saturated_ = true;
+  // Expired items left behind by the budget. Held ones (storage/holds.h) are in the backlog but not collectable: with
+  // holds, only a batch that stopped with more to take counts.
+  if (collected.more || (collected.items < backlog.items && info.record.active_holds == 0)) last_pass_saturated_ = true;
   if (collected.items == 0) return 0;
   request_units_.collector_spent(
       key, info.record.throughput,
