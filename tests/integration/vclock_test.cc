@@ -463,6 +463,12 @@ TEST(LegalHolds, AComplianceKeyHoldsAnItemPastItsInstantOnEveryNodeUntilItReleas
     EXPECT_LT(body.at("_expiresAt").as_int64() * kSecond, now);
     EXPECT_EQ(writer.execute(item_read("free", node, token)).status, 404) << "node " << node;
   }
+  // Queries show the hold too (the query engine's reader), and a filter on it works like any property.
+  const CliResult queried = cluster.cli({"--consistency", "strong", "-o", "json", "query", "vdb", "c",
+                                         "SELECT c.id, c._hold FROM c WHERE IS_DEFINED(c._hold)"});
+  ASSERT_EQ(queried.status(), 200) << queried.describe();
+  ASSERT_TRUE(queried.body() != nullptr) << queried.describe();
+  EXPECT_EQ(bj::serialize(*queried.body()), R"([{"id":"held","_hold":["case-17"]}])") << queried.describe();
   const CliResult listed = cluster.cli({"--key-file", compliance_file, "-o", "json", "hold", "list"});
   ASSERT_EQ(listed.status(), 200) << listed.describe();
   ASSERT_TRUE(listed.body() != nullptr && listed.body()->is_array() && listed.body()->as_array().size() == 1)
