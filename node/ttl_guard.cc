@@ -37,6 +37,13 @@ Reply ttl_change_verdict(const storage::StoreReader& state, const api::Request& 
   Reply go_ahead;
   go_ahead.serve_here = true;
   if (settings.force && !dry_run) return go_ahead;  // forced: no need to count
+  // A container under legal hold refuses any change of its policy at apply (409 naming the holds, storage/holds.h):
+  // counting first would only answer a 412 that --force then turns into that 409.
+  if (const std::optional<storage::ContainerRecord> record =
+          state.container_record(operation.database, operation.container);
+      !dry_run && record && record->active_holds > 0 && !(record->ttl.policy == policy)) {
+    return go_ahead;
+  }
   Result<storage::TtlChangePreview> preview = state.preview_default_ttl(operation.database, operation.container, policy);
   if (!preview.is_ok()) {
     if (preview.status().code() == StatusCode::kNotFound) {

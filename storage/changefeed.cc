@@ -365,11 +365,8 @@ Result<ChangeFeedPage> read_by_write_time(leveldb::DB* db, const leveldb::ReadOp
   }
   RangeCache ranges;
   PartitionDeletes deletes = PartitionDeletes::at(db, options.snapshot, container);
-  std::optional<HoldSet> holds;  // a held item is alive past its instant (storage/holds.h)
-  if (container.active_holds > 0) {
-    MAYFLY_ASSIGN_OR_RETURN(HoldSet loaded, HoldSet::load(db, options.snapshot, crid));
-    holds = std::move(loaded);
-  }
+  // A held item is alive past its instant (storage/holds.h).
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<HoldSet> holds, HoldSet::load_if_held(db, options.snapshot, container));
   std::unique_ptr<leveldb::Iterator> it(db->NewIterator(options));
   size_t page_bytes = 0;
   bool end = true;  // the scan reached the index's end: caught up

@@ -299,13 +299,11 @@ Result<CollectResult> ExpiryKeeper::collect_expired(std::string_view database, s
   // Legal holds (storage/holds.h): a held item is alive whatever its instant, so the collector passes it over. A
   // container hold keeps every item: nothing to look at. Items held one by one or by partition are skipped in the
   // scan, at most kMaxHeldSkipped a pass, and the cursor moves past them; a release starts the cursors over.
-  std::optional<HoldSet> holds;
-  if (record.active_holds > 0) {
-    MAYFLY_ASSIGN_OR_RETURN(HoldSet loaded, HoldSet::load(db_, nullptr, record.crid));
-    for (const HoldRecord& hold : loaded.all()) {
-      if (hold.active() && hold.scope == HoldScope::kContainer) return CollectResult{};
+  MAYFLY_ASSIGN_OR_RETURN(std::optional<HoldSet> holds, HoldSet::load_if_held(db_, nullptr, record));
+  if (holds) {
+    for (const HoldRecord* hold : holds->active()) {
+      if (hold->scope == HoldScope::kContainer) return CollectResult{};
     }
-    holds = std::move(loaded);
   }
   const size_t max_held_skipped = 4 * max_items + 64;
   std::array<std::optional<std::string>, 2> last_held;  // the last held entry each index scan passed over

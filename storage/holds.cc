@@ -194,6 +194,21 @@ Result<HoldSet> HoldSet::load(leveldb::DB* db, const leveldb::Snapshot* snapshot
   return HoldSet(std::move(holds));
 }
 
+Result<std::optional<HoldSet>> HoldSet::load_if_held(leveldb::DB* db, const leveldb::Snapshot* snapshot,
+                                                     const ContainerRecord& container) {
+  if (container.active_holds == 0) return std::optional<HoldSet>();
+  MAYFLY_ASSIGN_OR_RETURN(HoldSet holds, load(db, snapshot, container.crid));
+  return std::optional<HoldSet>(std::move(holds));
+}
+
+std::vector<const HoldRecord*> HoldSet::active() const {
+  std::vector<const HoldRecord*> out;
+  for (const HoldRecord& hold : holds_) {
+    if (hold.active()) out.push_back(&hold);
+  }
+  return out;
+}
+
 const HoldRecord* HoldSet::active_by_id(std::string_view id) const {
   for (const HoldRecord& hold : holds_) {
     if (hold.active() && hold.id == id) return &hold;

@@ -103,9 +103,14 @@ class HoldSet {
   HoldSet() = default;
   explicit HoldSet(std::vector<HoldRecord> holds);
   static Result<HoldSet> load(leveldb::DB* db, const leveldb::Snapshot* snapshot, uint64_t crid);
+  // The container's holds when it has an active one; nullopt (and no read) when it has none.
+  static Result<std::optional<HoldSet>> load_if_held(leveldb::DB* db, const leveldb::Snapshot* snapshot,
+                                                     const ContainerRecord& container);
 
   const std::vector<HoldRecord>& all() const { return holds_; }
   bool any_active() const { return active_ > 0; }
+  // Every active hold, in the order they were set.
+  std::vector<const HoldRecord*> active() const;
   // The active hold with this id, if any.
   const HoldRecord* active_by_id(std::string_view id) const;
   // The active holds covering the item, in the order they were set.

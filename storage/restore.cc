@@ -201,20 +201,13 @@ Result<RestoreFigures> transform_for_restore(StateMachine& machine, RestoreTtlMo
     restored.partitions_deleted_through_micros = 0;
     // Legal holds (storage/holds.h) come back with the backup and keep their items: a held item is alive at B
     // whatever its instant. Pausing TTL is a defaultTtl change, which would expire held items: refused.
-    std::optional<HoldSet> holds;
-    if (container.active_holds > 0) {
-      MAYFLY_ASSIGN_OR_RETURN(HoldSet loaded, HoldSet::load(db, nullptr, container.crid));
-      if (mode == RestoreTtlMode::kPause && container.ttl.policy.is_on()) {
-        std::vector<const HoldRecord*> active;
-        for (const HoldRecord& hold : loaded.all()) {
-          if (hold.active()) active.push_back(&hold);
-        }
-        return Status::conflict("restore --ttl pause would turn TTL off on container '" + info.database + "/" +
-                                info.container + "', which holds items under legal hold " + describe_holds(active) +
-                                " (a defaultTtl change would expire them); restore with --ttl preserve or rebase, "
-                                "which keep the holds and their items");
-      }
-      holds = std::move(loaded);
+    MAYFLY_ASSIGN_OR_RETURN(std::optional<HoldSet> holds, HoldSet::load_if_held(db, nullptr, container));
+    if (holds && mode == RestoreTtlMode::kPause && container.ttl.policy.is_on()) {
+      return Status::conflict("restore --ttl pause would turn TTL off on container '" + info.database + "/" +
+                              info.container + "', which holds items under legal hold " +
+                              describe_holds(holds->active()) +
+                              " (a defaultTtl change would expire them); restore with --ttl preserve or rebase, "
+                              "which keep the holds and their items");
     }
     // Rebase moves the holds' times with the items' (their "held since" instants).
     const auto hold_shift = [shift](std::optional<int64_t> since) -> std::optional<int64_t> {

@@ -745,12 +745,7 @@ OpResult StateMachine::holds_block(const ContainerRecord& container, const std::
     context.failure = holds.status();
     return internal_error(holds.status());
   }
-  std::vector<const HoldRecord*> active;
-  if (*holds) {
-    for (const HoldRecord& hold : (*holds)->all()) {
-      if (hold.active()) active.push_back(&hold);
-    }
-  }
+  const std::vector<const HoldRecord*> active = *holds ? (*holds)->active() : std::vector<const HoldRecord*>();
   return OpResult::error(StatusCode::kConflict, what + " cannot be " + verb + " while its container holds items "
                                                     "under legal hold " + describe_holds(active) +
                                                     " (release them first: mayfly hold release)");

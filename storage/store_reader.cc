@@ -166,12 +166,9 @@ OpResult StoreReader::read_item(std::string_view database, std::string_view cont
                               " does not exist";
   if (!record->has_value()) return not_found(missing);
   const ItemRecord& item = **record;
-  std::optional<HoldSet> holds;
-  if (found->active_holds > 0) {
-    Result<HoldSet> loaded = HoldSet::load(db_, snapshot.get(), found->crid);
-    if (!loaded.is_ok()) return internal_error(loaded.status());
-    holds = std::move(loaded).value();
-  }
+  Result<std::optional<HoldSet>> loaded = HoldSet::load_if_held(db_, snapshot.get(), *found);
+  if (!loaded.is_ok()) return internal_error(loaded.status());
+  const std::optional<HoldSet>& holds = *loaded;
   if (holds ? !holds->alive(*partition_key, id, item, found->ttl, now_micros)
             : !ttl::alive(item.ttl, item.write_ts_micros, found.value().ttl, now_micros)) {
     OpResult result = not_found(missing);
@@ -225,12 +222,9 @@ OpResult StoreReader::list_items(const ListRequest& request, int64_t now_micros)
   if (!request.continuation.empty() && it->Valid() && it->key() == leveldb::Slice(start)) it->Next();
   std::string last_read;  // the key of the last record read: the next page resumes after it
   PartitionDeletes deletes = PartitionDeletes::at(db_, snapshot.get(), container);
-  std::optional<HoldSet> holds;
-  if (container.active_holds > 0) {
-    Result<HoldSet> loaded = HoldSet::load(db_, snapshot.get(), container.crid);
-    if (!loaded.is_ok()) return internal_error(loaded.status());
-    holds = std::move(loaded).value();
-  }
+  Result<std::optional<HoldSet>> loaded = HoldSet::load_if_held(db_, snapshot.get(), container);
+  if (!loaded.is_ok()) return internal_error(loaded.status());
+  const std::optional<HoldSet>& holds = *loaded;
   std::string partition_key, id;
   for (; it->Valid() && has_prefix(it->key(), prefix); it->Next()) {
     if (count == request.max_items || result.body.size() >= kMaxListPageBytes) {

@@ -463,6 +463,11 @@ TEST(LegalHolds, AComplianceKeyHoldsAnItemPastItsInstantOnEveryNodeUntilItReleas
     EXPECT_LT(body.at("_expiresAt").as_int64() * kSecond, now);
     EXPECT_EQ(writer.execute(item_read("free", node, token)).status, 404) << "node " << node;
   }
+  // The container's defaultTtl cannot change while the hold is on (the same one again is accepted).
+  const CliResult ttl_change = cluster.cli({"container", "set", "vdb", "c", "--default-ttl", "30"});
+  EXPECT_EQ(ttl_change.status(), 409) << ttl_change.describe();
+  EXPECT_NE(ttl_change.message().find("case-17"), std::string::npos) << ttl_change.describe();
+  EXPECT_EQ(cluster.cli({"container", "set", "vdb", "c", "--default-ttl", "60"}).status(), 200);
   // Queries show the hold too (the query engine's reader), and a filter on it works like any property.
   const CliResult queried = cluster.cli({"--consistency", "strong", "-o", "json", "query", "vdb", "c",
                                          "SELECT c.id, c._hold FROM c WHERE IS_DEFINED(c._hold)"});
