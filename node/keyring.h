@@ -5,8 +5,8 @@
 //     ROLE KEY [NAME]       e.g.  admin  kP3...base64...  ops-team
 // Roles: readonly (reads, lists, queries, cluster status), readwrite (also every data, database and container write),
 // compliance (readonly's reads, and legal holds: set, release, list and their audit), admin (everything: also
-// membership changes and leadership transfer, and legal holds). A key is at least 16 bytes with no spaces. The file must not
-// be readable by group or others.
+// membership changes and leadership transfer, and legal holds). A key is at least 16 bytes with no spaces. The file
+// must not be readable by group or others.
 //
 // Keys are never logged or echoed: logs and metrics name a key by NAME, or by its fingerprint (auth::fingerprint).
 //

@@ -1041,7 +1041,8 @@ OpResult StateMachine::write_item(const Command& command, int64_t ts, ApplyConte
   result.done = creating ? Done::kCreated : Done::kOk;
   result.ts_micros = ts;
   result.etag = format_etag(record.etag_sequence);
-  result.body = render_item(record, command.database, container.crid, container.ttl.policy);
+  result.body = render_item(record, command.database, container.crid, container.ttl.policy,
+                            *holds ? (*holds)->hold_json(partition_key, id) : std::string());
   return result;
 }
 

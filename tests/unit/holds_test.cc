@@ -172,9 +172,9 @@ TEST_F(HoldsTest, ReplaceUpsertAndPatchOfAHeldItemAreRefused) {
   EXPECT_EQ(patched.http_status(), 409) << patched.message;
   EXPECT_EQ(stored_json("x", "a"), before);
   // A new item in the held partition is an ordinary create (and is held from then on).
-  EXPECT_EQ(apply(item_command(CommandType::kCreateItem, "db", "c", item("x", "new", 1)), kT0 + 3 * kSecond)
-                .http_status(),
-            201);
+  OpResult created = apply(item_command(CommandType::kCreateItem, "db", "c", item("x", "new", 1)), kT0 + 3 * kSecond);
+  EXPECT_EQ(created.http_status(), 201);
+  EXPECT_NE(created.body.find(R"("_hold":["p1"])"), std::string::npos) << created.body;
   EXPECT_EQ(status_of("x", "new", kT0 + 60 * kSecond), 200);
 }
 
